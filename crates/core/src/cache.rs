@@ -1,0 +1,117 @@
+//! The trusted cache (the L2): tags plus the plaintext bytes of every line.
+//!
+//! Data lines and metadata lines (tree chunks) share it, so they compete for space exactly as
+//! in seeds 000/003. Lines here are trusted; only what leaves it goes through the schemes.
+
+use secmem_timing::{Cycle, Tags, NO_SLOT};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    Data,
+    Meta,
+}
+
+pub struct TrustedCache {
+    pub tags: Tags,
+    line: usize,
+    data: Vec<u8>,
+    dirty: Vec<bool>,
+    kind: Vec<LineKind>,
+    /// When the line's bytes are usable (a fill still in flight makes later hits wait).
+    ready: Vec<Cycle>,
+    /// A slot that must not be chosen as a victim (the line an access is working on).
+    pinned: u32,
+}
+
+impl TrustedCache {
+    pub fn new(size: u64, ways: usize, line: u64) -> Result<TrustedCache, String> {
+        let tags = Tags::new(size, ways, line)?;
+        let n = tags.slots();
+        Ok(TrustedCache {
+            tags,
+            line: line as usize,
+            data: vec![0; n * line as usize],
+            dirty: vec![false; n],
+            kind: vec![LineKind::Data; n],
+            ready: vec![0; n],
+            pinned: NO_SLOT,
+        })
+    }
+
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    #[inline]
+    pub fn bytes(&self, slot: u32) -> &[u8] {
+        let s = slot as usize * self.line;
+        &self.data[s..s + self.line]
+    }
+
+    #[inline]
+    pub fn bytes_mut(&mut self, slot: u32) -> &mut [u8] {
+        let s = slot as usize * self.line;
+        &mut self.data[s..s + self.line]
+    }
+
+    #[inline]
+    pub fn is_dirty(&self, slot: u32) -> bool {
+        self.dirty[slot as usize]
+    }
+
+    #[inline]
+    pub fn set_dirty(&mut self, slot: u32) {
+        self.dirty[slot as usize] = true;
+    }
+
+    #[inline]
+    pub fn kind(&self, slot: u32) -> LineKind {
+        self.kind[slot as usize]
+    }
+
+    #[inline]
+    pub fn ready(&self, slot: u32) -> Cycle {
+        self.ready[slot as usize]
+    }
+
+    pub fn pin(&mut self, slot: u32) {
+        self.pinned = slot;
+    }
+
+    pub fn unpin(&mut self) {
+        self.pinned = NO_SLOT;
+    }
+
+    /// Victim slot for `addr`, never the pinned one.
+    #[inline]
+    pub fn victim(&mut self, addr: u64) -> u32 {
+        let v = self.tags.victim(addr);
+        if v != self.pinned {
+            return v;
+        }
+        // Make the pinned line most recent and ask again: the next LRU way is chosen.
+        self.tags.touch(v);
+        self.tags.victim(addr)
+    }
+
+    /// Fill `slot` (previous content already taken care of by the caller).
+    #[inline]
+    pub fn fill(&mut self, slot: u32, addr: u64, bytes: &[u8], kind: LineKind, dirty: bool, ready: Cycle) {
+        self.tags.install(slot, addr);
+        self.bytes_mut(slot).copy_from_slice(bytes);
+        let i = slot as usize;
+        self.dirty[i] = dirty;
+        self.kind[i] = kind;
+        self.ready[i] = ready;
+    }
+
+    pub fn invalidate(&mut self, slot: u32) {
+        self.tags.invalidate(slot);
+        self.dirty[slot as usize] = false;
+    }
+
+    /// Every valid slot.
+    pub fn valid_slots(&self) -> Vec<u32> {
+        (0..self.tags.slots() as u32).filter(|&s| self.tags.addr_of(s).is_some()).collect()
+    }
+}

@@ -1,0 +1,31 @@
+//! No encryption: lines cross the bus as plaintext.
+
+use super::Encryption;
+use crate::machine::Machine;
+use crate::stats::Stats;
+use secmem_timing::Cycle;
+
+pub struct NoEncryption;
+
+impl Encryption for NoEncryption {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
+        let tr = m.bus.read(t, out.len() as u64);
+        m.mem.read(addr, out);
+        tr.last
+    }
+
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+        m.mem.write(addr, plain);
+        m.bus.write(t, plain.len() as u64)
+    }
+
+    fn space_overhead(&self) -> f64 {
+        0.0
+    }
+
+    fn stats(&self, _m: &Machine, _out: &mut Stats) {}
+}

@@ -1,0 +1,241 @@
+//! otp: one-time-pad (counter-mode) encryption with time stamps (seed 000 §4.3, Fig. 5–7b).
+//!
+//! A line of B bytes is B/16 chunks; chunk i is XORed with pad_i = AES_K(V ‖ addr|i ‖ TS),
+//! where V is a per-run random vector, addr the line address (its low bits are zero, so
+//! addr|i names the chunk uniquely) and TS the line's time stamp, the value of TIMER when it
+//! was last written back. TIMER is on chip and incremented on every dirty write-back; time
+//! stamps live in untrusted memory at TS_base + addr/B·B_TS (seed 000 §5.1). On a read the
+//! pad is computed as soon as the time stamp arrives, overlapping the line's transfer
+//! (Fig. 7b). When TIMER would wrap, a new key is chosen and memory re-encrypted.
+//!
+//! Memory is all-zero plaintext at power-on; instead of encrypting it all up front, a line
+//! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
+//! 1, so no write-back ever produces time stamp 0).
+
+use super::{derive_key, Encryption};
+use crate::machine::Machine;
+use crate::params::{ConfigError, Params};
+use crate::stats::{ratio, Stats};
+use secmem_crypto::Aes128;
+use secmem_timing::{Cycle, Tags};
+
+const B_TS: u64 = 4;
+
+pub struct Otp {
+    aes: Aes128,
+    seed: u64,
+    key_epoch: u64,
+    v: u32,
+    timer: u64,
+    ts_max: u64,
+    ts_bits: u32,
+    ts_base: u64,
+    covered: u64,
+    line: u64,
+    /// On-chip buffer of recently used 8-byte time-stamp words (000 Table 1: 32 entries):
+    /// a TS is 4 B on an 8-B bus, so neighbours come along for free.
+    ts_buf: Tags,
+    // statistics
+    reads: u64,
+    writes: u64,
+    ts_reads: u64,
+    ts_buf_hits: u64,
+    pad_hidden: u64,
+    pad_exposed: u64,
+    reencryptions: u64,
+    reencrypted_lines: u64,
+}
+
+impl Otp {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Otp, ConfigError> {
+        let ts_bits = p.u64_min("otp.ts_bits", 2)?;
+        if ts_bits > 32 {
+            return Err(ConfigError(format!("otp.ts_bits: {} exceeds the 32-bit time-stamp field", ts_bits)));
+        }
+        let entries = p.u64_min("otp.ts_buffer_entries", 1)? as usize;
+        let ts_buf = Tags::new(entries as u64 * 8, entries, 8)
+            .map_err(|e| ConfigError(format!("otp.ts_buffer_entries: {}", e)))?;
+        let line = m.line();
+        if line % 16 != 0 {
+            return Err(ConfigError(format!("l2.line: {} B is not a whole number of 16-B AES chunks", line)));
+        }
+        let ts_base = m.layout.alloc("otp time stamps", covered.div_ceil(line) * B_TS);
+        let k = derive_key(seed, 0x07b0);
+        Ok(Otp {
+            aes: Aes128::new(&derive_key(seed, 1)),
+            seed,
+            key_epoch: 1,
+            v: u32::from_le_bytes([k[0], k[1], k[2], k[3]]),
+            timer: 1,
+            ts_max: (1u64 << ts_bits) - 1,
+            ts_bits: ts_bits as u32,
+            ts_base,
+            covered,
+            line,
+            ts_buf,
+            reads: 0,
+            writes: 0,
+            ts_reads: 0,
+            ts_buf_hits: 0,
+            pad_hidden: 0,
+            pad_exposed: 0,
+            reencryptions: 0,
+            reencrypted_lines: 0,
+        })
+    }
+
+    pub fn ts_addr(&self, addr: u64) -> u64 {
+        self.ts_base + addr / self.line * B_TS
+    }
+
+    pub fn timer(&self) -> u64 {
+        self.timer
+    }
+
+    pub fn reencryptions(&self) -> u64 {
+        self.reencryptions
+    }
+
+    /// XOR `buf` with the pads of line `addr` at time stamp `ts`.
+    fn apply_pad(&self, addr: u64, ts: u32, buf: &mut [u8]) {
+        let mut pads = [[0u8; 16]; 64];
+        let n = buf.len() / 16;
+        for (i, pad) in pads[..n].iter_mut().enumerate() {
+            pad[..4].copy_from_slice(&self.v.to_le_bytes());
+            pad[4..12].copy_from_slice(&(addr | i as u64).to_le_bytes());
+            pad[12..].copy_from_slice(&ts.to_le_bytes());
+        }
+        self.aes.encrypt_many(&mut pads[..n]);
+        for (chunk, pad) in buf.chunks_exact_mut(16).zip(&pads[..n]) {
+            for (b, p) in chunk.iter_mut().zip(pad) {
+                *b ^= p;
+            }
+        }
+    }
+
+    /// Fetch a time stamp: from the on-chip buffer or over the bus.
+    fn read_ts(&mut self, m: &mut Machine, addr: u64, t: Cycle) -> (u32, Cycle) {
+        let ta = self.ts_addr(addr);
+        let word = ta & !7;
+        let ts = m.mem.read_u32(ta);
+        self.ts_reads += 1;
+        if let Some(s) = self.ts_buf.find(word) {
+            self.ts_buf.touch(s);
+            self.ts_buf_hits += 1;
+            return (ts, t + 1);
+        }
+        let v = self.ts_buf.victim(word);
+        self.ts_buf.install(v, word);
+        (ts, m.bus.read(t, B_TS).last)
+    }
+
+    /// TIMER is exhausted: new key, every written line re-encrypted under it with time
+    /// stamp 1; pads stay unique because the address is part of the pad input.
+    fn rekey(&mut self, m: &mut Machine, t: Cycle) -> Cycle {
+        let old = self.aes.clone();
+        self.key_epoch += 1;
+        self.aes = Aes128::new(&derive_key(self.seed, self.key_epoch));
+        let mut done = t;
+        let mut buf = vec![0u8; self.line as usize];
+        for page in m.mem.touched_pages(0, self.covered) {
+            for addr in (page..page + crate::mem::PAGE).step_by(self.line as usize) {
+                let ta = self.ts_addr(addr);
+                let ts = m.mem.read_u32(ta);
+                m.mem.read(addr, &mut buf);
+                if ts == 0 && buf.iter().all(|&b| b == 0) {
+                    continue;
+                }
+                // Decrypt under the old key...
+                let new = std::mem::replace(&mut self.aes, old.clone());
+                self.apply_pad(addr, ts, &mut buf);
+                self.aes = new;
+                // ...and encrypt under the new one.
+                self.apply_pad(addr, 1, &mut buf);
+                m.mem.write(addr, &buf);
+                m.mem.write_u32(ta, 1);
+                let tr = m.bus.read(t, self.line + B_TS);
+                let p = m.aes.run(tr.last, 2 * self.line);
+                done = m.bus.write(p, self.line + B_TS);
+                self.reencrypted_lines += 1;
+            }
+        }
+        self.reencryptions += 1;
+        self.timer = 1;
+        done
+    }
+}
+
+impl Encryption for Otp {
+    fn name(&self) -> &'static str {
+        "otp"
+    }
+
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
+        self.reads += 1;
+        let (ts, t_ts) = self.read_ts(m, addr, t);
+        let tr = m.bus.read(t, out.len() as u64);
+        m.mem.read(addr, out);
+        // The pad depends only on the time stamp: start it as soon as the stamp is here.
+        let t_pad = m.aes.run(t_ts, out.len() as u64);
+        if !(ts == 0 && out.iter().all(|&b| b == 0)) {
+            self.apply_pad(addr, ts, out);
+        }
+        let ready = tr.last.max(t_pad) + m.xor_latency;
+        let exposed = t_pad.saturating_sub(tr.last);
+        let pad_time = t_pad - t_ts;
+        self.pad_exposed += exposed;
+        self.pad_hidden += pad_time.saturating_sub(exposed);
+        ready
+    }
+
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+        self.writes += 1;
+        let mut t = t;
+        if self.timer >= self.ts_max {
+            t = self.rekey(m, t);
+        }
+        self.timer += 1;
+        let ts = self.timer as u32;
+        let t_pad = m.aes.run(t, plain.len() as u64);
+        let mut buf = [0u8; 1024];
+        let ct = &mut buf[..plain.len()];
+        ct.copy_from_slice(plain);
+        self.apply_pad(addr, ts, ct);
+        m.mem.write(addr, ct);
+        let ta = self.ts_addr(addr);
+        m.mem.write_u32(ta, ts);
+        let word = ta & !7;
+        if self.ts_buf.find(word).is_none() {
+            let v = self.ts_buf.victim(word);
+            self.ts_buf.install(v, word);
+        }
+        let t_x = t_pad + m.xor_latency;
+        m.bus.write(t_x, B_TS);
+        m.bus.write(t_x, plain.len() as u64)
+    }
+
+    fn drop_cached(&mut self) {
+        for s in 0..self.ts_buf.slots() as u32 {
+            self.ts_buf.invalidate(s);
+        }
+    }
+
+    fn space_overhead(&self) -> f64 {
+        B_TS as f64 / self.line as f64
+    }
+
+    fn stats(&self, _m: &Machine, out: &mut Stats) {
+        out.int("otp.reads", self.reads);
+        out.int("otp.writes", self.writes);
+        out.int("otp.timer", self.timer);
+        out.int("otp.ts_bits", self.ts_bits as u64);
+        out.int("otp.ts_reads", self.ts_reads);
+        out.float("otp.ts_buffer_hit_rate", ratio(self.ts_buf_hits, self.ts_reads));
+        out.int("otp.pad_hidden_cycles", self.pad_hidden);
+        out.int("otp.pad_exposed_cycles", self.pad_exposed);
+        out.float("otp.pad_hidden_fraction", ratio(self.pad_hidden, self.pad_hidden + self.pad_exposed));
+        out.int("otp.reencryptions", self.reencryptions);
+        out.int("otp.reencrypted_lines", self.reencrypted_lines);
+        out.float("otp.space_overhead", self.space_overhead());
+    }
+}

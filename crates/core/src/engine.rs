@@ -1,0 +1,273 @@
+//! The secure memory engine: the trusted L2 in front of an integrity scheme and an encryption
+//! scheme, over untrusted memory. Used the same way by the timing model (with real cycle
+//! numbers) and by the functional API (where the cycles are simply ignored).
+
+use crate::cache::{LineKind, TrustedCache};
+use crate::encryption::{self, Encryption};
+use crate::integrity::{self, chash::MAX_LINE, Integrity, IntegrityError};
+use crate::layout::Layout;
+use crate::machine::Machine;
+use crate::mem::{UntrustedMemory, PAGE};
+use crate::params::{ConfigError, Params};
+use crate::stats::{ratio, Stats};
+use secmem_timing::{Bus, BusParams, Cycle, Pipe};
+
+/// Result of one L2 access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub hit: bool,
+    /// When the requested data can be used.
+    pub ready: Cycle,
+}
+
+pub struct Engine {
+    m: Machine,
+    integ: Box<dyn Integrity>,
+    enc: Box<dyn Encryption>,
+    line: u64,
+    data_size: u64,
+}
+
+/// Processor cycles per second from `core.clock`.
+pub fn clock_hz(p: &Params) -> Result<f64, ConfigError> {
+    p.freq("core.clock")
+}
+
+impl Engine {
+    /// Build from parameters; `seed` fixes keys and random vectors.
+    pub fn new(p: &Params, seed: u64) -> Result<Engine, ConfigError> {
+        let hz = clock_hz(p)?;
+        let data_size = p.size("memory.size")?;
+        let line = p.size("l2.line")?;
+        let l2_size = p.size("l2.size")?;
+        let ways = p.u64_min("l2.ways", 1)? as usize;
+        if line as usize > MAX_LINE || line < 16 {
+            return Err(ConfigError(format!("l2.line: {} B is outside 16 B ..= {} B", line, MAX_LINE)));
+        }
+        if data_size % PAGE != 0 {
+            return Err(ConfigError(format!("memory.size: {} B is not a whole number of 4 KiB pages", data_size)));
+        }
+        let l2 = TrustedCache::new(l2_size, ways, line).map_err(|e| ConfigError(format!("l2: {}", e)))?;
+        let bus_hz = p.freq("memory.bus_clock")?;
+        let beat = (hz / bus_hz).round().max(1.0) as Cycle;
+        let bus = Bus::new(BusParams {
+            latency: p.u64_min("memory.latency", 1)?,
+            width: p.size("memory.bus_width")?,
+            beat_cycles: beat,
+        });
+        let aes = Pipe::new(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / hz, 16);
+        let hash = Pipe::new(p.u64_min("hash.latency", 1)?, p.rate("hash.throughput")? / hz, 64);
+        let mut m = Machine::new(
+            UntrustedMemory::new(0),
+            bus,
+            aes,
+            hash,
+            l2,
+            p.u64_min("l2.latency", 1)?,
+            p.u64_min("aes.xor_latency", 0)?,
+            Layout::new(data_size, line),
+            p.u64_min("hash.read_buffer", 1)? as usize,
+            p.u64_min("hash.write_buffer", 1)? as usize,
+        );
+        let iname = p.str("integrity")?;
+        let ename = p.str("encryption")?;
+        let integ = integrity::build(&iname, p, &mut m, seed)?;
+        let covered = m.layout.end();
+        let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
+        m.mem = UntrustedMemory::new(m.layout.end());
+        Ok(Engine { m, integ, enc, line, data_size })
+    }
+
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// Bytes of protected program memory.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    pub fn machine(&self) -> &Machine {
+        &self.m
+    }
+
+    pub fn integrity(&self) -> &dyn Integrity {
+        &*self.integ
+    }
+
+    pub fn encryption(&self) -> &dyn Encryption {
+        &*self.enc
+    }
+
+    /// The adversary's handle on raw memory.
+    pub fn untrusted(&mut self) -> &mut UntrustedMemory {
+        &mut self.m.mem
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.m.layout
+    }
+
+    /// Cycle by which every integrity check issued so far has completed (a barrier waits).
+    pub fn checks_done(&self) -> Cycle {
+        self.m.checks_done
+    }
+
+    /// Make the data line holding `addr` present in the L2 (ReadAndCheck / write-allocate).
+    /// The line stays pinned until the next access so `read_cached`/`write_cached` find it.
+    pub fn access(&mut self, addr: u64, t: Cycle) -> Result<Outcome, IntegrityError> {
+        let line = addr & !(self.line - 1);
+        self.m.l2.unpin();
+        self.m.counters.data_accesses += 1;
+        if let Some(slot) = self.m.lookup(line) {
+            self.m.l2.pin(slot);
+            let ready = (t + self.m.l2_latency).max(self.m.l2.ready(slot));
+            let accepted = self.drain()?;
+            return Ok(Outcome { hit: true, ready: ready.max(accepted) });
+        }
+        self.m.counters.data_misses += 1;
+        let t_req = t + self.m.l2_latency;
+        let mut buf = [0u8; MAX_LINE];
+        let plain = &mut buf[..self.line as usize];
+        let t_data = self.enc.read_line(&mut self.m, line, t_req, plain);
+        let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
+        let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
+        self.m.l2.pin(slot);
+        // The displaced line must leave through the write buffer before the fill completes.
+        let accepted = self.drain()?;
+        Ok(Outcome { hit: false, ready: v.ready.max(accepted) })
+    }
+
+    fn slot_of(&self, addr: u64) -> u32 {
+        self.m
+            .l2
+            .tags
+            .find(addr & !(self.line - 1))
+            .expect("read_cached/write_cached on a line that access() did not bring in")
+    }
+
+    /// Copy bytes of a line made present by `access` (must not cross the line).
+    #[inline]
+    pub fn read_cached(&self, addr: u64, out: &mut [u8]) {
+        let slot = self.slot_of(addr);
+        let off = (addr & (self.line - 1)) as usize;
+        out.copy_from_slice(&self.m.l2.bytes(slot)[off..off + out.len()]);
+    }
+
+    #[inline]
+    pub fn write_cached(&mut self, addr: u64, data: &[u8]) {
+        let slot = self.slot_of(addr);
+        let off = (addr & (self.line - 1)) as usize;
+        self.m.l2.bytes_mut(slot)[off..off + data.len()].copy_from_slice(data);
+        self.m.l2.set_dirty(slot);
+    }
+
+    /// Functional read of any range (split into lines).
+    pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, IntegrityError> {
+        let mut done = t;
+        let mut pos = 0usize;
+        while pos < out.len() {
+            let a = addr + pos as u64;
+            let n = ((self.line - (a & (self.line - 1))) as usize).min(out.len() - pos);
+            done = done.max(self.access(a, t)?.ready);
+            self.read_cached(a, &mut out[pos..pos + n]);
+            pos += n;
+        }
+        Ok(done)
+    }
+
+    /// Functional write of any range (split into lines).
+    pub fn write(&mut self, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
+        let mut done = t;
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let a = addr + pos as u64;
+            let n = ((self.line - (a & (self.line - 1))) as usize).min(data.len() - pos);
+            done = done.max(self.access(a, t)?.ready);
+            self.write_cached(a, &data[pos..pos + n]);
+            pos += n;
+        }
+        Ok(done)
+    }
+
+    /// Hand every line waiting in the write buffer to the integrity scheme (which writes it
+    /// back through the encryption scheme). Write-backs may pull parents in and push others
+    /// out, so this runs until the buffer is empty. Returns the latest acceptance time.
+    fn drain(&mut self) -> Result<Cycle, IntegrityError> {
+        let mut accepted = 0;
+        while let Some(v) = self.m.pop_victim() {
+            let r = self.integ.evict(&mut self.m, &mut *self.enc, &v);
+            self.m.recycle(v);
+            accepted = accepted.max(r?);
+        }
+        Ok(accepted)
+    }
+
+    /// Write back and drop every cached line (data and metadata) so the next access comes
+    /// from untrusted memory. Returns when the last write-back is done on the bus.
+    pub fn flush(&mut self, t: Cycle) -> Result<Cycle, IntegrityError> {
+        self.m.l2.unpin();
+        let mut done = t;
+        // Write-backs dirty their parents, which must then be flushed in turn: one round per
+        // tree level at most.
+        for _ in 0..256 {
+            let n = self.m.evict_all(t);
+            done = done.max(self.drain()?);
+            if n == 0 {
+                break;
+            }
+        }
+        self.enc.drop_cached();
+        Ok(done)
+    }
+
+    /// Verify every chunk of touched program memory against the trusted state. Returns the
+    /// number of chunks checked.
+    pub fn check(&mut self, t: Cycle) -> Result<u64, IntegrityError> {
+        self.flush(t)?;
+        let mut n = 0;
+        for page in self.m.mem.touched_pages(0, self.data_size) {
+            for a in (page..page + PAGE).step_by(self.line as usize) {
+                self.access(a, t)?;
+                n += 1;
+            }
+        }
+        self.flush(t)?;
+        Ok(n)
+    }
+
+    /// Data lines that left the L2 since the last call.
+    pub fn take_evicted_data(&mut self, f: impl FnMut(u64)) {
+        self.m.take_evicted_data(f)
+    }
+
+    pub fn stats(&self, out: &mut Stats) {
+        let c = &self.m.counters;
+        out.str("integrity", self.integ.name());
+        out.str("encryption", self.enc.name());
+        out.int("l2.accesses", c.data_accesses);
+        out.int("l2.misses", c.data_misses);
+        out.float("l2.miss_rate", ratio(c.data_misses, c.data_accesses));
+        out.int("l2.meta_accesses", c.meta_accesses);
+        out.int("l2.meta_misses", c.meta_misses);
+        out.float("l2.meta_miss_rate", ratio(c.meta_misses, c.meta_accesses));
+        out.int("l2.data_writebacks", c.data_writebacks);
+        out.int("l2.meta_writebacks", c.meta_writebacks);
+        let b = &self.m.bus;
+        out.int("mem.read_bytes", b.read_bytes);
+        out.int("mem.write_bytes", b.write_bytes);
+        out.int("mem.reads", b.reads);
+        out.int("mem.writes", b.writes);
+        out.int("mem.bus_busy_cycles", b.busy_cycles);
+        out.int("mem.bus_queue_cycles", b.queue_cycles);
+        out.int("mem.resident_bytes", self.m.mem.resident_bytes());
+        out.int("aes.units", self.m.aes.units);
+        out.int("aes.wait_cycles", self.m.aes.wait_cycles);
+        out.int("hash.ops", self.m.hash.ops);
+        out.int("hash.wait_cycles", self.m.hash.wait_cycles);
+        out.float("integrity.space_overhead", self.integ.space_overhead());
+        out.float("encryption.space_overhead", self.enc.space_overhead());
+        self.integ.stats(&self.m, out);
+        self.enc.stats(&self.m, out);
+    }
+}

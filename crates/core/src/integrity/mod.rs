@@ -1,0 +1,78 @@
+//! Integrity verification: one trait, one module per scheme of seeds 000/003.
+
+use crate::encryption::Encryption;
+use crate::machine::{Machine, Victim};
+use crate::params::{ConfigError, Params};
+use crate::stats::Stats;
+use secmem_timing::Cycle;
+
+pub mod chash;
+pub mod none;
+
+/// Untrusted memory did not behave like valid memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("integrity check failed at 0x{addr:x}: {what}")]
+pub struct IntegrityError {
+    /// Address of the chunk whose check failed.
+    pub addr: u64,
+    pub what: String,
+}
+
+/// When a fetched line may be used and when its check is complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The core may use the data from here on (speculatively, 003 §4.3 step 2).
+    pub ready: Cycle,
+    pub checked: Cycle,
+}
+
+pub trait Integrity {
+    fn name(&self) -> &'static str;
+
+    /// Called on an L2 miss, after `enc` fetched and decrypted the line into `plain` (data
+    /// usable from `t_data`, request issued at `t_req`). Fetches and checks whatever metadata
+    /// the scheme needs; may rewrite `plain` (decoding of never-written metadata).
+    fn verify(
+        &mut self,
+        m: &mut Machine,
+        enc: &mut dyn Encryption,
+        addr: u64,
+        plain: &mut [u8],
+        t_req: Cycle,
+        t_data: Cycle,
+    ) -> Result<Verified, IntegrityError>;
+
+    /// A line left the L2: write it back (dirty) with whatever the scheme must update.
+    /// Returns when the write buffer accepted it (later if the buffer was full).
+    fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
+        if v.dirty {
+            let (slot, start) = m.write_buf.acquire(v.t);
+            let done = enc.write_line(m, v.addr, &v.bytes, start);
+            m.write_buf.hold_until(slot, done);
+            Ok(start)
+        } else {
+            Ok(v.t)
+        }
+    }
+
+    /// Fraction of the data size used by this scheme's metadata.
+    fn space_overhead(&self) -> f64;
+
+    fn stats(&self, m: &Machine, out: &mut Stats);
+}
+
+pub const INTEGRITY_SCHEMES: &[&str] = &["none", "chash"];
+
+/// Build the scheme named by `integrity`, reading its own parameters.
+pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
+    let _ = seed;
+    match name {
+        "none" => Ok(Box::new(none::NoIntegrity)),
+        "chash" => Ok(Box::new(chash::Chash::new(p, m)?)),
+        other => Err(ConfigError(format!(
+            "unknown integrity scheme '{}' (choose from {})",
+            other,
+            INTEGRITY_SCHEMES.join(", ")
+        ))),
+    }
+}

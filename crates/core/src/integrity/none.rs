@@ -1,0 +1,33 @@
+//! No integrity verification: the unprotected baseline.
+
+use super::{Integrity, IntegrityError, Verified};
+use crate::encryption::Encryption;
+use crate::machine::Machine;
+use crate::stats::Stats;
+use secmem_timing::Cycle;
+
+pub struct NoIntegrity;
+
+impl Integrity for NoIntegrity {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn verify(
+        &mut self,
+        _m: &mut Machine,
+        _enc: &mut dyn Encryption,
+        _addr: u64,
+        _plain: &mut [u8],
+        _t_req: Cycle,
+        t_data: Cycle,
+    ) -> Result<Verified, IntegrityError> {
+        Ok(Verified { ready: t_data, checked: t_data })
+    }
+
+    fn space_overhead(&self) -> f64 {
+        0.0
+    }
+
+    fn stats(&self, _m: &Machine, _out: &mut Stats) {}
+}

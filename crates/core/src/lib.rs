@@ -1,0 +1,22 @@
+//! secmem-core: untrusted memory, the adversary's view of it, and the protection schemes,
+//! each performing real cryptography on real bytes through the timed resources of
+//! `secmem-timing`.
+
+pub mod cache;
+pub mod encryption;
+pub mod engine;
+pub mod integrity;
+pub mod layout;
+pub mod machine;
+pub mod mem;
+pub mod params;
+pub mod stats;
+
+pub use engine::{Engine, Outcome};
+pub use integrity::IntegrityError;
+pub use mem::{Snapshot, UntrustedMemory};
+pub use params::{ConfigError, Params};
+pub use stats::{Stat, Stats};
+
+#[cfg(test)]
+mod tests;

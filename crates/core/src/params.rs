@@ -1,0 +1,315 @@
+//! Configuration as data: a flat map of dotted keys (`l2.size`) to values, loaded from a
+//! preset (TOML) and overridden by `key=value` strings. Each component reads its own keys;
+//! units are parsed where the value is read so errors name the key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Int(v) => write!(f, "{}", v),
+            Value::Float(v) => write!(f, "{}", v),
+            Value::Bool(v) => write!(f, "{}", v),
+            Value::Str(v) => write!(f, "{}", v),
+        }
+    }
+}
+
+/// A configuration problem, always naming the key or file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+#[derive(Clone, Debug, Default)]
+pub struct Params {
+    map: BTreeMap<String, Value>,
+}
+
+impl Params {
+    /// Parse a preset's TOML text. Tables flatten to dotted keys.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Params, ConfigError> {
+        let table: toml::Table =
+            text.parse().map_err(|e: toml::de::Error| ConfigError(format!("{}: {}", origin, e.message())))?;
+        let mut p = Params::default();
+        flatten("", &table, &mut p.map, origin)?;
+        Ok(p)
+    }
+
+    /// Overlay `other` (e.g. a preset that inherits from a base).
+    pub fn overlay(&mut self, other: &Params) {
+        for (k, v) in &other.map {
+            self.map.insert(k.clone(), v.clone());
+        }
+    }
+
+    /// Apply `key=value`. Only keys the preset defines exist; the value's kind must match.
+    pub fn set_str(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let (k, v) = assignment
+            .split_once('=')
+            .ok_or_else(|| ConfigError(format!("--set '{}': expected key=value", assignment)))?;
+        self.set(k.trim(), v.trim())
+    }
+
+    pub fn set(&mut self, key: &str, text: &str) -> Result<(), ConfigError> {
+        let old = self.map.get(key).ok_or_else(|| {
+            let near = self.nearest(key);
+            ConfigError(match near {
+                Some(n) => format!("unknown parameter '{}' (did you mean '{}'?)", key, n),
+                None => format!("unknown parameter '{}'", key),
+            })
+        })?;
+        let new = match old {
+            Value::Int(_) => match text.parse::<i64>() {
+                Ok(v) => Value::Int(v),
+                // An integer key may take a value with units (sizes, cycles): validated on read.
+                Err(_) => Value::Str(text.to_string()),
+            },
+            Value::Float(_) => Value::Float(
+                text.parse::<f64>()
+                    .map_err(|_| ConfigError(format!("{}: '{}' is not a number", key, text)))?,
+            ),
+            Value::Bool(_) => Value::Bool(match text {
+                "true" | "1" | "yes" | "on" => true,
+                "false" | "0" | "no" | "off" => false,
+                _ => return Err(ConfigError(format!("{}: '{}' is not true/false", key, text))),
+            }),
+            Value::Str(_) => Value::Str(text.to_string()),
+        };
+        self.map.insert(key.to_string(), new);
+        Ok(())
+    }
+
+    fn nearest(&self, key: &str) -> Option<&str> {
+        self.map
+            .keys()
+            .map(|k| (edit_distance(k, key), k))
+            .filter(|(d, _)| *d <= 3)
+            .min()
+            .map(|(_, k)| k.as_str())
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.map.keys().map(|s| s.as_str())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.map.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn get(&self, key: &str) -> Result<&Value, ConfigError> {
+        self.map.get(key).ok_or_else(|| ConfigError(format!("missing parameter '{}'", key)))
+    }
+
+    pub fn str(&self, key: &str) -> Result<String, ConfigError> {
+        Ok(self.get(key)?.to_string())
+    }
+
+    pub fn bool(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.get(key)? {
+            Value::Bool(b) => Ok(*b),
+            v => Err(ConfigError(format!("{}: '{}' is not true/false", key, v))),
+        }
+    }
+
+    pub fn f64(&self, key: &str) -> Result<f64, ConfigError> {
+        match self.get(key)? {
+            Value::Float(v) => Ok(*v),
+            Value::Int(v) => Ok(*v as f64),
+            v => v.to_string().parse().map_err(|_| ConfigError(format!("{}: '{}' is not a number", key, v))),
+        }
+    }
+
+    /// A count or cycle number, ≥ `min`.
+    pub fn u64_min(&self, key: &str, min: u64) -> Result<u64, ConfigError> {
+        let v = match self.get(key)? {
+            Value::Int(v) if *v >= 0 => *v as u64,
+            v => parse_count(&v.to_string())
+                .ok_or_else(|| ConfigError(format!("{}: '{}' is not a non-negative whole number", key, v)))?,
+        };
+        if v < min {
+            return Err(ConfigError(format!("{}: {} is too small (at least {})", key, v, min)));
+        }
+        Ok(v)
+    }
+
+    /// A size in bytes: 64, "64B", "256KiB", "4GiB", "1MB" (powers of 1000).
+    pub fn size(&self, key: &str) -> Result<u64, ConfigError> {
+        let v = self.get(key)?;
+        let r = match v {
+            Value::Int(i) if *i > 0 => Some(*i as u64),
+            Value::Str(s) => parse_size(s),
+            _ => None,
+        };
+        r.filter(|&b| b > 0).ok_or_else(|| ConfigError(format!("{}: '{}' is not a size (e.g. 64B, 256KiB, 4GiB)", key, v)))
+    }
+
+    /// A frequency in Hz: "1GHz", "200MHz".
+    pub fn freq(&self, key: &str) -> Result<f64, ConfigError> {
+        let v = self.get(key)?.to_string();
+        parse_unit(&v, &[("ghz", 1e9), ("mhz", 1e6), ("khz", 1e3), ("hz", 1.0)])
+            .filter(|f| *f > 0.0)
+            .ok_or_else(|| ConfigError(format!("{}: '{}' is not a frequency (e.g. 1GHz, 200MHz)", key, v)))
+    }
+
+    /// A bandwidth in bytes/s: "3.2GB/s", "1.6GB/s", "800MB/s".
+    pub fn rate(&self, key: &str) -> Result<f64, ConfigError> {
+        let v = self.get(key)?.to_string();
+        parse_unit(&v, &[("gb/s", 1e9), ("mb/s", 1e6), ("kb/s", 1e3), ("b/s", 1.0)])
+            .filter(|f| *f > 0.0)
+            .ok_or_else(|| ConfigError(format!("{}: '{}' is not a bandwidth (e.g. 3.2GB/s)", key, v)))
+    }
+
+    /// One of `choices`.
+    pub fn choice(&self, key: &str, choices: &[&str]) -> Result<String, ConfigError> {
+        let v = self.str(key)?;
+        if choices.contains(&v.as_str()) {
+            Ok(v)
+        } else {
+            Err(ConfigError(format!("{}: unknown value '{}' (choose from {})", key, v, choices.join(", "))))
+        }
+    }
+}
+
+fn flatten(prefix: &str, t: &toml::Table, out: &mut BTreeMap<String, Value>, origin: &str) -> Result<(), ConfigError> {
+    for (k, v) in t {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{}.{}", prefix, k) };
+        let val = match v {
+            toml::Value::Table(sub) => {
+                flatten(&key, sub, out, origin)?;
+                continue;
+            }
+            toml::Value::Integer(i) => Value::Int(*i),
+            toml::Value::Float(f) => Value::Float(*f),
+            toml::Value::Boolean(b) => Value::Bool(*b),
+            toml::Value::String(s) => Value::Str(s.clone()),
+            other => return Err(ConfigError(format!("{}: {}: unsupported value {}", origin, key, other))),
+        };
+        out.insert(key, val);
+    }
+    Ok(())
+}
+
+fn parse_unit(s: &str, units: &[(&str, f64)]) -> Option<f64> {
+    let t = s.trim().to_ascii_lowercase();
+    for (u, mult) in units {
+        if let Some(num) = t.strip_suffix(u) {
+            return num.trim().parse::<f64>().ok().map(|n| n * mult);
+        }
+    }
+    t.parse::<f64>().ok()
+}
+
+/// "10M", "1_000_000", "2G" style counts.
+pub fn parse_count(s: &str) -> Option<u64> {
+    let t = s.trim().replace('_', "");
+    let (num, mult) = match t.chars().last()? {
+        'k' | 'K' => (&t[..t.len() - 1], 1_000u64),
+        'M' => (&t[..t.len() - 1], 1_000_000),
+        'G' => (&t[..t.len() - 1], 1_000_000_000),
+        _ => (&t[..], 1),
+    };
+    if let Ok(v) = num.parse::<u64>() {
+        return v.checked_mul(mult);
+    }
+    let f = num.parse::<f64>().ok()?;
+    (f >= 0.0).then(|| (f * mult as f64).round() as u64)
+}
+
+pub fn parse_size(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let units: [(&str, u64); 8] = [
+        ("kib", 1 << 10),
+        ("mib", 1 << 20),
+        ("gib", 1 << 30),
+        ("tib", 1 << 40),
+        ("kb", 1_000),
+        ("mb", 1_000_000),
+        ("gb", 1_000_000_000),
+        ("b", 1),
+    ];
+    for (u, mult) in units {
+        if let Some(num) = lower.strip_suffix(u) {
+            let num = num.trim();
+            if let Ok(v) = num.parse::<u64>() {
+                return v.checked_mul(mult);
+            }
+            let f = num.parse::<f64>().ok()?;
+            return (f > 0.0).then(|| (f * mult as f64).round() as u64);
+        }
+    }
+    lower.parse::<u64>().ok()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + (ca != *cb) as usize).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Params {
+        Params::from_toml("integrity = \"chash\"\n[l2]\nsize = \"1MiB\"\nways = 4\n[aes]\nthroughput = \"3.2GB/s\"\n", "t").unwrap()
+    }
+
+    #[test]
+    fn sizes_with_units_parse() {
+        assert_eq!(parse_size("256KiB"), Some(262_144));
+        assert_eq!(parse_size("4GiB"), Some(4 << 30));
+        assert_eq!(parse_size("64B"), Some(64));
+        assert_eq!(parse_size("1.5MiB"), Some(1_572_864));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_count("10M"), Some(10_000_000));
+    }
+
+    #[test]
+    fn set_overrides_known_keys_with_units() {
+        let mut p = sample();
+        p.set_str("l2.size=256KiB").unwrap();
+        assert_eq!(p.size("l2.size").unwrap(), 262_144);
+        p.set_str("l2.ways=8").unwrap();
+        assert_eq!(p.u64_min("l2.ways", 1).unwrap(), 8);
+        assert!((p.rate("aes.throughput").unwrap() - 3.2e9).abs() < 1.0);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_a_suggestion() {
+        let mut p = sample();
+        let e = p.set_str("l2.sise=1MiB").unwrap_err().0;
+        assert_eq!(e, "unknown parameter 'l2.sise' (did you mean 'l2.size'?)");
+        assert!(p.set_str("nonsense").unwrap_err().0.contains("key=value"));
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let mut p = sample();
+        p.set_str("l2.size=lots").unwrap();
+        assert_eq!(p.size("l2.size").unwrap_err().0, "l2.size: 'lots' is not a size (e.g. 64B, 256KiB, 4GiB)");
+        p.set_str("l2.ways=-3").unwrap();
+        assert!(p.u64_min("l2.ways", 1).unwrap_err().0.starts_with("l2.ways:"));
+        assert!(p.choice("integrity", &["none", "mac"]).unwrap_err().0.contains("unknown value 'chash'"));
+    }
+}

@@ -1,0 +1,349 @@
+//! Behaviour of the engine under every scheme combination, and what the adversary can do.
+
+use crate::params::Params;
+use crate::Engine;
+
+const SCHEMES: [(&str, &str); 4] = [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")];
+
+fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
+    let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
+    p.set("integrity", integ).unwrap();
+    p.set("encryption", enc).unwrap();
+    // A small L2 so that a few hundred lines already force evictions and tree traffic.
+    p.set("l2.size", "16KiB").unwrap();
+    p.set("memory.size", "64MiB").unwrap();
+    for e in extra {
+        p.set_str(e).unwrap();
+    }
+    p
+}
+
+fn engine(integ: &str, enc: &str) -> Engine {
+    Engine::new(&params(integ, enc, &[]), 7).unwrap()
+}
+
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn read(e: &mut Engine, addr: u64, n: usize) -> Result<Vec<u8>, crate::IntegrityError> {
+    let mut v = vec![0u8; n];
+    e.read(addr, &mut v, 0)?;
+    Ok(v)
+}
+
+/// Write a spread of regions (more than the L2 holds), flush, read back.
+#[test]
+fn round_trips_under_every_combination() {
+    for (i, e_) in SCHEMES.iter().enumerate() {
+        let mut e = engine(e_.0, e_.1);
+        let regions: Vec<(u64, Vec<u8>)> =
+            (0..64u64).map(|k| (k * 70_001 + 13, pattern(k + i as u64, 1000 + (k as usize * 37) % 900))).collect();
+        for (a, d) in &regions {
+            e.write(*a, d, 0).unwrap();
+        }
+        for (a, d) in &regions {
+            assert_eq!(&read(&mut e, *a, d.len()).unwrap(), d, "{:?} cached/evicted read at {:#x}", e_, a);
+        }
+        e.flush(0).unwrap();
+        for (a, d) in regions.iter().rev() {
+            assert_eq!(&read(&mut e, *a, d.len()).unwrap(), d, "{:?} read after flush at {:#x}", e_, a);
+        }
+        assert!(e.check(0).unwrap() > 0);
+    }
+}
+
+#[test]
+fn untouched_memory_of_gigabytes_reads_zero_and_costs_only_what_is_touched() {
+    for (integ, enc) in SCHEMES {
+        let mut e = Engine::new(&params(integ, enc, &["memory.size=4GiB"]), 1).unwrap();
+        assert_eq!(read(&mut e, 3 << 30, 256).unwrap(), vec![0u8; 256]);
+        e.write(3 << 30, b"hello", 0).unwrap();
+        e.flush(0).unwrap();
+        assert_eq!(read(&mut e, 3 << 30, 5).unwrap(), b"hello");
+        assert!(e.untrusted().resident_bytes() < 1 << 20, "{} {}: only touched pages allocated", integ, enc);
+    }
+}
+
+fn flip(e: &mut Engine, addr: u64, bit: u8) {
+    let mut b = [0u8; 1];
+    e.untrusted().read(addr, &mut b);
+    b[0] ^= 1 << bit;
+    e.untrusted().write(addr, &b);
+}
+
+#[test]
+fn chash_detects_a_flipped_bit_in_data() {
+    for enc in ["none", "otp"] {
+        let mut e = engine("chash", enc);
+        e.write(0x4000, &pattern(1, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        flip(&mut e, 0x4000 + 17, 3);
+        let err = read(&mut e, 0x4000, 8).unwrap_err();
+        assert_eq!(err.addr, 0x4000, "{}", enc);
+        assert!(err.what.contains("data chunk"), "{}", err);
+    }
+}
+
+#[test]
+fn unprotected_memory_accepts_tampering_and_otp_alone_is_malleable() {
+    let mut e = engine("none", "otp");
+    e.write(0x4000, b"sell", 0).unwrap();
+    e.flush(0).unwrap();
+    // Counter mode: flipping ciphertext bits flips the same plaintext bits (002 §4.3).
+    let delta: Vec<u8> = b"sell".iter().zip(b"buy!").map(|(a, b)| a ^ b).collect();
+    let mut ct = [0u8; 4];
+    e.untrusted().read(0x4000, &mut ct);
+    for (c, d) in ct.iter_mut().zip(&delta) {
+        *c ^= d;
+    }
+    e.untrusted().write(0x4000, &ct);
+    assert_eq!(read(&mut e, 0x4000, 4).unwrap(), b"buy!");
+}
+
+#[test]
+fn chash_detects_a_flipped_bit_in_every_tree_level() {
+    for enc in ["none", "otp"] {
+        let probe = engine("chash", enc);
+        let levels = {
+            let c = crate::integrity::chash::Chash::new(&params("chash", enc, &[]), &mut probe_machine()).unwrap();
+            let leaf = c.chunk_of(0x8000).unwrap();
+            c.ancestors(leaf).iter().map(|&a| (c.level_of(a), c.node_addr(a))).collect::<Vec<_>>()
+        };
+        drop(probe);
+        assert!(levels.len() >= 8, "64 MiB with a 4-ary tree has many levels");
+        for (level, node) in levels {
+            let mut e = engine("chash", enc);
+            assert_eq!(e.layout().region_of(node).unwrap().name, "chash tree");
+            e.write(0x8000, &pattern(2, 64), 0).unwrap();
+            e.flush(0).unwrap();
+            flip(&mut e, node + 5, 0);
+            let err = read(&mut e, 0x8000, 64).unwrap_err();
+            assert!(err.what.contains("tree chunk") || err.addr == 0x8000, "level {}: {}", level, err);
+        }
+    }
+}
+
+/// A stand-alone machine for computing tree geometry in tests.
+fn probe_machine() -> crate::machine::Machine {
+    use secmem_timing::{Bus, BusParams, Pipe};
+    crate::machine::Machine::new(
+        crate::UntrustedMemory::new(0),
+        Bus::new(BusParams { latency: 80, width: 8, beat_cycles: 5 }),
+        Pipe::new(40, 3.2, 16),
+        Pipe::new(80, 3.2, 64),
+        crate::cache::TrustedCache::new(16384, 4, 64).unwrap(),
+        10,
+        1,
+        crate::layout::Layout::new(64 << 20, 64),
+        16,
+        16,
+    )
+}
+
+#[test]
+fn chash_detects_replay_of_an_old_memory_snapshot() {
+    for enc in ["none", "otp"] {
+        let mut e = engine("chash", enc);
+        e.write(0x10000, b"balance=100", 0).unwrap();
+        e.flush(0).unwrap();
+        let old = e.untrusted().snapshot();
+        e.write(0x10000, b"balance=000", 0).unwrap();
+        e.flush(0).unwrap();
+        // Data, tree chunks and time stamps all rolled back together: only the on-chip root
+        // remembers.
+        e.untrusted().restore(&old);
+        assert!(read(&mut e, 0x10000, 11).is_err(), "{}: replay must be detected", enc);
+    }
+}
+
+#[test]
+fn replay_goes_unnoticed_without_integrity() {
+    let mut e = engine("none", "otp");
+    e.write(0x10000, b"balance=100", 0).unwrap();
+    e.flush(0).unwrap();
+    let old = e.untrusted().snapshot();
+    e.write(0x10000, b"balance=000", 0).unwrap();
+    e.flush(0).unwrap();
+    e.untrusted().restore(&old);
+    assert_eq!(read(&mut e, 0x10000, 11).unwrap(), b"balance=100");
+}
+
+#[test]
+fn chash_detects_a_block_spliced_to_another_address() {
+    for enc in ["none", "otp"] {
+        let mut e = engine("chash", enc);
+        e.write(0x20000, &pattern(3, 64), 0).unwrap();
+        e.write(0x30000, &pattern(4, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        let mut line = [0u8; 64];
+        e.untrusted().read(0x20000, &mut line);
+        e.untrusted().write(0x30000, &line);
+        let err = read(&mut e, 0x30000, 64).unwrap_err();
+        assert_eq!(err.addr, 0x30000, "{}", enc);
+        // The untouched original still verifies.
+        assert_eq!(read(&mut e, 0x20000, 64).unwrap(), pattern(3, 64));
+    }
+}
+
+#[test]
+fn otp_leaves_no_plaintext_in_untrusted_memory() {
+    let mut e = engine("chash", "otp");
+    let secret = b"TOP-SECRET-TOP-SECRET-TOP-SECRET";
+    for k in 0..300u64 {
+        e.write(k * 4096 + 64, secret, 0).unwrap();
+    }
+    e.flush(0).unwrap();
+    let size = e.layout().end();
+    let pages = e.untrusted().touched_pages(0, size);
+    assert!(!pages.is_empty());
+    let mut buf = vec![0u8; 4096];
+    for p in pages {
+        e.untrusted().read(p, &mut buf);
+        assert!(!buf.windows(8).any(|w| w == &secret[..8]), "plaintext found in page {:#x}", p);
+    }
+    assert_eq!(read(&mut e, 299 * 4096 + 64, secret.len()).unwrap(), secret);
+}
+
+#[test]
+fn otp_ciphertexts_differ_across_addresses_and_rewrites() {
+    let mut e = engine("none", "otp");
+    let plain = [0x55u8; 64];
+    let ct = |e: &mut Engine, a: u64| {
+        let mut b = [0u8; 64];
+        e.untrusted().read(a, &mut b);
+        b
+    };
+    e.write(0x1000, &plain, 0).unwrap();
+    e.write(0x2000, &plain, 0).unwrap();
+    e.flush(0).unwrap();
+    let (a1, b1) = (ct(&mut e, 0x1000), ct(&mut e, 0x2000));
+    assert_ne!(a1, b1, "same plaintext at two addresses");
+    assert_ne!(a1, plain);
+    e.write(0x1000, &plain, 0).unwrap();
+    e.flush(0).unwrap();
+    assert_ne!(ct(&mut e, 0x1000), a1, "same plaintext rewritten");
+}
+
+#[test]
+fn timer_wrap_rekeys_reencrypts_and_data_survives() {
+    let p = params("chash", "otp", &["otp.ts_bits=4"]);
+    let mut e = Engine::new(&p, 3).unwrap();
+    let addrs: Vec<u64> = (0..40u64).map(|k| k * 8192).collect();
+    for (i, a) in addrs.iter().enumerate() {
+        e.write(*a, &pattern(i as u64, 48), 0).unwrap();
+    }
+    e.flush(0).unwrap();
+    let before = {
+        let mut b = [0u8; 48];
+        e.untrusted().read(addrs[0], &mut b);
+        b
+    };
+    // Dirty write-backs advance TIMER past 2^4 − 1 several times.
+    for round in 0..3u64 {
+        for (i, a) in addrs.iter().enumerate().take(10) {
+            e.write(*a, &pattern(i as u64 + 100 * round, 48), 0).unwrap();
+        }
+        e.flush(0).unwrap();
+    }
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    assert!(s.get_f64("otp.reencryptions").unwrap() >= 2.0, "{:?}", s.get("otp.reencryptions"));
+    assert!(s.get_f64("otp.timer").unwrap() < 16.0);
+    for (i, a) in addrs.iter().enumerate() {
+        let want = if i < 10 { pattern(i as u64 + 200, 48) } else { pattern(i as u64, 48) };
+        assert_eq!(read(&mut e, *a, 48).unwrap(), want, "line {} after re-keying", i);
+    }
+    let mut after = [0u8; 48];
+    e.untrusted().read(addrs[0], &mut after);
+    assert_ne!(before, after);
+}
+
+#[test]
+fn chash_fetches_tree_chunks_only_up_to_the_first_cached_ancestor() {
+    let mut e = engine("chash", "none");
+    e.write(0x40000, &[1u8; 64], 0).unwrap();
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    let first = s.get_f64("chash.hash_loads").unwrap();
+    assert!(first >= 8.0, "a cold miss walks the whole path: {}", first);
+    // The neighbouring chunk shares every ancestor, now cached.
+    e.write(0x40040, &[2u8; 64], 0).unwrap();
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    assert_eq!(s.get_f64("chash.hash_loads").unwrap(), first);
+}
+
+#[test]
+fn protected_misses_take_longer_and_move_more_bytes() {
+    let mut res = vec![];
+    for (integ, enc) in SCHEMES {
+        let mut e = engine(integ, enc);
+        let mut t = 0;
+        for k in 0..2000u64 {
+            let o = e.access(k * 4096 * 3 % (48 << 20), t).unwrap();
+            t = o.ready;
+            e.write_cached(k * 4096 * 3 % (48 << 20), &[k as u8]);
+        }
+        let mut s = crate::Stats::default();
+        e.stats(&mut s);
+        res.push((t, s.get_f64("mem.read_bytes").unwrap() + s.get_f64("mem.write_bytes").unwrap()));
+    }
+    let (base_t, base_b) = res[0];
+    for (i, (t, b)) in res.iter().enumerate().skip(1) {
+        assert!(*t > base_t, "{:?} slower than baseline", SCHEMES[i]);
+        assert!(*b > base_b, "{:?} moves metadata too", SCHEMES[i]);
+    }
+}
+
+#[test]
+fn same_seed_same_ciphertext_different_seed_different() {
+    let run = |seed| {
+        let mut e = Engine::new(&params("chash", "otp", &[]), seed).unwrap();
+        e.write(0x5000, &[9u8; 64], 0).unwrap();
+        e.flush(0).unwrap();
+        let mut b = [0u8; 64];
+        e.untrusted().read(0x5000, &mut b);
+        b
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1), run(2));
+}
+
+#[test]
+fn bad_scheme_names_and_geometry_are_refused() {
+    let p = params("merkle", "none", &[]);
+    let e = Engine::new(&p, 1).err().unwrap().0;
+    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, chash)");
+    let p = params("none", "rot13", &[]);
+    assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("unknown encryption scheme 'rot13'"));
+    let p = params("chash", "none", &["chash.arity=8"]);
+    assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("chash.arity: 8 hashes of 16 B do not fit"));
+    let p = params("chash", "none", &["l2.size=1000KiB"]);
+    assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("l2:"));
+}
+
+#[test]
+fn chash_hash_function_and_size_are_knobs() {
+    for (alg, bytes, arity) in [("sha1", "20", 3u64), ("sha256", "32", 2), ("md5", "8", 8)] {
+        let p = params("chash", "none", &[&format!("chash.hash={}", alg), &format!("chash.hash_bytes={}", bytes)]);
+        let mut e = Engine::new(&p, 1).unwrap();
+        e.write(0x9000, b"knob", 0).unwrap();
+        e.flush(0).unwrap();
+        assert_eq!(read(&mut e, 0x9000, 4).unwrap(), b"knob");
+        let mut s = crate::Stats::default();
+        e.stats(&mut s);
+        assert_eq!(s.get_f64("chash.arity").unwrap() as u64, arity, "{}", alg);
+        flip(&mut e, 0x9000, 1);
+        e.flush(0).unwrap();
+        assert!(read(&mut e, 0x9000, 4).is_err());
+    }
+}

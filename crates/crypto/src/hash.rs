@@ -1,0 +1,143 @@
+//! The tree/MAC hash: MD5, SHA-1 or SHA-256, truncated to the configured size.
+//!
+//! The seeds use 128-bit hashes (MD5 length); a longer function truncated to `bytes` keeps
+//! the tree layout independent of the algorithm.
+
+use md5::Digest;
+
+pub const MAX_HASH_BYTES: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HashAlg {
+    Md5,
+    Sha1,
+    Sha256,
+}
+
+impl HashAlg {
+    pub fn parse(s: &str) -> Option<HashAlg> {
+        match s.to_ascii_lowercase().as_str() {
+            "md5" => Some(HashAlg::Md5),
+            "sha1" | "sha-1" => Some(HashAlg::Sha1),
+            "sha256" | "sha-256" => Some(HashAlg::Sha256),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HashAlg::Md5 => "md5",
+            HashAlg::Sha1 => "sha1",
+            HashAlg::Sha256 => "sha256",
+        }
+    }
+
+    /// Full digest length of the function.
+    pub fn digest_bytes(self) -> usize {
+        match self {
+            HashAlg::Md5 => 16,
+            HashAlg::Sha1 => 20,
+            HashAlg::Sha256 => 32,
+        }
+    }
+}
+
+/// A hash function truncated to `bytes` (1..=digest length).
+#[derive(Clone, Copy, Debug)]
+pub struct Hasher {
+    alg: HashAlg,
+    bytes: usize,
+}
+
+impl Hasher {
+    pub fn new(alg: HashAlg, bytes: usize) -> Result<Hasher, String> {
+        if bytes == 0 || bytes > alg.digest_bytes() {
+            return Err(format!(
+                "hash size {} bytes is not possible with {} (1..={} bytes)",
+                bytes,
+                alg.name(),
+                alg.digest_bytes()
+            ));
+        }
+        Ok(Hasher { alg, bytes })
+    }
+
+    pub fn alg(&self) -> HashAlg {
+        self.alg
+    }
+
+    /// Output length in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Hash the concatenation of `parts` into `out[..len()]`.
+    pub fn hash_parts(&self, parts: &[&[u8]], out: &mut [u8]) {
+        let n = self.bytes;
+        match self.alg {
+            HashAlg::Md5 => {
+                let mut h = md5::Md5::new();
+                for p in parts {
+                    h.update(p);
+                }
+                out[..n].copy_from_slice(&h.finalize()[..n]);
+            }
+            HashAlg::Sha1 => {
+                let mut h = sha1::Sha1::new();
+                for p in parts {
+                    h.update(p);
+                }
+                out[..n].copy_from_slice(&h.finalize()[..n]);
+            }
+            HashAlg::Sha256 => {
+                let mut h = sha2::Sha256::new();
+                for p in parts {
+                    h.update(p);
+                }
+                out[..n].copy_from_slice(&h.finalize()[..n]);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn hash(&self, data: &[u8], out: &mut [u8]) {
+        self.hash_parts(&[data], out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn rfc1321_md5_abc() {
+        let mut out = [0u8; 16];
+        Hasher::new(HashAlg::Md5, 16).unwrap().hash(b"abc", &mut out);
+        assert_eq!(out.to_vec(), hex("900150983cd24fb0d6963f7d28e17f72"));
+    }
+
+    #[test]
+    fn fips180_sha1_and_sha256_abc_truncated() {
+        let mut out = [0u8; 32];
+        Hasher::new(HashAlg::Sha1, 20).unwrap().hash(b"abc", &mut out);
+        assert_eq!(out[..20].to_vec(), hex("a9993e364706816aba3e25717850c26c9cd0d89d"));
+        let mut out = [0u8; 32];
+        Hasher::new(HashAlg::Sha256, 16).unwrap().hash_parts(&[b"a", b"bc"], &mut out);
+        assert_eq!(out[..16].to_vec(), hex("ba7816bf8f01cfea414140de5dae2223"));
+        assert_eq!(out[16..], [0u8; 16], "truncation must not write past the size");
+    }
+
+    #[test]
+    fn oversized_truncation_is_refused() {
+        assert!(Hasher::new(HashAlg::Md5, 20).is_err());
+        assert!(Hasher::new(HashAlg::Sha1, 0).is_err());
+    }
+}

@@ -1,0 +1,11 @@
+//! Cryptographic primitives used by the protection schemes.
+//!
+//! Everything standard comes from RustCrypto; this crate only fixes the shapes the schemes
+//! need (a truncated hash of a configured function, an AES-128 block function) so that a
+//! scheme never depends on a concrete algorithm.
+
+pub mod aes128;
+pub mod hash;
+
+pub use aes128::Aes128;
+pub use hash::{HashAlg, Hasher, MAX_HASH_BYTES};
