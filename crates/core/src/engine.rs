@@ -236,6 +236,24 @@ impl Engine {
         Ok(n)
     }
 
+    /// Cycle from which every memory-side resource is idle.
+    pub fn busy_until(&self) -> Cycle {
+        let m = &self.m;
+        m.bus.free_at().max(m.aes.free_at()).max(m.hash.free_at()).max(m.write_buf.drained_at()).max(m.checks_done)
+    }
+
+    /// Zero every statistics counter (end of warm-up). Caches, keys, TIMER and trees stay.
+    pub fn reset_stats(&mut self) {
+        self.m.counters = Default::default();
+        self.m.bus.reset_stats();
+        self.m.aes.reset_stats();
+        self.m.hash.reset_stats();
+        self.m.read_buf.reset_stats();
+        self.m.write_buf.reset_stats();
+        self.integ.reset_stats();
+        self.enc.reset_stats();
+    }
+
     /// Data lines that left the L2 since the last call.
     pub fn take_evicted_data(&mut self, f: impl FnMut(u64)) {
         self.m.take_evicted_data(f)

@@ -129,12 +129,6 @@ impl Machine {
             let mut bytes = self.spare.pop().unwrap_or_default();
             bytes.clear();
             bytes.extend_from_slice(self.l2.bytes(slot));
-            if dirty {
-                match kind {
-                    LineKind::Data => self.counters.data_writebacks += 1,
-                    LineKind::Meta => self.counters.meta_writebacks += 1,
-                }
-            }
             self.pending.push(Victim { addr: old, bytes, dirty, kind, t });
         }
         self.l2.invalidate(slot);
@@ -150,8 +144,17 @@ impl Machine {
         slots.len()
     }
 
+    /// The next line to leave for memory. Counted here, not at eviction: a line taken back
+    /// from the write buffer never reaches memory.
     pub fn pop_victim(&mut self) -> Option<Victim> {
-        self.pending.pop()
+        let v = self.pending.pop()?;
+        if v.dirty {
+            match v.kind {
+                LineKind::Data => self.counters.data_writebacks += 1,
+                LineKind::Meta => self.counters.meta_writebacks += 1,
+            }
+        }
+        Some(v)
     }
 
     pub fn recycle(&mut self, v: Victim) {

@@ -172,6 +172,14 @@ impl Params {
             .ok_or_else(|| ConfigError(format!("{}: '{}' is not a bandwidth (e.g. 3.2GB/s)", key, v)))
     }
 
+    /// Set `key` to one of `choices`, refusing anything else.
+    pub fn choice_set(&mut self, key: &str, value: &str, choices: &[&str]) -> Result<(), ConfigError> {
+        if !choices.contains(&value) {
+            return Err(ConfigError(format!("unknown {} scheme '{}' (choose from {})", key, value, choices.join(", "))));
+        }
+        self.set(key, value)
+    }
+
     /// One of `choices`.
     pub fn choice(&self, key: &str, choices: &[&str]) -> Result<String, ConfigError> {
         let v = self.str(key)?;

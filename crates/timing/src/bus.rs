@@ -47,6 +47,16 @@ impl Bus {
         self.p
     }
 
+    /// Cycle from which the bus is idle.
+    pub fn free_at(&self) -> Cycle {
+        self.free_at
+    }
+
+    pub fn reset_stats(&mut self) {
+        (self.read_bytes, self.write_bytes, self.reads, self.writes) = (0, 0, 0, 0);
+        (self.busy_cycles, self.queue_cycles) = (0, 0);
+    }
+
     #[inline]
     fn beats(&self, bytes: u64) -> u64 {
         bytes.div_ceil(self.p.width).max(1)

@@ -30,6 +30,15 @@ impl Pipe {
         self.latency
     }
 
+    /// Cycle from which the engine accepts new work without waiting.
+    pub fn free_at(&self) -> Cycle {
+        self.next_fx.div_ceil(FX)
+    }
+
+    pub fn reset_stats(&mut self) {
+        (self.units, self.ops, self.wait_cycles) = (0, 0, 0);
+    }
+
     pub fn unit_bytes(&self) -> u64 {
         self.unit_bytes
     }

@@ -49,6 +49,10 @@ impl Slots {
         self.free_at[idx] = until;
     }
 
+    pub fn reset_stats(&mut self) {
+        (self.acquisitions, self.full_waits, self.wait_cycles) = (0, 0, 0);
+    }
+
     /// The cycle at which every entry is free (a barrier waits for this).
     pub fn drained_at(&self) -> Cycle {
         self.free_at.iter().copied().max().unwrap_or(0)

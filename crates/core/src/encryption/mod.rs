@@ -26,6 +26,14 @@ pub trait Encryption {
 
     fn space_overhead(&self) -> f64;
 
+    /// Where the metadata of `addr`'s line lives, as (description, address) pairs.
+    fn metadata_of(&self, _addr: u64) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// Zero the statistics counters (end of warm-up); state is kept.
+    fn reset_stats(&mut self) {}
+
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 

@@ -220,6 +220,15 @@ impl Encryption for Otp {
         }
     }
 
+    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        vec![("otp time stamp".to_string(), self.ts_addr(addr))]
+    }
+
+    fn reset_stats(&mut self) {
+        (self.reads, self.writes, self.ts_reads, self.ts_buf_hits) = (0, 0, 0, 0);
+        (self.pad_hidden, self.pad_exposed, self.reencryptions, self.reencrypted_lines) = (0, 0, 0, 0);
+    }
+
     fn space_overhead(&self) -> f64 {
         B_TS as f64 / self.line as f64
     }
@@ -230,6 +239,7 @@ impl Encryption for Otp {
         out.int("otp.timer", self.timer);
         out.int("otp.ts_bits", self.ts_bits as u64);
         out.int("otp.ts_reads", self.ts_reads);
+        out.int("otp.ts_bus_reads", self.ts_reads - self.ts_buf_hits);
         out.float("otp.ts_buffer_hit_rate", ratio(self.ts_buf_hits, self.ts_reads));
         out.int("otp.pad_hidden_cycles", self.pad_hidden);
         out.int("otp.pad_exposed_cycles", self.pad_exposed);

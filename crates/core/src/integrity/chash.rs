@@ -289,6 +289,18 @@ impl Integrity for Chash {
         Ok(start)
     }
 
+    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        let Some(c) = self.chunk_of(addr & !(self.line - 1)) else { return Vec::new() };
+        self.ancestors(c)
+            .into_iter()
+            .map(|a| (format!("chash tree level {}", self.level_of(a)), self.addr_of(a)))
+            .collect()
+    }
+
+    fn reset_stats(&mut self) {
+        (self.hash_loads, self.hash_stores, self.checks, self.root_updates) = (0, 0, 0, 0);
+    }
+
     fn space_overhead(&self) -> f64 {
         (self.internal * self.line) as f64 / self.data_size as f64
     }

@@ -58,6 +58,15 @@ pub trait Integrity {
     /// Fraction of the data size used by this scheme's metadata.
     fn space_overhead(&self) -> f64;
 
+    /// Where the metadata protecting `addr` lives, as (description, address) pairs: what an
+    /// adversary would tamper with.
+    fn metadata_of(&self, _addr: u64) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// Zero the statistics counters (end of warm-up); state is kept.
+    fn reset_stats(&mut self) {}
+
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 

@@ -1,0 +1,295 @@
+//! `secmem._core`: the Rust engine seen from Python. Only glue lives here; the CLI and the
+//! friendly API are in the `secmem` Python package.
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
+use secmem_sim::RunOptions;
+
+create_exception!(_core, IntegrityError, PyException, "Untrusted memory did not behave like valid memory.");
+create_exception!(_core, ConfigError, PyValueError, "A bad preset, parameter, scheme or workload.");
+
+fn cfg_err(e: impl std::fmt::Display) -> PyErr {
+    ConfigError::new_err(e.to_string())
+}
+
+fn integrity_err(e: secmem_core::IntegrityError) -> PyErr {
+    Python::attach(|py| {
+        let err = IntegrityError::new_err(e.to_string());
+        let v = err.value(py);
+        let _ = v.setattr("addr", e.addr);
+        let _ = v.setattr("what", e.what.clone());
+        err
+    })
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in &s.0 {
+        match v {
+            Stat::Int(i) => d.set_item(k, i)?,
+            Stat::Float(f) => d.set_item(k, f)?,
+            Stat::Str(s) => d.set_item(k, s)?,
+        }
+    }
+    Ok(d)
+}
+
+/// Run one simulation. Returns (stats dict, error or None): results up to an error are kept.
+#[pyfunction]
+#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false))]
+#[allow(clippy::too_many_arguments)]
+fn run<'py>(
+    py: Python<'py>,
+    preset: &str,
+    integrity: Option<&str>,
+    encryption: Option<&str>,
+    sets: Vec<String>,
+    workload: Option<&str>,
+    trace: Option<&str>,
+    instructions: u64,
+    warmup: u64,
+    seed: u64,
+    progress: bool,
+) -> PyResult<(Bound<'py, PyDict>, Option<String>)> {
+    let p = secmem_sim::configure(preset, integrity, encryption, &sets).map_err(cfg_err)?;
+    let mut src = match (workload, trace) {
+        (Some(_), Some(_)) => return Err(cfg_err("give either a workload or a trace, not both")),
+        (_, Some(t)) => secmem_trace::native::open_trace(t).map_err(cfg_err)?,
+        (w, None) => secmem_trace::workloads::builtin(w.unwrap_or("mix"), seed).map_err(cfg_err)?,
+    };
+    let o = RunOptions { instructions, warmup, seed, progress };
+    let r = py.detach(|| secmem_sim::run(&p, &mut *src, &o)).map_err(cfg_err)?;
+    Ok((stats_dict(py, &r.stats)?, r.error))
+}
+
+/// The built-in workloads as (name, description).
+#[pyfunction]
+fn workloads() -> Vec<(String, String)> {
+    secmem_trace::workloads::builtin_workloads().iter().map(|(n, d)| (n.to_string(), d.to_string())).collect()
+}
+
+#[pyfunction]
+fn presets() -> Vec<String> {
+    secmem_sim::preset_names().iter().map(|s| s.to_string()).collect()
+}
+
+#[pyfunction]
+fn integrity_schemes() -> Vec<String> {
+    secmem_core::integrity::INTEGRITY_SCHEMES.iter().map(|s| s.to_string()).collect()
+}
+
+#[pyfunction]
+fn encryption_schemes() -> Vec<String> {
+    secmem_core::encryption::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every parameter of a preset (after --integrity/--encryption/--set) as key → text.
+#[pyfunction]
+#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new()))]
+fn params(preset: &str, integrity: Option<&str>, encryption: Option<&str>, sets: Vec<String>) -> PyResult<Vec<(String, String)>> {
+    let p = secmem_sim::configure(preset, integrity, encryption, &sets).map_err(cfg_err)?;
+    Ok(p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+}
+
+/// Write a built-in workload to a native trace file (for `--trace` and for sharing).
+#[pyfunction]
+fn export_workload(py: Python<'_>, workload: &str, path: &str, records: u64, seed: u64) -> PyResult<u64> {
+    py.detach(|| -> Result<u64, String> {
+        let mut src = secmem_trace::workloads::builtin(workload, seed).map_err(|e| e.to_string())?;
+        let mut w = secmem_trace::native::NativeWriter::create(path).map_err(|e| e.to_string())?;
+        let mut ins = secmem_trace::Instr::default();
+        let mut n = 0;
+        while n < records && src.next_into(&mut ins).map_err(|e| e.to_string())? {
+            w.write(&ins).map_err(|e| e.to_string())?;
+            n += !ins.external as u64;
+        }
+        w.finish().map_err(|e| e.to_string())?;
+        Ok(n)
+    })
+    .map_err(cfg_err)
+}
+
+/// Speed benchmark rows: simulated instructions per second per workload and scheme.
+#[pyfunction]
+#[pyo3(name = "bench", signature = (preset, workloads, schemes, instructions, warmup))]
+fn run_bench<'py>(
+    py: Python<'py>,
+    preset: &str,
+    workloads: Vec<String>,
+    schemes: Vec<(String, String)>,
+    instructions: u64,
+    warmup: u64,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for w in &workloads {
+        for s in &schemes {
+            let rows = py
+                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), instructions, warmup, |_| {}))
+                .map_err(cfg_err)?;
+            for r in rows {
+                let d = PyDict::new(py);
+                d.set_item("workload", &r.workload)?;
+                d.set_item("integrity", &r.integrity)?;
+                d.set_item("encryption", &r.encryption)?;
+                d.set_item("instructions", r.instructions)?;
+                d.set_item("ipc", r.ipc)?;
+                d.set_item("seconds", r.seconds)?;
+                d.set_item("instructions_per_second", r.instr_per_sec)?;
+                eprintln!(
+                    "  {:<8} {:>6}+{:<5} {:>6.2} M instr/s  IPC {:.3}",
+                    r.workload, r.integrity, r.encryption, r.instr_per_sec / 1e6, r.ipc
+                );
+                out.append(d)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The functional engine on its own: real cryptography on real bytes in untrusted memory.
+#[pyclass(unsendable, module = "secmem._core")]
+struct SecureMemory {
+    eng: Engine,
+}
+
+#[pyclass(module = "secmem._core")]
+struct Snapshot {
+    inner: CoreSnapshot,
+}
+
+#[pymethods]
+impl SecureMemory {
+    #[new]
+    #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=1))]
+    fn new(size: u64, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: u64) -> PyResult<Self> {
+        sets.insert(0, format!("memory.size={}", size));
+        let p = secmem_sim::configure(preset, Some(integrity), Some(encryption), &sets).map_err(cfg_err)?;
+        Ok(SecureMemory { eng: Engine::new(&p, seed).map_err(cfg_err)? })
+    }
+
+    /// Protected bytes.
+    #[getter]
+    fn size(&self) -> u64 {
+        self.eng.data_size()
+    }
+
+    #[getter]
+    fn integrity(&self) -> &'static str {
+        self.eng.integrity().name()
+    }
+
+    #[getter]
+    fn encryption(&self) -> &'static str {
+        self.eng.encryption().name()
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> PyResult<()> {
+        self.bounds(addr, data.len() as u64)?;
+        self.eng.write(addr, data, 0).map_err(integrity_err)?;
+        Ok(())
+    }
+
+    fn read<'py>(&mut self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        self.bounds(addr, n as u64)?;
+        let mut buf = vec![0u8; n];
+        self.eng.read(addr, &mut buf, 0).map_err(integrity_err)?;
+        Ok(PyBytes::new(py, &buf))
+    }
+
+    /// Write back and drop every cached line.
+    fn flush(&mut self) -> PyResult<()> {
+        self.eng.flush(0).map_err(integrity_err)?;
+        Ok(())
+    }
+
+    /// Verify all touched memory; returns the number of chunks checked.
+    fn check(&mut self) -> PyResult<u64> {
+        self.eng.check(0).map_err(integrity_err)
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let mut s = Stats::default();
+        self.eng.stats(&mut s);
+        stats_dict(py, &s)
+    }
+
+    /// Regions of untrusted memory as (name, base, size).
+    fn layout(&self) -> Vec<(String, u64, u64)> {
+        self.eng.layout().regions().iter().map(|r| (r.name.clone(), r.base, r.size)).collect()
+    }
+
+    /// Where the metadata protecting `addr` lives: (description, address) pairs.
+    fn metadata(&self, addr: u64) -> Vec<(String, u64)> {
+        let mut v = self.eng.integrity().metadata_of(addr);
+        v.extend(self.eng.encryption().metadata_of(addr));
+        v
+    }
+
+    // The adversary's view (also reachable as `.untrusted` from the Python wrapper).
+    #[getter]
+    fn raw_size(&mut self) -> u64 {
+        self.eng.untrusted().size()
+    }
+
+    fn peek<'py>(&mut self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        self.eng.untrusted().check_range(addr, n as u64).map_err(PyValueError::new_err)?;
+        let mut buf = vec![0u8; n];
+        self.eng.untrusted().read(addr, &mut buf);
+        Ok(PyBytes::new(py, &buf))
+    }
+
+    fn poke(&mut self, addr: u64, data: &[u8]) -> PyResult<()> {
+        self.eng.untrusted().check_range(addr, data.len() as u64).map_err(PyValueError::new_err)?;
+        self.eng.untrusted().write(addr, data);
+        Ok(())
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        Snapshot { inner: self.eng.untrusted().snapshot() }
+    }
+
+    fn restore(&mut self, s: &Snapshot) {
+        self.eng.untrusted().restore(&s.inner);
+    }
+
+    /// Base addresses of pages of untrusted memory ever written.
+    fn touched_pages(&mut self) -> Vec<u64> {
+        let end = self.eng.untrusted().size();
+        self.eng.untrusted().touched_pages(0, end)
+    }
+}
+
+impl SecureMemory {
+    fn bounds(&self, addr: u64, n: u64) -> PyResult<()> {
+        match addr.checked_add(n) {
+            Some(e) if e <= self.eng.data_size() => Ok(()),
+            _ => Err(PyValueError::new_err(format!(
+                "address range 0x{:x}+{} is outside the {} protected bytes",
+                addr,
+                n,
+                self.eng.data_size()
+            ))),
+        }
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(integrity_schemes, m)?)?;
+    m.add_function(wrap_pyfunction!(encryption_schemes, m)?)?;
+    m.add_function(wrap_pyfunction!(params, m)?)?;
+    m.add_function(wrap_pyfunction!(export_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_class::<SecureMemory>()?;
+    m.add_class::<Snapshot>()?;
+    m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Simulator speed: simulated instructions per second for the baseline and for full
+//! protection on each built-in workload. Speed targets are checked here, not in tests.
+
+use crate::{configure, run, RunOptions};
+use secmem_trace::workloads::{builtin, builtin_workloads};
+
+pub struct BenchRow {
+    pub workload: String,
+    pub integrity: String,
+    pub encryption: String,
+    pub instructions: u64,
+    pub ipc: f64,
+    pub seconds: f64,
+    pub instr_per_sec: f64,
+}
+
+pub const BENCH_SCHEMES: &[(&str, &str)] = &[("none", "none"), ("chash", "otp")];
+
+/// Run every (workload, scheme) pair for `instructions` after `warmup`.
+pub fn bench(
+    preset: &str,
+    workloads: &[String],
+    schemes: &[(String, String)],
+    instructions: u64,
+    warmup: u64,
+    mut report: impl FnMut(&BenchRow),
+) -> Result<Vec<BenchRow>, String> {
+    let mut rows = Vec::new();
+    for w in workloads {
+        for (i, e) in schemes {
+            let p = configure(preset, Some(i), Some(e), &[]).map_err(|e| e.0)?;
+            let mut src = builtin(w, 1).map_err(|e| e.to_string())?;
+            let o = RunOptions { instructions, warmup, seed: 1, progress: false };
+            let r = run(&p, &mut *src, &o).map_err(|e| e.0)?;
+            if let Some(err) = r.error {
+                return Err(err);
+            }
+            let s = &r.stats;
+            let row = BenchRow {
+                workload: w.clone(),
+                integrity: i.clone(),
+                encryption: e.clone(),
+                instructions: s.get_f64("instructions").unwrap_or(0.0) as u64,
+                ipc: s.get_f64("ipc").unwrap_or(0.0),
+                seconds: s.get_f64("sim.wall_seconds").unwrap_or(0.0),
+                instr_per_sec: s.get_f64("sim.instructions_per_second").unwrap_or(0.0),
+            };
+            report(&row);
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+pub fn default_workloads() -> Vec<String> {
+    builtin_workloads().iter().map(|(n, _)| n.to_string()).collect()
+}

@@ -1,0 +1,44 @@
+//! secmem-sim: the timing model around the secure engine, and the run loop.
+
+pub mod bench;
+pub mod bpred;
+pub mod ooo;
+pub mod pagemap;
+pub mod presets;
+pub mod run;
+
+pub use presets::{load as load_preset, preset_names, DEFAULT_PRESET};
+pub use run::{run, RunOptions, RunResult};
+
+use secmem_core::{ConfigError, Params};
+
+/// A preset with `--integrity`/`--encryption` choices and `--set` overrides applied, in that
+/// order, each refused with one clear line if wrong.
+pub fn configure(
+    preset: &str,
+    integrity: Option<&str>,
+    encryption: Option<&str>,
+    sets: &[String],
+) -> Result<Params, ConfigError> {
+    let mut p = load_preset(preset)?;
+    if let Some(i) = integrity {
+        p.choice_set("integrity", i, secmem_core::integrity::INTEGRITY_SCHEMES)?;
+    }
+    if let Some(e) = encryption {
+        p.choice_set("encryption", e, secmem_core::encryption::ENCRYPTION_SCHEMES)?;
+    }
+    for s in sets {
+        p.set_str(s)?;
+    }
+    // Scheme names given through --set are checked here too.
+    p.choice("integrity", secmem_core::integrity::INTEGRITY_SCHEMES).map_err(scheme_err("integrity"))?;
+    p.choice("encryption", secmem_core::encryption::ENCRYPTION_SCHEMES).map_err(scheme_err("encryption"))?;
+    Ok(p)
+}
+
+fn scheme_err(kind: &'static str) -> impl Fn(ConfigError) -> ConfigError {
+    move |e| ConfigError(e.0.replacen(&format!("{}: unknown value", kind), &format!("unknown {} scheme", kind), 1))
+}
+
+#[cfg(test)]
+mod tests;

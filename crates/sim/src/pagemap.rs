@@ -1,0 +1,47 @@
+//! Virtual → physical pages, first touch first served: the program's addresses (48-bit
+//! virtual in real traces) are placed in the protected physical memory as an OS would.
+
+use rustc_hash::FxHashMap;
+
+pub struct PageMap {
+    map: FxHashMap<u64, u64>,
+    next: u64,
+    frames: u64,
+    shift: u32,
+    last: (u64, u64),
+}
+
+impl PageMap {
+    pub fn new(phys_bytes: u64, page: u64) -> PageMap {
+        let shift = page.trailing_zeros();
+        PageMap { map: FxHashMap::default(), next: 0, frames: phys_bytes >> shift, shift, last: (u64::MAX, 0) }
+    }
+
+    /// Physical address of `va`; `None` when physical memory is exhausted.
+    #[inline]
+    pub fn translate(&mut self, va: u64) -> Option<u64> {
+        let vp = va >> self.shift;
+        let off = va & ((1 << self.shift) - 1);
+        if vp == self.last.0 {
+            return Some(self.last.1 << self.shift | off);
+        }
+        let pf = match self.map.get(&vp) {
+            Some(&f) => f,
+            None => {
+                if self.next >= self.frames {
+                    return None;
+                }
+                let f = self.next;
+                self.next += 1;
+                self.map.insert(vp, f);
+                f
+            }
+        };
+        self.last = (vp, pf);
+        Some(pf << self.shift | off)
+    }
+
+    pub fn pages(&self) -> u64 {
+        self.next
+    }
+}

@@ -1,0 +1,70 @@
+//! The seeds' machines as data (`configs/*.toml`), built into the binary so a fresh install
+//! needs no files; a path to a TOML file works too.
+
+use secmem_core::{ConfigError, Params};
+
+pub const PRESETS: &[(&str, &str)] = &[
+    ("suh2003", include_str!("../../../configs/suh2003.toml")),
+    ("gassend2003", include_str!("../../../configs/gassend2003.toml")),
+];
+
+pub const DEFAULT_PRESET: &str = "suh2003";
+
+pub fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// Load a preset by name or path, following `inherit`.
+pub fn load(name_or_path: &str) -> Result<Params, ConfigError> {
+    load_depth(name_or_path, 0)
+}
+
+fn load_depth(name: &str, depth: usize) -> Result<Params, ConfigError> {
+    if depth > 8 {
+        return Err(ConfigError(format!("preset '{}': inheritance is too deep (a cycle?)", name)));
+    }
+    let text = match PRESETS.iter().find(|(n, _)| *n == name) {
+        Some((_, t)) => t.to_string(),
+        None if name.ends_with(".toml") || name.contains('/') => std::fs::read_to_string(name)
+            .map_err(|e| ConfigError(format!("preset file '{}': {}", name, e)))?,
+        None => {
+            return Err(ConfigError(format!(
+                "unknown preset '{}' (choose from {}, or give a .toml file)",
+                name,
+                preset_names().join(", ")
+            )))
+        }
+    };
+    let own = Params::from_toml(&text, name)?;
+    let inherit = own.iter().find(|(k, _)| *k == "inherit").map(|(_, v)| v.to_string());
+    match inherit {
+        Some(base) => {
+            let mut p = load_depth(&base, depth + 1)?;
+            p.overlay(&own);
+            Ok(p)
+        }
+        None => Ok(own),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gassend2003_inherits_suh2003_and_overrides_the_hash_engine() {
+        let g = load("gassend2003").unwrap();
+        let s = load("suh2003").unwrap();
+        assert_eq!(g.u64_min("hash.latency", 0).unwrap(), 80);
+        assert_eq!(s.u64_min("hash.latency", 0).unwrap(), 160);
+        assert_eq!(g.size("l2.size").unwrap(), 1 << 20);
+        assert_eq!(g.str("encryption").unwrap(), "none");
+    }
+
+    #[test]
+    fn unknown_preset_is_refused_by_name() {
+        let e = load("intel2025").unwrap_err().0;
+        assert!(e.starts_with("unknown preset 'intel2025' (choose from suh2003, gassend2003"), "{}", e);
+        assert!(load("/nonexistent/x.toml").unwrap_err().0.starts_with("preset file '/nonexistent/x.toml'"));
+    }
+}

@@ -1,0 +1,153 @@
+//! One simulation: a trace through the core model and the secure engine.
+
+use crate::ooo::{Core, StepError};
+use secmem_core::stats::Stats;
+use secmem_core::{ConfigError, Engine, Params};
+use secmem_trace::{Instr, TraceSource};
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Instructions to measure after the warm-up.
+    pub instructions: u64,
+    /// Instructions simulated (caches, trees, counters warm) before measuring.
+    pub warmup: u64,
+    /// Keys, random vectors and workload generation.
+    pub seed: u64,
+    /// Draw a progress bar on stderr when the run lasts more than a moment.
+    pub progress: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { instructions: 10_000_000, warmup: 1_000_000, seed: 1, progress: false }
+    }
+}
+
+/// Statistics of the measured region, and what stopped the run early, if anything. Results
+/// up to the problem are kept.
+pub struct RunResult {
+    pub stats: Stats,
+    pub error: Option<String>,
+}
+
+pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunResult, ConfigError> {
+    let wall = Instant::now();
+    let mut eng = Engine::new(p, o.seed)?;
+    let mut core = Core::new(p, &eng)?;
+    let mut ins = Instr::default();
+    let total = o.warmup.saturating_add(o.instructions);
+    let mut n: u64 = 0;
+    let mut measuring = false;
+    let mut start_cycle = 0;
+    let mut measure_wall = Instant::now();
+    let mut error = None;
+    let mut bar = Progress::new(o.progress, total);
+    loop {
+        if n >= total {
+            break;
+        }
+        match src.next_into(&mut ins) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                error = Some(format!("trace error after {} instructions: {}", n, e));
+                break;
+            }
+        }
+        let r = if ins.external {
+            core.external(&ins, &mut eng)
+        } else {
+            if !measuring && n >= o.warmup {
+                measuring = true;
+                eng.reset_stats();
+                core.reset_stats();
+                start_cycle = core.now();
+                measure_wall = Instant::now();
+            }
+            n += 1;
+            if n & 0xFFFF == 0 {
+                bar.update(n);
+            }
+            core.step(&ins, &mut eng)
+        };
+        if let Err(e) = r {
+            error = Some(match e {
+                StepError::Integrity(e) => format!("{} (instruction {})", e, n),
+                StepError::OutOfMemory(va) => format!(
+                    "out of simulated physical memory at virtual address 0x{:x} (instruction {}): raise memory.size",
+                    va, n
+                ),
+            });
+            break;
+        }
+    }
+    bar.finish();
+    if !measuring && error.is_none() {
+        error = Some(format!("the trace ended after {} instructions, before the warm-up of {} was over", n, o.warmup));
+    }
+    let measured = if measuring { n - o.warmup.min(n) } else { 0 };
+    let cycles = if measuring { core.last_commit().saturating_sub(start_cycle) } else { 0 };
+    let measured_secs = measure_wall.elapsed().as_secs_f64();
+    let mut s = Stats::default();
+    s.int("instructions", measured);
+    s.int("cycles", cycles);
+    s.float("ipc", if cycles > 0 { measured as f64 / cycles as f64 } else { 0.0 });
+    s.str("workload", src.name());
+    s.int("warmup", o.warmup);
+    s.int("seed", o.seed);
+    eng.stats(&mut s);
+    core.stats(&mut s);
+    s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
+    s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
+    Ok(RunResult { stats: s, error })
+}
+
+/// A one-line progress bar on stderr, shown only on a terminal and after two seconds.
+struct Progress {
+    on: bool,
+    total: u64,
+    start: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(want: bool, total: u64) -> Progress {
+        Progress { on: want && std::io::stderr().is_terminal(), total, start: Instant::now(), shown: false }
+    }
+
+    fn update(&mut self, done: u64) {
+        if !self.on {
+            return;
+        }
+        let secs = self.start.elapsed().as_secs_f64();
+        if secs < 2.0 {
+            return;
+        }
+        let frac = (done as f64 / self.total.max(1) as f64).min(1.0);
+        let rate = done as f64 / secs;
+        let eta = if rate > 0.0 { (self.total.saturating_sub(done)) as f64 / rate } else { 0.0 };
+        let w = 30;
+        let filled = (frac * w as f64) as usize;
+        eprint!(
+            "\r[{}{}] {:5.1}% {:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s ",
+            "#".repeat(filled),
+            " ".repeat(w - filled),
+            frac * 100.0,
+            done as f64 / 1e6,
+            self.total as f64 / 1e6,
+            rate / 1e6,
+            eta
+        );
+        let _ = std::io::stderr().flush();
+        self.shown = true;
+    }
+
+    fn finish(&mut self) {
+        if self.shown {
+            eprint!("\r{}\r", " ".repeat(90));
+            let _ = std::io::stderr().flush();
+        }
+    }
+}

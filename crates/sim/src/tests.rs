@@ -1,0 +1,181 @@
+//! Whole-simulator behaviour: functional correctness through the timing path, protection
+//! costs, accounting of every byte on the bus, determinism, barriers and bad input.
+
+use crate::{configure, run, RunOptions};
+use secmem_core::stats::Stats;
+use secmem_trace::workloads::builtin;
+use secmem_trace::{Instr, OpClass, TraceError, TraceSource};
+
+fn sim(workload: &str, integ: &str, enc: &str, sets: &[&str], n: u64) -> Stats {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let p = configure("suh2003", Some(integ), Some(enc), &sets).unwrap();
+    let mut src = builtin(workload, 1).unwrap();
+    let r = run(&p, &mut *src, &RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false }).unwrap();
+    assert_eq!(r.error, None);
+    r.stats
+}
+
+fn f(s: &Stats, k: &str) -> f64 {
+    s.get_f64(k).unwrap_or_else(|| panic!("missing stat {}", k))
+}
+
+#[test]
+fn every_workload_reads_back_what_it_wrote_under_every_scheme() {
+    for w in ["stream", "chase", "hot", "mix"] {
+        for (i, e) in [("none", "none"), ("chash", "otp")] {
+            // A small L2 forces evictions, tree traffic and re-fetches of encrypted lines.
+            let s = sim(w, i, e, &["l2.size=64KiB"], 150_000);
+            assert_eq!(f(&s, "trace.value_mismatches"), 0.0, "{} under {}+{}", w, i, e);
+            assert_eq!(f(&s, "instructions"), 150_000.0);
+            assert!(f(&s, "l2.misses") > 100.0, "{} must miss in the L2", w);
+        }
+    }
+}
+
+#[test]
+fn protection_costs_ipc_and_every_extra_byte_is_accounted() {
+    for w in ["stream", "chase"] {
+        let base = sim(w, "none", "none", &[], 200_000);
+        for (i, e) in [("chash", "none"), ("none", "otp"), ("chash", "otp")] {
+            let s = sim(w, i, e, &[], 200_000);
+            assert!(f(&s, "ipc") < f(&base, "ipc"), "{} {}+{}: IPC {} vs base {}", w, i, e, f(&s, "ipc"), f(&base, "ipc"));
+            let line = 64.0;
+            // Every read is a data line, a tree chunk or an 8-byte time-stamp beat...
+            let mut reads = line * (f(&s, "l2.misses") + f(&s, "l2.meta_misses"));
+            let mut writes = line * (f(&s, "l2.data_writebacks") + f(&s, "l2.meta_writebacks"));
+            if e == "otp" {
+                reads += 8.0 * f(&s, "otp.ts_bus_reads");
+                writes += 8.0 * f(&s, "otp.writes");
+            }
+            assert_eq!(f(&s, "mem.read_bytes"), reads, "{} {}+{} read bytes", w, i, e);
+            assert_eq!(f(&s, "mem.write_bytes"), writes, "{} {}+{} write bytes", w, i, e);
+            assert!(reads + writes > f(&base, "mem.read_bytes") + f(&base, "mem.write_bytes"));
+            if i == "chash" {
+                assert!(f(&s, "chash.hash_loads_per_miss") > 0.0);
+                assert!(f(&s, "l2.meta_accesses") > 0.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn otp_hides_most_of_the_aes_latency() {
+    let s = sim("chase", "none", "otp", &[], 100_000);
+    assert!(f(&s, "otp.pad_hidden_fraction") > 0.5, "{}", f(&s, "otp.pad_hidden_fraction"));
+}
+
+#[test]
+fn identical_inputs_give_identical_statistics() {
+    let a = sim("mix", "chash", "otp", &[], 100_000);
+    let b = sim("mix", "chash", "otp", &[], 100_000);
+    let strip = |s: &Stats| s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect::<Vec<_>>();
+    assert_eq!(strip(&a), strip(&b));
+    let c = sim("mix", "chash", "otp", &["l2.size=256KiB"], 100_000);
+    assert_ne!(strip(&a), strip(&c));
+}
+
+#[test]
+fn a_smaller_l2_misses_more() {
+    let small = sim("hot", "none", "none", &["l2.size=256KiB"], 300_000);
+    let big = sim("hot", "none", "none", &["l2.size=4MiB"], 300_000);
+    assert!(f(&small, "l2.miss_rate") > f(&big, "l2.miss_rate"));
+}
+
+/// A hand-written trace.
+struct VecSource(Vec<Instr>, usize);
+
+impl TraceSource for VecSource {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.1 >= self.0.len() {
+            return Ok(false);
+        }
+        *out = self.0[self.1].clone();
+        self.1 += 1;
+        Ok(true)
+    }
+    fn name(&self) -> &str {
+        "vec"
+    }
+}
+
+fn load(pc: u64, addr: u64, dst: u8) -> Instr {
+    let mut i = Instr { pc, len: 4, op: OpClass::Mem, ..Default::default() };
+    i.add_access(false, addr, &[0u8; 8]);
+    i.add_dst(dst);
+    i
+}
+
+#[test]
+fn a_barrier_waits_for_pending_integrity_checks() {
+    let mut prog = vec![];
+    for k in 0..200u64 {
+        prog.push(load(0x1000, 0x10_0000 + k * 4096 * 7, 1));
+        let mut b = Instr { pc: 0x1004, len: 4, op: OpClass::Barrier, ..Default::default() };
+        b.add_src(2); // independent of the load: only the check can hold it
+        prog.push(b);
+    }
+    let stall = |integ: &str| {
+        let p = configure("suh2003", Some(integ), Some("none"), &[]).unwrap();
+        let mut src = VecSource(prog.clone(), 0);
+        let r = run(&p, &mut src, &RunOptions { instructions: 400, warmup: 0, seed: 1, progress: false }).unwrap();
+        assert_eq!(r.error, None);
+        (f(&r.stats, "core.barrier_stall_cycles"), f(&r.stats, "core.barriers"))
+    };
+    let (with_chash, n) = stall("chash");
+    assert_eq!(n, 200.0);
+    assert!(with_chash > 0.0);
+    assert_eq!(stall("none").0, 0.0, "no checks, nothing to wait for");
+}
+
+#[test]
+fn a_trace_shorter_than_the_warmup_is_reported_not_hidden() {
+    let p = configure("suh2003", None, None, &[]).unwrap();
+    let mut src = VecSource(vec![load(0x1000, 0x2000, 1); 10], 0);
+    let r = run(&p, &mut src, &RunOptions { instructions: 100, warmup: 50, seed: 1, progress: false }).unwrap();
+    assert_eq!(r.error.unwrap(), "the trace ended after 10 instructions, before the warm-up of 50 was over");
+    assert_eq!(r.stats.get_f64("instructions"), Some(0.0));
+}
+
+#[test]
+fn a_trace_beyond_physical_memory_stops_with_a_clear_error_and_keeps_results() {
+    let p = configure("suh2003", Some("none"), Some("none"), &["memory.size=64KiB".into()]).unwrap();
+    let prog: Vec<Instr> = (0..100u64).map(|k| load(0x1000, k * 4096, 1)).collect();
+    let mut src = VecSource(prog, 0);
+    let r = run(&p, &mut src, &RunOptions { instructions: 100, warmup: 0, seed: 1, progress: false }).unwrap();
+    let e = r.error.unwrap();
+    assert!(e.starts_with("out of simulated physical memory at virtual address"), "{}", e);
+    assert!(r.stats.get_f64("instructions").unwrap() > 0.0);
+}
+
+#[test]
+fn scheme_names_are_checked_wherever_they_come_from() {
+    let e = configure("suh2003", Some("merkle"), None, &[]).unwrap_err().0;
+    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, chash)");
+    let e = configure("suh2003", None, None, &["encryption=rot13".into()]).unwrap_err().0;
+    assert!(e.starts_with("unknown encryption scheme 'rot13'"), "{}", e);
+    let e = configure("suh2003", None, None, &["l2.sise=1MiB".into()]).unwrap_err().0;
+    assert!(e.contains("did you mean 'l2.size'"), "{}", e);
+}
+
+#[test]
+fn every_preset_parameter_is_read_by_some_component() {
+    // A preset key nobody reads would be a silent no-op for users who --set it.
+    let p = configure("suh2003", None, None, &[]).unwrap();
+    let used_elsewhere = ["description", "inherit"];
+    let src = [
+        include_str!("ooo.rs"),
+        include_str!("../../core/src/engine.rs"),
+        include_str!("../../core/src/integrity/chash.rs"),
+        include_str!("../../core/src/encryption/otp.rs"),
+    ]
+    .concat();
+    for k in p.keys() {
+        if used_elsewhere.contains(&k) || k == "integrity" || k == "encryption" {
+            continue;
+        }
+        let quoted = format!("\"{}\"", k);
+        let leaf = k.rsplit('.').next().unwrap();
+        let templated = format!("{{}}.{}\"", leaf);
+        assert!(src.contains(&quoted) || src.contains(&templated), "preset key '{}' is read by no component", k);
+    }
+}

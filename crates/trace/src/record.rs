@@ -1,0 +1,135 @@
+//! One executed instruction with the data values it loaded and stored.
+//!
+//! Records are filled in place by a [`crate::TraceSource`] so that streaming billions of
+//! them allocates nothing per instruction.
+
+/// Coarse execution class: decides functional-unit latency in the timing model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum OpClass {
+    #[default]
+    Alu = 0,
+    Mul = 1,
+    Div = 2,
+    Fp = 3,
+    FpDiv = 4,
+    /// Any instruction whose only work is its memory accesses (mov to/from memory).
+    Mem = 5,
+    Branch = 6,
+    /// A crypto/sign instruction: waits at commit for every pending integrity check (003 §4.7).
+    Barrier = 7,
+}
+
+impl OpClass {
+    pub fn from_u8(v: u8) -> Option<OpClass> {
+        Some(match v {
+            0 => OpClass::Alu,
+            1 => OpClass::Mul,
+            2 => OpClass::Div,
+            3 => OpClass::Fp,
+            4 => OpClass::FpDiv,
+            5 => OpClass::Mem,
+            6 => OpClass::Branch,
+            7 => OpClass::Barrier,
+            _ => return None,
+        })
+    }
+}
+
+/// Outcome of a control-flow instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Branch {
+    #[default]
+    None = 0,
+    NotTaken = 1,
+    Taken = 2,
+}
+
+/// One data access; its value bytes are `Instr::data[off .. off + size]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub store: bool,
+    pub addr: u64,
+    pub size: u32,
+    pub off: u32,
+}
+
+/// Architectural register id (x86-64 numbering is the tracer's business; 0 is a real register).
+pub type Reg = u8;
+
+pub const MAX_SRC: usize = 6;
+pub const MAX_DST: usize = 4;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Instr {
+    pub pc: u64,
+    pub len: u8,
+    pub op: OpClass,
+    pub nsrc: u8,
+    pub src: [Reg; MAX_SRC],
+    pub ndst: u8,
+    pub dst: [Reg; MAX_DST],
+    pub branch: Branch,
+    /// Memory written by the environment rather than by this program's instructions
+    /// (loader image, read() buffers, initial heap contents): the accesses are stores applied
+    /// functionally before the next instruction, not timed and not counted as instructions.
+    pub external: bool,
+    pub accesses: Vec<Access>,
+    pub data: Vec<u8>,
+}
+
+impl Instr {
+    /// Reset to an empty record, keeping the buffers' capacity.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.pc = 0;
+        self.len = 0;
+        self.op = OpClass::Alu;
+        self.nsrc = 0;
+        self.ndst = 0;
+        self.branch = Branch::None;
+        self.external = false;
+        self.accesses.clear();
+        self.data.clear();
+    }
+
+    #[inline]
+    pub fn srcs(&self) -> &[Reg] {
+        &self.src[..self.nsrc as usize]
+    }
+
+    #[inline]
+    pub fn dsts(&self) -> &[Reg] {
+        &self.dst[..self.ndst as usize]
+    }
+
+    #[inline]
+    pub fn add_src(&mut self, r: Reg) {
+        if (self.nsrc as usize) < MAX_SRC {
+            self.src[self.nsrc as usize] = r;
+            self.nsrc += 1;
+        }
+    }
+
+    #[inline]
+    pub fn add_dst(&mut self, r: Reg) {
+        if (self.ndst as usize) < MAX_DST {
+            self.dst[self.ndst as usize] = r;
+            self.ndst += 1;
+        }
+    }
+
+    /// Append an access with its value bytes.
+    #[inline]
+    pub fn add_access(&mut self, store: bool, addr: u64, value: &[u8]) {
+        let off = self.data.len() as u32;
+        self.data.extend_from_slice(value);
+        self.accesses.push(Access { store, addr, size: value.len() as u32, off });
+    }
+
+    #[inline]
+    pub fn value(&self, a: &Access) -> &[u8] {
+        &self.data[a.off as usize..(a.off + a.size) as usize]
+    }
+}

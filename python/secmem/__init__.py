@@ -1,0 +1,26 @@
+"""secmem: secure-processor memory protection, executed and timed.
+
+Every scheme encrypts, authenticates and verifies real bytes in a simulated untrusted
+memory; the same operations are timed by a cycle-level model of the processor.
+
+    >>> import secmem
+    >>> r = secmem.run(workload="stream", integrity="chash", encryption="otp", instructions=1_000_000)
+    >>> r.stats["ipc"]
+    >>> mem = secmem.SecureMemory(size="64MiB", integrity="chash", encryption="otp")
+"""
+
+from ._core import ConfigError, IntegrityError, __version__
+from .api import Result, SecureMemory, Untrusted, compare, presets, run, workloads
+
+__all__ = [
+    "ConfigError",
+    "IntegrityError",
+    "Result",
+    "SecureMemory",
+    "Untrusted",
+    "__version__",
+    "compare",
+    "presets",
+    "run",
+    "workloads",
+]

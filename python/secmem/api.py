@@ -1,0 +1,217 @@
+"""The Python API: thin wrappers over the Rust core in ``secmem._core``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence, Union
+
+from . import _core
+
+DEFAULT_PRESET = "suh2003"
+DEFAULT_WORKLOAD = "mix"
+
+Size = Union[int, str]
+
+
+def _sets(params: Optional[dict]) -> list:
+    return [f"{k}={v}" for k, v in (params or {}).items()]
+
+
+@dataclass
+class Result:
+    """Statistics of one run (``stats``) and, if the run stopped early, why (``error``)."""
+
+    stats: dict
+    error: Optional[str] = None
+    config: dict = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        return self.stats[key]
+
+    def to_pandas(self):
+        """The statistics as a pandas Series indexed by statistic name."""
+        import pandas as pd
+
+        return pd.Series(self.stats, name=self.stats.get("workload", "run"))
+
+    @property
+    def frame(self):
+        return self.to_pandas()
+
+
+def run(
+    workload: Optional[str] = None,
+    *,
+    trace: Optional[str] = None,
+    integrity: Optional[str] = None,
+    encryption: Optional[str] = None,
+    preset: str = DEFAULT_PRESET,
+    params: Optional[dict] = None,
+    sets: Sequence[str] = (),
+    instructions: int = 10_000_000,
+    warmup: int = 1_000_000,
+    seed: int = 1,
+    progress: bool = False,
+) -> Result:
+    """Simulate ``instructions`` of a built-in workload (default ``mix``) or a trace file.
+
+    ``params`` (``{"l2.size": "256KiB"}``) and ``sets`` (``["l2.size=256KiB"]``) override
+    preset parameters. Bad names or values raise :class:`secmem.ConfigError`.
+    """
+    all_sets = list(sets) + _sets(params)
+    if trace is None and workload is None:
+        workload = DEFAULT_WORKLOAD
+    stats, error = _core.run(
+        preset,
+        integrity,
+        encryption,
+        all_sets,
+        workload,
+        trace,
+        int(instructions),
+        int(warmup),
+        int(seed),
+        bool(progress),
+    )
+    config = dict(_core.params(preset, integrity, encryption, all_sets))
+    return Result(stats=stats, error=error, config=config)
+
+
+def compare(
+    workload: Optional[str] = None,
+    schemes: Iterable[tuple] = (("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")),
+    **kwargs,
+):
+    """Run one workload under several (integrity, encryption) pairs; a pandas DataFrame with
+    IPC normalized to the unprotected baseline, L2 miss rate and memory traffic."""
+    import pandas as pd
+
+    rows = []
+    results = []
+    for integ, enc in schemes:
+        r = run(workload, integrity=integ, encryption=enc, **kwargs)
+        if r.error:
+            raise RuntimeError(f"{integ}+{enc}: {r.error}")
+        results.append(r)
+    base = next((r for r in results if r.stats["integrity"] == "none" and r.stats["encryption"] == "none"), None)
+    base = base or run(workload, integrity="none", encryption="none", **kwargs)
+    for r in results:
+        s = r.stats
+        traffic = s["mem.read_bytes"] + s["mem.write_bytes"]
+        base_traffic = base.stats["mem.read_bytes"] + base.stats["mem.write_bytes"]
+        rows.append(
+            {
+                "integrity": s["integrity"],
+                "encryption": s["encryption"],
+                "ipc": s["ipc"],
+                "normalized_ipc": s["ipc"] / base.stats["ipc"] if base.stats["ipc"] else 0.0,
+                "l2_miss_rate": s["l2.miss_rate"],
+                "mem_bytes_per_instr": traffic / max(s["instructions"], 1),
+                "normalized_traffic": traffic / base_traffic if base_traffic else 0.0,
+                "hash_loads_per_miss": s.get("chash.hash_loads_per_miss", 0.0),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def workloads() -> list:
+    """Built-in workloads as (name, description)."""
+    return list(_core.workloads())
+
+
+def presets() -> list:
+    return list(_core.presets())
+
+
+def _parse_size(size: Size) -> int:
+    if isinstance(size, int):
+        return size
+    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
+    s = str(size).strip().lower()
+    for u, m in units.items():
+        if s.endswith(u):
+            return int(float(s[: -len(u)]) * m)
+    return int(s)
+
+
+class Untrusted:
+    """The adversary's view of the raw untrusted memory: data, tree chunks, time stamps."""
+
+    def __init__(self, mem: "SecureMemory"):
+        self._m = mem._m
+
+    @property
+    def size(self) -> int:
+        return self._m.raw_size
+
+    def peek(self, addr: int, n: int) -> bytes:
+        return self._m.peek(addr, n)
+
+    def poke(self, addr: int, data: bytes) -> None:
+        self._m.poke(addr, bytes(data))
+
+    def snapshot(self):
+        return self._m.snapshot()
+
+    def restore(self, snapshot) -> None:
+        self._m.restore(snapshot)
+
+    def touched_pages(self) -> list:
+        return self._m.touched_pages()
+
+
+class SecureMemory:
+    """The functional engine alone: protected memory of ``size`` bytes.
+
+    Reads and writes go through the trusted cache; lines leave it encrypted and hashed into
+    untrusted memory. A failed verification raises :class:`secmem.IntegrityError`.
+    """
+
+    def __init__(
+        self,
+        size: Size = "64MiB",
+        integrity: str = "chash",
+        encryption: str = "otp",
+        preset: str = DEFAULT_PRESET,
+        params: Optional[dict] = None,
+        seed: int = 1,
+    ):
+        self._m = _core.SecureMemory(_parse_size(size), integrity, encryption, preset, _sets(params), seed)
+        self.untrusted = Untrusted(self)
+
+    @property
+    def size(self) -> int:
+        return self._m.size
+
+    @property
+    def integrity(self) -> str:
+        return self._m.integrity
+
+    @property
+    def encryption(self) -> str:
+        return self._m.encryption
+
+    def write(self, addr: int, data: bytes) -> None:
+        self._m.write(addr, bytes(data))
+
+    def read(self, addr: int, n: int) -> bytes:
+        return self._m.read(addr, n)
+
+    def flush(self) -> None:
+        """Write back and drop every cached line: the next read comes from untrusted memory."""
+        self._m.flush()
+
+    def check(self) -> int:
+        """Verify every touched chunk; returns how many were checked."""
+        return self._m.check()
+
+    def stats(self) -> dict:
+        return self._m.stats()
+
+    def layout(self) -> list:
+        """Regions of untrusted memory as (name, base, size)."""
+        return self._m.layout()
+
+    def metadata(self, addr: int) -> list:
+        """(description, address) of each piece of metadata protecting ``addr``."""
+        return self._m.metadata(addr)

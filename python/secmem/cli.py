@@ -1,0 +1,268 @@
+"""The ``secmem`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import _core
+from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
+
+DEFAULT_SCHEMES = "none+none,chash+none,none+otp,chash+otp"
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return str(n)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e6 or abs(v) < 1e-3:
+            return f"{v:.4g}"
+        return f"{v:,.4f}".rstrip("0").rstrip(".")
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def summary(stats: dict, preset: str) -> str:
+    s = stats
+    instr = max(s["instructions"], 1)
+    lines = [
+        f"secmem {_core.__version__} — {s['workload']} on {preset}, integrity={s['integrity']}, encryption={s['encryption']}",
+        "",
+        f"  instructions        {s['instructions']:>16,}   (after {s['warmup']:,} warm-up)",
+        f"  cycles              {s['cycles']:>16,}",
+        f"  IPC                 {s['ipc']:>16.4f}",
+        f"  L2 miss rate (data) {s['l2.miss_rate'] * 100:>15.2f}%   metadata {s['l2.meta_miss_rate'] * 100:.2f}% of {s['l2.meta_accesses']:,}",
+        f"  memory read         {_fmt_bytes(s['mem.read_bytes']):>16}   ({s['mem.read_bytes'] / instr:.2f} B/instr)",
+        f"  memory written      {_fmt_bytes(s['mem.write_bytes']):>16}   ({s['mem.write_bytes'] / instr:.2f} B/instr)",
+        f"  bus busy            {s['mem.bus_busy_cycles'] / max(s['cycles'], 1) * 100:>15.1f}%",
+        f"  branch mispredicts  {s['core.branch_mispredict_rate'] * 100:>15.2f}%",
+    ]
+    for prefix in (s["integrity"], s["encryption"]):
+        keys = [k for k in s if k.startswith(prefix + ".")]
+        if prefix != "none" and keys:
+            lines.append("")
+            lines.append(f"  {prefix}")
+            for k in keys:
+                lines.append(f"    {k[len(prefix) + 1:]:<26} {_fmt(s[k]):>14}")
+    if s.get("trace.value_mismatches"):
+        lines.append(f"\n  warning: {s['trace.value_mismatches']:,} loads returned a value other than the trace's")
+    lines.append("")
+    lines.append(
+        f"  simulated at {s['sim.instructions_per_second'] / 1e6:.2f} M instr/s, {s['sim.wall_seconds']:.2f} s wall"
+    )
+    return "\n".join(lines)
+
+
+def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--workload", "-w", help=f"built-in workload (default {DEFAULT_WORKLOAD}; see `secmem workloads`)")
+    src.add_argument("--trace", help="a native secmem trace file")
+    if schemes:
+        p.add_argument("--integrity", "-i", help="integrity scheme: " + ", ".join(_core.integrity_schemes()))
+        p.add_argument("--encryption", "-e", help="encryption scheme: " + ", ".join(_core.encryption_schemes()))
+    p.add_argument("--preset", "-p", default=DEFAULT_PRESET, help="machine preset or a .toml file (default %(default)s)")
+    p.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE", help="override a parameter, e.g. l2.size=256KiB (repeatable)")
+    p.add_argument("--instructions", "-n", default="10M", help="instructions to measure (default %(default)s)")
+    p.add_argument("--warmup", default="1M", help="instructions simulated before measuring (default %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="keys and workload data (default %(default)s)")
+    p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
+
+
+def _count(text: str, what: str) -> int:
+    t = str(text).replace("_", "").strip()
+    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
+    try:
+        v = float(t[:-1]) * mult if mult != 1 else float(t)
+    except ValueError:
+        raise _core.ConfigError(f"--{what}: '{text}' is not a count (e.g. 10M, 500k, 2000000)")
+    if v < 0:
+        raise _core.ConfigError(f"--{what}: '{text}' is negative")
+    return int(v)
+
+
+def _write_json(path: str, obj) -> None:
+    text = json.dumps(obj, indent=2, sort_keys=True)
+    if path == "-":
+        print(text)
+    else:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+
+
+def cmd_run(a) -> int:
+    r = run(
+        a.workload,
+        trace=a.trace,
+        integrity=a.integrity,
+        encryption=a.encryption,
+        preset=a.preset,
+        sets=a.set,
+        instructions=_count(a.instructions, "instructions"),
+        warmup=_count(a.warmup, "warmup"),
+        seed=a.seed,
+        progress=True,
+    )
+    if a.json:
+        _write_json(a.json, {"stats": r.stats, "config": r.config, "error": r.error})
+    if a.json != "-":
+        print(summary(r.stats, a.preset))
+    if r.error:
+        print(f"secmem: error: {r.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _parse_schemes(text: str):
+    out = []
+    for item in text.split(","):
+        parts = item.strip().split("+")
+        if len(parts) != 2:
+            raise _core.ConfigError(f"--schemes: '{item}' is not INTEGRITY+ENCRYPTION (e.g. chash+otp)")
+        for kind, name, known in (("integrity", parts[0], _core.integrity_schemes()), ("encryption", parts[1], _core.encryption_schemes())):
+            if name not in known:
+                raise _core.ConfigError(f"unknown {kind} scheme '{name}' (choose from {', '.join(known)})")
+        out.append((parts[0], parts[1]))
+    return out
+
+
+def cmd_compare(a) -> int:
+    schemes = _parse_schemes(a.schemes)
+    if ("none", "none") not in schemes:
+        schemes.insert(0, ("none", "none"))
+    kwargs = dict(
+        trace=a.trace,
+        preset=a.preset,
+        sets=a.set,
+        instructions=_count(a.instructions, "instructions"),
+        warmup=_count(a.warmup, "warmup"),
+        seed=a.seed,
+        progress=True,
+    )
+    df = compare(a.workload, schemes=schemes, **kwargs)
+    name = a.trace or a.workload or DEFAULT_WORKLOAD
+    print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
+    print(
+        f"  {'integrity':<10} {'encryption':<10} {'IPC':>8} {'norm. IPC':>10} {'L2 miss':>8} {'B/instr':>8} {'norm. traffic':>14} {'hash loads/miss':>16}"
+    )
+    for _, r in df.iterrows():
+        print(
+            f"  {r.integrity:<10} {r.encryption:<10} {r.ipc:>8.4f} {r.normalized_ipc:>10.3f} {r.l2_miss_rate * 100:>7.2f}% "
+            f"{r.mem_bytes_per_instr:>8.2f} {r.normalized_traffic:>14.3f} {r.hash_loads_per_miss:>16.2f}"
+        )
+    if a.json:
+        _write_json(a.json, df.to_dict(orient="records"))
+    return 0
+
+
+def cmd_workloads(a) -> int:
+    print("built-in workloads (no files needed; deterministic by --seed):")
+    for name, desc in _core.workloads():
+        mark = " (default)" if name == DEFAULT_WORKLOAD else ""
+        print(f"  {name:<8} {desc}{mark}")
+    return 0
+
+
+def cmd_presets(a) -> int:
+    if a.name:
+        for k, v in _core.params(a.name):
+            print(f"{k} = {v}")
+        return 0
+    for name in _core.presets():
+        desc = dict(_core.params(name)).get("description", "")
+        print(f"  {name:<12} {desc}")
+    return 0
+
+
+def cmd_export(a) -> int:
+    n = _core.export_workload(a.workload, a.output, _count(a.records, "records"), a.seed)
+    print(f"wrote {n:,} instructions of {a.workload} to {a.output}")
+    return 0
+
+
+def cmd_bench(a) -> int:
+    workloads = a.workloads.split(",") if a.workloads else [w for w, _ in _core.workloads()]
+    schemes = _parse_schemes(a.schemes)
+    n = _count(a.instructions, "instructions")
+    print(f"secmem bench — simulated instructions per second, {n:,} instructions each ({a.preset})", file=sys.stderr)
+    rows = _core.bench(a.preset, workloads, schemes, n, n // 5)
+    print(f"\n  {'workload':<8} {'integrity':<9} {'encryption':<10} {'IPC':>7} {'seconds':>8} {'M instr/s':>10}")
+    for r in rows:
+        print(
+            f"  {r['workload']:<8} {r['integrity']:<9} {r['encryption']:<10} {r['ipc']:>7.3f} {r['seconds']:>8.2f} "
+            f"{r['instructions_per_second'] / 1e6:>10.2f}"
+        )
+    if a.json:
+        _write_json(a.json, rows)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="secmem",
+        description="Simulate and execute secure-processor memory protection (integrity trees, encryption) "
+        "with real cryptography, timed by a cycle-level model.",
+    )
+    p.add_argument("--version", action="version", version=f"secmem {_core.__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="one simulation (the default command)")
+    _add_common(r)
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("compare", help="one workload under several schemes, normalized to the baseline")
+    _add_common(c, schemes=False)
+    c.add_argument("--schemes", default=DEFAULT_SCHEMES, help="INTEG+ENC pairs, comma separated (default %(default)s)")
+    c.set_defaults(func=cmd_compare)
+
+    w = sub.add_parser("workloads", help="list the built-in workloads")
+    w.set_defaults(func=cmd_workloads)
+
+    pr = sub.add_parser("presets", help="list machine presets, or show one's parameters")
+    pr.add_argument("name", nargs="?")
+    pr.set_defaults(func=cmd_presets)
+
+    e = sub.add_parser("export", help="write a built-in workload as a native trace file")
+    e.add_argument("workload")
+    e.add_argument("-o", "--output", required=True)
+    e.add_argument("--records", default="1M", help="instructions to write (default %(default)s)")
+    e.add_argument("--seed", type=int, default=1)
+    e.set_defaults(func=cmd_export)
+
+    b = sub.add_parser("bench", help="simulator speed: simulated instructions per second")
+    b.add_argument("--workloads", help="comma-separated (default: all built-in)")
+    b.add_argument("--schemes", default="none+none,chash+otp")
+    b.add_argument("--instructions", "-n", default="5M")
+    b.add_argument("--preset", "-p", default=DEFAULT_PRESET)
+    b.add_argument("--json", metavar="PATH")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["run"] + argv
+    a = parser.parse_args(argv)
+    try:
+        return a.func(a)
+    except (_core.ConfigError, ValueError, OSError) as e:
+        print(f"secmem: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("secmem: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
