@@ -3,29 +3,37 @@
 //! This is all the adversary sees and all it may change; the engine keeps nothing of the
 //! protected state here except what the seeds put off chip (data, tree chunks, time stamps).
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 pub const PAGE: u64 = 4096;
 
-type Page = Box<[u8; PAGE as usize]>;
-
-#[derive(Clone, Default)]
+/// Untrusted memory is one anonymous mapping reserved for the whole address range and
+/// committed by the kernel only where touched (huge pages where the kernel allows), so an
+/// access is a plain offset. A bitmap remembers which 4 KiB pages were ever written.
 pub struct UntrustedMemory {
     size: u64,
-    pages: FxHashMap<u64, Page>,
+    map: Mapping,
+    touched: Vec<u64>,
+    resident: u64,
 }
 
 /// A copy of the whole memory at one instant (for replay attacks).
 #[derive(Clone)]
 pub struct Snapshot {
-    pages: Arc<FxHashMap<u64, Page>>,
+    pages: Arc<Vec<(u64, Box<[u8]>)>>,
     size: u64,
+}
+
+impl Default for UntrustedMemory {
+    fn default() -> Self {
+        UntrustedMemory::new(0)
+    }
 }
 
 impl UntrustedMemory {
     pub fn new(size: u64) -> UntrustedMemory {
-        UntrustedMemory { size, pages: FxHashMap::default() }
+        let pages = size.div_ceil(PAGE);
+        UntrustedMemory { size, map: Mapping::new(pages * PAGE), touched: vec![0; pages.div_ceil(64) as usize], resident: 0 }
     }
 
     /// Addressable bytes (data and metadata regions).
@@ -33,9 +41,9 @@ impl UntrustedMemory {
         self.size
     }
 
-    /// Bytes actually allocated (touched pages).
+    /// Bytes of pages ever written.
     pub fn resident_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE
+        self.resident * PAGE
     }
 
     pub fn check_range(&self, addr: u64, n: u64) -> Result<(), String> {
@@ -45,34 +53,28 @@ impl UntrustedMemory {
         }
     }
 
+    /// Panics on an out-of-range access: every caller checks ranges first (scheme layouts
+    /// are inside `size` by construction; raw pokes go through `check_range`).
     #[inline]
     pub fn read(&self, addr: u64, out: &mut [u8]) {
-        let mut a = addr;
-        let mut done = 0;
-        while done < out.len() {
-            let off = (a % PAGE) as usize;
-            let n = (PAGE as usize - off).min(out.len() - done);
-            match self.pages.get(&(a / PAGE)) {
-                Some(p) => out[done..done + n].copy_from_slice(&p[off..off + n]),
-                None => out[done..done + n].fill(0),
-            }
-            done += n;
-            a += n as u64;
-        }
+        out.copy_from_slice(self.map.slice(addr, out.len()));
     }
 
     #[inline]
     pub fn write(&mut self, addr: u64, data: &[u8]) {
-        let mut a = addr;
-        let mut done = 0;
-        while done < data.len() {
-            let off = (a % PAGE) as usize;
-            let n = (PAGE as usize - off).min(data.len() - done);
-            let p = self.pages.entry(a / PAGE).or_insert_with(|| Box::new([0u8; PAGE as usize]));
-            p[off..off + n].copy_from_slice(&data[done..done + n]);
-            done += n;
-            a += n as u64;
+        if data.is_empty() {
+            return;
         }
+        let first = addr / PAGE;
+        let last = (addr + data.len() as u64 - 1) / PAGE;
+        for p in first..=last {
+            let (w, b) = ((p / 64) as usize, 1u64 << (p % 64));
+            if self.touched[w] & b == 0 {
+                self.touched[w] |= b;
+                self.resident += 1;
+            }
+        }
+        self.map.slice_mut(addr, data.len()).copy_from_slice(data);
     }
 
     #[inline]
@@ -90,24 +92,110 @@ impl UntrustedMemory {
     /// Whether any byte of the page holding `addr` was ever written.
     #[inline]
     pub fn page_touched(&self, addr: u64) -> bool {
-        self.pages.contains_key(&(addr / PAGE))
+        let p = addr / PAGE;
+        self.touched.get((p / 64) as usize).is_some_and(|w| w & (1 << (p % 64)) != 0)
     }
 
     /// Base addresses of touched pages within [lo, hi), ascending.
     pub fn touched_pages(&self, lo: u64, hi: u64) -> Vec<u64> {
-        let mut v: Vec<u64> =
-            self.pages.keys().map(|p| p * PAGE).filter(|&a| a >= lo && a < hi).collect();
-        v.sort_unstable();
+        let mut v = Vec::new();
+        for (i, &w) in self.touched.iter().enumerate() {
+            let mut bits = w;
+            while bits != 0 {
+                let a = (i as u64 * 64 + bits.trailing_zeros() as u64) * PAGE;
+                if a >= lo && a < hi {
+                    v.push(a);
+                }
+                bits &= bits - 1;
+            }
+        }
         v
     }
 
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot { pages: Arc::new(self.pages.clone()), size: self.size }
+        let pages = self
+            .touched_pages(0, self.size.div_ceil(PAGE) * PAGE)
+            .into_iter()
+            .map(|a| (a, self.map.slice(a, PAGE as usize).to_vec().into_boxed_slice()))
+            .collect();
+        Snapshot { pages: Arc::new(pages), size: self.size }
     }
 
     pub fn restore(&mut self, s: &Snapshot) {
-        self.size = s.size;
-        self.pages = (*s.pages).clone();
+        *self = UntrustedMemory::new(s.size);
+        for (a, pg) in s.pages.iter() {
+            self.write(*a, pg);
+        }
+    }
+}
+
+impl Clone for UntrustedMemory {
+    fn clone(&self) -> Self {
+        let mut m = UntrustedMemory::new(self.size);
+        m.restore(&self.snapshot());
+        m
+    }
+}
+
+/// A private anonymous mapping: reserved, not committed, zero where never written.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// The mapping is owned exclusively like a Vec<u8>.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn new(len: u64) -> Mapping {
+        if len == 0 {
+            return Mapping { ptr: std::ptr::NonNull::dangling().as_ptr(), len: 0 };
+        }
+        let len = len as usize;
+        // SAFETY: a fresh private anonymous mapping; checked for failure below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            panic!("cannot reserve {} bytes of address space for untrusted memory", len);
+        }
+        // Huge pages where the kernel allows them: fewer host TLB misses on scattered lines.
+        // SAFETY: advice on our own mapping; failure only loses the optimisation.
+        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+        Mapping { ptr: ptr as *mut u8, len }
+    }
+
+    #[inline]
+    fn slice(&self, addr: u64, n: usize) -> &[u8] {
+        let a = addr as usize;
+        assert!(a <= self.len && n <= self.len - a, "untrusted memory access 0x{:x}+{} out of range", addr, n);
+        // SAFETY: in bounds of a live mapping we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(a), n) }
+    }
+
+    #[inline]
+    fn slice_mut(&mut self, addr: u64, n: usize) -> &mut [u8] {
+        let a = addr as usize;
+        assert!(a <= self.len && n <= self.len - a, "untrusted memory access 0x{:x}+{} out of range", addr, n);
+        // SAFETY: in bounds of a live mapping we own exclusively (&mut self).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(a), n) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: unmapping exactly what `new` mapped.
+            unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+        }
     }
 }
 
@@ -120,6 +208,7 @@ mod tests {
         let m = UntrustedMemory::new(1 << 40);
         let mut b = [1u8; 16];
         m.read(0xdead_0000, &mut b);
+        m.read((1 << 40) - 16, &mut b);
         assert_eq!(b, [0; 16]);
         assert_eq!(m.resident_bytes(), 0);
     }
@@ -133,6 +222,8 @@ mod tests {
         m.read(PAGE - 50, &mut out);
         assert_eq!(out, data);
         assert_eq!(m.resident_bytes(), 2 * PAGE);
+        assert_eq!(m.touched_pages(0, 1 << 32), vec![0, PAGE]);
+        assert!(m.page_touched(PAGE + 7) && !m.page_touched(2 * PAGE));
     }
 
     #[test]

@@ -2,14 +2,22 @@
 //!
 //! The seeds use 128-bit hashes (MD5 length); a longer function truncated to `bytes` keeps
 //! the tree layout independent of the algorithm.
+//!
+//! `md5` is the hash unit of seeds 000/003: MD5's compression function applied to the
+//! input's 512-bit blocks from MD5's initial value, with no length padding, since every
+//! input a scheme hashes has one fixed length (003 §5.2, footnote 10). A 64-byte chunk costs
+//! one compression, as in their hardware. `md5-rfc1321` is the padded standard MD5.
 
 use md5::Digest;
 
 pub const MAX_HASH_BYTES: usize = 32;
 
+const MD5_IV: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HashAlg {
     Md5,
+    Md5Rfc1321,
     Sha1,
     Sha256,
 }
@@ -18,6 +26,7 @@ impl HashAlg {
     pub fn parse(s: &str) -> Option<HashAlg> {
         match s.to_ascii_lowercase().as_str() {
             "md5" => Some(HashAlg::Md5),
+            "md5-rfc1321" => Some(HashAlg::Md5Rfc1321),
             "sha1" | "sha-1" => Some(HashAlg::Sha1),
             "sha256" | "sha-256" => Some(HashAlg::Sha256),
             _ => None,
@@ -27,6 +36,7 @@ impl HashAlg {
     pub fn name(self) -> &'static str {
         match self {
             HashAlg::Md5 => "md5",
+            HashAlg::Md5Rfc1321 => "md5-rfc1321",
             HashAlg::Sha1 => "sha1",
             HashAlg::Sha256 => "sha256",
         }
@@ -35,7 +45,7 @@ impl HashAlg {
     /// Full digest length of the function.
     pub fn digest_bytes(self) -> usize {
         match self {
-            HashAlg::Md5 => 16,
+            HashAlg::Md5 | HashAlg::Md5Rfc1321 => 16,
             HashAlg::Sha1 => 20,
             HashAlg::Sha256 => 32,
         }
@@ -80,6 +90,42 @@ impl Hasher {
         let n = self.bytes;
         match self.alg {
             HashAlg::Md5 => {
+                let mut state = MD5_IV;
+                let mut block = [0u8; 64];
+                let mut fill = 0;
+                for p in parts {
+                    let mut p: &[u8] = p;
+                    if fill == 0 {
+                        // Whole blocks straight from the input.
+                        let whole = p.len() / 64 * 64;
+                        let (blocks, rest) = p[..whole].as_chunks::<64>();
+                        debug_assert!(rest.is_empty());
+                        md5::block_api::compress(&mut state, blocks);
+                        p = &p[whole..];
+                    }
+                    while !p.is_empty() {
+                        let n = (64 - fill).min(p.len());
+                        block[fill..fill + n].copy_from_slice(&p[..n]);
+                        fill += n;
+                        p = &p[n..];
+                        if fill == 64 {
+                            md5::block_api::compress(&mut state, std::slice::from_ref(&block));
+                            fill = 0;
+                        }
+                    }
+                }
+                if fill > 0 {
+                    // A short last block is zero-filled (fixed-length inputs need no length).
+                    block[fill..].fill(0);
+                    md5::block_api::compress(&mut state, std::slice::from_ref(&block));
+                }
+                let mut d = [0u8; 16];
+                for (i, w) in state.iter().enumerate() {
+                    d[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+                }
+                out[..n].copy_from_slice(&d[..n]);
+            }
+            HashAlg::Md5Rfc1321 => {
                 let mut h = md5::Md5::new();
                 for p in parts {
                     h.update(p);
@@ -120,8 +166,33 @@ mod tests {
     #[test]
     fn rfc1321_md5_abc() {
         let mut out = [0u8; 16];
-        Hasher::new(HashAlg::Md5, 16).unwrap().hash(b"abc", &mut out);
+        Hasher::new(HashAlg::Md5Rfc1321, 16).unwrap().hash(b"abc", &mut out);
         assert_eq!(out.to_vec(), hex("900150983cd24fb0d6963f7d28e17f72"));
+    }
+
+    #[test]
+    fn md5_block_hash_is_the_real_md5_compression_function() {
+        // One compression of RFC 1321's padded block for "abc" is MD5("abc").
+        let mut block = [0u8; 64];
+        block[..3].copy_from_slice(b"abc");
+        block[3] = 0x80;
+        block[56] = 24; // bit length, little endian
+        let mut out = [0u8; 16];
+        Hasher::new(HashAlg::Md5, 16).unwrap().hash_parts(&[&block[..40], &block[40..]], &mut out);
+        assert_eq!(out.to_vec(), hex("900150983cd24fb0d6963f7d28e17f72"));
+    }
+
+    #[test]
+    fn md5_block_hash_chains_blocks_and_zero_fills_the_last() {
+        let h = Hasher::new(HashAlg::Md5, 16).unwrap();
+        let (mut a, mut b) = ([0u8; 16], [0u8; 16]);
+        h.hash(&[7u8; 100], &mut a);
+        let mut padded = [7u8; 128];
+        padded[100..].fill(0);
+        h.hash(&padded, &mut b);
+        assert_eq!(a, b);
+        h.hash(&[7u8; 64], &mut b);
+        assert_ne!(a, b, "the second block is chained in");
     }
 
     #[test]

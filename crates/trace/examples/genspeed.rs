@@ -21,7 +21,9 @@ fn time(src: &mut dyn TraceSource, n: u64) -> f64 {
 }
 
 fn main() {
-    let n: u64 = std::env::args().nth(1).map_or(50_000_000, |s| s.parse().expect("RECORDS"));
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map_or(50_000_000, |s| s.parse().expect("RECORDS"));
     for (name, _) in builtin_workloads() {
         let mut w = builtin(name, 1).unwrap();
         // Skip the external image and start-up so the rate is the steady state.

@@ -12,9 +12,16 @@ pub use record::{Access, Branch, Instr, OpClass, Reg};
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     #[error("{path}: {what} at byte offset {offset}")]
-    Corrupt { path: String, offset: u64, what: String },
+    Corrupt {
+        path: String,
+        offset: u64,
+        what: String,
+    },
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Other(String),
 }

@@ -1,17 +1,21 @@
 //! The native trace format, version 1: a 16-byte header, then a zstd-compressed stream of
 //! records ending in an explicit end marker. Byte-level layout: `docs/trace-format.md`.
 //!
-//! Written and read record by record (nothing is held in memory but a buffer), so traces of
-//! billions of instructions stream. Every way a file can be damaged ends in an error that
-//! names the file and the offset — never a panic, never a loop: truncation is caught by the
-//! zstd frame and the end marker, flipped bytes by zstd's checksum, the record syntax and
-//! the end marker's record count.
+//! Written and read record by record (nothing is held in memory but buffers), so traces of
+//! billions of instructions stream. Two small tables, kept identically by writer and reader,
+//! make records short: the static part of an instruction (length, registers, access shapes)
+//! is sent once per pc and then only referred to, and access addresses are deltas from the
+//! last address used by the same static access.
+//!
+//! Every way a file can be damaged ends in an error that names the file and an offset —
+//! never a panic, never a loop: truncation is caught by the zstd frame and the end marker,
+//! flipped bytes by zstd's checksum, the record syntax and the end marker's record count.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::Path;
 
-use crate::record::{Access, Branch, Instr, OpClass, MAX_DST, MAX_SRC};
+use crate::record::{Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
 /// First 8 bytes of every native trace (PNG-style: catches 7-bit and newline mangling).
@@ -29,28 +33,34 @@ pub const KIND_INSTR: u8 = 0x01;
 pub const KIND_SKIPPABLE_FIRST: u8 = 0x80;
 pub const KIND_END: u8 = 0xFF;
 
-// INSTR header byte.
+// INSTR head byte.
 const H_OP: u8 = 0x07;
 const H_BRANCH_SHIFT: u8 = 3;
 const H_PC_SEQ: u8 = 0x20;
 const H_EXTERNAL: u8 = 0x40;
-const H_RESERVED: u8 = 0x80;
+const H_REPEAT: u8 = 0x80;
 // Access flags byte.
 const A_STORE: u8 = 0x01;
 
 /// Limits that bound what a (possibly corrupt) record can make a reader allocate.
-pub const MAX_ACCESSES: usize = 4096;
+pub const MAX_ACCESSES: usize = 1024;
 pub const MAX_ACCESS_SIZE: usize = 1 << 20;
 pub const MAX_RECORD_DATA: usize = 16 << 20;
 
-/// Slots of the address-prediction table (see `slot`).
-const SLOTS: usize = 1024;
+/// Address table: 1024 slots (see `addr_slot`).
+const ADDR_SLOTS: usize = 1024;
+/// Static table: 4096 entries (see `static_slot`), for instructions of up to 4 accesses.
+const STATIC_SLOTS: usize = 4096;
+const STATIC_ACCESSES: usize = 4;
 
-/// Access addresses are coded as deltas from the last address in the same slot, so a
-/// static load walking an array costs a one-byte delta whatever else runs in between.
 #[inline(always)]
-fn slot(pc: u64, k: usize) -> usize {
-    ((pc ^ (pc >> 10) ^ (pc >> 20)) as usize).wrapping_add(k) & (SLOTS - 1)
+fn addr_slot(pc: u64, k: usize) -> usize {
+    ((pc ^ (pc >> 10) ^ (pc >> 20)) as usize).wrapping_add(k) & (ADDR_SLOTS - 1)
+}
+
+#[inline(always)]
+fn static_slot(pc: u64) -> usize {
+    (pc ^ (pc >> 12) ^ (pc >> 24)) as usize & (STATIC_SLOTS - 1)
 }
 
 #[inline(always)]
@@ -72,6 +82,96 @@ fn put_varint(b: &mut Vec<u8>, mut v: u64) {
     b.push(v as u8);
 }
 
+/// The static part of an instruction as the tables remember it.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Static {
+    valid: bool,
+    pc: u64,
+    len: u8,
+    nsrc: u8,
+    src: [Reg; MAX_SRC],
+    ndst: u8,
+    dst: [Reg; MAX_DST],
+    nacc: u8,
+    /// (store, size) of each access.
+    acc: [(bool, u32); STATIC_ACCESSES],
+}
+
+impl Static {
+    /// The static part of `r`, if it has few enough accesses to be remembered.
+    fn of(r: &Instr) -> Option<Static> {
+        if r.accesses.len() > STATIC_ACCESSES {
+            return None;
+        }
+        let mut s = Static {
+            valid: true,
+            pc: r.pc,
+            len: r.len,
+            nsrc: r.nsrc,
+            ndst: r.ndst,
+            nacc: r.accesses.len() as u8,
+            ..Static::default()
+        };
+        s.src[..r.srcs().len()].copy_from_slice(r.srcs());
+        s.dst[..r.dsts().len()].copy_from_slice(r.dsts());
+        for (k, a) in r.accesses.iter().enumerate() {
+            s.acc[k] = (a.store, a.size);
+        }
+        Some(s)
+    }
+
+    /// Whether `r`'s static part is this one (what `Static::of(r) == Some(*self)` says).
+    #[inline(always)]
+    fn matches(&self, r: &Instr) -> bool {
+        self.valid
+            && self.pc == r.pc
+            && self.len == r.len
+            && self.nsrc == r.nsrc
+            && self.ndst == r.ndst
+            && self.src[..self.nsrc as usize] == *r.srcs()
+            && self.dst[..self.ndst as usize] == *r.dsts()
+            && self.nacc as usize == r.accesses.len()
+            && r.accesses
+                .iter()
+                .zip(&self.acc)
+                .all(|(a, &(store, size))| a.store == store && a.size == size)
+    }
+}
+
+/// Coding state shared by the writer and the reader: both update it after every record.
+struct Codec {
+    /// pc + len of the previous record.
+    prev_end: u64,
+    addrs: Box<[u64; ADDR_SLOTS]>,
+    statics: Box<[Static; STATIC_SLOTS]>,
+}
+
+impl Codec {
+    fn new() -> Codec {
+        Codec {
+            prev_end: 0,
+            addrs: Box::new([0; ADDR_SLOTS]),
+            statics: vec![Static::default(); STATIC_SLOTS]
+                .into_boxed_slice()
+                .try_into()
+                .ok()
+                .unwrap(),
+        }
+    }
+
+    /// Record `r` as coded: `full` if its static part was sent rather than repeated.
+    #[inline(always)]
+    fn commit(&mut self, r: &Instr, full: bool) {
+        self.prev_end = r.pc.wrapping_add(r.len as u64);
+        for (k, a) in r.accesses.iter().enumerate() {
+            self.addrs[addr_slot(r.pc, k)] = a.addr;
+        }
+        if full {
+            self.statics[static_slot(r.pc)] = Static::of(r).unwrap_or_default();
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writer.
 
@@ -81,8 +181,7 @@ pub struct NativeWriter {
     path: String,
     enc: Option<zstd::stream::write::Encoder<'static, BufWriter<File>>>,
     buf: Vec<u8>,
-    prev_end: u64,
-    slots: Box<[u64; SLOTS]>,
+    codec: Codec,
     count: u64,
 }
 
@@ -96,7 +195,10 @@ impl NativeWriter {
     pub fn with_level(path: impl AsRef<Path>, level: i32) -> Result<NativeWriter, TraceError> {
         let p = path.as_ref();
         let name = p.display().to_string();
-        let io = |source| TraceError::Io { path: name.clone(), source };
+        let io = |source| TraceError::Io {
+            path: name.clone(),
+            source,
+        };
         let mut f = BufWriter::with_capacity(1 << 16, File::create(p).map_err(io)?);
         let mut header = [0u8; HEADER_LEN as usize];
         header[..8].copy_from_slice(&MAGIC);
@@ -109,14 +211,16 @@ impl NativeWriter {
             path: name,
             enc: Some(enc),
             buf: Vec::with_capacity(1 << 17),
-            prev_end: 0,
-            slots: Box::new([0; SLOTS]),
+            codec: Codec::new(),
             count: 0,
         })
     }
 
     fn io(&self, source: std::io::Error) -> TraceError {
-        TraceError::Io { path: self.path.clone(), source }
+        TraceError::Io {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     fn invalid(&self, what: String) -> TraceError {
@@ -129,42 +233,57 @@ impl NativeWriter {
             return Err(self.invalid(format!("{} sources / {} destinations", r.nsrc, r.ndst)));
         }
         if r.accesses.len() > MAX_ACCESSES {
-            return Err(self.invalid(format!("{} accesses (at most {MAX_ACCESSES})", r.accesses.len())));
+            return Err(self.invalid(format!(
+                "{} accesses (at most {MAX_ACCESSES})",
+                r.accesses.len()
+            )));
         }
         let mut total = 0usize;
         for a in &r.accesses {
             let end = a.off as usize + a.size as usize;
             total += a.size as usize;
             if end > r.data.len() || a.size as usize > MAX_ACCESS_SIZE || total > MAX_RECORD_DATA {
-                return Err(self.invalid(format!("access of {} bytes at data offset {}", a.size, a.off)));
+                return Err(self.invalid(format!(
+                    "access of {} bytes at data offset {}",
+                    a.size, a.off
+                )));
             }
         }
+        let c = &self.codec;
+        let seq = r.pc == c.prev_end;
+        let known = &c.statics[static_slot(r.pc)];
+        let repeat = known.matches(r);
         let b = &mut self.buf;
         b.push(KIND_INSTR);
-        let seq = r.pc == self.prev_end;
         b.push(
             r.op as u8
                 | (r.branch as u8) << H_BRANCH_SHIFT
                 | if seq { H_PC_SEQ } else { 0 }
-                | if r.external { H_EXTERNAL } else { 0 },
+                | if r.external { H_EXTERNAL } else { 0 }
+                | if repeat { H_REPEAT } else { 0 },
         );
-        b.push(r.len);
         if !seq {
-            put_varint(b, zigzag(r.pc.wrapping_sub(self.prev_end) as i64));
+            put_varint(b, zigzag(r.pc.wrapping_sub(c.prev_end) as i64));
         }
-        b.push(r.nsrc << 4 | r.ndst);
-        b.extend_from_slice(r.srcs());
-        b.extend_from_slice(r.dsts());
-        put_varint(b, r.accesses.len() as u64);
+        if !repeat {
+            b.push(r.len);
+            b.push(r.nsrc << 4 | r.ndst);
+            b.extend_from_slice(r.srcs());
+            b.extend_from_slice(r.dsts());
+            put_varint(b, r.accesses.len() as u64);
+            for a in &r.accesses {
+                b.push(if a.store { A_STORE } else { 0 });
+                put_varint(b, a.size as u64);
+            }
+        }
         for (k, a) in r.accesses.iter().enumerate() {
-            b.push(if a.store { A_STORE } else { 0 });
-            put_varint(b, a.size as u64);
-            let s = &mut self.slots[slot(r.pc, k)];
-            put_varint(b, zigzag(a.addr.wrapping_sub(*s) as i64));
-            *s = a.addr;
+            put_varint(
+                b,
+                zigzag(a.addr.wrapping_sub(c.addrs[addr_slot(r.pc, k)]) as i64),
+            );
             b.extend_from_slice(r.value(a));
         }
-        self.prev_end = r.pc.wrapping_add(r.len as u64);
+        self.codec.commit(r, !repeat);
         self.count += 1;
         if self.buf.len() >= 1 << 16 {
             self.flush_buf()?;
@@ -200,10 +319,186 @@ impl NativeWriter {
 // ---------------------------------------------------------------------------------------------
 // Reader.
 
-/// Reads a native trace file record by record.
-pub struct NativeReader {
-    path: String,
-    name: String,
+/// Parse failure; the details were stored by whoever detected it (a tiny error type keeps
+/// the parser fast).
+struct Bad;
+
+type Res<T> = Result<T, Bad>;
+
+/// Where a record is parsed from: the buffered stream (byte at a time, refilling, precise
+/// errors) or, on the fast path, a slice of the buffer holding the whole record.
+trait Input {
+    fn byte(&mut self) -> Res<u8>;
+    fn bytes_into(&mut self, n: usize, out: &mut Vec<u8>) -> Res<()>;
+    fn offset(&self) -> u64;
+    /// A syntax error at stream offset `at`.
+    fn fail(&mut self, at: u64, what: String) -> Bad;
+
+    #[inline(always)]
+    fn varint(&mut self) -> Res<u64> {
+        let at = self.offset();
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                if shift == 63 && b > 1 {
+                    break;
+                }
+                return Ok(v);
+            }
+        }
+        Err(self.fail(at, "varint longer than 64 bits".into()))
+    }
+}
+
+/// One INSTR record (after its kind byte) into `out`, without touching `c`; returns whether
+/// the static part was sent in full.
+#[inline(always)]
+fn parse_instr<I: Input>(i: &mut I, c: &Codec, out: &mut Instr) -> Res<bool> {
+    out.clear();
+    let at = i.offset();
+    let h = i.byte()?;
+    out.op = OpClass::from_u8(h & H_OP).expect("3-bit op class");
+    out.branch = match (h >> H_BRANCH_SHIFT) & 3 {
+        0 => Branch::None,
+        1 => Branch::NotTaken,
+        2 => Branch::Taken,
+        _ => return Err(i.fail(at, "invalid branch outcome 3".into())),
+    };
+    out.external = h & H_EXTERNAL != 0;
+    out.pc = if h & H_PC_SEQ != 0 {
+        c.prev_end
+    } else {
+        c.prev_end.wrapping_add(unzigzag(i.varint()?) as u64)
+    };
+    let full = h & H_REPEAT == 0;
+    out.src = [0; MAX_SRC];
+    out.dst = [0; MAX_DST];
+    let s = &c.statics[static_slot(out.pc)];
+    let nacc;
+    if full {
+        out.len = i.byte()?;
+        let at = i.offset();
+        let regs = i.byte()?;
+        let (ns, nd) = ((regs >> 4) as usize, (regs & 15) as usize);
+        if ns > MAX_SRC || nd > MAX_DST {
+            return Err(i.fail(at, format!("{ns} source / {nd} destination registers")));
+        }
+        for r in &mut out.src[..ns] {
+            *r = i.byte()?;
+        }
+        for r in &mut out.dst[..nd] {
+            *r = i.byte()?;
+        }
+        out.nsrc = ns as u8;
+        out.ndst = nd as u8;
+        let at = i.offset();
+        let n = i.varint()?;
+        if n > MAX_ACCESSES as u64 {
+            return Err(i.fail(
+                at,
+                format!("{n} accesses in one record (at most {MAX_ACCESSES})"),
+            ));
+        }
+        nacc = n as usize;
+        let mut total = 0u64;
+        for _ in 0..nacc {
+            let at = i.offset();
+            let f = i.byte()?;
+            if f & !A_STORE != 0 {
+                return Err(i.fail(at, format!("reserved bits in access flags {f:#04x}")));
+            }
+            let size = i.varint()?;
+            total += size;
+            if size > MAX_ACCESS_SIZE as u64 || total > MAX_RECORD_DATA as u64 {
+                return Err(i.fail(
+                    at,
+                    format!("access of {size} bytes exceeds the format's limits"),
+                ));
+            }
+            // Addresses and values follow the shapes: remember the shapes in place.
+            out.accesses.push(Access {
+                store: f & A_STORE != 0,
+                addr: 0,
+                size: size as u32,
+                off: 0,
+            });
+        }
+    } else {
+        if !s.valid || s.pc != out.pc {
+            return Err(i.fail(
+                at,
+                format!(
+                    "repeats the static part of pc {:#x}, which was not sent",
+                    out.pc
+                ),
+            ));
+        }
+        out.len = s.len;
+        out.nsrc = s.nsrc;
+        out.src = s.src;
+        out.ndst = s.ndst;
+        out.dst = s.dst;
+        nacc = s.nacc as usize;
+        for &(store, size) in &s.acc[..nacc] {
+            out.accesses.push(Access {
+                store,
+                addr: 0,
+                size,
+                off: 0,
+            });
+        }
+    }
+    for k in 0..nacc {
+        let addr = c.addrs[addr_slot(out.pc, k)].wrapping_add(unzigzag(i.varint()?) as u64);
+        let off = out.data.len() as u32;
+        let a = &mut out.accesses[k];
+        a.addr = addr;
+        a.off = off;
+        let size = a.size as usize;
+        i.bytes_into(size, &mut out.data)?;
+    }
+    Ok(full)
+}
+
+/// The fast path's input: a slice of the buffer. Running off its end is not an error, just
+/// a reason to parse the record again from the stream.
+struct Slice<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Input for Slice<'_> {
+    #[inline(always)]
+    fn byte(&mut self) -> Res<u8> {
+        let x = *self.b.get(self.i).ok_or(Bad)?;
+        self.i += 1;
+        Ok(x)
+    }
+
+    #[inline(always)]
+    fn bytes_into(&mut self, n: usize, out: &mut Vec<u8>) -> Res<()> {
+        let s = self
+            .b
+            .get(self.i..self.i.checked_add(n).ok_or(Bad)?)
+            .ok_or(Bad)?;
+        out.extend_from_slice(s);
+        self.i += n;
+        Ok(())
+    }
+
+    fn offset(&self) -> u64 {
+        0
+    }
+
+    fn fail(&mut self, _: u64, _: String) -> Bad {
+        Bad
+    }
+}
+
+/// The decompressed record stream, buffered.
+struct Stream {
     src: Box<dyn Read + Send>,
     compressed: bool,
     buf: Box<[u8]>,
@@ -212,15 +507,130 @@ pub struct NativeReader {
     /// Stream offset of `buf[0]` (the header counts: the first record is at offset 16).
     base: u64,
     eof: bool,
-    prev_end: u64,
-    slots: Box<[u64; SLOTS]>,
-    count: u64,
-    done: bool,
     /// The first error, repeated by every later call.
     failed: Option<(u64, String)>,
 }
 
-type Res<T> = Result<T, (u64, String)>;
+impl Stream {
+    /// Read more of the stream into the buffer, keeping its unconsumed bytes; false at the
+    /// end of the stream.
+    fn refill(&mut self) -> Res<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        loop {
+            match self.src.read(&mut self.buf[self.end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(false);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(true);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let at = self.base + self.end as u64;
+                    let what = if e.kind() == ErrorKind::UnexpectedEof {
+                        "truncated: the compressed stream ends early".to_string()
+                    } else if self.compressed {
+                        format!("cannot decompress: {e}")
+                    } else {
+                        format!("read error: {e}")
+                    };
+                    return Err(self.fail(at, what));
+                }
+            }
+        }
+    }
+
+    #[cold]
+    fn byte_slow(&mut self) -> Res<u8> {
+        if !self.refill()? {
+            return Err(self.fail(
+                self.offset(),
+                "truncated: the record stream ends without its end marker".into(),
+            ));
+        }
+        self.byte()
+    }
+
+    fn skip(&mut self, mut n: u64) -> Res<()> {
+        while n > 0 {
+            if self.pos == self.end && !self.refill()? {
+                return Err(self.fail(
+                    self.offset(),
+                    "truncated: the record stream ends inside a record".into(),
+                ));
+            }
+            let k = n.min((self.end - self.pos) as u64);
+            self.pos += k as usize;
+            n -= k;
+        }
+        Ok(())
+    }
+}
+
+impl Input for Stream {
+    #[inline(always)]
+    fn byte(&mut self) -> Res<u8> {
+        if self.pos < self.end {
+            let b = self.buf[self.pos];
+            self.pos += 1;
+            Ok(b)
+        } else {
+            self.byte_slow()
+        }
+    }
+
+    fn bytes_into(&mut self, mut n: usize, out: &mut Vec<u8>) -> Res<()> {
+        while n > 0 {
+            if self.pos == self.end && !self.refill()? {
+                return Err(self.fail(
+                    self.offset(),
+                    "truncated: the record stream ends inside a record".into(),
+                ));
+            }
+            let k = n.min(self.end - self.pos);
+            out.extend_from_slice(&self.buf[self.pos..self.pos + k]);
+            self.pos += k;
+            n -= k;
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    #[cold]
+    fn fail(&mut self, at: u64, what: String) -> Bad {
+        if self.failed.is_none() {
+            self.failed = Some((at, what));
+        }
+        Bad
+    }
+}
+
+/// Bytes kept available in the buffer before each record so most parse from a slice.
+const FAST_MIN: usize = 256;
+
+/// Reads a native trace file record by record.
+pub struct NativeReader {
+    path: String,
+    name: String,
+    s: Stream,
+    codec: Codec,
+    count: u64,
+    done: bool,
+}
 
 /// Reads exactly one header from `f`, returning whether the stream is zstd-compressed.
 fn read_header(path: &str, f: &mut impl Read) -> Result<bool, TraceError> {
@@ -231,7 +641,12 @@ fn read_header(path: &str, f: &mut impl Read) -> Result<bool, TraceError> {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(source) => return Err(TraceError::Io { path: path.to_string(), source }),
+            Err(source) => {
+                return Err(TraceError::Io {
+                    path: path.to_string(),
+                    source,
+                })
+            }
         }
     }
     if n < MAGIC.len() || h[..8] != MAGIC {
@@ -240,7 +655,11 @@ fn read_header(path: &str, f: &mut impl Read) -> Result<bool, TraceError> {
             describe_foreign(&h[..n])
         )));
     }
-    let corrupt = |offset: u64, what: &str| TraceError::Corrupt { path: path.to_string(), offset, what: what.into() };
+    let corrupt = |offset: u64, what: &str| TraceError::Corrupt {
+        path: path.to_string(),
+        offset,
+        what: what.into(),
+    };
     if n < h.len() {
         return Err(corrupt(n as u64, "truncated header"));
     }
@@ -279,20 +698,26 @@ impl NativeReader {
     pub fn open(path: impl AsRef<Path>) -> Result<NativeReader, TraceError> {
         let p = path.as_ref();
         let path = p.display().to_string();
-        let f = File::open(p).map_err(|source| TraceError::Io { path: path.clone(), source })?;
+        let f = File::open(p).map_err(|source| TraceError::Io {
+            path: path.clone(),
+            source,
+        })?;
         let mut f = BufReader::with_capacity(1 << 16, f);
         let compressed = read_header(&path, &mut f)?;
         let src: Box<dyn Read + Send> = if compressed {
-            let d = zstd::stream::read::Decoder::with_buffer(f)
-                .map_err(|source| TraceError::Io { path: path.clone(), source })?;
+            let d =
+                zstd::stream::read::Decoder::with_buffer(f).map_err(|source| TraceError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
             Box::new(d)
         } else {
             Box::new(f)
         };
-        let name = p.file_name().map_or(path.clone(), |n| n.to_string_lossy().into_owned());
-        Ok(NativeReader {
-            path,
-            name,
+        let name = p
+            .file_name()
+            .map_or(path.clone(), |n| n.to_string_lossy().into_owned());
+        let s = Stream {
             src,
             compressed,
             buf: vec![0; 1 << 18].into_boxed_slice(),
@@ -300,11 +725,15 @@ impl NativeReader {
             end: 0,
             base: HEADER_LEN,
             eof: false,
-            prev_end: 0,
-            slots: Box::new([0; SLOTS]),
+            failed: None,
+        };
+        Ok(NativeReader {
+            path,
+            name,
+            s,
+            codec: Codec::new(),
             count: 0,
             done: false,
-            failed: None,
         })
     }
 
@@ -313,186 +742,46 @@ impl NativeReader {
         self.count
     }
 
-    #[inline(always)]
-    fn offset(&self) -> u64 {
-        self.base + self.pos as u64
-    }
-
-    /// Refill the (fully consumed) buffer; false at the end of the stream.
-    fn refill(&mut self) -> Res<bool> {
-        debug_assert_eq!(self.pos, self.end);
-        if self.eof {
-            return Ok(false);
-        }
-        self.base += self.end as u64;
-        self.pos = 0;
-        self.end = 0;
-        loop {
-            match self.src.read(&mut self.buf) {
-                Ok(0) => {
-                    self.eof = true;
-                    return Ok(false);
-                }
-                Ok(n) => {
-                    self.end = n;
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                    return Err((self.offset(), "truncated: the compressed stream ends early".into()))
-                }
-                Err(e) => {
-                    let what = if self.compressed { "cannot decompress" } else { "read error" };
-                    return Err((self.offset(), format!("{what}: {e}")));
-                }
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn byte(&mut self) -> Res<u8> {
-        if self.pos < self.end {
-            let b = self.buf[self.pos];
-            self.pos += 1;
-            Ok(b)
-        } else {
-            self.byte_slow()
-        }
-    }
-
-    #[cold]
-    fn byte_slow(&mut self) -> Res<u8> {
-        if !self.refill()? {
-            return Err((self.offset(), "truncated: the record stream ends without its end marker".into()));
-        }
-        self.byte()
-    }
-
-    fn varint(&mut self) -> Res<u64> {
-        let at = self.offset();
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.byte()?;
-            if i == 9 && b > 1 {
-                break;
-            }
-            v |= ((b & 0x7f) as u64) << (7 * i);
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err((at, "varint longer than 64 bits".into()))
-    }
-
-    /// Append `n` bytes of the stream to `out`.
-    fn bytes_into(&mut self, mut n: usize, out: &mut Vec<u8>) -> Res<()> {
-        while n > 0 {
-            if self.pos == self.end && !self.refill()? {
-                return Err((self.offset(), "truncated: the record stream ends inside a record".into()));
-            }
-            let k = n.min(self.end - self.pos);
-            out.extend_from_slice(&self.buf[self.pos..self.pos + k]);
-            self.pos += k;
-            n -= k;
-        }
-        Ok(())
-    }
-
-    fn skip(&mut self, mut n: u64) -> Res<()> {
-        while n > 0 {
-            if self.pos == self.end && !self.refill()? {
-                return Err((self.offset(), "truncated: the record stream ends inside a record".into()));
-            }
-            let k = n.min((self.end - self.pos) as u64);
-            self.pos += k as usize;
-            n -= k;
-        }
-        Ok(())
-    }
-
-    fn instr(&mut self, out: &mut Instr) -> Res<()> {
-        out.clear();
-        let at = self.offset();
-        let h = self.byte()?;
-        if h & H_RESERVED != 0 {
-            return Err((at, format!("reserved bit set in instruction header {h:#04x}")));
-        }
-        out.op = OpClass::from_u8(h & H_OP).expect("3-bit op class");
-        out.branch = match (h >> H_BRANCH_SHIFT) & 3 {
-            0 => Branch::None,
-            1 => Branch::NotTaken,
-            2 => Branch::Taken,
-            _ => return Err((at, "invalid branch outcome 3".into())),
-        };
-        out.external = h & H_EXTERNAL != 0;
-        out.len = self.byte()?;
-        out.pc = if h & H_PC_SEQ != 0 {
-            self.prev_end
-        } else {
-            self.prev_end.wrapping_add(unzigzag(self.varint()?) as u64)
-        };
-        let at = self.offset();
-        let regs = self.byte()?;
-        let (ns, nd) = ((regs >> 4) as usize, (regs & 15) as usize);
-        if ns > MAX_SRC || nd > MAX_DST {
-            return Err((at, format!("{ns} source / {nd} destination registers")));
-        }
-        out.src = [0; MAX_SRC];
-        out.dst = [0; MAX_DST];
-        for i in 0..ns {
-            out.src[i] = self.byte()?;
-        }
-        for i in 0..nd {
-            out.dst[i] = self.byte()?;
-        }
-        out.nsrc = ns as u8;
-        out.ndst = nd as u8;
-        let at = self.offset();
-        let n = self.varint()?;
-        if n > MAX_ACCESSES as u64 {
-            return Err((at, format!("{n} accesses in one record (at most {MAX_ACCESSES})")));
-        }
-        for k in 0..n as usize {
-            let at = self.offset();
-            let f = self.byte()?;
-            if f & !A_STORE != 0 {
-                return Err((at, format!("reserved bits in access flags {f:#04x}")));
-            }
-            let size = self.varint()?;
-            if size > MAX_ACCESS_SIZE as u64 || out.data.len() + size as usize > MAX_RECORD_DATA {
-                return Err((at, format!("access of {size} bytes exceeds the format's limits")));
-            }
-            let s = slot(out.pc, k);
-            let addr = self.slots[s].wrapping_add(unzigzag(self.varint()?) as u64);
-            self.slots[s] = addr;
-            let off = out.data.len() as u32;
-            self.bytes_into(size as usize, &mut out.data)?;
-            out.accesses.push(Access { store: f & A_STORE != 0, addr, size: size as u32, off });
-        }
-        self.prev_end = out.pc.wrapping_add(out.len as u64);
-        Ok(())
-    }
-
     fn end_marker(&mut self) -> Res<()> {
-        let at = self.offset();
-        let n = self.varint()?;
+        let s = &mut self.s;
+        let at = s.offset();
+        let n = s.varint()?;
         if n != self.count {
-            return Err((at, format!("end marker counts {n} records but {} were read", self.count)));
+            return Err(s.fail(
+                at,
+                format!("end marker counts {n} records but {} were read", self.count),
+            ));
         }
         // Nothing may follow; reading to the end also makes zstd verify its checksum.
-        if self.pos < self.end || self.refill()? {
-            return Err((self.offset(), "data after the end marker".into()));
+        if s.pos < s.end || s.refill()? {
+            return Err(s.fail(s.offset(), "data after the end marker".into()));
         }
         Ok(())
     }
 
     fn next_record(&mut self, out: &mut Instr) -> Res<bool> {
         loop {
-            let at = self.offset();
-            let kind = self.byte()?;
+            let s = &mut self.s;
+            if s.end - s.pos < FAST_MIN && !s.eof {
+                s.refill()?;
+            }
+            let at = s.offset();
+            let kind = s.byte()?;
             match kind {
                 KIND_INSTR => {
-                    self.instr(out)?;
+                    // Fast path from a slice; anything unusual is parsed again from the stream.
+                    let mut sl = Slice {
+                        b: &s.buf[s.pos..s.end],
+                        i: 0,
+                    };
+                    let full = match parse_instr(&mut sl, &self.codec, out) {
+                        Ok(full) => {
+                            s.pos += sl.i;
+                            full
+                        }
+                        Err(Bad) => parse_instr(s, &self.codec, out)?,
+                    };
+                    self.codec.commit(out, full);
                     self.count += 1;
                     return Ok(true);
                 }
@@ -501,10 +790,10 @@ impl NativeReader {
                     return Ok(false);
                 }
                 KIND_SKIPPABLE_FIRST.. => {
-                    let n = self.varint()?;
-                    self.skip(n)?;
+                    let n = s.varint()?;
+                    s.skip(n)?;
                 }
-                _ => return Err((at, format!("unknown record kind {kind:#04x}"))),
+                _ => return Err(s.fail(at, format!("unknown record kind {kind:#04x}"))),
             }
         }
     }
@@ -515,17 +804,22 @@ impl TraceSource for NativeReader {
         if self.done {
             return Ok(false);
         }
-        if self.failed.is_none() {
-            match self.next_record(out) {
-                Ok(more) => {
-                    self.done = !more;
-                    return Ok(more);
-                }
-                Err(e) => self.failed = Some(e),
+        if self.s.failed.is_none() {
+            if let Ok(more) = self.next_record(out) {
+                self.done = !more;
+                return Ok(more);
             }
         }
-        let (offset, what) = self.failed.clone().unwrap();
-        Err(TraceError::Corrupt { path: self.path.clone(), offset, what })
+        let (offset, what) = self
+            .s
+            .failed
+            .clone()
+            .unwrap_or((self.s.offset(), "undecodable record".into()));
+        Err(TraceError::Corrupt {
+            path: self.path.clone(),
+            offset,
+            what,
+        })
     }
 
     fn name(&self) -> &str {
@@ -626,7 +920,13 @@ mod tests {
     fn odd_records_round_trip() {
         // Jumps back and forth, huge addresses, several accesses, empty and big values.
         let mut recs = Vec::new();
-        let mut r = Instr { pc: u64::MAX - 2, len: 7, op: OpClass::Barrier, branch: Branch::Taken, ..Default::default() };
+        let mut r = Instr {
+            pc: u64::MAX - 2,
+            len: 7,
+            op: OpClass::Barrier,
+            branch: Branch::Taken,
+            ..Default::default()
+        };
         r.add_src(63);
         r.add_dst(0);
         r.add_access(false, u64::MAX - 7, &[1, 2, 3, 4, 5, 6, 7, 8]);
@@ -645,7 +945,24 @@ mod tests {
             r.add_dst(k);
         }
         r.branch = Branch::NotTaken;
-        recs.push(r);
+        recs.push(r.clone());
+        // One pc with too many accesses for the static table, then few, then many again:
+        // the table entry is replaced, repeated and invalidated in turn.
+        let mut few = Instr {
+            pc: 0x4000,
+            len: 4,
+            op: OpClass::Mem,
+            ..Default::default()
+        };
+        few.add_src(1);
+        few.add_access(false, 0x1000, &[1, 2]);
+        let mut many = few.clone();
+        for k in 0..5u8 {
+            many.add_access(k % 2 == 0, 0x2000 + k as u64 * 64, &[k; 3]);
+        }
+        for x in [&many, &many, &few, &few, &many, &few, &few] {
+            recs.push(x.clone());
+        }
         let p = tmp("odd.smt");
         write(&p, &recs);
         assert_reads(&p, &recs);
@@ -664,7 +981,12 @@ mod tests {
         let p = tmp("reject.smt");
         let mut w = NativeWriter::create(&p).unwrap();
         let mut r = Instr::default();
-        r.accesses.push(Access { store: false, addr: 0, size: 8, off: 0 });
+        r.accesses.push(Access {
+            store: false,
+            addr: 0,
+            size: 8,
+            off: 0,
+        });
         let e = w.write(&r).unwrap_err().to_string();
         assert!(e.contains("reject.smt") && e.contains("record 0"), "{e}");
         r.clear();
@@ -679,24 +1001,43 @@ mod tests {
         write(&p, &recs);
         let full = std::fs::read(&p).unwrap();
         let q = tmp("cut.smt");
-        let cuts = [17, 20, 100, 1000, full.len() / 3, full.len() / 2, full.len() - 20, full.len() - 4, full.len() - 1];
+        let cuts = [
+            17,
+            20,
+            100,
+            1000,
+            full.len() / 3,
+            full.len() / 2,
+            full.len() - 20,
+            full.len() - 4,
+            full.len() - 1,
+        ];
         for cut in cuts {
             std::fs::write(&q, &full[..cut]).unwrap();
             let (v, e) = read_all(&q);
             match e {
                 Some(TraceError::Corrupt { path, offset, what }) => {
                     assert!(path.ends_with("cut.smt"));
-                    assert!(offset >= HEADER_LEN && what.contains("truncated"), "cut {cut}: {what} at {offset}");
+                    assert!(
+                        offset >= HEADER_LEN && what.contains("truncated"),
+                        "cut {cut}: {what} at {offset}"
+                    );
                 }
                 other => panic!("cut at {cut}: {other:?}"),
             }
             assert!(v.len() <= recs.len());
-            assert!(v.iter().zip(&recs).all(|(a, b)| a == b), "records before the cut are intact");
+            assert!(
+                v.iter().zip(&recs).all(|(a, b)| a == b),
+                "records before the cut are intact"
+            );
         }
         // Cut inside the header.
         for cut in [0, 5, 8, 12] {
             std::fs::write(&q, &full[..cut]).unwrap();
-            let e = open_trace(q.to_str().unwrap()).err().expect("accepted a cut header").to_string();
+            let e = open_trace(q.to_str().unwrap())
+                .err()
+                .expect("accepted a cut header")
+                .to_string();
             assert!(e.contains("cut.smt") && !e.contains('\n'), "{e}");
         }
     }
@@ -711,7 +1052,11 @@ mod tests {
         let mut rng = crate::workloads::Rng::new(1, 2);
         for i in 0..60 {
             let mut bad = full.clone();
-            let at = if i < 10 { i } else { HEADER_LEN as usize + rng.below((full.len() - 16) as u64) as usize };
+            let at = if i < 10 {
+                i
+            } else {
+                HEADER_LEN as usize + rng.below((full.len() - 16) as u64) as usize
+            };
             bad[at] ^= 1 << rng.below(8);
             std::fs::write(&q, &bad).unwrap();
             let (v, e) = read_all(&q);
@@ -742,7 +1087,20 @@ mod tests {
         file[16] = 0x42;
         std::fs::write(&q, &file).unwrap();
         match read_all(&q).1 {
-            Some(TraceError::Corrupt { offset: 16, what, .. }) => assert!(what.contains("0x42")),
+            Some(TraceError::Corrupt {
+                offset: 16, what, ..
+            }) => assert!(what.contains("0x42")),
+            e => panic!("{e:?}"),
+        }
+        // A first record that claims to repeat a static part never sent.
+        let mut rep = file[..16].to_vec();
+        rep.extend_from_slice(&[KIND_INSTR, H_REPEAT]);
+        rep.extend_from_slice(&raw);
+        std::fs::write(&q, &rep).unwrap();
+        match read_all(&q).1 {
+            Some(TraceError::Corrupt {
+                offset: 17, what, ..
+            }) => assert!(what.contains("repeats"), "{what}"),
             e => panic!("{e:?}"),
         }
         // A skippable extension record before the first record is ignored.
@@ -762,18 +1120,59 @@ mod tests {
     }
 
     #[test]
+    fn parser_survives_garbage_without_a_checksum() {
+        // Raw streams have no zstd checksum: damage reaches the record parser itself, which
+        // must stop (with an error or a clean end) without panicking or looping.
+        let mut recs = take(&mut Mix::with_phase(5, 1_000), 7_296 + 6_000);
+        recs.retain(|r| !r.external);
+        let p = tmp("g.smt");
+        write(&p, &recs);
+        let full = std::fs::read(&p).unwrap();
+        let raw = zstd::decode_all(&full[16..]).unwrap();
+        let mut head = full[..16].to_vec();
+        head[10] = 0;
+        let q = tmp("garbage.smt");
+        let mut rng = crate::workloads::Rng::new(3, 4);
+        let mut errors = 0;
+        for i in 0..400 {
+            let mut body = raw.clone();
+            for _ in 0..1 + i % 4 {
+                let at = rng.below(body.len() as u64) as usize;
+                body[at] = rng.next() as u8;
+            }
+            if i % 5 == 0 {
+                body.truncate(rng.below(body.len() as u64) as usize);
+            }
+            let mut file = head.clone();
+            file.extend_from_slice(&body);
+            std::fs::write(&q, &file).unwrap();
+            errors += read_all(&q).1.is_some() as u32;
+        }
+        assert!(
+            errors > 100,
+            "only {errors} of 400 damaged streams were noticed"
+        );
+    }
+
+    #[test]
     fn foreign_files_and_versions_are_refused_in_one_line() {
         let q = tmp("foreign.trace");
         let cases: [(&[u8], &str); 4] = [
             (b"", "empty"),
             (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", "gzip"),
             (b"instr 0x400000 add\n", "unknown magic"),
-            (b"\x89SMTR\r\n\x1a\x02\x00\x01\x00\x00\x00\x00\x00", "version 2"),
+            (
+                b"\x89SMTR\r\n\x1a\x02\x00\x01\x00\x00\x00\x00\x00",
+                "version 2",
+            ),
         ];
         for (bytes, want) in cases {
             std::fs::write(&q, bytes).unwrap();
             let e = open_trace(q.to_str().unwrap()).err().unwrap().to_string();
-            assert!(e.contains("foreign.trace") && e.contains(want) && !e.contains('\n'), "{e}");
+            assert!(
+                e.contains("foreign.trace") && e.contains(want) && !e.contains('\n'),
+                "{e}"
+            );
         }
         let e = open_trace("/nonexistent/x.smt").err().unwrap().to_string();
         assert!(e.contains("/nonexistent/x.smt"), "{e}");

@@ -125,7 +125,12 @@ impl Instr {
     pub fn add_access(&mut self, store: bool, addr: u64, value: &[u8]) {
         let off = self.data.len() as u32;
         self.data.extend_from_slice(value);
-        self.accesses.push(Access { store, addr, size: value.len() as u32, off });
+        self.accesses.push(Access {
+            store,
+            addr,
+            size: value.len() as u32,
+            off,
+        });
     }
 
     #[inline]

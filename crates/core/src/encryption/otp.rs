@@ -98,7 +98,7 @@ impl Otp {
 
     /// XOR `buf` with the pads of line `addr` at time stamp `ts`.
     fn apply_pad(&self, addr: u64, ts: u32, buf: &mut [u8]) {
-        let mut pads = [[0u8; 16]; 64];
+        let mut pads = [[0u8; 16]; crate::integrity::chash::MAX_LINE / 16];
         let n = buf.len() / 16;
         for (i, pad) in pads[..n].iter_mut().enumerate() {
             pad[..4].copy_from_slice(&self.v.to_le_bytes());
@@ -197,7 +197,7 @@ impl Encryption for Otp {
         self.timer += 1;
         let ts = self.timer as u32;
         let t_pad = m.aes.run(t, plain.len() as u64);
-        let mut buf = [0u8; 1024];
+        let mut buf = [0u8; crate::integrity::chash::MAX_LINE];
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);
         self.apply_pad(addr, ts, ct);

@@ -21,7 +21,8 @@ use crate::stats::{ratio, Stats};
 use secmem_crypto::{HashAlg, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
 
-pub const MAX_LINE: usize = 1024;
+/// Largest L2 line (chunk) supported; scratch buffers live on the stack.
+pub const MAX_LINE: usize = 256;
 
 type H = [u8; MAX_HASH_BYTES];
 
@@ -49,7 +50,7 @@ pub struct Chash {
 
 impl Chash {
     pub fn new(p: &Params, m: &mut Machine) -> Result<Chash, ConfigError> {
-        let alg_name = p.choice("chash.hash", &["md5", "sha1", "sha256"])?;
+        let alg_name = p.choice("chash.hash", &["md5", "md5-rfc1321", "sha1", "sha256"])?;
         let alg = HashAlg::parse(&alg_name).unwrap();
         let hb = p.u64_min("chash.hash_bytes", 1)? as usize;
         let hasher = Hasher::new(alg, hb).map_err(|e| ConfigError(format!("chash.hash_bytes: {}", e)))?;

@@ -66,8 +66,19 @@ impl Chase {
             order.push(n);
             n = next[n as usize];
         }
-        let p = Prog { c, mem, order, node: 0, step: 0, potential: 0, started: false };
-        Chase { exec: Exec::new(asm), p }
+        let p = Prog {
+            c,
+            mem,
+            order,
+            node: 0,
+            step: 0,
+            potential: 0,
+            started: false,
+        };
+        Chase {
+            exec: Exec::new(asm),
+            p,
+        }
     }
 
     /// Next record; true if it was an instruction (not an external record).
@@ -107,26 +118,26 @@ struct Code {
 impl Code {
     fn new(a: &mut Asm) -> Code {
         let setup = [
-            a.alu(3, &[RDI], &[R8]),          // mov r8, rdi        (root = nodes)
-            a.alu(3, &[R8], &[RAX]),          // mov rax, r8
-            a.alu(3, &[], &[RBX, FLAGS]),     // xor ebx, ebx       (potential)
-            a.alu(3, &[], &[R9, FLAGS]),      // xor r9d, r9d       (laps)
+            a.alu(3, &[RDI], &[R8]),      // mov r8, rdi        (root = nodes)
+            a.alu(3, &[R8], &[RAX]),      // mov rax, r8
+            a.alu(3, &[], &[RBX, FLAGS]), // xor ebx, ebx       (potential)
+            a.alu(3, &[], &[R9, FLAGS]),  // xor r9d, r9d       (laps)
         ];
         a.align(16);
         let c = Code {
             setup,
-            ld_cost: a.ld(4, 8, &[RAX], &[RDX]),                                  // mov rdx, [rax+8]
-            add_pot: a.alu(3, &[RBX, RDX], &[RBX, FLAGS]),                        // add rbx, rdx
-            cmp_orient: a.ins(4, OpClass::Alu, &[RAX], &[FLAGS], Mem::Load(4)),   // cmp dword [rax+32], 0
-            je_skip: a.br(6, &[FLAGS]),                                           // je skip
-            ld_pot: a.ld(4, 8, &[RAX], &[RSI]),                                   // mov rsi, [rax+16]
-            add_old: a.alu(3, &[RSI, RBX], &[RSI, FLAGS]),                        // add rsi, rbx
-            st_pot: a.st(4, 8, &[RAX, RSI]),                                      // mov [rax+16], rsi
-            ld_next: a.ld(3, 8, &[RAX], &[RAX]),                                  // skip: mov rax, [rax]
-            cmp_root: a.alu(3, &[RAX, R8], &[FLAGS]),                             // cmp rax, r8
-            jne_loop: a.br(6, &[FLAGS]),                                          // jne loop
-            lap_add: a.alu(4, &[R9], &[R9, FLAGS]),                               // add r9, 1
-            lap_jmp: a.br(5, &[]),                                                // jmp loop
+            ld_cost: a.ld(4, 8, &[RAX], &[RDX]), // mov rdx, [rax+8]
+            add_pot: a.alu(3, &[RBX, RDX], &[RBX, FLAGS]), // add rbx, rdx
+            cmp_orient: a.ins(4, OpClass::Alu, &[RAX], &[FLAGS], Mem::Load(4)), // cmp dword [rax+32], 0
+            je_skip: a.br(6, &[FLAGS]),                                         // je skip
+            ld_pot: a.ld(4, 8, &[RAX], &[RSI]),                                 // mov rsi, [rax+16]
+            add_old: a.alu(3, &[RSI, RBX], &[RSI, FLAGS]),                      // add rsi, rbx
+            st_pot: a.st(4, 8, &[RAX, RSI]),                                    // mov [rax+16], rsi
+            ld_next: a.ld(3, 8, &[RAX], &[RAX]), // skip: mov rax, [rax]
+            cmp_root: a.alu(3, &[RAX, R8], &[FLAGS]), // cmp rax, r8
+            jne_loop: a.br(6, &[FLAGS]),         // jne loop
+            lap_add: a.alu(4, &[R9], &[R9, FLAGS]), // add r9, 1
+            lap_jmp: a.br(5, &[]),               // jmp loop
         };
         assert!(a.end() < TEXT + 0x1000);
         c
@@ -154,7 +165,9 @@ impl Program for Prog {
         if k >= self.mem.len() * 8 / PAGE {
             return false;
         }
-        external_record(out, HEAP + (k * PAGE) as u64, |d| page_of_words(&self.mem, k, d));
+        external_record(out, HEAP + (k * PAGE) as u64, |d| {
+            page_of_words(&self.mem, k, d)
+        });
         true
     }
 

@@ -73,7 +73,10 @@ impl Hot {
             pass_start: true,
             passes: 0,
         };
-        Hot { exec: Exec::new(asm), p }
+        Hot {
+            exec: Exec::new(asm),
+            p,
+        }
     }
 
     /// Next record; true if it was an instruction (not an external record).
@@ -102,7 +105,9 @@ fn text(seed: u64) -> Vec<u8> {
     let vocab: Vec<Vec<u8>> = (0..4000)
         .map(|_| {
             let len = 1 + rng.below(4) + rng.below(5) + rng.below(3);
-            (0..len).map(|_| LETTERS[rng.below(LETTERS.len() as u64) as usize]).collect()
+            (0..len)
+                .map(|_| LETTERS[rng.below(LETTERS.len() as u64) as usize])
+                .collect()
         })
         .collect();
     let mut cum = Vec::with_capacity(vocab.len());
@@ -154,15 +159,15 @@ type Insert = [u16; 9];
 
 fn insert_code(a: &mut Asm) -> Insert {
     [
-        a.ld(6, 1, &[R14, R12], &[RAX]),                  // movzx eax, byte [r14+r12+2]
-        a.alu(4, &[R13], &[R13, FLAGS]),                  // shl r13d, 5
-        a.alu(3, &[R13, RAX], &[R13, FLAGS]),             // xor r13d, eax
-        a.alu(7, &[R13], &[R13, FLAGS]),                  // and r13d, 0xffff
-        a.ld(4, 4, &[R15, R13], &[RDX]),                  // mov edx, [r15+r13*4]   hash_head
-        a.alu(3, &[R12], &[RCX]),                         // mov ecx, r12d
-        a.alu(6, &[RCX], &[RCX, FLAGS]),                  // and ecx, 0x1ffff
-        a.st(3, 4, &[RBX, RCX, RDX]),                     // mov [rbx+rcx*4], edx   prev[]
-        a.st(4, 4, &[R15, R13, R12]),                     // mov [r15+r13*4], r12d  head[]
+        a.ld(6, 1, &[R14, R12], &[RAX]),      // movzx eax, byte [r14+r12+2]
+        a.alu(4, &[R13], &[R13, FLAGS]),      // shl r13d, 5
+        a.alu(3, &[R13, RAX], &[R13, FLAGS]), // xor r13d, eax
+        a.alu(7, &[R13], &[R13, FLAGS]),      // and r13d, 0xffff
+        a.ld(4, 4, &[R15, R13], &[RDX]),      // mov edx, [r15+r13*4]   hash_head
+        a.alu(3, &[R12], &[RCX]),             // mov ecx, r12d
+        a.alu(6, &[RCX], &[RCX, FLAGS]),      // and ecx, 0x1ffff
+        a.st(3, 4, &[RBX, RCX, RDX]),         // mov [rbx+rcx*4], edx   prev[]
+        a.st(4, 4, &[R15, R13, R12]),         // mov [r15+r13*4], r12d  head[]
     ]
 }
 
@@ -212,105 +217,105 @@ impl Code {
     fn new(a: &mut Asm) -> Code {
         use OpClass::{Alu, Branch};
         let init = [
-            a.alu(7, &[], &[R14]),          // lea r14, [rip+window]
-            a.alu(7, &[], &[R15]),          // lea r15, [rip+head]
-            a.alu(7, &[], &[RBX]),          // lea rbx, [rip+prev]
-            a.alu(3, &[], &[RAX, FLAGS]),   // xor eax, eax
-            a.alu(3, &[], &[RCX, FLAGS]),   // xor ecx, ecx
+            a.alu(7, &[], &[R14]),        // lea r14, [rip+window]
+            a.alu(7, &[], &[R15]),        // lea r15, [rip+head]
+            a.alu(7, &[], &[RBX]),        // lea rbx, [rip+prev]
+            a.alu(3, &[], &[RAX, FLAGS]), // xor eax, eax
+            a.alu(3, &[], &[RCX, FLAGS]), // xor ecx, ecx
         ];
         a.align(16);
         let clr = [
-            a.st(4, 8, &[R15, RAX, RCX]),   // mov [r15+rax*8], rcx
+            a.st(4, 8, &[R15, RAX, RCX]),    // mov [r15+rax*8], rcx
             a.alu(4, &[RAX], &[RAX, FLAGS]), // add rax, 1
-            a.alu(6, &[RAX], &[FLAGS]),     // cmp rax, 32768
-            a.br(6, &[FLAGS]),              // jne
+            a.alu(6, &[RAX], &[FLAGS]),      // cmp rax, 32768
+            a.br(6, &[FLAGS]),               // jne
         ];
         let prime = [
-            a.alu(3, &[], &[R12, FLAGS]),                // xor r12d, r12d
-            a.ld(5, 1, &[R14], &[R13]),                  // movzx r13d, byte [r14]
-            a.ld(5, 1, &[R14], &[RAX]),                  // movzx eax, byte [r14+1]
-            a.alu(4, &[R13], &[R13, FLAGS]),             // shl r13d, 5
-            a.alu(3, &[R13, RAX], &[R13, FLAGS]),        // xor r13d, eax
-            a.alu(7, &[R13], &[R13, FLAGS]),             // and r13d, 0xffff
+            a.alu(3, &[], &[R12, FLAGS]),         // xor r12d, r12d
+            a.ld(5, 1, &[R14], &[R13]),           // movzx r13d, byte [r14]
+            a.ld(5, 1, &[R14], &[RAX]),           // movzx eax, byte [r14+1]
+            a.alu(4, &[R13], &[R13, FLAGS]),      // shl r13d, 5
+            a.alu(3, &[R13, RAX], &[R13, FLAGS]), // xor r13d, eax
+            a.alu(7, &[R13], &[R13, FLAGS]),      // and r13d, 0xffff
         ];
         a.align(16);
         let ins_top = insert_code(a);
-        let test_head = a.alu(3, &[RDX], &[FLAGS]);      // test edx, edx
-        let je_lit = a.br(6, &[FLAGS]);                  // je literal
+        let test_head = a.alu(3, &[RDX], &[FLAGS]); // test edx, edx
+        let je_lit = a.br(6, &[FLAGS]); // je literal
         let dist = [
-            a.alu(3, &[R12], &[RAX]),                    // mov eax, r12d
-            a.alu(3, &[RAX, RDX], &[RAX, FLAGS]),        // sub eax, edx
-            a.alu(5, &[RAX], &[FLAGS]),                  // cmp eax, MAX_DIST
+            a.alu(3, &[R12], &[RAX]),             // mov eax, r12d
+            a.alu(3, &[RAX, RDX], &[RAX, FLAGS]), // sub eax, edx
+            a.alu(5, &[RAX], &[FLAGS]),           // cmp eax, MAX_DIST
         ];
-        let ja_lit = a.br(6, &[FLAGS]);                  // ja literal
+        let ja_lit = a.br(6, &[FLAGS]); // ja literal
         let call = a.ins(5, Branch, &[RSP], &[RSP], Mem::Store(8)); // call longest_match
         let ret_addr = a.next_pc(call);
         let clamp = [
-            a.alu(5, &[], &[RCX]),                       // mov ecx, IN_LEN
-            a.alu(3, &[RCX, R12], &[RCX, FLAGS]),        // sub ecx, r12d   (lookahead)
-            a.alu(3, &[RAX, RCX], &[FLAGS]),             // cmp eax, ecx
-            a.alu(3, &[RAX, RCX, FLAGS], &[RAX]),        // cmova eax, ecx
-            a.alu(3, &[RAX], &[FLAGS]),                  // cmp eax, 2
+            a.alu(5, &[], &[RCX]),                // mov ecx, IN_LEN
+            a.alu(3, &[RCX, R12], &[RCX, FLAGS]), // sub ecx, r12d   (lookahead)
+            a.alu(3, &[RAX, RCX], &[FLAGS]),      // cmp eax, ecx
+            a.alu(3, &[RAX, RCX, FLAGS], &[RAX]), // cmova eax, ecx
+            a.alu(3, &[RAX], &[FLAGS]),           // cmp eax, 2
         ];
-        let jle_lit = a.br(6, &[FLAGS]);                 // jle literal
+        let jle_lit = a.br(6, &[FLAGS]); // jle literal
         let tally_match = [
-            a.alu(3, &[RAX], &[RCX]),                    // lea ecx, [rax-3]
-            a.alu(3, &[RCX], &[RCX, FLAGS]),             // shl ecx, 17
-            a.alu(3, &[R12], &[RDX]),                    // mov edx, r12d
+            a.alu(3, &[RAX], &[RCX]),                           // lea ecx, [rax-3]
+            a.alu(3, &[RCX], &[RCX, FLAGS]),                    // shl ecx, 17
+            a.alu(3, &[R12], &[RDX]),                           // mov edx, r12d
             a.ins(6, Alu, &[RDX], &[RDX, FLAGS], Mem::Load(4)), // sub edx, [rip+match_start]
-            a.alu(3, &[RCX, RDX], &[RCX, FLAGS]),        // or ecx, edx
-            a.alu(6, &[RCX], &[RCX, FLAGS]),             // or ecx, 0x80000000
-            a.alu(7, &[], &[RDI]),                       // lea rdi, [rip+tokens]
-            a.st(3, 4, &[RDI, RBP, RCX]),                // mov [rdi+rbp*4], ecx
-            a.alu(3, &[RBP], &[RBP, FLAGS]),             // add ebp, 1
-            a.alu(6, &[RBP], &[RBP, FLAGS]),             // and ebp, 0x7fff
+            a.alu(3, &[RCX, RDX], &[RCX, FLAGS]),               // or ecx, edx
+            a.alu(6, &[RCX], &[RCX, FLAGS]),                    // or ecx, 0x80000000
+            a.alu(7, &[], &[RDI]),                              // lea rdi, [rip+tokens]
+            a.st(3, 4, &[RDI, RBP, RCX]),                       // mov [rdi+rbp*4], ecx
+            a.alu(3, &[RBP], &[RBP, FLAGS]),                    // add ebp, 1
+            a.alu(6, &[RBP], &[RBP, FLAGS]),                    // and ebp, 0x7fff
         ];
-        let cmp_insert = a.alu(3, &[RAX], &[FLAGS]);     // cmp eax, MAX_INSERT
-        let ja_skip = a.br(6, &[FLAGS]);                 // ja skip_insert
-        let set_count = a.alu(4, &[RAX], &[R8]);         // lea r8d, [rax-1]
+        let cmp_insert = a.alu(3, &[RAX], &[FLAGS]); // cmp eax, MAX_INSERT
+        let ja_skip = a.br(6, &[FLAGS]); // ja skip_insert
+        let set_count = a.alu(4, &[RAX], &[R8]); // lea r8d, [rax-1]
         a.align(16);
-        let ins_inc = a.alu(4, &[R12], &[R12, FLAGS]);   // add r12d, 1
+        let ins_inc = a.alu(4, &[R12], &[R12, FLAGS]); // add r12d, 1
         let ins_loop = insert_code(a);
-        let ins_dec = a.alu(4, &[R8], &[R8, FLAGS]);     // sub r8d, 1
-        let ins_jne = a.br(6, &[FLAGS]);                 // jne
-        let ins_last = a.alu(4, &[R12], &[R12, FLAGS]);  // add r12d, 1
-        let ins_jmp = a.br(5, &[]);                      // jmp check
+        let ins_dec = a.alu(4, &[R8], &[R8, FLAGS]); // sub r8d, 1
+        let ins_jne = a.br(6, &[FLAGS]); // jne
+        let ins_last = a.alu(4, &[R12], &[R12, FLAGS]); // add r12d, 1
+        let ins_jmp = a.br(5, &[]); // jmp check
         let skip = [
-            a.alu(3, &[R12, RAX], &[R12, FLAGS]),        // add r12d, eax
-            a.ld(5, 1, &[R14, R12], &[R13]),             // movzx r13d, byte [r14+r12]
-            a.ld(6, 1, &[R14, R12], &[RAX]),             // movzx eax, byte [r14+r12+1]
-            a.alu(4, &[R13], &[R13, FLAGS]),             // shl r13d, 5
-            a.alu(3, &[R13, RAX], &[R13, FLAGS]),        // xor r13d, eax
-            a.alu(7, &[R13], &[R13, FLAGS]),             // and r13d, 0xffff
+            a.alu(3, &[R12, RAX], &[R12, FLAGS]), // add r12d, eax
+            a.ld(5, 1, &[R14, R12], &[R13]),      // movzx r13d, byte [r14+r12]
+            a.ld(6, 1, &[R14, R12], &[RAX]),      // movzx eax, byte [r14+r12+1]
+            a.alu(4, &[R13], &[R13, FLAGS]),      // shl r13d, 5
+            a.alu(3, &[R13, RAX], &[R13, FLAGS]), // xor r13d, eax
+            a.alu(7, &[R13], &[R13, FLAGS]),      // and r13d, 0xffff
         ];
-        let skip_jmp = a.br(5, &[]);                     // jmp check
+        let skip_jmp = a.br(5, &[]); // jmp check
         let lit = [
-            a.ld(5, 1, &[R14, R12], &[RAX]),             // movzx eax, byte [r14+r12]
-            a.alu(7, &[], &[RDI]),                       // lea rdi, [rip+tokens]
-            a.st(3, 4, &[RDI, RBP, RAX]),                // mov [rdi+rbp*4], eax
-            a.alu(3, &[RBP], &[RBP, FLAGS]),             // add ebp, 1
-            a.alu(6, &[RBP], &[RBP, FLAGS]),             // and ebp, 0x7fff
-            a.alu(4, &[R12], &[R12, FLAGS]),             // add r12d, 1
+            a.ld(5, 1, &[R14, R12], &[RAX]), // movzx eax, byte [r14+r12]
+            a.alu(7, &[], &[RDI]),           // lea rdi, [rip+tokens]
+            a.st(3, 4, &[RDI, RBP, RAX]),    // mov [rdi+rbp*4], eax
+            a.alu(3, &[RBP], &[RBP, FLAGS]), // add ebp, 1
+            a.alu(6, &[RBP], &[RBP, FLAGS]), // and ebp, 0x7fff
+            a.alu(4, &[R12], &[R12, FLAGS]), // add r12d, 1
         ];
-        let chk_cmp = a.alu(7, &[R12], &[FLAGS]);        // cmp r12d, IN_LEN
-        let chk_jb = a.br(6, &[FLAGS]);                  // jb top
-        let pass_jmp = a.br(5, &[]);                     // jmp lm_init
+        let chk_cmp = a.alu(7, &[R12], &[FLAGS]); // cmp r12d, IN_LEN
+        let chk_jb = a.br(6, &[FLAGS]); // jb top
+        let pass_jmp = a.br(5, &[]); // jmp lm_init
 
         a.align(16);
         let lm_pro = [
-            a.alu(6, &[], &[R8]),                        // mov r8d, MAX_CHAIN
-            a.alu(4, &[R14, R12], &[RSI]),               // lea rsi, [r14+r12]     scan
-            a.alu(6, &[], &[R9]),                        // mov r9d, 2             best_len
-            a.alu(3, &[], &[RAX, FLAGS]),                // xor eax, eax
-            a.alu(7, &[R12], &[R10]),                    // lea r10d, [r12-MAX_DIST]
-            a.alu(7, &[R12], &[FLAGS]),                  // cmp r12d, MAX_DIST
-            a.alu(4, &[R10, RAX, FLAGS], &[R10]),        // cmovbe r10d, eax       limit
-            a.alu(7, &[RSI], &[R11]),                    // lea r11, [rsi+258]     strend
+            a.alu(6, &[], &[R8]),                 // mov r8d, MAX_CHAIN
+            a.alu(4, &[R14, R12], &[RSI]),        // lea rsi, [r14+r12]     scan
+            a.alu(6, &[], &[R9]),                 // mov r9d, 2             best_len
+            a.alu(3, &[], &[RAX, FLAGS]),         // xor eax, eax
+            a.alu(7, &[R12], &[R10]),             // lea r10d, [r12-MAX_DIST]
+            a.alu(7, &[R12], &[FLAGS]),           // cmp r12d, MAX_DIST
+            a.alu(4, &[R10, RAX, FLAGS], &[R10]), // cmovbe r10d, eax       limit
+            a.alu(7, &[RSI], &[R11]),             // lea r11, [rsi+258]     strend
         ];
         a.align(16);
         let ch_setup = [
-            a.alu(3, &[RDX], &[RDI]),                    // mov edi, edx
-            a.alu(3, &[RDI, R14], &[RDI, FLAGS]),        // add rdi, r14           match
+            a.alu(3, &[RDX], &[RDI]),             // mov edi, edx
+            a.alu(3, &[RDI, R14], &[RDI, FLAGS]), // add rdi, r14           match
         ];
         // match[best_len], match[best_len-1], match[0], match[1] against scan's bytes.
         let mut pre = |len_ld: u8, len_cmp: u8, idx: &[Reg]| {
@@ -319,46 +324,51 @@ impl Code {
             let mut src_cmp = vec![RDI, RAX];
             src_cmp.extend_from_slice(idx);
             [
-                a.ld(len_ld, 1, &src_ld, &[RAX]),                              // movzx eax, byte [rsi+..]
-                a.ins(len_cmp, Alu, &src_cmp, &[FLAGS], Mem::Load(1)),          // cmp byte [rdi+..], al
-                a.br(6, &[FLAGS]),                                             // jne next
+                a.ld(len_ld, 1, &src_ld, &[RAX]), // movzx eax, byte [rsi+..]
+                a.ins(len_cmp, Alu, &src_cmp, &[FLAGS], Mem::Load(1)), // cmp byte [rdi+..], al
+                a.br(6, &[FLAGS]),                // jne next
             ]
         };
-        let ch_pre = [pre(5, 4, &[R9]), pre(6, 5, &[R9]), pre(4, 3, &[]), pre(4, 4, &[])];
+        let ch_pre = [
+            pre(5, 4, &[R9]),
+            pre(6, 5, &[R9]),
+            pre(4, 3, &[]),
+            pre(4, 4, &[]),
+        ];
         let ch_adv = [
-            a.alu(4, &[RSI], &[RCX]),                    // lea rcx, [rsi+2]
-            a.alu(4, &[RDI], &[RDI, FLAGS]),             // add rdi, 2
+            a.alu(4, &[RSI], &[RCX]),        // lea rcx, [rsi+2]
+            a.alu(4, &[RDI], &[RDI, FLAGS]), // add rdi, 2
         ];
         let cmp_loop = [
-            a.alu(4, &[RCX], &[RCX, FLAGS]),             // add rcx, 1
-            a.alu(4, &[RDI], &[RDI, FLAGS]),             // add rdi, 1
-            a.ld(3, 1, &[RCX], &[RAX]),                  // movzx eax, byte [rcx]
+            a.alu(4, &[RCX], &[RCX, FLAGS]),                    // add rcx, 1
+            a.alu(4, &[RDI], &[RDI, FLAGS]),                    // add rdi, 1
+            a.ld(3, 1, &[RCX], &[RAX]),                         // movzx eax, byte [rcx]
             a.ins(3, Alu, &[RAX, RDI], &[FLAGS], Mem::Load(1)), // cmp al, byte [rdi]
-            a.br(6, &[FLAGS]),                           // jne done
-            a.alu(3, &[RCX, R11], &[FLAGS]),             // cmp rcx, r11
-            a.br(6, &[FLAGS]),                           // jb loop
+            a.br(6, &[FLAGS]),                                  // jne done
+            a.alu(3, &[RCX, R11], &[FLAGS]),                    // cmp rcx, r11
+            a.br(6, &[FLAGS]),                                  // jb loop
         ];
         let done = [
-            a.alu(3, &[RCX], &[RAX]),                    // mov rax, rcx
-            a.alu(3, &[RAX, RSI], &[RAX, FLAGS]),        // sub rax, rsi           len
-            a.alu(3, &[RAX, R9], &[FLAGS]),              // cmp eax, r9d
-            a.br(6, &[FLAGS]),                           // jle next
-            a.st(6, 4, &[RDX]),                          // mov [rip+match_start], edx
-            a.alu(3, &[RAX], &[R9]),                     // mov r9d, eax
-            a.alu(3, &[RAX], &[FLAGS]),                  // cmp eax, NICE
-            a.br(6, &[FLAGS]),                           // jge out
+            a.alu(3, &[RCX], &[RAX]),             // mov rax, rcx
+            a.alu(3, &[RAX, RSI], &[RAX, FLAGS]), // sub rax, rsi           len
+            a.alu(3, &[RAX, R9], &[FLAGS]),       // cmp eax, r9d
+            a.br(6, &[FLAGS]),                    // jle next
+            a.st(6, 4, &[RDX]),                   // mov [rip+match_start], edx
+            a.alu(3, &[RAX], &[R9]),              // mov r9d, eax
+            a.alu(3, &[RAX], &[FLAGS]),           // cmp eax, NICE
+            a.br(6, &[FLAGS]),                    // jge out
         ];
         let next = [
-            a.alu(3, &[RDX], &[RAX]),                    // mov eax, edx
-            a.alu(5, &[RAX], &[RAX, FLAGS]),             // and eax, 0x1ffff
-            a.ld(3, 4, &[RBX, RAX], &[RDX]),             // mov edx, [rbx+rax*4]   prev[]
-            a.alu(3, &[RDX, R10], &[FLAGS]),             // cmp edx, r10d
-            a.br(6, &[FLAGS]),                           // jbe out
-            a.alu(4, &[R8], &[R8, FLAGS]),               // sub r8d, 1
-            a.br(6, &[FLAGS]),                           // jne chain
+            a.alu(3, &[RDX], &[RAX]),        // mov eax, edx
+            a.alu(5, &[RAX], &[RAX, FLAGS]), // and eax, 0x1ffff
+            a.ld(3, 4, &[RBX, RAX], &[RDX]), // mov edx, [rbx+rax*4]   prev[]
+            a.alu(3, &[RDX, R10], &[FLAGS]), // cmp edx, r10d
+            a.br(6, &[FLAGS]),               // jbe out
+            a.alu(4, &[R8], &[R8, FLAGS]),   // sub r8d, 1
+            a.br(6, &[FLAGS]),               // jne chain
         ];
         let out = [
-            a.alu(3, &[R9], &[RAX]),                     // mov eax, r9d
+            a.alu(3, &[R9], &[RAX]),                        // mov eax, r9d
             a.ins(3, Branch, &[RSP], &[RSP], Mem::Load(8)), // ret
         ];
         assert!(a.end() < TEXT + 0x1000);
@@ -679,7 +689,9 @@ impl Program for Prog {
             return false;
         }
         let page = &self.win[k * PAGE..(k + 1) * PAGE];
-        external_record(out, WINDOW + (k * PAGE) as u64, |d| d.extend_from_slice(page));
+        external_record(out, WINDOW + (k * PAGE) as u64, |d| {
+            d.extend_from_slice(page)
+        });
         true
     }
 
@@ -710,7 +722,9 @@ mod tests {
     fn text_repeats_like_text() {
         let t = text(1);
         assert_eq!(t.len(), IN_LEN);
-        assert!(t.iter().all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\n'));
+        assert!(t
+            .iter()
+            .all(|b| b.is_ascii_graphic() || *b == b' ' || *b == b'\n'));
         assert!(t.windows(4).filter(|w| w == b"the ").count() < IN_LEN / 100);
     }
 
@@ -746,9 +760,15 @@ mod tests {
             }
         }
         assert_eq!(decoded.len(), IN_LEN);
-        assert!(decoded == h.p.win[..IN_LEN], "decoded pass differs from the input");
+        assert!(
+            decoded == h.p.win[..IN_LEN],
+            "decoded pass differs from the input"
+        );
         // Text compresses: far fewer tokens than bytes.
-        assert!(literals + matches < IN_LEN as u64 / 2, "{literals} literals {matches} matches");
+        assert!(
+            literals + matches < IN_LEN as u64 / 2,
+            "{literals} literals {matches} matches"
+        );
     }
 
     #[test]
@@ -765,9 +785,17 @@ mod tests {
     fn footprint_is_about_a_megabyte_and_a_256k_l2_thrashes() {
         let mut h = Hot::new(2);
         let lines = distinct_lines(&mut h, 5_000_000);
-        assert!(lines * 64 > 400 << 10 && lines * 64 <= (DATA_END - WINDOW) as usize + 64, "{lines} lines");
+        assert!(
+            lines * 64 > 400 << 10 && lines * 64 <= (DATA_END - WINDOW) as usize + 64,
+            "{lines} lines"
+        );
         // Warm up over the first pass (~20 M instructions), measure over the next two.
-        let cs = cache_run(&mut Hot::new(2), 25_000_000, 40_000_000, &[256 << 10, 1 << 20, 4 << 20]);
+        let cs = cache_run(
+            &mut Hot::new(2),
+            25_000_000,
+            40_000_000,
+            &[256 << 10, 1 << 20, 4 << 20],
+        );
         let mpki: Vec<f64> = cs.iter().map(|c| c.misses as f64 / 40_000.0).collect();
         assert!(
             mpki[0] > 5.0 && mpki[0] > 5.0 * mpki[1] && mpki[1] > 0.3 && mpki[2] < 0.05,

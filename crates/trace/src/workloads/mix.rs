@@ -107,7 +107,10 @@ mod tests {
     #[test]
     fn programs_keep_their_state_and_values_across_switches() {
         // Short phases: many switches, each program resumed mid-loop several times.
-        let sh = replay(&mut Mix::with_phase(3, 300_000), 4096 + 3072 + 128 + 3_000_000);
+        let sh = replay(
+            &mut Mix::with_phase(3, 300_000),
+            4096 + 3072 + 128 + 3_000_000,
+        );
         assert_eq!(sh.externals, 4096 + 3072 + 128);
         assert_eq!(sh.instrs, 3_000_000);
     }

@@ -113,7 +113,10 @@ pub(crate) struct Asm {
 
 impl Asm {
     pub(crate) fn new(text: u64) -> Asm {
-        Asm { pc: text, code: Vec::new() }
+        Asm {
+            pc: text,
+            code: Vec::new(),
+        }
     }
 
     /// Append one instruction; returns its id for [`Queue`] calls.
@@ -198,20 +201,39 @@ impl Queue {
     /// An instruction without memory access (an unconditional branch counts as taken).
     #[inline(always)]
     pub(crate) fn op(&mut self, id: u16) {
-        self.v.push(Dyn { addr: 0, val: 0, id, br: Branch::Taken });
+        self.v.push(Dyn {
+            addr: 0,
+            val: 0,
+            id,
+            br: Branch::Taken,
+        });
     }
 
     /// A conditional branch with its real outcome.
     #[inline(always)]
     pub(crate) fn br(&mut self, id: u16, taken: bool) {
-        let br = if taken { Branch::Taken } else { Branch::NotTaken };
-        self.v.push(Dyn { addr: 0, val: 0, id, br });
+        let br = if taken {
+            Branch::Taken
+        } else {
+            Branch::NotTaken
+        };
+        self.v.push(Dyn {
+            addr: 0,
+            val: 0,
+            id,
+            br,
+        });
     }
 
     /// An instruction with its one access; `val` holds the bytes loaded or stored.
     #[inline(always)]
     pub(crate) fn mem(&mut self, id: u16, addr: u64, val: u64) {
-        self.v.push(Dyn { addr, val, id, br: Branch::Taken });
+        self.v.push(Dyn {
+            addr,
+            val,
+            id,
+            br: Branch::Taken,
+        });
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -240,7 +262,9 @@ impl Exec {
     pub(crate) fn new(asm: Asm) -> Exec {
         Exec {
             code: asm.code.into_boxed_slice(),
-            q: Queue { v: Vec::with_capacity(4096) },
+            q: Queue {
+                v: Vec::with_capacity(4096),
+            },
             pos: 0,
             ext: 0,
             ext_done: false,
@@ -275,13 +299,23 @@ impl Exec {
         out.src = s.src;
         out.ndst = s.ndst;
         out.dst = s.dst;
-        out.branch = if s.op == OpClass::Branch { d.br } else { Branch::None };
+        out.branch = if s.op == OpClass::Branch {
+            d.br
+        } else {
+            Branch::None
+        };
         out.external = false;
         out.accesses.clear();
         out.data.clear();
         if s.size != 0 {
-            out.data.extend_from_slice(&d.val.to_le_bytes()[..s.size as usize]);
-            out.accesses.push(Access { store: s.store, addr: d.addr, size: s.size as u32, off: 0 });
+            out.data
+                .extend_from_slice(&d.val.to_le_bytes()[..s.size as usize]);
+            out.accesses.push(Access {
+                store: s.store,
+                addr: d.addr,
+                size: s.size as u32,
+                off: 0,
+            });
         }
         true
     }
@@ -296,7 +330,12 @@ pub(crate) fn external_record(out: &mut Instr, addr: u64, fill: impl FnOnce(&mut
     out.external = true;
     fill(&mut out.data);
     let size = out.data.len() as u32;
-    out.accesses.push(Access { store: true, addr, size, off: 0 });
+    out.accesses.push(Access {
+        store: true,
+        addr,
+        size,
+        off: 0,
+    });
 }
 
 /// Append page `k` of a region of u64 words, little-endian.
@@ -362,7 +401,9 @@ pub(crate) mod testutil {
 
     impl Shadow {
         fn page(&mut self, a: u64) -> &mut [u8; 4096] {
-            self.pages.entry(a >> 12).or_insert_with(|| Box::new([0; 4096]))
+            self.pages
+                .entry(a >> 12)
+                .or_insert_with(|| Box::new([0; 4096]))
         }
 
         pub fn apply(&mut self, r: &Instr, n: u64) {
@@ -377,7 +418,11 @@ pub(crate) mod testutil {
                     self.branches += 1;
                     assert_ne!(r.branch, Branch::None, "record {n}: branch without outcome");
                 } else {
-                    assert_eq!(r.branch, Branch::None, "record {n}: outcome on a non-branch");
+                    assert_eq!(
+                        r.branch,
+                        Branch::None,
+                        "record {n}: outcome on a non-branch"
+                    );
                 }
             }
             for a in &r.accesses {
@@ -550,7 +595,10 @@ mod tests {
     #[test]
     fn unknown_workload_names_the_choices() {
         let e = builtin("nope", 0).err().unwrap().to_string();
-        assert_eq!(e, "unknown workload 'nope'; built-in workloads: stream, chase, hot, mix");
+        assert_eq!(
+            e,
+            "unknown workload 'nope'; built-in workloads: stream, chase, hot, mix"
+        );
     }
 
     #[test]

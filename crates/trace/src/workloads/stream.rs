@@ -34,7 +34,15 @@ impl Stream {
         let (a, b, cc) = (init(0), init(1), init(2));
         Stream {
             exec: Exec::new(asm),
-            p: Prog { c, a, b, cc, kernel: 0, i: 0, started: false },
+            p: Prog {
+                c,
+                a,
+                b,
+                cc,
+                kernel: 0,
+                i: 0,
+                started: false,
+            },
         }
     }
 
@@ -117,7 +125,12 @@ impl Code {
             ]
         });
         // copy: c[i] = a[i]
-        let copy = kernel(a, &|a| vec![a.ld(5, 8, &[RDI, RAX], &[XMM0]), a.st(5, 8, &[RCX, RAX, XMM0])]);
+        let copy = kernel(a, &|a| {
+            vec![
+                a.ld(5, 8, &[RDI, RAX], &[XMM0]),
+                a.st(5, 8, &[RCX, RAX, XMM0]),
+            ]
+        });
         // scale: b[i] = s*c[i]
         let scale = kernel(a, &|a| {
             vec![
@@ -138,7 +151,17 @@ impl Code {
         let outer_add = a.alu(4, &[R12], &[R12, FLAGS]);
         let outer_jmp = a.br(5, &[]);
         assert!(a.end() < TEXT + 0x1000);
-        Code { lea_a, lea_b, lea_c, mov_n, mov_3, cvt_s, kernels: [triad, copy, scale, add], outer_add, outer_jmp }
+        Code {
+            lea_a,
+            lea_b,
+            lea_c,
+            mov_n,
+            mov_3,
+            cvt_s,
+            kernels: [triad, copy, scale, add],
+            outer_add,
+            outer_jmp,
+        }
     }
 }
 
@@ -259,7 +282,12 @@ mod tests {
         // 3 M records cover the external image, triad and half of copy.
         let sh = replay(&mut Stream::new(1), 3_000_000);
         assert_eq!(sh.externals, 3 * (N * 8 / PAGE) as u64);
-        assert!(sh.loads > 600_000 && sh.stores > 300_000, "{} loads {} stores", sh.loads, sh.stores);
+        assert!(
+            sh.loads > 600_000 && sh.stores > 300_000,
+            "{} loads {} stores",
+            sh.loads,
+            sh.stores
+        );
     }
 
     #[test]
@@ -277,6 +305,10 @@ mod tests {
         let c = &cache_run(&mut Stream::new(3), 100_000, 2_000_000, &[1 << 20])[0];
         // One miss per 8 elements of each array: 1/8 of accesses.
         assert!(c.miss_rate() > 0.1, "miss rate {}", c.miss_rate());
-        assert!(c.dirty_evictions > 20_000, "{} dirty evictions", c.dirty_evictions);
+        assert!(
+            c.dirty_evictions > 20_000,
+            "{} dirty evictions",
+            c.dirty_evictions
+        );
     }
 }
