@@ -38,9 +38,11 @@ fn main() {
     let mut r = Instr::default();
     let mut out = NativeWriter::create(&path).unwrap();
     let t = Instant::now();
+    let mut external = 0;
     for _ in 0..m {
         w.next_into(&mut r).unwrap();
         out.write(&r).unwrap();
+        external += r.external as u64;
     }
     out.finish().unwrap();
     let wr = m as f64 / t.elapsed().as_secs_f64();
@@ -48,7 +50,7 @@ fn main() {
     let rd = time(open_trace(path.to_str().unwrap()).unwrap().as_mut(), m);
     std::fs::remove_file(&path).ok();
     println!(
-        "native   mix {m} records: {:.2} bytes/record, write {:.1} M records/s, read {:.1} M records/s",
+        "native   mix {m} records ({external} external): {:.2} bytes/record, write {:.1} M records/s, read {:.1} M records/s",
         bytes as f64 / m as f64,
         wr / 1e6,
         rd / 1e6

@@ -1,4 +1,8 @@
 //! Traces of real programs that carry data values, and the built-in workloads.
+//!
+//! - [`record`]: the [`Instr`] record, filled in place by every [`TraceSource`].
+//! - [`workloads`]: built-in programs generated on the fly (`stream`, `chase`, `hot`, `mix`).
+//! - [`native`]: the native trace file format (`docs/trace-format.md`).
 
 pub mod native;
 pub mod record;
@@ -11,6 +15,8 @@ pub use record::{Access, Branch, Instr, OpClass, Reg};
 /// Errors reading a trace: always name where the problem is.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// A damaged or truncated file; `offset` counts bytes of the uncompressed file
+    /// (the 16-byte header, then the decompressed record stream).
     #[error("{path}: {what} at byte offset {offset}")]
     Corrupt {
         path: String,

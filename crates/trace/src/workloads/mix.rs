@@ -80,6 +80,16 @@ mod tests {
         }
     }
 
+    /// Which program a data address belongs to: the regions must not overlap.
+    fn region_of(a: u64) -> usize {
+        match a {
+            _ if (stream::A_BASE..stream::C_BASE + 8 * stream::N as u64).contains(&a) => 0,
+            _ if (chase::HEAP..chase::HEAP + 64 * chase::NODES as u64).contains(&a) => 1,
+            _ if (hot::WINDOW..hot::DATA_END).contains(&a) || a == hot::RET_SLOT => 2,
+            _ => panic!("address {a:#x} outside every program"),
+        }
+    }
+
     #[test]
     fn phases_visit_every_program_for_the_phase_length() {
         let phase = 50_000;
@@ -94,6 +104,15 @@ mod tests {
             }
             timed += 1;
             let p = program_of(r.pc);
+            for a in &r.accesses {
+                assert_eq!(
+                    region_of(a.addr),
+                    p,
+                    "pc {:#x} accessed {:#x}",
+                    r.pc,
+                    a.addr
+                );
+            }
             match runs.last_mut() {
                 Some((q, n)) if *q == p => *n += 1,
                 _ => runs.push((p, 1)),

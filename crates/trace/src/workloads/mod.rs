@@ -5,7 +5,7 @@
 //! fixed virtual addresses) plus a static code table: every executed instruction is one
 //! entry of that table (stable pc, length, class, registers, access kind/size) with its
 //! dynamic address, value and branch outcome. The program runs a little ahead into a small
-//! queue of such dynamic entries, which [`Exec::next`] expands into [`Instr`] records, so
+//! queue of such dynamic entries, which `Exec::next` expands into [`Instr`] records, so
 //! nothing is allocated per record and loads always see exactly the bytes last stored.
 //!
 //! Register numbering is x86-64 like: 0..=15 the GPRs (rax, rcx, rdx, rbx, rsp, rbp, rsi,
@@ -24,12 +24,15 @@ pub use stream::Stream;
 use crate::record::{Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
+/// The workload to run when none is named.
+pub const DEFAULT_WORKLOAD: &str = "mix";
+
 /// The built-in workloads: (name, one-line description).
 pub fn builtin_workloads() -> &'static [(&'static str, &'static str)] {
     &[
         ("stream", "STREAM/swim-like f64 triad, copy, scale, add over three 4 MiB arrays: bandwidth-bound, many dirty write-backs"),
         ("chase", "mcf-like pointer chasing through a 16 MiB random cycle of 64-byte nodes, updating potentials: latency-bound"),
-        ("hot", "gzip-like LZ77 hash-chain compression of 512 KiB of text, ~1 MiB working set: sensitive to L2 size"),
+        ("hot", "gzip-like LZ77 hash-chain compression of 512 KiB of text, ~1.4 MiB working set: sensitive to L2 size"),
         ("mix", "phases of stream, chase and hot in turn, 2,000,000 instructions each (the default workload)"),
     ]
 }
