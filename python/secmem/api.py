@@ -123,17 +123,6 @@ def presets() -> list:
     return list(_core.presets())
 
 
-def _parse_size(size: Size) -> int:
-    if isinstance(size, int):
-        return size
-    units = {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "b": 1}
-    s = str(size).strip().lower()
-    for u, m in units.items():
-        if s.endswith(u):
-            return int(float(s[: -len(u)]) * m)
-    return int(s)
-
-
 class Untrusted:
     """The adversary's view of the raw untrusted memory: data, tree chunks, time stamps."""
 
@@ -176,7 +165,7 @@ class SecureMemory:
         params: Optional[dict] = None,
         seed: int = 1,
     ):
-        self._m = _core.SecureMemory(_parse_size(size), integrity, encryption, preset, _sets(params), seed)
+        self._m = _core.SecureMemory(str(size), integrity, encryption, preset, _sets(params), seed)
         self.untrusted = Untrusted(self)
 
     @property
@@ -191,10 +180,17 @@ class SecureMemory:
     def encryption(self) -> str:
         return self._m.encryption
 
+    def _range(self, addr: int, n: int) -> None:
+        if addr < 0 or n < 0:
+            raise ValueError(f"address range {addr}+{n} is outside the {self.size} protected bytes")
+
     def write(self, addr: int, data: bytes) -> None:
-        self._m.write(addr, bytes(data))
+        data = bytes(data)
+        self._range(addr, len(data))
+        self._m.write(addr, data)
 
     def read(self, addr: int, n: int) -> bytes:
+        self._range(addr, n)
         return self._m.read(addr, n)
 
     def flush(self) -> None:

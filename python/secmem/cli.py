@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from . import _core
@@ -84,9 +85,9 @@ def _count(text: str, what: str) -> int:
     try:
         v = float(t[:-1]) * mult if mult != 1 else float(t)
     except ValueError:
+        v = float("nan")
+    if not math.isfinite(v) or v < 0 or v >= 2**63:
         raise _core.ConfigError(f"--{what}: '{text}' is not a count (e.g. 10M, 500k, 2000000)")
-    if v < 0:
-        raise _core.ConfigError(f"--{what}: '{text}' is negative")
     return int(v)
 
 
@@ -167,8 +168,7 @@ def cmd_compare(a) -> int:
 def cmd_workloads(a) -> int:
     print("built-in workloads (no files needed; deterministic by --seed):")
     for name, desc in _core.workloads():
-        mark = " (default)" if name == DEFAULT_WORKLOAD else ""
-        print(f"  {name:<8} {desc}{mark}")
+        print(f"  {name:<8} {desc}")
     return 0
 
 
@@ -256,9 +256,12 @@ def main(argv=None) -> int:
     a = parser.parse_args(argv)
     try:
         return a.func(a)
-    except (_core.ConfigError, ValueError, OSError) as e:
+    except (_core.ConfigError, ValueError, OSError, OverflowError) as e:
         print(f"secmem: error: {e}", file=sys.stderr)
         return 2
+    except (RuntimeError, _core.IntegrityError) as e:
+        print(f"secmem: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("secmem: interrupted", file=sys.stderr)
         return 130

@@ -3,7 +3,7 @@
 //! Data lines and metadata lines (tree chunks) share it, so they compete for space exactly as
 //! in seeds 000/003. Lines here are trusted; only what leaves it goes through the schemes.
 
-use secmem_timing::{Cycle, Tags, NO_SLOT};
+use secmem_timing::{Cycle, Tags};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineKind {
@@ -19,8 +19,6 @@ pub struct TrustedCache {
     kind: Vec<LineKind>,
     /// When the line's bytes are usable (a fill still in flight makes later hits wait).
     ready: Vec<Cycle>,
-    /// A slot that must not be chosen as a victim (the line an access is working on).
-    pinned: u32,
 }
 
 impl TrustedCache {
@@ -34,7 +32,6 @@ impl TrustedCache {
             dirty: vec![false; n],
             kind: vec![LineKind::Data; n],
             ready: vec![0; n],
-            pinned: NO_SLOT,
         })
     }
 
@@ -74,23 +71,8 @@ impl TrustedCache {
         self.ready[slot as usize]
     }
 
-    pub fn pin(&mut self, slot: u32) {
-        self.pinned = slot;
-    }
-
-    pub fn unpin(&mut self) {
-        self.pinned = NO_SLOT;
-    }
-
-    /// Victim slot for `addr`, never the pinned one.
     #[inline]
-    pub fn victim(&mut self, addr: u64) -> u32 {
-        let v = self.tags.victim(addr);
-        if v != self.pinned {
-            return v;
-        }
-        // Make the pinned line most recent and ask again: the next LRU way is chosen.
-        self.tags.touch(v);
+    pub fn victim(&self, addr: u64) -> u32 {
         self.tags.victim(addr)
     }
 

@@ -114,16 +114,14 @@ impl Engine {
     }
 
     /// Make the data line holding `addr` present in the L2 (ReadAndCheck / write-allocate).
-    /// The line stays pinned until the next access so `read_cached`/`write_cached` find it.
+    /// It is there for `read_cached`/`write_cached` until `settle` runs: lines displaced meanwhile
+    /// wait in the write buffer, and writing them back may in turn displace this one.
     pub fn access(&mut self, addr: u64, t: Cycle) -> Result<Outcome, IntegrityError> {
         let line = addr & !(self.line - 1);
-        self.m.l2.unpin();
         self.m.counters.data_accesses += 1;
         if let Some(slot) = self.m.lookup(line) {
-            self.m.l2.pin(slot);
             let ready = (t + self.m.l2_latency).max(self.m.l2.ready(slot));
-            let accepted = self.drain()?;
-            return Ok(Outcome { hit: true, ready: ready.max(accepted) });
+            return Ok(Outcome { hit: true, ready });
         }
         self.m.counters.data_misses += 1;
         let t_req = t + self.m.l2_latency;
@@ -131,11 +129,14 @@ impl Engine {
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain);
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
-        let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
-        self.m.l2.pin(slot);
-        // The displaced line must leave through the write buffer before the fill completes.
-        let accepted = self.drain()?;
-        Ok(Outcome { hit: false, ready: v.ready.max(accepted) })
+        self.m.insert(line, plain, LineKind::Data, false, v.ready);
+        Ok(Outcome { hit: false, ready: v.ready })
+    }
+
+    /// Write back whatever the last access displaced; returns when the write buffer accepted
+    /// it all (a full buffer delays the access that displaced it).
+    pub fn settle(&mut self) -> Result<Cycle, IntegrityError> {
+        self.drain()
     }
 
     fn slot_of(&self, addr: u64) -> u32 {
@@ -143,7 +144,7 @@ impl Engine {
             .l2
             .tags
             .find(addr & !(self.line - 1))
-            .expect("read_cached/write_cached on a line that access() did not bring in")
+            .expect("read_cached/write_cached without a preceding access() of that line")
     }
 
     /// Copy bytes of a line made present by `access` (must not cross the line).
@@ -171,6 +172,7 @@ impl Engine {
             let n = ((self.line - (a & (self.line - 1))) as usize).min(out.len() - pos);
             done = done.max(self.access(a, t)?.ready);
             self.read_cached(a, &mut out[pos..pos + n]);
+            done = done.max(self.settle()?);
             pos += n;
         }
         Ok(done)
@@ -185,6 +187,7 @@ impl Engine {
             let n = ((self.line - (a & (self.line - 1))) as usize).min(data.len() - pos);
             done = done.max(self.access(a, t)?.ready);
             self.write_cached(a, &data[pos..pos + n]);
+            done = done.max(self.settle()?);
             pos += n;
         }
         Ok(done)
@@ -206,8 +209,7 @@ impl Engine {
     /// Write back and drop every cached line (data and metadata) so the next access comes
     /// from untrusted memory. Returns when the last write-back is done on the bus.
     pub fn flush(&mut self, t: Cycle) -> Result<Cycle, IntegrityError> {
-        self.m.l2.unpin();
-        let mut done = t;
+        let mut done = self.drain()?.max(t);
         // Write-backs dirty their parents, which must then be flushed in turn: one round per
         // tree level at most.
         for _ in 0..256 {
@@ -229,6 +231,7 @@ impl Engine {
         for page in self.m.mem.touched_pages(0, self.data_size) {
             for a in (page..page + PAGE).step_by(self.line as usize) {
                 self.access(a, t)?;
+                self.settle()?;
                 n += 1;
             }
         }

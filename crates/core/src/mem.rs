@@ -121,18 +121,26 @@ impl UntrustedMemory {
         Snapshot { pages: Arc::new(pages), size: self.size }
     }
 
-    pub fn restore(&mut self, s: &Snapshot) {
+    /// Put back a snapshot of this same memory; one of another size is refused.
+    pub fn restore(&mut self, s: &Snapshot) -> Result<(), String> {
+        if s.size != self.size {
+            return Err(format!(
+                "a snapshot of a {}-byte memory cannot be restored into one of {} bytes",
+                s.size, self.size
+            ));
+        }
         *self = UntrustedMemory::new(s.size);
         for (a, pg) in s.pages.iter() {
             self.write(*a, pg);
         }
+        Ok(())
     }
 }
 
 impl Clone for UntrustedMemory {
     fn clone(&self) -> Self {
         let mut m = UntrustedMemory::new(self.size);
-        m.restore(&self.snapshot());
+        m.restore(&self.snapshot()).expect("same size");
         m
     }
 }
@@ -232,7 +240,8 @@ mod tests {
         m.write(64, b"old");
         let s = m.snapshot();
         m.write(64, b"new");
-        m.restore(&s);
+        m.restore(&s).unwrap();
+        assert!(UntrustedMemory::new(1 << 21).restore(&s).unwrap_err().contains("cannot be restored"));
         let mut b = [0u8; 3];
         m.read(64, &mut b);
         assert_eq!(&b, b"old");

@@ -2,7 +2,8 @@
 //! preset (TOML) and overridden by `key=value` strings. Each component reads its own keys;
 //! units are parsed where the value is read so errors name the key.
 
-use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -29,9 +30,17 @@ impl fmt::Display for Value {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Params {
     map: BTreeMap<String, Value>,
+    /// Keys some component has read (to prove presets hold no dead keys).
+    read: Mutex<BTreeSet<String>>,
+}
+
+impl Clone for Params {
+    fn clone(&self) -> Params {
+        Params { map: self.map.clone(), read: Mutex::new(self.keys_read()) }
+    }
 }
 
 impl Params {
@@ -110,7 +119,24 @@ impl Params {
     }
 
     fn get(&self, key: &str) -> Result<&Value, ConfigError> {
+        self.read.lock().unwrap().insert(key.to_string());
         self.map.get(key).ok_or_else(|| ConfigError(format!("missing parameter '{}'", key)))
+    }
+
+    /// Keys read by some component so far.
+    pub fn keys_read(&self) -> BTreeSet<String> {
+        self.read.lock().unwrap().clone()
+    }
+
+    /// Refuse keys of `self` that `schema` (the full default machine) does not know.
+    pub fn check_known(&self, schema: &Params, origin: &str) -> Result<(), ConfigError> {
+        for k in self.map.keys() {
+            if !schema.map.contains_key(k) && k != "inherit" && k != "description" {
+                let hint = schema.nearest(k).map(|n| format!(" (did you mean '{}'?)", n)).unwrap_or_default();
+                return Err(ConfigError(format!("{}: unknown parameter '{}'{}", origin, k, hint)));
+            }
+        }
+        Ok(())
     }
 
     pub fn str(&self, key: &str) -> Result<String, ConfigError> {

@@ -164,7 +164,7 @@ struct Snapshot {
 impl SecureMemory {
     #[new]
     #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=1))]
-    fn new(size: u64, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: u64) -> PyResult<Self> {
+    fn new(size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: u64) -> PyResult<Self> {
         sets.insert(0, format!("memory.size={}", size));
         let p = secmem_sim::configure(preset, Some(integrity), Some(encryption), &sets).map_err(cfg_err)?;
         Ok(SecureMemory { eng: Engine::new(&p, seed).map_err(cfg_err)? })
@@ -251,8 +251,8 @@ impl SecureMemory {
         Snapshot { inner: self.eng.untrusted().snapshot() }
     }
 
-    fn restore(&mut self, s: &Snapshot) {
-        self.eng.untrusted().restore(&s.inner);
+    fn restore(&mut self, s: &Snapshot) -> PyResult<()> {
+        self.eng.untrusted().restore(&s.inner).map_err(PyValueError::new_err)
     }
 
     /// Base addresses of pages of untrusted memory ever written.

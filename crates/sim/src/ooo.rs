@@ -220,15 +220,17 @@ impl Core {
         }
     }
 
-    /// An access to physical line `pa` through an L1 at cycle `t`; returns when data is ready.
+    /// An access to physical line `pa` through an L1 at cycle `t`; returns when data is ready
+    /// and whether the L2 was involved (then the caller settles the engine after its byte
+    /// operation, see `Engine::settle`).
     #[inline]
-    fn l1_access(&mut self, data: bool, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Cycle, StepError> {
+    fn l1_access(&mut self, data: bool, pa: u64, t: Cycle, eng: &mut Engine) -> Result<(Cycle, bool), StepError> {
         let l1 = if data { &mut self.l1d } else { &mut self.l1i };
         l1.accesses += 1;
         if let Some(s) = l1.tags.find(pa) {
             l1.tags.touch(s);
             // Inclusion: the L2 holds this line, so the byte operation finds it there.
-            return Ok((t + l1.latency).max(l1.ready[s as usize]));
+            return Ok(((t + l1.latency).max(l1.ready[s as usize]), false));
         }
         l1.misses += 1;
         let lat = l1.latency;
@@ -237,8 +239,16 @@ impl Core {
         let v = l1.tags.victim(pa);
         l1.tags.install(v, pa);
         l1.ready[v as usize] = o.ready;
+        Ok((o.ready, true))
+    }
+
+    /// Let the engine write back what the last L2 access displaced, keeping the L1s inside
+    /// the L2; returns when the write buffer took it all.
+    #[inline]
+    fn settle(&mut self, eng: &mut Engine) -> Result<Cycle, StepError> {
+        let accepted = eng.settle()?;
         self.back_invalidate(eng);
-        Ok(o.ready)
+        Ok(accepted)
     }
 
     #[inline]
@@ -290,7 +300,10 @@ impl Core {
             let mut t = self.fetch_t;
             t += Self::tlb(&mut self.itlb, ins.pc, &mut self.itlb_misses, self.tlb_miss);
             let pa = self.translate(ins.pc)?;
-            let ready = self.l1_access(false, pa, t, eng)?;
+            let (mut ready, l2) = self.l1_access(false, pa, t, eng)?;
+            if l2 {
+                ready = ready.max(self.settle(eng)?);
+            }
             // The L1 hit latency is pipelined away; only misses hold fetch.
             let hit_time = t + self.l1i.latency;
             if ready > hit_time {
@@ -336,7 +349,7 @@ impl Core {
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
                 let t0 = issue + 1 + Self::tlb(&mut self.dtlb, va, &mut self.dtlb_misses, self.tlb_miss);
                 let pa = self.translate(va)?;
-                let t = self.l1_access(true, pa, t0, eng)?;
+                let (mut t, l2) = self.l1_access(true, pa, t0, eng)?;
                 let bytes = &val[off as usize..(off + n) as usize];
                 if a.store {
                     eng.write_cached(pa, bytes);
@@ -346,6 +359,11 @@ impl Core {
                     if self.buf != bytes {
                         self.value_mismatches += 1;
                     }
+                }
+                if l2 {
+                    t = t.max(self.settle(eng)?);
+                }
+                if !a.store {
                     // Loads wait for their data; stores retire from the store buffer.
                     done = done.max(t);
                 }

@@ -16,7 +16,12 @@ pub fn preset_names() -> Vec<&'static str> {
 
 /// Load a preset by name or path, following `inherit`.
 pub fn load(name_or_path: &str) -> Result<Params, ConfigError> {
-    load_depth(name_or_path, 0)
+    let p = load_depth(name_or_path, 0)?;
+    if name_or_path != DEFAULT_PRESET {
+        // A typo in a preset file must not silently do nothing.
+        p.check_known(&load_depth(DEFAULT_PRESET, 0)?, name_or_path)?;
+    }
+    Ok(p)
 }
 
 fn load_depth(name: &str, depth: usize) -> Result<Params, ConfigError> {

@@ -84,8 +84,16 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         }
     }
     bar.finish();
-    if !measuring && error.is_none() {
-        error = Some(format!("the trace ended after {} instructions, before the warm-up of {} was over", n, o.warmup));
+    if !measuring {
+        // Nothing was measured: report zeros, not warm-up counters.
+        eng.reset_stats();
+        core.reset_stats();
+        if n >= o.warmup {
+            measuring = true; // a zero-length measurement (instructions = 0)
+            start_cycle = core.last_commit();
+        } else if error.is_none() {
+            error = Some(format!("the trace ended after {} instructions, before the warm-up of {} was over", n, o.warmup));
+        }
     }
     let measured = if measuring { n - o.warmup.min(n) } else { 0 };
     let cycles = if measuring { core.last_commit().saturating_sub(start_cycle) } else { 0 };

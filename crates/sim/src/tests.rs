@@ -150,7 +150,7 @@ fn a_trace_beyond_physical_memory_stops_with_a_clear_error_and_keeps_results() {
 #[test]
 fn scheme_names_are_checked_wherever_they_come_from() {
     let e = configure("suh2003", Some("merkle"), None, &[]).unwrap_err().0;
-    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, chash)");
+    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, mac, naive, chash)");
     let e = configure("suh2003", None, None, &["encryption=rot13".into()]).unwrap_err().0;
     assert!(e.starts_with("unknown encryption scheme 'rot13'"), "{}", e);
     let e = configure("suh2003", None, None, &["l2.sise=1MiB".into()]).unwrap_err().0;
@@ -161,21 +161,31 @@ fn scheme_names_are_checked_wherever_they_come_from() {
 fn every_preset_parameter_is_read_by_some_component() {
     // A preset key nobody reads would be a silent no-op for users who --set it.
     let p = configure("suh2003", None, None, &[]).unwrap();
-    let used_elsewhere = ["description", "inherit"];
-    let src = [
-        include_str!("ooo.rs"),
-        include_str!("../../core/src/engine.rs"),
-        include_str!("../../core/src/integrity/chash.rs"),
-        include_str!("../../core/src/encryption/otp.rs"),
-    ]
-    .concat();
-    for k in p.keys() {
-        if used_elsewhere.contains(&k) || k == "integrity" || k == "encryption" {
-            continue;
+    for i in secmem_core::integrity::INTEGRITY_SCHEMES {
+        for e in secmem_core::encryption::ENCRYPTION_SCHEMES {
+            let mut q = p.clone();
+            q.set("integrity", i).unwrap();
+            q.set("encryption", e).unwrap();
+            let eng = secmem_core::Engine::new(&q, 1).unwrap();
+            crate::ooo::Core::new(&q, &eng).unwrap();
+            // Clones share nothing: fold this combination's reads into p's record.
+            for k in q.keys_read() {
+                let _ = p.str(&k);
+            }
         }
-        let quoted = format!("\"{}\"", k);
-        let leaf = k.rsplit('.').next().unwrap();
-        let templated = format!("{{}}.{}\"", leaf);
-        assert!(src.contains(&quoted) || src.contains(&templated), "preset key '{}' is read by no component", k);
     }
+    let read = p.keys_read();
+    for k in p.keys() {
+        assert!(read.contains(k) || k == "description" || k == "inherit", "preset key '{}' is read by no component", k);
+    }
+}
+
+#[test]
+fn a_typo_in_a_preset_file_is_refused() {
+    let dir = std::env::temp_dir().join(format!("secmem-preset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("typo.toml");
+    std::fs::write(&f, "inherit = \"suh2003\"\n[l2]\nsise = \"256KiB\"\n").unwrap();
+    let e = crate::load_preset(f.to_str().unwrap()).unwrap_err().0;
+    assert!(e.ends_with("unknown parameter 'l2.sise' (did you mean 'l2.size'?)"), "{}", e);
 }

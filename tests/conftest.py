@@ -1,0 +1,87 @@
+"""Shared helpers for the secmem test suite.
+
+Everything here is small and fast: simulations use a few hundred thousand instructions,
+memories are created fresh per test (creating one costs microseconds: memory of gigabytes
+costs only what is touched).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import secmem
+
+# Small runs: long enough for every workload to miss in the L2 and write back, short enough
+# for the whole suite to stay well under a minute on two cores.
+N = 300_000
+WARM = 50_000
+
+SCHEMES = [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")]
+WORKLOADS = ["stream", "chase", "hot", "mix"]
+
+
+@pytest.fixture(scope="session")
+def run_cached():
+    """``secmem.run`` memoized for the session: several tests look at the same run."""
+    cache: dict = {}
+
+    def _run(workload, integrity, encryption, instructions=N, warmup=WARM, params=None):
+        key = (workload, integrity, encryption, instructions, warmup, tuple(sorted((params or {}).items())))
+        if key not in cache:
+            cache[key] = secmem.run(
+                workload=workload,
+                integrity=integrity,
+                encryption=encryption,
+                instructions=instructions,
+                warmup=warmup,
+                params=params,
+            )
+        return cache[key]
+
+    return _run
+
+
+def _env():
+    env = dict(os.environ)
+    # No progress bar (stderr is a pipe anyway) and no Rust backtrace noise in stderr checks.
+    env.pop("RUST_BACKTRACE", None)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def cli(*args, cwd=None, timeout=120) -> subprocess.CompletedProcess:
+    """Run ``python -m secmem ARGS`` and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "secmem", *[str(a) for a in args]],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=_env(),
+    )
+
+
+def assert_clean_error(p: subprocess.CompletedProcess, *needles: str, code: int = 2) -> str:
+    """Exit code ``code``, exactly one stderr line ``secmem: error: …`` containing every
+    needle, and no Python traceback anywhere. Returns the error line."""
+    out = p.stdout + p.stderr
+    assert "Traceback" not in out, out
+    assert "PanicException" not in out, out
+    assert p.returncode == code, f"exit {p.returncode}, stderr: {p.stderr!r}"
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1, f"expected one stderr line, got {lines!r}"
+    line = lines[0]
+    assert line.startswith("secmem: error:"), line
+    for n in needles:
+        assert n in line, f"{n!r} not in {line!r}"
+    return line
+
+
+def flip_bit(mem, addr: int, bit: int = 0) -> None:
+    """The adversary flips one bit of raw untrusted memory."""
+    b = mem.untrusted.peek(addr, 1)[0]
+    mem.untrusted.poke(addr, bytes([b ^ (1 << bit)]))

@@ -1,0 +1,309 @@
+"""The ``secmem`` command line, run as a real subprocess (``python -m secmem``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import secmem
+from conftest import assert_clean_error, cli
+
+N_ARGS = ["-n", "300k", "--warmup", "50k"]
+
+
+@pytest.fixture(scope="module")
+def stream_trace(tmp_path_factory):
+    """``secmem export stream --records 100k`` once for the module."""
+    d = tmp_path_factory.mktemp("traces")
+    path = d / "stream.trace"
+    p = cli("export", "stream", "-o", path, "--records", "100k")
+    assert p.returncode == 0, p.stderr
+    assert "100,000 instructions of stream" in p.stdout
+    assert path.stat().st_size > 16
+    return path
+
+
+def _cut(src, dst, nbytes):
+    data = src.read_bytes()
+    dst.write_bytes(data[:nbytes])
+    return dst
+
+
+# ---------------------------------------------------------------------------------------
+# Listing commands
+
+
+def test_workloads_lists_the_builtins():
+    p = cli("workloads")
+    assert p.returncode == 0, p.stderr
+    names = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("  ")]
+    for w in ("stream", "chase", "hot", "mix"):
+        assert w in names
+    assert p.stderr == ""
+
+
+def test_presets_lists_and_shows():
+    p = cli("presets")
+    assert p.returncode == 0, p.stderr
+    names = [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
+    assert "suh2003" in names and "gassend2003" in names
+    p = cli("presets", "gassend2003")
+    assert p.returncode == 0, p.stderr
+    params = dict(line.split(" = ", 1) for line in p.stdout.splitlines() if " = " in line)
+    assert params["hash.latency"] == "80"
+    assert params["l2.size"] == "1MiB"
+    q = cli("presets", "suh2003")
+    assert dict(line.split(" = ", 1) for line in q.stdout.splitlines() if " = " in line)["hash.latency"] == "160"
+
+
+def test_version():
+    p = cli("--version")
+    assert p.returncode == 0
+    assert p.stdout.strip() == f"secmem {secmem.__version__}"
+
+
+@pytest.mark.skipif(shutil.which("secmem") is None, reason="console script not on PATH")
+def test_console_script_entry_point():
+    p = subprocess.run(["secmem", "workloads"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    assert "chase" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# secmem run
+
+
+def test_run_prints_summary_and_writes_json(tmp_path):
+    out = tmp_path / "out.json"
+    p = cli("run", "-w", "stream", *N_ARGS, "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+    m = re.search(r"^\s+IPC\s+([0-9.]+)\s*$", p.stdout, re.M)
+    assert m, p.stdout
+    # the default preset (suh2003) protects with chash + otp: both sections are shown
+    assert re.search(r"^  chash$", p.stdout, re.M), p.stdout
+    assert re.search(r"^  otp$", p.stdout, re.M), p.stdout
+    assert re.search(r"^\s+hash_loads_per_miss\s+\S+", p.stdout, re.M)
+    assert re.search(r"^\s+pad_hidden_cycles\s+\S+", p.stdout, re.M)
+    doc = json.loads(out.read_text())
+    assert isinstance(doc["stats"], dict) and isinstance(doc["config"], dict)
+    s = doc["stats"]
+    assert s["instructions"] == 300000
+    assert s["warmup"] == 50000
+    assert s["workload"] == "stream"
+    assert (s["integrity"], s["encryption"]) == ("chash", "otp")
+    assert s["trace.value_mismatches"] == 0
+    assert doc["error"] is None
+    assert float(m.group(1)) == pytest.approx(s["ipc"], abs=5e-5)
+    assert doc["config"]["l2.size"] == "1MiB"
+
+
+def test_run_is_the_default_command_and_json_to_stdout():
+    p = cli("-w", "hot", "-n", "20k", "--warmup", "5k", "-i", "none", "-e", "none", "--json", "-")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)  # nothing but the JSON on stdout
+    assert doc["stats"]["instructions"] == 20000
+    assert doc["stats"]["integrity"] == "none"
+    assert not [k for k in doc["stats"] if k.startswith(("chash.", "otp."))]
+
+
+def test_run_with_set_shows_in_config(tmp_path):
+    out = tmp_path / "out.json"
+    p = cli(
+        "run", "-w", "stream", "-i", "chash", "-e", "otp", "--set", "l2.size=256KiB",
+        "--set", "chash.hash=sha256", "-n", "100k", "--warmup", "20k", "--json", out,
+    )
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["config"]["l2.size"] == "256KiB"
+    assert doc["config"]["chash.hash"] == "sha256"
+    assert doc["stats"]["chash.hash"] == "sha256"
+    assert doc["stats"]["instructions"] == 100000
+
+
+def test_run_stats_match_the_api(tmp_path):
+    out = tmp_path / "out.json"
+    p = cli("run", "-w", "hot", "-n", "100k", "--warmup", "20k", "-i", "chash", "-e", "none", "--json", out)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(out.read_text())["stats"]
+    r = secmem.run(workload="hot", integrity="chash", encryption="none", instructions=100_000, warmup=20_000)
+    assert {k: v for k, v in s.items() if not k.startswith("sim.")} == {
+        k: v for k, v in r.stats.items() if not k.startswith("sim.")
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: exit 2, one line, no traceback
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["run", "-i", "merkle"], ["unknown integrity scheme 'merkle'"]),
+        (["run", "-e", "rot13"], ["unknown encryption scheme 'rot13'"]),
+        (["run", "-w", "nosuchload"], ["unknown workload 'nosuchload'"]),
+        (["run", "--set", "l2.sise=1MiB"], ["unknown parameter 'l2.sise'", "did you mean 'l2.size'"]),
+        (["run", "--set", "l2.size=lots"], ["l2.size", "lots"]),
+        (["run", "--set", "l2.size"], ["l2.size"]),
+        (["run", "-p", "intel2030"], ["unknown preset 'intel2030'"]),
+        (["run", "-n", "lots"], ["--instructions", "lots"]),
+        (["run", "-n", "1k", "--warmup", "10q"], ["--warmup", "10q"]),
+        (["run", "-n", "-5"], ["--instructions"]),
+        (["run", "--trace", "/nonexistent/x.trace"], ["/nonexistent/x.trace"]),
+        (["compare", "-w", "chase", "--schemes", "chash+foo"], ["unknown encryption scheme 'foo'"]),
+        (["compare", "-w", "chase", "--schemes", "chash"], ["chash"]),
+        (["presets", "intel2030"], ["unknown preset 'intel2030'"]),
+        (["export", "nosuchload", "-o", "/tmp/never-written.trace"], ["unknown workload"]),
+    ],
+)
+def test_bad_input_is_one_clean_line(args, needles):
+    # -n/--warmup small so that a missed refusal does not run for long
+    extra = [] if args[0] in ("presets", "export") or "-n" in args else ["-n", "1k", "--warmup", "0"]
+    p = cli(*args, *extra)
+    assert_clean_error(p, *needles)
+    assert p.stdout == ""
+
+
+def test_infinite_instruction_count_is_one_clean_line():
+    assert_clean_error(cli("run", "-n", "inf"), "--instructions")
+
+
+def test_huge_instruction_count_is_one_clean_line():
+    assert_clean_error(cli("run", "-n", "1e30", "--warmup", "0"), "--instructions")
+
+
+def test_nan_instruction_count_names_the_option():
+    assert_clean_error(cli("run", "-n", "nan"), "--instructions")
+
+
+def test_preset_file_with_unknown_key_is_refused(tmp_path):
+    f = tmp_path / "typo.toml"
+    f.write_text('inherit = "suh2003"\nl2.sise = "256KiB"\n')
+    p = cli("run", "-p", f, "-w", "hot", "-n", "1k", "--warmup", "0")
+    assert_clean_error(p, "l2.sise")
+
+
+def test_bad_preset_file_is_one_clean_line(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("this is = = not toml\n")
+    assert_clean_error(cli("run", "-p", f, "-n", "1k", "--warmup", "0"), "bad.toml")
+    g = tmp_path / "cycle.toml"
+    g.write_text(f'inherit = "{g}"\n')
+    assert_clean_error(cli("run", "-p", g, "-n", "1k", "--warmup", "0"), "cycle")
+
+
+# ---------------------------------------------------------------------------------------
+# secmem compare
+
+
+def _compare_rows(stdout):
+    rows = {}
+    for line in stdout.splitlines():
+        f = line.split()
+        if len(f) == 8 and f[0] in ("none", "chash") and f[1] in ("none", "otp"):
+            rows[(f[0], f[1])] = f
+    return rows
+
+
+def test_compare_prints_table_normalized_to_baseline(tmp_path):
+    out = tmp_path / "cmp.json"
+    p = cli("compare", "-w", "chase", "-n", "200k", "--warmup", "50k", "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert "norm. IPC" in p.stdout
+    rows = _compare_rows(p.stdout)
+    assert set(rows) == {("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")}
+    assert rows[("none", "none")][3] == "1.000"
+    for k, f in rows.items():
+        if k != ("none", "none"):
+            assert float(f[3]) < 1.0, f
+    assert float(rows[("chash", "otp")][7]) > 0  # hash loads per miss
+    recs = json.loads(out.read_text())
+    assert len(recs) == 4
+    base = [r for r in recs if r["integrity"] == "none" and r["encryption"] == "none"]
+    assert base[0]["normalized_ipc"] == 1.0
+
+
+def test_compare_adds_the_baseline():
+    p = cli("compare", "-w", "hot", "-n", "50k", "--warmup", "10k", "--schemes", "chash+otp")
+    assert p.returncode == 0, p.stderr
+    rows = _compare_rows(p.stdout)
+    assert set(rows) == {("none", "none"), ("chash", "otp")}
+    assert rows[("none", "none")][3] == "1.000"
+
+
+# ---------------------------------------------------------------------------------------
+# Traces: export, run, damage
+
+
+def test_exported_trace_runs_like_the_workload(stream_trace, tmp_path):
+    out = tmp_path / "t.json"
+    p = cli("run", "--trace", stream_trace, "-n", "50k", "--warmup", "10k", "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert "stream.trace on suh2003" in p.stdout
+    s = json.loads(out.read_text())["stats"]
+    assert s["workload"] in ("stream.trace", str(stream_trace))
+    assert s["instructions"] == 50000
+    assert s["trace.value_mismatches"] == 0
+    # the trace carries the same instructions and data as the built-in workload
+    ref = secmem.run(workload="stream", instructions=50_000, warmup=10_000).stats
+    same = {k for k in ref if not k.startswith("sim.") and k != "workload"}
+    assert {k: s[k] for k in same} == {k: ref[k] for k in same}
+
+
+def test_trace_cut_in_the_middle_is_one_clean_error(stream_trace, tmp_path):
+    cut = _cut(stream_trace, tmp_path / "cut.trace", stream_trace.stat().st_size // 2)
+    out = tmp_path / "cut.json"
+    p = cli("run", "--trace", cut, "-n", "50k", "--warmup", "10k", "--json", out)
+    line = assert_clean_error(p, "cut.trace", "truncated", code=1)
+    # what was simulated is still reported: the summary and the JSON, with the error
+    assert "instructions" in p.stdout and "IPC" in p.stdout
+    doc = json.loads(out.read_text())
+    assert doc["error"] == line[len("secmem: error: "):]
+    assert isinstance(doc["stats"], dict) and "instructions" in doc["stats"]
+
+
+def test_trace_cut_near_the_end_keeps_measured_stats(stream_trace, tmp_path):
+    cut = _cut(stream_trace, tmp_path / "late.trace", stream_trace.stat().st_size - 1024)
+    out = tmp_path / "late.json"
+    p = cli("run", "--trace", cut, "-n", "200k", "--warmup", "10k", "--json", out)
+    line = assert_clean_error(p, "late.trace", "truncated", code=1)
+    m = re.search(r"after (\d+) instructions", line)
+    assert m, line
+    done = int(m.group(1))
+    assert 10_000 < done <= 100_000
+    s = json.loads(out.read_text())["stats"]
+    assert s["instructions"] == done - 10_000
+    assert s["cycles"] > 0 and s["ipc"] > 0
+    assert s["trace.value_mismatches"] == 0
+    assert re.search(rf"instructions\s+{done - 10_000:,}\b", p.stdout), p.stdout
+
+
+def test_run_stopped_during_warmup_reports_consistent_stats(stream_trace, tmp_path):
+    cut = _cut(stream_trace, tmp_path / "early.trace", stream_trace.stat().st_size // 2)
+    out = tmp_path / "early.json"
+    p = cli("run", "--trace", cut, "-n", "50k", "--warmup", "10k", "--json", out)
+    assert p.returncode == 1
+    s = json.loads(out.read_text())["stats"]
+    assert s["instructions"] == 0
+    assert s["mem.bus_busy_cycles"] <= s["cycles"]
+    busy = float(re.search(r"bus busy\s+([0-9.]+)%", p.stdout).group(1))
+    assert busy <= 100.0
+
+
+def test_compare_with_broken_trace_is_one_clean_line(stream_trace, tmp_path):
+    cut = _cut(stream_trace, tmp_path / "cmp.trace", stream_trace.stat().st_size // 2)
+    p = cli("compare", "--trace", cut, "-n", "50k", "--warmup", "10k")
+    assert p.returncode != 0
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("secmem: error:"), p.stderr
+
+
+def test_export_to_unwritable_path_is_one_clean_line(tmp_path):
+    p = cli("export", "hot", "-o", tmp_path / "no" / "such" / "dir" / "x.trace", "--records", "1k")
+    assert_clean_error(p, "x.trace")
