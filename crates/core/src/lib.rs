@@ -11,6 +11,7 @@ pub mod machine;
 pub mod mem;
 pub mod params;
 pub mod stats;
+pub mod tsbuf;
 
 pub use engine::{Engine, Outcome};
 pub use integrity::IntegrityError;

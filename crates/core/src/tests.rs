@@ -112,41 +112,23 @@ fn unprotected_memory_accepts_tampering_and_otp_alone_is_malleable() {
 #[test]
 fn chash_detects_a_flipped_bit_in_every_tree_level() {
     for enc in ["none", "otp"] {
-        let probe = engine("chash", enc);
-        let levels = {
-            let c = crate::integrity::chash::Chash::new(&params("chash", enc, &[]), &mut probe_machine()).unwrap();
-            let leaf = c.chunk_of(0x8000).unwrap();
-            c.ancestors(leaf).iter().map(|&a| (c.level_of(a), c.node_addr(a))).collect::<Vec<_>>()
-        };
-        drop(probe);
-        assert!(levels.len() >= 8, "64 MiB with a 4-ary tree has many levels");
-        for (level, node) in levels {
+        let path: Vec<(String, u64)> = engine("chash", enc)
+            .integrity()
+            .metadata_of(0x8000)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("tree level"))
+            .collect();
+        assert!(path.len() >= 8, "64 MiB with a 4-ary tree has many levels: {:?}", path);
+        for (level, node) in path {
             let mut e = engine("chash", enc);
             assert_eq!(e.layout().region_of(node).unwrap().name, "chash tree");
             e.write(0x8000, &pattern(2, 64), 0).unwrap();
             e.flush(0).unwrap();
             flip(&mut e, node + 5, 0);
             let err = read(&mut e, 0x8000, 64).unwrap_err();
-            assert!(err.what.contains("tree chunk") || err.addr == 0x8000, "level {}: {}", level, err);
+            assert!(err.what.contains("tree chunk") || err.addr == 0x8000, "{}: {}", level, err);
         }
     }
-}
-
-/// A stand-alone machine for computing tree geometry in tests.
-fn probe_machine() -> crate::machine::Machine {
-    use secmem_timing::{Bus, BusParams, Pipe};
-    crate::machine::Machine::new(
-        crate::UntrustedMemory::new(0),
-        Bus::new(BusParams { latency: 80, width: 8, beat_cycles: 5 }),
-        Pipe::new(40, 3.2, 16),
-        Pipe::new(80, 3.2, 64),
-        crate::cache::TrustedCache::new(16384, 4, 64).unwrap(),
-        10,
-        1,
-        crate::layout::Layout::new(64 << 20, 64),
-        16,
-        16,
-    )
 }
 
 #[test]
@@ -160,7 +142,7 @@ fn chash_detects_replay_of_an_old_memory_snapshot() {
         e.flush(0).unwrap();
         // Data, tree chunks and time stamps all rolled back together: only the on-chip root
         // remembers.
-        e.untrusted().restore(&old);
+        e.untrusted().restore(&old).unwrap();
         assert!(read(&mut e, 0x10000, 11).is_err(), "{}: replay must be detected", enc);
     }
 }
@@ -173,7 +155,7 @@ fn replay_goes_unnoticed_without_integrity() {
     let old = e.untrusted().snapshot();
     e.write(0x10000, b"balance=000", 0).unwrap();
     e.flush(0).unwrap();
-    e.untrusted().restore(&old);
+    e.untrusted().restore(&old).unwrap();
     assert_eq!(read(&mut e, 0x10000, 11).unwrap(), b"balance=100");
 }
 
@@ -290,8 +272,8 @@ fn protected_misses_take_longer_and_move_more_bytes() {
         let mut t = 0;
         for k in 0..2000u64 {
             let o = e.access(k * 4096 * 3 % (48 << 20), t).unwrap();
-            t = o.ready;
             e.write_cached(k * 4096 * 3 % (48 << 20), &[k as u8]);
+            t = o.ready.max(e.settle().unwrap());
         }
         let mut s = crate::Stats::default();
         e.stats(&mut s);
@@ -322,7 +304,7 @@ fn same_seed_same_ciphertext_different_seed_different() {
 fn bad_scheme_names_and_geometry_are_refused() {
     let p = params("merkle", "none", &[]);
     let e = Engine::new(&p, 1).err().unwrap().0;
-    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, chash)");
+    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, mac, naive, chash)");
     let p = params("none", "rot13", &[]);
     assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("unknown encryption scheme 'rot13'"));
     let p = params("chash", "none", &["chash.arity=8"]);
@@ -345,5 +327,19 @@ fn chash_hash_function_and_size_are_knobs() {
         flip(&mut e, 0x9000, 1);
         e.flush(0).unwrap();
         assert!(read(&mut e, 0x9000, 4).is_err());
+    }
+}
+
+#[test]
+fn a_direct_mapped_l2_survives_write_backs_that_displace_the_accessed_line() {
+    // Writing back a victim pulls its tree parent into the same single-way set.
+    for (integ, enc) in SCHEMES {
+        let mut e = Engine::new(&params(integ, enc, &["l2.size=64KiB", "l2.ways=1"]), 1).unwrap();
+        for k in 0..500u64 {
+            e.write(0x7140 + k * 0x10000 % (32 << 20), &[k as u8; 3], 0).unwrap();
+        }
+        for k in 0..500u64 {
+            assert_eq!(read(&mut e, 0x7140 + k * 0x10000 % (32 << 20), 3).unwrap(), vec![k as u8; 3], "{} {}", integ, enc);
+        }
     }
 }

@@ -6,6 +6,8 @@
 
 pub mod aes128;
 pub mod hash;
+pub mod multiset;
 
 pub use aes128::Aes128;
 pub use hash::{HashAlg, Hasher, MAX_HASH_BYTES};
+pub use multiset::{AddHash, MuHash, Multiset, MultisetHash, XorHash, MULTISET_HASHES};

@@ -17,7 +17,8 @@ use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Aes128;
-use secmem_timing::{Cycle, Tags};
+use crate::tsbuf::TsBuffer;
+use secmem_timing::Cycle;
 
 const B_TS: u64 = 4;
 
@@ -32,14 +33,10 @@ pub struct Otp {
     ts_base: u64,
     covered: u64,
     line: u64,
-    /// On-chip buffer of recently used 8-byte time-stamp words (000 Table 1: 32 entries):
-    /// a TS is 4 B on an 8-B bus, so neighbours come along for free.
-    ts_buf: Tags,
+    ts_buf: TsBuffer,
     // statistics
     reads: u64,
     writes: u64,
-    ts_reads: u64,
-    ts_buf_hits: u64,
     pad_hidden: u64,
     pad_exposed: u64,
     reencryptions: u64,
@@ -52,9 +49,7 @@ impl Otp {
         if ts_bits > 32 {
             return Err(ConfigError(format!("otp.ts_bits: {} exceeds the 32-bit time-stamp field", ts_bits)));
         }
-        let entries = p.u64_min("otp.ts_buffer_entries", 1)? as usize;
-        let ts_buf = Tags::new(entries as u64 * 8, entries, 8)
-            .map_err(|e| ConfigError(format!("otp.ts_buffer_entries: {}", e)))?;
+        let ts_buf = TsBuffer::new(p, "otp.ts_buffer_entries")?;
         let line = m.line();
         if line % 16 != 0 {
             return Err(ConfigError(format!("l2.line: {} B is not a whole number of 16-B AES chunks", line)));
@@ -75,8 +70,6 @@ impl Otp {
             ts_buf,
             reads: 0,
             writes: 0,
-            ts_reads: 0,
-            ts_buf_hits: 0,
             pad_hidden: 0,
             pad_exposed: 0,
             reencryptions: 0,
@@ -111,22 +104,6 @@ impl Otp {
                 *b ^= p;
             }
         }
-    }
-
-    /// Fetch a time stamp: from the on-chip buffer or over the bus.
-    fn read_ts(&mut self, m: &mut Machine, addr: u64, t: Cycle) -> (u32, Cycle) {
-        let ta = self.ts_addr(addr);
-        let word = ta & !7;
-        let ts = m.mem.read_u32(ta);
-        self.ts_reads += 1;
-        if let Some(s) = self.ts_buf.find(word) {
-            self.ts_buf.touch(s);
-            self.ts_buf_hits += 1;
-            return (ts, t + 1);
-        }
-        let v = self.ts_buf.victim(word);
-        self.ts_buf.install(v, word);
-        (ts, m.bus.read(t, B_TS).last)
     }
 
     /// TIMER is exhausted: new key, every written line re-encrypted under it with time
@@ -172,7 +149,7 @@ impl Encryption for Otp {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
-        let (ts, t_ts) = self.read_ts(m, addr, t);
+        let (ts, t_ts) = self.ts_buf.read(m, self.ts_addr(addr), t);
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         // The pad depends only on the time stamp: start it as soon as the stamp is here.
@@ -202,22 +179,13 @@ impl Encryption for Otp {
         ct.copy_from_slice(plain);
         self.apply_pad(addr, ts, ct);
         m.mem.write(addr, ct);
-        let ta = self.ts_addr(addr);
-        m.mem.write_u32(ta, ts);
-        let word = ta & !7;
-        if self.ts_buf.find(word).is_none() {
-            let v = self.ts_buf.victim(word);
-            self.ts_buf.install(v, word);
-        }
         let t_x = t_pad + m.xor_latency;
-        m.bus.write(t_x, B_TS);
+        self.ts_buf.write(m, self.ts_addr(addr), ts, t_x);
         m.bus.write(t_x, plain.len() as u64)
     }
 
     fn drop_cached(&mut self) {
-        for s in 0..self.ts_buf.slots() as u32 {
-            self.ts_buf.invalidate(s);
-        }
+        self.ts_buf.clear();
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
@@ -225,7 +193,8 @@ impl Encryption for Otp {
     }
 
     fn reset_stats(&mut self) {
-        (self.reads, self.writes, self.ts_reads, self.ts_buf_hits) = (0, 0, 0, 0);
+        (self.reads, self.writes) = (0, 0);
+        self.ts_buf.reset_stats();
         (self.pad_hidden, self.pad_exposed, self.reencryptions, self.reencrypted_lines) = (0, 0, 0, 0);
     }
 
@@ -238,9 +207,9 @@ impl Encryption for Otp {
         out.int("otp.writes", self.writes);
         out.int("otp.timer", self.timer);
         out.int("otp.ts_bits", self.ts_bits as u64);
-        out.int("otp.ts_reads", self.ts_reads);
-        out.int("otp.ts_bus_reads", self.ts_reads - self.ts_buf_hits);
-        out.float("otp.ts_buffer_hit_rate", ratio(self.ts_buf_hits, self.ts_reads));
+        out.int("otp.ts_reads", self.ts_buf.reads);
+        out.int("otp.ts_bus_reads", self.ts_buf.bus_reads());
+        out.float("otp.ts_buffer_hit_rate", ratio(self.ts_buf.hits, self.ts_buf.reads));
         out.int("otp.pad_hidden_cycles", self.pad_hidden);
         out.int("otp.pad_exposed_cycles", self.pad_exposed);
         out.float("otp.pad_hidden_fraction", ratio(self.pad_hidden, self.pad_hidden + self.pad_exposed));

@@ -12,6 +12,7 @@
 //! level), exactly what the initialisation of 003 §4.6.2 would have stored there. The
 //! decoded node is still checked against its parent, so an adversary gains nothing from it.
 
+use super::tree::{Tree, H};
 use super::{Integrity, IntegrityError, Verified};
 use crate::cache::LineKind;
 use crate::encryption::Encryption;
@@ -24,23 +25,21 @@ use secmem_timing::Cycle;
 /// Largest L2 line (chunk) supported; scratch buffers live on the stack.
 pub const MAX_LINE: usize = 256;
 
-type H = [u8; MAX_HASH_BYTES];
+/// The tree hash chosen by `{scheme}.hash` / `{scheme}.hash_bytes`.
+pub fn hasher_from(p: &Params, scheme: &str) -> Result<Hasher, ConfigError> {
+    let key = format!("{}.hash", scheme);
+    let alg = HashAlg::parse(&p.choice(&key, &["md5", "md5-rfc1321", "sha1", "sha256"])?).unwrap();
+    let hb = p.u64_min(&format!("{}.hash_bytes", scheme), 1)? as usize;
+    Hasher::new(alg, hb).map_err(|e| ConfigError(format!("{}.hash_bytes: {}", scheme, e)))
+}
 
 pub struct Chash {
     hasher: Hasher,
-    hb: usize,
-    m: u64,
-    line: u64,
-    /// Number of internal chunks (numbered 0..internal).
-    internal: u64,
-    levels: u32,
-    tree_base: u64,
-    data_size: u64,
+    pub tree: Tree,
     /// Hashes of chunks 0..m−1: the secure root registers.
     roots: Vec<H>,
     /// zero[l]: hash of a chunk at level l of an all-zero subtree (level 0 = top).
     zero: Vec<H>,
-    level_start: Vec<u64>,
     // statistics
     hash_loads: u64,
     hash_stores: u64,
@@ -50,135 +49,21 @@ pub struct Chash {
 
 impl Chash {
     pub fn new(p: &Params, m: &mut Machine) -> Result<Chash, ConfigError> {
-        let alg_name = p.choice("chash.hash", &["md5", "md5-rfc1321", "sha1", "sha256"])?;
-        let alg = HashAlg::parse(&alg_name).unwrap();
-        let hb = p.u64_min("chash.hash_bytes", 1)? as usize;
-        let hasher = Hasher::new(alg, hb).map_err(|e| ConfigError(format!("chash.hash_bytes: {}", e)))?;
+        let hasher = hasher_from(p, "chash")?;
         let line = m.line();
         if line as usize > MAX_LINE {
             return Err(ConfigError(format!("l2.line: {} B exceeds the {} B supported", line, MAX_LINE)));
         }
-        let fit = line / hb as u64;
-        let arity = match p.u64_min("chash.arity", 0)? {
-            0 => fit,
-            a => a,
-        };
-        if arity < 2 || arity > fit {
-            return Err(ConfigError(format!(
-                "chash.arity: {} hashes of {} B do not fit a {} B chunk (2..={})",
-                arity, hb, line, fit
-            )));
-        }
-        let data_size = m.layout.data_size;
-        let leaves_needed = data_size.div_ceil(line);
-        // Balanced m-ary tree: m^levels ≥ leaves; level l holds m^(l+1) chunks.
-        let mut levels = 1u32;
-        let mut width = arity;
-        let mut level_start = vec![0u64];
-        let mut internal = 0u64;
-        while width < leaves_needed {
-            internal += width;
-            level_start.push(internal);
-            width = width
-                .checked_mul(arity)
-                .ok_or_else(|| ConfigError("memory.size too large for the tree".into()))?;
-            levels += 1;
-        }
-        let tree_base = m.layout.alloc("chash tree", internal * line);
-        // Zero-subtree hashes, bottom-up.
-        let mut zero = vec![[0u8; MAX_HASH_BYTES]; levels as usize];
-        let mut chunk = vec![0u8; line as usize];
-        hasher.hash(&chunk, &mut zero[levels as usize - 1]);
-        for l in (0..levels as usize - 1).rev() {
-            for i in 0..arity as usize {
-                chunk[i * hb..(i + 1) * hb].copy_from_slice(&zero[l + 1][..hb]);
-            }
-            hasher.hash(&chunk, &mut zero[l]);
-        }
-        let roots = vec![zero[0]; arity as usize];
-        Ok(Chash {
-            hasher,
-            hb,
-            m: arity,
-            line,
-            internal,
-            levels,
-            tree_base,
-            data_size,
-            roots,
-            zero,
-            level_start,
-            hash_loads: 0,
-            hash_stores: 0,
-            checks: 0,
-            root_updates: 0,
-        })
-    }
-
-    pub fn arity(&self) -> u64 {
-        self.m
-    }
-
-    pub fn levels(&self) -> u32 {
-        self.levels
-    }
-
-    pub fn tree_base(&self) -> u64 {
-        self.tree_base
-    }
-
-    /// Address of internal chunk `c` (for tests and the adversary).
-    pub fn node_addr(&self, c: u64) -> u64 {
-        self.addr_of(c)
-    }
-
-    /// Chunk number of the chunk at `addr`, if it is part of the tree.
-    pub fn chunk_of(&self, addr: u64) -> Option<u64> {
-        if addr < self.data_size {
-            Some(self.internal + addr / self.line)
-        } else if addr >= self.tree_base && addr < self.tree_base + self.internal * self.line {
-            Some((addr - self.tree_base) / self.line)
-        } else {
-            None
-        }
-    }
-
-    fn addr_of(&self, c: u64) -> u64 {
-        if c >= self.internal {
-            (c - self.internal) * self.line
-        } else {
-            self.tree_base + c * self.line
-        }
-    }
-
-    pub fn level_of(&self, c: u64) -> u32 {
-        if c >= self.internal {
-            return self.levels - 1;
-        }
-        (self.level_start.partition_point(|&s| s <= c) - 1) as u32
-    }
-
-    /// Chain of ancestors of `c` from its parent up (what a naive walk would read).
-    pub fn ancestors(&self, mut c: u64) -> Vec<u64> {
-        let mut v = Vec::new();
-        while c >= self.m {
-            c = c / self.m - 1;
-            v.push(c);
-        }
-        v
-    }
-
-    #[inline]
-    fn hash_of(&self, bytes: &[u8]) -> H {
-        let mut h = [0u8; MAX_HASH_BYTES];
-        self.hasher.hash(bytes, &mut h);
-        h
+        let tree = Tree::new(&mut m.layout, "chash tree", line, hasher.len(), p.u64_min("chash.arity", 0)?, "chash.arity")?;
+        let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
+        let roots = vec![zero[0]; tree.m as usize];
+        Ok(Chash { hasher, tree, roots, zero, hash_loads: 0, hash_stores: 0, checks: 0, root_updates: 0 })
     }
 
     /// Bring internal chunk `c` into the L2 (checking it against its ancestors if it comes
     /// from memory). Returns its slot and when its bytes are usable.
     fn obtain(&mut self, m: &mut Machine, enc: &mut dyn Encryption, c: u64, t: Cycle) -> Result<(u32, Cycle), IntegrityError> {
-        let addr = self.addr_of(c);
+        let addr = self.tree.addr_of(c);
         m.counters.meta_accesses += 1;
         if let Some(slot) = m.lookup(addr) {
             return Ok((slot, (t + m.l2_latency).max(m.l2.ready(slot))));
@@ -186,7 +71,7 @@ impl Chash {
         m.counters.meta_misses += 1;
         self.hash_loads += 1;
         let mut buf = [0u8; MAX_LINE];
-        let plain = &mut buf[..self.line as usize];
+        let plain = &mut buf[..self.tree.chunk as usize];
         let t_data = enc.read_line(m, addr, t, plain);
         let v = self.verify(m, enc, addr, plain, t, t_data)?;
         let slot = m.insert(addr, plain, LineKind::Meta, false, v.ready);
@@ -195,15 +80,38 @@ impl Chash {
 
     /// The hash of chunk `c` held by its parent (or a root register), and when it is known.
     fn expected(&mut self, m: &mut Machine, enc: &mut dyn Encryption, c: u64, t: Cycle) -> Result<(H, Cycle), IntegrityError> {
-        if c < self.m {
+        let Some((parent, idx)) = self.tree.parent(c) else {
             return Ok((self.roots[c as usize], t));
-        }
-        let parent = c / self.m - 1;
-        let idx = (c % self.m) as usize * self.hb;
+        };
         let (slot, ready) = self.obtain(m, enc, parent, t)?;
         let mut h = [0u8; MAX_HASH_BYTES];
-        h[..self.hb].copy_from_slice(&m.l2.bytes(slot)[idx..idx + self.hb]);
+        let hb = self.tree.hb;
+        h[..hb].copy_from_slice(&m.l2.bytes(slot)[idx..idx + hb]);
         Ok((h, ready))
+    }
+}
+
+#[inline]
+pub fn hash(hasher: &Hasher, bytes: &[u8]) -> H {
+    let mut h = [0u8; MAX_HASH_BYTES];
+    hasher.hash(bytes, &mut h);
+    h
+}
+
+/// The failure message for chunk `c` of `tree`.
+pub fn mismatch(tree: &Tree, c: u64) -> String {
+    if tree.is_leaf(c) {
+        match tree.parent(c) {
+            Some((p, _)) => format!("data chunk does not match its hash in tree chunk {}", p),
+            None => "data chunk does not match its root hash".to_string(),
+        }
+    } else {
+        format!(
+            "tree chunk {} (level {} of {}) does not match the hash held by its parent",
+            c,
+            tree.level_of(c),
+            tree.levels
+        )
     }
 }
 
@@ -223,30 +131,19 @@ impl Integrity for Chash {
         t_req: Cycle,
         t_data: Cycle,
     ) -> Result<Verified, IntegrityError> {
-        let c = match self.chunk_of(addr) {
-            Some(c) => c,
-            None => return Ok(Verified { ready: t_data, checked: t_data }),
+        let Some(c) = self.tree.chunk_of(addr) else {
+            return Ok(Verified { ready: t_data, checked: t_data });
         };
-        let level = self.level_of(c);
-        if c < self.internal && plain.iter().all(|&b| b == 0) {
-            // Never-written internal chunk: the node of an all-zero subtree.
-            for i in 0..self.m as usize {
-                plain[i * self.hb..(i + 1) * self.hb].copy_from_slice(&self.zero[level as usize + 1][..self.hb]);
-            }
-        }
+        self.tree.decode_zero_node(c, plain, &self.zero);
         let (slot, t_start) = m.read_buf.acquire(t_data);
-        let h_done = m.hash.run(t_start, self.line);
-        let h = self.hash_of(plain);
+        let h_done = m.hash.run(t_start, self.tree.chunk);
+        let h = hash(&self.hasher, plain);
         let (want, t_want) = self.expected(m, enc, c, t_req)?;
         self.checks += 1;
-        if h[..self.hb] != want[..self.hb] {
+        let hb = self.tree.hb;
+        if h[..hb] != want[..hb] {
             m.read_buf.hold_until(slot, t_start);
-            let what = if c < self.internal {
-                format!("tree chunk {} (level {} of {}) does not match the hash held by its parent", c, level, self.levels)
-            } else {
-                format!("data chunk does not match its hash in tree chunk {}", if c < self.m { -1 } else { (c / self.m) as i64 - 1 })
-            };
-            return Err(IntegrityError { addr, what });
+            return Err(IntegrityError { addr, what: mismatch(&self.tree, c) });
         }
         let checked = h_done.max(t_want) + 1;
         m.read_buf.hold_until(slot, checked);
@@ -260,29 +157,25 @@ impl Integrity for Chash {
         if !v.dirty {
             return Ok(v.t);
         }
-        let c = match self.chunk_of(v.addr) {
-            Some(c) => c,
-            None => {
-                let (slot, start) = m.write_buf.acquire(v.t);
-                let done = enc.write_line(m, v.addr, &v.bytes, start);
-                m.write_buf.hold_until(slot, done);
-                return Ok(start);
-            }
+        let Some(c) = self.tree.chunk_of(v.addr) else {
+            return super::write_back_plain(m, enc, v);
         };
         let (wslot, start) = m.write_buf.acquire(v.t);
-        let h_done = m.hash.run(start, self.line);
-        let h = self.hash_of(&v.bytes);
-        if c < self.m {
-            self.roots[c as usize] = h;
-            self.root_updates += 1;
-        } else {
-            let parent = c / self.m - 1;
-            let idx = (c % self.m) as usize * self.hb;
-            let (slot, _) = self.obtain(m, enc, parent, start)?;
-            m.l2.bytes_mut(slot)[idx..idx + self.hb].copy_from_slice(&h[..self.hb]);
-            m.l2.set_dirty(slot);
+        let h_done = m.hash.run(start, self.tree.chunk);
+        let h = hash(&self.hasher, &v.bytes);
+        match self.tree.parent(c) {
+            None => {
+                self.roots[c as usize] = h;
+                self.root_updates += 1;
+            }
+            Some((parent, idx)) => {
+                let hb = self.tree.hb;
+                let (slot, _) = self.obtain(m, enc, parent, start)?;
+                m.l2.bytes_mut(slot)[idx..idx + hb].copy_from_slice(&h[..hb]);
+                m.l2.set_dirty(slot);
+            }
         }
-        if c < self.internal {
+        if !self.tree.is_leaf(c) {
             self.hash_stores += 1;
         }
         let done = enc.write_line(m, v.addr, &v.bytes, h_done);
@@ -291,11 +184,7 @@ impl Integrity for Chash {
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
-        let Some(c) = self.chunk_of(addr & !(self.line - 1)) else { return Vec::new() };
-        self.ancestors(c)
-            .into_iter()
-            .map(|a| (format!("chash tree level {}", self.level_of(a)), self.addr_of(a)))
-            .collect()
+        super::tree_path(&self.tree, addr)
     }
 
     fn reset_stats(&mut self) {
@@ -303,14 +192,14 @@ impl Integrity for Chash {
     }
 
     fn space_overhead(&self) -> f64 {
-        (self.internal * self.line) as f64 / self.data_size as f64
+        self.tree.space_overhead()
     }
 
     fn stats(&self, m: &Machine, out: &mut Stats) {
-        out.int("chash.arity", self.m);
-        out.int("chash.levels", self.levels as u64);
+        out.int("chash.arity", self.tree.m);
+        out.int("chash.levels", self.tree.levels as u64);
         out.str("chash.hash", self.hasher.alg().name());
-        out.int("chash.hash_bytes", self.hb as u64);
+        out.int("chash.hash_bytes", self.tree.hb as u64);
         out.int("chash.hash_loads", self.hash_loads);
         out.float("chash.hash_loads_per_miss", ratio(self.hash_loads, m.counters.data_misses));
         out.int("chash.hash_stores", self.hash_stores);

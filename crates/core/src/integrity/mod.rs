@@ -7,7 +7,10 @@ use crate::stats::Stats;
 use secmem_timing::Cycle;
 
 pub mod chash;
+pub mod mac;
+pub mod naive;
 pub mod none;
+pub mod tree;
 
 /// Untrusted memory did not behave like valid memory.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,14 +48,7 @@ pub trait Integrity {
     /// A line left the L2: write it back (dirty) with whatever the scheme must update.
     /// Returns when the write buffer accepted it (later if the buffer was full).
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
-        if v.dirty {
-            let (slot, start) = m.write_buf.acquire(v.t);
-            let done = enc.write_line(m, v.addr, &v.bytes, start);
-            m.write_buf.hold_until(slot, done);
-            Ok(start)
-        } else {
-            Ok(v.t)
-        }
+        write_back_plain(m, enc, v)
     }
 
     /// Fraction of the data size used by this scheme's metadata.
@@ -70,13 +66,14 @@ pub trait Integrity {
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 
-pub const INTEGRITY_SCHEMES: &[&str] = &["none", "chash"];
+pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash"];
 
 /// Build the scheme named by `integrity`, reading its own parameters.
 pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
-    let _ = seed;
     match name {
         "none" => Ok(Box::new(none::NoIntegrity)),
+        "mac" => Ok(Box::new(mac::Mac::new(p, m, seed)?)),
+        "naive" => Ok(Box::new(naive::Naive::new(p, m)?)),
         "chash" => Ok(Box::new(chash::Chash::new(p, m)?)),
         other => Err(ConfigError(format!(
             "unknown integrity scheme '{}' (choose from {})",
@@ -84,4 +81,21 @@ pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<d
             INTEGRITY_SCHEMES.join(", ")
         ))),
     }
+}
+
+/// Write a dirty victim back with no integrity work (clean victims need nothing).
+pub fn write_back_plain(m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
+    if !v.dirty {
+        return Ok(v.t);
+    }
+    let (slot, start) = m.write_buf.acquire(v.t);
+    let done = enc.write_line(m, v.addr, &v.bytes, start);
+    m.write_buf.hold_until(slot, done);
+    Ok(start)
+}
+
+/// ("<scheme> tree level N", address) for every ancestor of `addr`'s chunk.
+pub fn tree_path(tree: &tree::Tree, addr: u64) -> Vec<(String, u64)> {
+    let Some(c) = tree.chunk_of(addr / tree.chunk * tree.chunk) else { return Vec::new() };
+    tree.ancestors(c).into_iter().map(|a| (format!("tree level {}", tree.level_of(a)), tree.addr_of(a))).collect()
 }

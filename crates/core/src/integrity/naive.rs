@@ -1,0 +1,169 @@
+//! naive: the hash tree placed between the L2 and memory with no caching of tree chunks
+//! (seed 003 §4.2, scheme 1). Every L2 miss reads the whole path to the root from memory and
+//! checks it; every dirty write-back reads and checks the path, recomputes every hash on it
+//! and writes the path back. Same tree layout as chash.
+
+use super::chash::{hash, hasher_from, mismatch, MAX_LINE};
+use super::tree::{Tree, H};
+use super::{Integrity, IntegrityError, Verified};
+use crate::encryption::Encryption;
+use crate::machine::{Machine, Victim};
+use crate::params::{ConfigError, Params};
+use crate::stats::{ratio, Stats};
+use secmem_crypto::Hasher;
+use secmem_timing::Cycle;
+
+pub struct Naive {
+    hasher: Hasher,
+    tree: Tree,
+    roots: Vec<H>,
+    zero: Vec<H>,
+    path: Vec<[u8; MAX_LINE]>,
+    hash_loads: u64,
+    hash_stores: u64,
+    checks: u64,
+}
+
+impl Naive {
+    pub fn new(p: &Params, m: &mut Machine) -> Result<Naive, ConfigError> {
+        let hasher = hasher_from(p, "naive")?;
+        let line = m.line();
+        let tree = Tree::new(&mut m.layout, "naive tree", line, hasher.len(), p.u64_min("naive.arity", 0)?, "naive.arity")?;
+        let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
+        let roots = vec![zero[0]; tree.m as usize];
+        let path = vec![[0u8; MAX_LINE]; tree.levels as usize];
+        Ok(Naive { hasher, tree, roots, zero, path, hash_loads: 0, hash_stores: 0, checks: 0 })
+    }
+
+    /// Read every ancestor of `c` from memory (all requested at `t`, the addresses being
+    /// known) into `self.path`, and check the chain from the first ancestor up to the roots.
+    /// Returns the ancestors and when the last check is done.
+    fn read_path(&mut self, m: &mut Machine, enc: &mut dyn Encryption, c: u64, t: Cycle) -> Result<(Vec<u64>, Cycle), IntegrityError> {
+        let anc = self.tree.ancestors(c);
+        let n = self.tree.chunk as usize;
+        let mut done = t;
+        let mut arrive = Vec::with_capacity(anc.len());
+        for (i, &a) in anc.iter().enumerate() {
+            let addr = self.tree.addr_of(a);
+            let ta = enc.read_line(m, addr, t, &mut self.path[i][..n]);
+            self.tree.decode_zero_node(a, &mut self.path[i][..n], &self.zero);
+            self.hash_loads += 1;
+            arrive.push(ta);
+        }
+        // Check each ancestor against the next one up (the top one against its root).
+        for (i, &a) in anc.iter().enumerate() {
+            let h = hash(&self.hasher, &self.path[i][..n]);
+            done = done.max(m.hash.run(arrive[i], self.tree.chunk));
+            self.checks += 1;
+            let hb = self.tree.hb;
+            let want: &[u8] = match self.tree.parent(a) {
+                Some((_, idx)) => &self.path[i + 1][idx..idx + hb],
+                None => &self.roots[a as usize][..hb],
+            };
+            if h[..hb] != *want {
+                return Err(IntegrityError { addr: self.tree.addr_of(a), what: mismatch(&self.tree, a) });
+            }
+        }
+        Ok((anc, done + 1))
+    }
+
+    /// The hash of `c` stored one level up: in the first ancestor read, or a root register.
+    fn stored_hash(&self, c: u64) -> H {
+        let mut h = [0u8; secmem_crypto::MAX_HASH_BYTES];
+        match self.tree.parent(c) {
+            Some((_, idx)) => h[..self.tree.hb].copy_from_slice(&self.path[0][idx..idx + self.tree.hb]),
+            None => h = self.roots[c as usize],
+        }
+        h
+    }
+}
+
+impl Integrity for Naive {
+    fn name(&self) -> &'static str {
+        "naive"
+    }
+
+    fn verify(
+        &mut self,
+        m: &mut Machine,
+        enc: &mut dyn Encryption,
+        addr: u64,
+        plain: &mut [u8],
+        t_req: Cycle,
+        t_data: Cycle,
+    ) -> Result<Verified, IntegrityError> {
+        let Some(c) = self.tree.chunk_of(addr) else {
+            return Ok(Verified { ready: t_data, checked: t_data });
+        };
+        m.counters.meta_accesses += self.tree.ancestors(c).len() as u64;
+        let (slot, t_start) = m.read_buf.acquire(t_data);
+        let (_, path_done) = self.read_path(m, enc, c, t_req)?;
+        let h_done = m.hash.run(t_start, self.tree.chunk);
+        let h = hash(&self.hasher, plain);
+        self.checks += 1;
+        if h[..self.tree.hb] != self.stored_hash(c)[..self.tree.hb] {
+            m.read_buf.hold_until(slot, t_start);
+            return Err(IntegrityError { addr, what: mismatch(&self.tree, c) });
+        }
+        let checked = h_done.max(path_done) + 1;
+        m.read_buf.hold_until(slot, checked);
+        m.note_check(checked);
+        Ok(Verified { ready: t_start, checked })
+    }
+
+    fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
+        if !v.dirty {
+            return Ok(v.t);
+        }
+        let Some(c) = self.tree.chunk_of(v.addr) else {
+            return super::write_back_plain(m, enc, v);
+        };
+        let (wslot, start) = m.write_buf.acquire(v.t);
+        let (anc, mut t) = self.read_path(m, enc, c, start)?;
+        // Recompute the path bottom-up, then write it all back.
+        let n = self.tree.chunk as usize;
+        let hb = self.tree.hb;
+        let mut h = hash(&self.hasher, &v.bytes);
+        t = m.hash.run(t, self.tree.chunk);
+        let mut child = c;
+        for (i, &a) in anc.iter().enumerate() {
+            let idx = self.tree.parent(child).unwrap().1;
+            self.path[i][idx..idx + hb].copy_from_slice(&h[..hb]);
+            h = hash(&self.hasher, &self.path[i][..n]);
+            t = m.hash.run(t, self.tree.chunk);
+            child = a;
+        }
+        self.roots[child as usize] = h;
+        let mut done = enc.write_line(m, v.addr, &v.bytes, t);
+        for (i, &a) in anc.iter().enumerate() {
+            let buf = self.path[i];
+            done = done.max(enc.write_line(m, self.tree.addr_of(a), &buf[..n], t));
+            self.hash_stores += 1;
+        }
+        m.counters.meta_writebacks += anc.len() as u64;
+        m.write_buf.hold_until(wslot, done);
+        Ok(start)
+    }
+
+    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        super::tree_path(&self.tree, addr)
+    }
+
+    fn space_overhead(&self) -> f64 {
+        self.tree.space_overhead()
+    }
+
+    fn reset_stats(&mut self) {
+        (self.hash_loads, self.hash_stores, self.checks) = (0, 0, 0);
+    }
+
+    fn stats(&self, m: &Machine, out: &mut Stats) {
+        out.int("naive.arity", self.tree.m);
+        out.int("naive.levels", self.tree.levels as u64);
+        out.int("naive.hash_loads", self.hash_loads);
+        out.float("naive.hash_loads_per_miss", ratio(self.hash_loads, m.counters.data_misses));
+        out.int("naive.hash_stores", self.hash_stores);
+        out.int("naive.checks", self.checks);
+        out.float("naive.space_overhead", self.space_overhead());
+    }
+}

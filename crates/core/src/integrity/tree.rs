@@ -1,0 +1,160 @@
+//! Hash-tree geometry shared by chash, naive and mhash (seed 003 §4.5).
+//!
+//! Chunks are numbered from 0; chunk c's hash sits at slot c mod m of chunk ⌊c/m⌋−1, and
+//! chunks 0..m−1 have their hashes in on-chip root registers. The tree is balanced: level l
+//! holds m^(l+1) chunks, the last level holds the leaves, which are the data chunks
+//! themselves (leaf j is the data chunk at j·B); internal chunks live in a metadata region.
+
+use crate::layout::Layout;
+use crate::params::ConfigError;
+use secmem_crypto::MAX_HASH_BYTES;
+
+pub type H = [u8; MAX_HASH_BYTES];
+
+#[derive(Clone, Debug)]
+pub struct Tree {
+    /// Arity.
+    pub m: u64,
+    /// Bytes per chunk.
+    pub chunk: u64,
+    /// Bytes per hash.
+    pub hb: usize,
+    /// Number of internal chunks (numbered 0..internal).
+    pub internal: u64,
+    pub levels: u32,
+    pub base: u64,
+    pub data_size: u64,
+    level_start: Vec<u64>,
+}
+
+impl Tree {
+    /// Lay out a tree over `layout`'s data region; `arity` 0 means as many hashes as fit.
+    pub fn new(layout: &mut Layout, name: &str, chunk: u64, hb: usize, arity: u64, key: &str) -> Result<Tree, ConfigError> {
+        let fit = chunk / hb as u64;
+        let m = if arity == 0 { fit } else { arity };
+        if m < 2 || m > fit {
+            return Err(ConfigError(format!(
+                "{}: {} hashes of {} B do not fit a {} B chunk (2..={})",
+                key, m, hb, chunk, fit
+            )));
+        }
+        let data_size = layout.data_size;
+        let leaves = data_size.div_ceil(chunk);
+        let mut levels = 1u32;
+        let mut width = m;
+        let mut level_start = vec![0u64];
+        let mut internal = 0u64;
+        while width < leaves {
+            internal += width;
+            level_start.push(internal);
+            width = width.checked_mul(m).ok_or_else(|| ConfigError("memory.size too large for the tree".into()))?;
+            levels += 1;
+        }
+        let base = layout.alloc(name, internal * chunk);
+        Ok(Tree { m, chunk, hb, internal, levels, base, data_size, level_start })
+    }
+
+    /// Chunk number of the chunk holding `addr`, if the tree covers it.
+    #[inline]
+    pub fn chunk_of(&self, addr: u64) -> Option<u64> {
+        if addr < self.data_size {
+            Some(self.internal + addr / self.chunk)
+        } else if addr >= self.base && addr < self.base + self.internal * self.chunk {
+            Some((addr - self.base) / self.chunk)
+        } else {
+            None
+        }
+    }
+
+    /// Address of chunk `c`.
+    #[inline]
+    pub fn addr_of(&self, c: u64) -> u64 {
+        if c >= self.internal {
+            (c - self.internal) * self.chunk
+        } else {
+            self.base + c * self.chunk
+        }
+    }
+
+    #[inline]
+    pub fn is_leaf(&self, c: u64) -> bool {
+        c >= self.internal
+    }
+
+    pub fn level_of(&self, c: u64) -> u32 {
+        if c >= self.internal {
+            return self.levels - 1;
+        }
+        (self.level_start.partition_point(|&s| s <= c) - 1) as u32
+    }
+
+    /// Parent chunk and the byte offset of `c`'s hash in it; `None` for a root-register chunk.
+    #[inline]
+    pub fn parent(&self, c: u64) -> Option<(u64, usize)> {
+        (c >= self.m).then(|| (c / self.m - 1, (c % self.m) as usize * self.hb))
+    }
+
+    /// Ancestors of `c`, parent first.
+    pub fn ancestors(&self, mut c: u64) -> Vec<u64> {
+        let mut v = Vec::new();
+        while let Some((p, _)) = self.parent(c) {
+            v.push(p);
+            c = p;
+        }
+        v
+    }
+
+    /// Metadata bytes over data bytes (≈ 1/(m−1)).
+    pub fn space_overhead(&self) -> f64 {
+        (self.internal * self.chunk) as f64 / self.data_size as f64
+    }
+
+    /// Hashes of all-zero subtrees per level (0 = top), given how a chunk is hashed.
+    pub fn zero_hashes(&self, mut hash: impl FnMut(&[u8], u32) -> H) -> Vec<H> {
+        let mut zero = vec![[0u8; MAX_HASH_BYTES]; self.levels as usize];
+        let mut chunk = vec![0u8; self.chunk as usize];
+        zero[self.levels as usize - 1] = hash(&chunk, self.levels - 1);
+        for l in (0..self.levels as usize - 1).rev() {
+            for i in 0..self.m as usize {
+                chunk[i * self.hb..(i + 1) * self.hb].copy_from_slice(&zero[l + 1][..self.hb]);
+            }
+            zero[l] = hash(&chunk, l as u32);
+        }
+        zero
+    }
+
+    /// Decode a never-written internal chunk (all zero bytes) as the node of an all-zero
+    /// subtree, which is what initialisation (003 §4.6.2) would have stored there.
+    pub fn decode_zero_node(&self, c: u64, bytes: &mut [u8], zero: &[H]) {
+        if c < self.internal && bytes.iter().all(|&b| b == 0) {
+            let child = &zero[self.level_of(c) as usize + 1][..self.hb];
+            for i in 0..self.m as usize {
+                bytes[i * self.hb..(i + 1) * self.hb].copy_from_slice(child);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbering_follows_003_section_4_5() {
+        let mut l = Layout::new(64 * 64, 64); // 64 data chunks
+        let t = Tree::new(&mut l, "t", 64, 16, 4, "k").unwrap();
+        // 4 roots + 16 = 20 internal chunks, 64 leaves: levels 0, 1 internal, 2 leaves.
+        assert_eq!((t.internal, t.levels), (20, 3));
+        assert_eq!(t.parent(3), None, "chunks 0..m-1 hang off root registers");
+        assert_eq!(t.parent(4), Some((0, 0)));
+        assert_eq!(t.parent(7), Some((0, 48)));
+        assert_eq!(t.parent(8), Some((1, 0)));
+        // Leaves are the highest-numbered chunks and are the data chunks.
+        assert_eq!(t.chunk_of(0), Some(20));
+        assert_eq!(t.addr_of(83), 63 * 64);
+        assert_eq!(t.level_of(20), 2);
+        assert_eq!(t.level_of(19), 1);
+        assert_eq!(t.ancestors(83), vec![19, 3]);
+        assert!((t.space_overhead() - 20.0 / 64.0).abs() < 1e-12);
+    }
+}
