@@ -21,11 +21,11 @@ pub struct Outcome {
 }
 
 pub struct Engine {
-    m: Machine,
-    integ: Box<dyn Integrity>,
-    enc: Box<dyn Encryption>,
-    line: u64,
-    data_size: u64,
+    pub(crate) m: Machine,
+    pub(crate) integ: Box<dyn Integrity>,
+    pub(crate) enc: Box<dyn Encryption>,
+    pub(crate) line: u64,
+    pub(crate) data_size: u64,
 }
 
 /// Processor cycles per second from `core.clock`.
@@ -255,6 +255,16 @@ impl Engine {
         self.m.write_buf.reset_stats();
         self.integ.reset_stats();
         self.enc.reset_stats();
+    }
+
+    /// Called by the run loop every few hundred instructions with the current cycle and the
+    /// instructions committed so far: schemes with timed events of their own (a suspend/resume
+    /// schedule, a periodic check) act here. Returns the cycle the core must wait for.
+    pub fn poll(&mut self, now: Cycle, instructions: u64) -> Result<Cycle, IntegrityError> {
+        let t = self.enc.poll(&mut self.m, now, instructions);
+        let t = self.integ.poll(&mut self.m, &mut *self.enc, t, instructions)?;
+        let done = self.drain()?.max(t);
+        Ok(done)
     }
 
     /// Data lines that left the L2 since the last call.

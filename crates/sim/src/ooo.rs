@@ -269,6 +269,18 @@ impl Core {
         }
     }
 
+    /// Give the engine's schemes their timed events; the front end waits for them.
+    pub fn poll(&mut self, eng: &mut Engine, instructions: u64) -> Result<(), IntegrityError> {
+        let now = self.now();
+        let until = eng.poll(now, instructions)?;
+        self.back_invalidate(eng);
+        if until > self.fetch_t {
+            self.fetch_t = until;
+            self.fetch_n = 0;
+        }
+        Ok(())
+    }
+
     /// Memory written by the environment (loader, kernel): applied through the engine and
     /// waited for, but not an instruction.
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {

@@ -70,6 +70,12 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
             if n & 0xFFFF == 0 {
                 bar.update(n);
             }
+            if n & 0xFF == 0 {
+                if let Err(e) = core.poll(&mut eng, n) {
+                    error = Some(format!("{} (instruction {})", e, n));
+                    break;
+                }
+            }
             core.step(&ins, &mut eng)
         };
         if let Err(e) = r {

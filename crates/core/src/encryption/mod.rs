@@ -24,6 +24,11 @@ pub trait Encryption {
     /// Forget on-chip copies of untrusted metadata (flush).
     fn drop_cached(&mut self) {}
 
+    /// Timed events of the scheme's own (see `Engine::poll`); returns when the core may go on.
+    fn poll(&mut self, _m: &mut Machine, now: Cycle, _instructions: u64) -> Cycle {
+        now
+    }
+
     fn space_overhead(&self) -> f64;
 
     /// Where the metadata of `addr`'s line lives, as (description, address) pairs.

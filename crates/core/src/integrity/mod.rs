@@ -51,6 +51,11 @@ pub trait Integrity {
         write_back_plain(m, enc, v)
     }
 
+    /// Timed events of the scheme's own (see `Engine::poll`); returns when the core may go on.
+    fn poll(&mut self, _m: &mut Machine, _enc: &mut dyn Encryption, now: Cycle, _instructions: u64) -> Result<Cycle, IntegrityError> {
+        Ok(now)
+    }
+
     /// Fraction of the data size used by this scheme's metadata.
     fn space_overhead(&self) -> f64;
 
