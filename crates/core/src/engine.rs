@@ -226,6 +226,10 @@ impl Engine {
     /// Verify every chunk of touched program memory against the trusted state. Returns the
     /// number of chunks checked.
     pub fn check(&mut self, t: Cycle) -> Result<u64, IntegrityError> {
+        self.drain()?;
+        if self.integ.check(&mut self.m, &mut *self.enc, t)?.is_some() {
+            return Ok(self.m.mem.touched_pages(0, self.data_size).len() as u64 * (PAGE / self.line));
+        }
         self.flush(t)?;
         let mut n = 0;
         for page in self.m.mem.touched_pages(0, self.data_size) {
@@ -255,6 +259,19 @@ impl Engine {
         self.m.write_buf.reset_stats();
         self.integ.reset_stats();
         self.enc.reset_stats();
+    }
+
+    /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
+    pub fn barrier(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
+        let t = self.integ.barrier(&mut self.m, &mut *self.enc, now)?;
+        Ok(self.drain()?.max(t))
+    }
+
+    /// The run is over: schemes that verify at the end do so. Returns when done.
+    pub fn finish(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
+        self.drain()?;
+        let t = self.integ.finish(&mut self.m, &mut *self.enc, now)?;
+        Ok(self.drain()?.max(t))
     }
 
     /// Called by the run loop every few hundred instructions with the current cycle and the

@@ -5,6 +5,11 @@ use crate::Engine;
 
 const SCHEMES: [(&str, &str); 4] = [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")];
 
+/// Every integrity scheme with and without encryption.
+fn all_pairs() -> Vec<(&'static str, &'static str)> {
+    crate::integrity::INTEGRITY_SCHEMES.iter().flat_map(|&i| [(i, "none"), (i, "otp")]).collect()
+}
+
 fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
     let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
     p.set("integrity", integ).unwrap();
@@ -43,7 +48,7 @@ fn read(e: &mut Engine, addr: u64, n: usize) -> Result<Vec<u8>, crate::Integrity
 /// Write a spread of regions (more than the L2 holds), flush, read back.
 #[test]
 fn round_trips_under_every_combination() {
-    for (i, e_) in SCHEMES.iter().enumerate() {
+    for (i, e_) in all_pairs().iter().enumerate() {
         let mut e = engine(e_.0, e_.1);
         let regions: Vec<(u64, Vec<u8>)> =
             (0..64u64).map(|k| (k * 70_001 + 13, pattern(k + i as u64, 1000 + (k as usize * 37) % 900))).collect();
@@ -304,7 +309,8 @@ fn same_seed_same_ciphertext_different_seed_different() {
 fn bad_scheme_names_and_geometry_are_refused() {
     let p = params("merkle", "none", &[]);
     let e = Engine::new(&p, 1).err().unwrap().0;
-    assert_eq!(e, "unknown integrity scheme 'merkle' (choose from none, mac, naive, chash)");
+    let all = crate::integrity::INTEGRITY_SCHEMES.join(", ");
+    assert_eq!(e, format!("unknown integrity scheme 'merkle' (choose from {})", all));
     let p = params("none", "rot13", &[]);
     assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("unknown encryption scheme 'rot13'"));
     let p = params("chash", "none", &["chash.arity=8"]);
@@ -342,4 +348,120 @@ fn a_direct_mapped_l2_survives_write_backs_that_displace_the_accessed_line() {
             assert_eq!(read(&mut e, 0x7140 + k * 0x10000 % (32 << 20), 3).unwrap(), vec![k as u8; 3], "{} {}", integ, enc);
         }
     }
+}
+
+/// Whether tampering is noticed: on the read itself, or at the latest by a full check (the
+/// log hash only ever notices at its integrity-check).
+fn noticed(e: &mut Engine, addr: u64, n: usize) -> bool {
+    read(e, addr, n).is_err() || e.check(0).is_err()
+}
+
+fn written(integ: &str, enc: &str) -> Engine {
+    let mut e = engine(integ, enc);
+    for k in 0..40u64 {
+        e.write(0x4000 + k * 4096, &pattern(k, 64), 0).unwrap();
+    }
+    e.flush(0).unwrap();
+    e
+}
+
+#[test]
+fn every_scheme_notices_a_flipped_data_bit() {
+    for (integ, enc) in all_pairs().into_iter().filter(|p| p.0 != "none") {
+        let mut e = written(integ, enc);
+        flip(&mut e, 0x4000 + 3 * 4096 + 9, 2);
+        assert!(noticed(&mut e, 0x4000 + 3 * 4096, 64), "{}+{}", integ, enc);
+    }
+}
+
+#[test]
+fn replay_is_noticed_by_trees_and_log_hash_but_not_by_mac() {
+    for (integ, enc) in all_pairs().into_iter().filter(|p| p.0 != "none") {
+        let mut e = written(integ, enc);
+        let old = e.untrusted().snapshot();
+        e.write(0x4000, b"new value", 0).unwrap();
+        e.flush(0).unwrap();
+        e.untrusted().restore(&old).unwrap();
+        assert_eq!(noticed(&mut e, 0x4000, 9), integ != "mac", "{}+{}", integ, enc);
+    }
+}
+
+#[test]
+fn lhash_reads_tampered_data_but_its_check_fails() {
+    let mut e = written("lhash", "none");
+    flip(&mut e, 0x4000 + 1, 0);
+    let v = read(&mut e, 0x4000, 4).unwrap();
+    assert_ne!(v, pattern(0, 4), "the log hash lets the read through...");
+    let err = e.check(0).unwrap_err();
+    assert!(err.what.contains("READHASH"), "...and its integrity-check catches it: {}", err);
+}
+
+#[test]
+fn lhash_notices_reordered_time_stamps() {
+    for enc in ["none", "otp"] {
+        let mut e = written("lhash", enc);
+        let md = e.integrity().metadata_of(0x4000);
+        let ts = md.iter().find(|(k, _)| k == "time stamp").unwrap().1;
+        let mut v = [0u8; 4];
+        e.untrusted().read(ts, &mut v);
+        e.untrusted().write(ts, &(u32::from_le_bytes(v) + 5).to_le_bytes());
+        assert!(noticed(&mut e, 0x4000, 4), "{}", enc);
+    }
+}
+
+#[test]
+fn lhash_notices_a_page_added_twice_or_skipped_by_the_page_table() {
+    for skip in [false, true] {
+        let mut e = written("lhash", "none");
+        let pt = e.integrity().metadata_of(0x4000 + 4096).iter().find(|(k, _)| k == "page table").unwrap().1;
+        let mut b = [0u8];
+        e.untrusted().read(pt, &mut b);
+        assert_ne!(b[0], 0, "the page is listed");
+        e.untrusted().write(pt, &[0]);
+        if !skip {
+            // The next use re-adds the page's chunks: they are in WRITEHASH twice.
+            let _ = read(&mut e, 0x4000 + 4096, 4);
+        }
+        let err = e.check(0);
+        assert!(err.is_err(), "page table {} not noticed", if skip { "skip" } else { "double add" });
+    }
+}
+
+#[test]
+fn lhash_passes_repeated_checks_on_honest_memory() {
+    let mut e = written("lhash", "otp");
+    for round in 0..3u64 {
+        for k in 0..40u64 {
+            let a = 0x4000 + k * 4096 + round * 64;
+            e.write(a, &pattern(k + round, 64), 0).unwrap();
+        }
+        assert!(e.check(0).unwrap() > 0, "round {}", round);
+    }
+    for k in 0..40u64 {
+        assert_eq!(read(&mut e, 0x4000 + k * 4096 + 128, 64).unwrap(), pattern(k + 2, 64));
+    }
+}
+
+#[test]
+fn naive_and_chash_agree_on_every_attack_outcome_but_naive_reads_whole_paths() {
+    let mut s = crate::Stats::default();
+    let mut e = written("naive", "none");
+    e.reset_stats();
+    read(&mut e, 0x4000 + 7 * 4096, 8).unwrap();
+    e.stats(&mut s);
+    let levels = s.get_f64("naive.levels").unwrap();
+    assert_eq!(s.get_f64("naive.hash_loads").unwrap(), levels - 1.0, "one miss reads every internal level");
+    assert!(s.get_f64("l2.meta_misses").unwrap() == 0.0, "naive never caches tree chunks");
+}
+
+#[test]
+fn space_overheads_follow_000_section_6_2_1() {
+    let so = |i: &str| {
+        let mut s = crate::Stats::default();
+        engine(i, "none").stats(&mut s);
+        s.get_f64("integrity.space_overhead").unwrap()
+    };
+    assert!((so("chash") - 1.0 / 3.0).abs() < 0.01, "4-ary tree: 1/(m-1) = 33%");
+    assert!((so("lhash") - 4.0 / 64.0).abs() < 1e-9, "B_TS/B_chunk = 6.25%");
+    assert!((so("mac") - 16.0 / 64.0).abs() < 1e-9);
 }

@@ -406,7 +406,8 @@ impl Core {
         let mut c = done.max(self.commit_t);
         if ins.op == OpClass::Barrier {
             self.barriers += 1;
-            let checks = eng.checks_done();
+            let checks = eng.barrier(c)?;
+            self.back_invalidate(eng);
             if checks > c {
                 self.barrier_stall += checks - c;
                 c = checks;

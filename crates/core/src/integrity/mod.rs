@@ -7,6 +7,7 @@ use crate::stats::Stats;
 use secmem_timing::Cycle;
 
 pub mod chash;
+pub mod lhash;
 pub mod mac;
 pub mod naive;
 pub mod none;
@@ -51,6 +52,23 @@ pub trait Integrity {
         write_back_plain(m, enc, v)
     }
 
+    /// A crypto/sign instruction is about to commit: every read so far must be verified
+    /// (003 §4.7). Returns when that is so.
+    fn barrier(&mut self, m: &mut Machine, _enc: &mut dyn Encryption, now: Cycle) -> Result<Cycle, IntegrityError> {
+        Ok(now.max(m.checks_done))
+    }
+
+    /// Verify all of memory now, if the scheme has its own way (lhash's integrity-check);
+    /// `None` lets the engine audit every touched chunk through the normal read path.
+    fn check(&mut self, _m: &mut Machine, _enc: &mut dyn Encryption, _now: Cycle) -> Result<Option<Cycle>, IntegrityError> {
+        Ok(None)
+    }
+
+    /// The run is over (certified execution checks here). Returns when that is done.
+    fn finish(&mut self, _m: &mut Machine, _enc: &mut dyn Encryption, now: Cycle) -> Result<Cycle, IntegrityError> {
+        Ok(now)
+    }
+
     /// Timed events of the scheme's own (see `Engine::poll`); returns when the core may go on.
     fn poll(&mut self, _m: &mut Machine, _enc: &mut dyn Encryption, now: Cycle, _instructions: u64) -> Result<Cycle, IntegrityError> {
         Ok(now)
@@ -71,7 +89,7 @@ pub trait Integrity {
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 
-pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash"];
+pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash", "lhash"];
 
 /// Build the scheme named by `integrity`, reading its own parameters.
 pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
@@ -79,6 +97,7 @@ pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<d
         "none" => Ok(Box::new(none::NoIntegrity)),
         "mac" => Ok(Box::new(mac::Mac::new(p, m, seed)?)),
         "naive" => Ok(Box::new(naive::Naive::new(p, m)?)),
+        "lhash" => Ok(Box::new(lhash::Lhash::new(p, m, seed)?)),
         "chash" => Ok(Box::new(chash::Chash::new(p, m)?)),
         other => Err(ConfigError(format!(
             "unknown integrity scheme '{}' (choose from {})",

@@ -1,0 +1,310 @@
+//! lhash: log-hash integrity checking (seed 000 §3.2, Fig. 3).
+//!
+//! The processor keeps T = (READHASH, WRITEHASH, TIMER) on chip. READHASH and WRITEHASH are
+//! incremental multiset hashes (Clarke et al.) of (address ‖ chunk ‖ time stamp) triples:
+//! - add-chunk(T, a, c): TS = TIMER; WRITEHASH += (a, c, TS); write (c, TS) to memory.
+//! - read-chunk (L2 miss): read (c, TS); READHASH += (a, c, TS); TIMER = max(TIMER, TS+1).
+//! - write-chunk (any eviction): TS = TIMER; WRITEHASH += (a, c, TS); write (c, TS) if dirty,
+//!   only TS if clean.
+//! - integrity-check: with NewT = (0, 0, 0), every covered chunk not in the cache is read
+//!   (read-chunk into T) and re-added (add-chunk into NewT); READHASH must equal WRITEHASH;
+//!   then T = NewT.
+//! Chunks are added on demand, a page at a time, when a page is first used; the list of used
+//! pages is a bitmap in untrusted memory (the page table of §3.2), walked in address order at
+//! check time so each chunk is read once. The adversary may change it: a page added twice or
+//! skipped at the check leaves READHASH ≠ WRITEHASH.
+//!
+//! Checks run every `lhash.check_period` off-chip accesses, or (`end`, the default) once when
+//! the run finishes, as in certified execution; a barrier (signing) checks first.
+
+use super::{Integrity, IntegrityError, Verified};
+use crate::encryption::{derive_key, Encryption};
+use crate::machine::{Machine, Victim};
+use crate::mem::PAGE;
+use crate::params::{ConfigError, Params};
+use crate::stats::{ratio, Stats};
+use crate::tsbuf::TsBuffer;
+use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
+use secmem_timing::Cycle;
+
+const B_TS: u64 = 4;
+
+pub struct Lhash {
+    read_hash: Multiset,
+    write_hash: Multiset,
+    timer: u64,
+    ts_max: u64,
+    ts_base: u64,
+    pt_base: u64,
+    line: u64,
+    data_size: u64,
+    ts_buf: TsBuffer,
+    /// Off-chip accesses between checks; `None`: only at the end.
+    period: Option<u64>,
+    since_check: u64,
+    // statistics
+    read_chunks: u64,
+    write_chunks: u64,
+    added_chunks: u64,
+    pages_added: u64,
+    checks: u64,
+    check_cycles: u64,
+    checked_chunks: u64,
+    final_check_cycles: u64,
+}
+
+impl Lhash {
+    pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Lhash, ConfigError> {
+        let name = p.choice("lhash.multiset", MULTISET_HASHES)?;
+        let key = derive_key(seed, 0x1a54);
+        let hash = Multiset::by_name(&name, key, seed).map_err(|e| ConfigError(format!("lhash.multiset: {}", e)))?;
+        let ts_bits = p.u64_min("lhash.ts_bits", 2)?;
+        if ts_bits > 32 {
+            return Err(ConfigError(format!("lhash.ts_bits: {} exceeds the 32-bit time-stamp field", ts_bits)));
+        }
+        let period = match p.str("lhash.check_period")?.as_str() {
+            "end" => None,
+            _ => Some(p.u64_min("lhash.check_period", 1).map_err(|_| {
+                ConfigError(format!("lhash.check_period: '{}' is neither 'end' nor a number of accesses", p.str("lhash.check_period").unwrap_or_default()))
+            })?),
+        };
+        let line = m.line();
+        let data_size = m.layout.data_size;
+        let ts_base = m.layout.alloc("lhash time stamps", data_size / line * B_TS);
+        let pt_base = m.layout.alloc("lhash page table", (data_size / PAGE).div_ceil(8));
+        // Clean evictions are logged too (write-chunk writes their time stamp).
+        m.keep_clean_victims = true;
+        Ok(Lhash {
+            write_hash: hash.empty_like(),
+            read_hash: hash,
+            timer: 0,
+            ts_max: (1 << ts_bits) - 1,
+            ts_base,
+            pt_base,
+            line,
+            data_size,
+            ts_buf: TsBuffer::new(p, "lhash.ts_buffer_entries")?,
+            period,
+            since_check: 0,
+            read_chunks: 0,
+            write_chunks: 0,
+            added_chunks: 0,
+            pages_added: 0,
+            checks: 0,
+            check_cycles: 0,
+            checked_chunks: 0,
+            final_check_cycles: 0,
+        })
+    }
+
+    fn ts_addr(&self, addr: u64) -> u64 {
+        self.ts_base + addr / self.line * B_TS
+    }
+
+    fn pt_bit(&self, page: u64) -> (u64, u8) {
+        (self.pt_base + page / 8, 1 << (page % 8))
+    }
+
+    fn page_listed(&self, m: &Machine, page: u64) -> bool {
+        let (a, bit) = self.pt_bit(page);
+        let mut b = [0u8];
+        m.mem.read(a, &mut b);
+        b[0] & bit != 0
+    }
+
+    /// Add the triple (address ‖ chunk ‖ time stamp) to a log.
+    fn log(h: &mut Multiset, addr: u64, chunk: &[u8], ts: u32) {
+        h.add(&[&addr.to_le_bytes(), chunk, &ts.to_le_bytes()]);
+    }
+
+    /// A page used for the first time: add-chunk every chunk of it (their initial value is
+    /// zero) and list it in the page table.
+    fn add_page(&mut self, m: &mut Machine, enc: &mut dyn Encryption, page: u64, t: Cycle) -> Cycle {
+        let zero = [0u8; super::chash::MAX_LINE];
+        let z = &zero[..self.line as usize];
+        let base = page * PAGE;
+        let mut done = t;
+        for a in (base..base + PAGE).step_by(self.line as usize) {
+            let ts = self.timer as u32;
+            Self::log(&mut self.write_hash, a, z, ts);
+            let h = m.hash.run(t, 12 + self.line);
+            done = done.max(enc.write_line(m, a, z, h));
+            done = done.max(self.ts_buf.write(m, self.ts_addr(a), ts, h));
+            self.added_chunks += 1;
+        }
+        let (pa, bit) = self.pt_bit(page);
+        let mut b = [0u8];
+        m.mem.read(pa, &mut b);
+        m.mem.write(pa, &[b[0] | bit]);
+        m.bus.write(t, 1);
+        self.pages_added += 1;
+        done
+    }
+
+    /// integrity-check (Fig. 3). Returns when it is done.
+    fn integrity_check(&mut self, m: &mut Machine, enc: &mut dyn Encryption, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let mut new_write = self.write_hash.empty_like();
+        let new_timer = 0u32;
+        let mut done = t;
+        let mut buf = [0u8; super::chash::MAX_LINE];
+        let n = self.line as usize;
+        let pages = (self.data_size / PAGE).div_ceil(8);
+        // Walk the untrusted page table in address order: each listed chunk is read once.
+        let mut table = vec![0u8; pages as usize];
+        m.mem.read(self.pt_base, &mut table);
+        let tw = m.bus.read(t, pages.max(1));
+        let mut checked = 0;
+        for (i, &byte) in table.iter().enumerate() {
+            for bit in 0..8 {
+                if byte & (1 << bit) == 0 {
+                    continue;
+                }
+                let page = i as u64 * 8 + bit;
+                for a in (page * PAGE..(page + 1) * PAGE).step_by(n) {
+                    if m.l2.tags.find(a).is_some() {
+                        continue; // cached chunks are trusted; their next eviction logs them
+                    }
+                    let plain = &mut buf[..n];
+                    let td = enc.read_line(m, a, tw.last, plain);
+                    let (ts, tt) = self.ts_buf.read(m, self.ts_addr(a), tw.last);
+                    Self::log(&mut self.read_hash, a, plain, ts);
+                    self.timer = self.timer.max(ts as u64 + 1);
+                    Self::log(&mut new_write, a, plain, new_timer);
+                    let h1 = m.hash.run(td.max(tt), 12 + self.line);
+                    let h2 = m.hash.run(td.max(tt), 12 + self.line);
+                    done = done.max(self.ts_buf.write(m, self.ts_addr(a), new_timer, h1.max(h2)));
+                    checked += 1;
+                }
+            }
+        }
+        self.checks += 1;
+        self.checked_chunks += checked;
+        self.check_cycles += done - t;
+        m.note_check(done);
+        if !self.read_hash.same(&self.write_hash) {
+            return Err(IntegrityError {
+                addr: 0,
+                what: format!(
+                    "log hash check: READHASH ≠ WRITEHASH after reading {} chunks: some read since the last check did not return the value last written",
+                    checked
+                ),
+            });
+        }
+        self.write_hash = new_write;
+        self.read_hash = self.read_hash.empty_like();
+        self.timer = new_timer as u64;
+        self.since_check = 0;
+        Ok(done)
+    }
+}
+
+impl Integrity for Lhash {
+    fn name(&self) -> &'static str {
+        "lhash"
+    }
+
+    /// read-chunk: the data is used at once; the log update happens in the background.
+    fn verify(
+        &mut self,
+        m: &mut Machine,
+        enc: &mut dyn Encryption,
+        addr: u64,
+        plain: &mut [u8],
+        t_req: Cycle,
+        t_data: Cycle,
+    ) -> Result<Verified, IntegrityError> {
+        if addr >= self.data_size {
+            return Ok(Verified { ready: t_data, checked: t_data });
+        }
+        let page = addr / PAGE;
+        if !self.page_listed(m, page) {
+            self.add_page(m, enc, page, t_req);
+            // The line read before the page was added was the old content: read it again.
+            enc.read_line(m, addr, t_req, plain);
+        }
+        let (ts, t_ts) = self.ts_buf.read(m, self.ts_addr(addr), t_req);
+        Self::log(&mut self.read_hash, addr, plain, ts);
+        self.timer = self.timer.max(ts as u64 + 1);
+        let (slot, t_start) = m.read_buf.acquire(t_data.max(t_ts));
+        let done = m.hash.run(t_start, 12 + self.line);
+        m.read_buf.hold_until(slot, done);
+        self.read_chunks += 1;
+        self.since_check += 1;
+        Ok(Verified { ready: t_data, checked: done })
+    }
+
+    /// write-chunk, for every eviction.
+    fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
+        if v.addr >= self.data_size {
+            return super::write_back_plain(m, enc, v);
+        }
+        let ts = self.timer as u32;
+        Self::log(&mut self.write_hash, v.addr, &v.bytes, ts);
+        let (slot, start) = m.write_buf.acquire(v.t);
+        let h = m.hash.run(start, 12 + self.line);
+        let mut done = self.ts_buf.write(m, self.ts_addr(v.addr), ts, h);
+        if v.dirty {
+            done = done.max(enc.write_line(m, v.addr, &v.bytes, h));
+        }
+        m.write_buf.hold_until(slot, done);
+        self.write_chunks += 1;
+        self.since_check += 1;
+        Ok(start)
+    }
+
+    fn poll(&mut self, m: &mut Machine, enc: &mut dyn Encryption, now: Cycle, _instructions: u64) -> Result<Cycle, IntegrityError> {
+        let due = self.period.is_some_and(|p| self.since_check >= p) || self.timer + 2 >= self.ts_max;
+        if due {
+            return self.integrity_check(m, enc, now);
+        }
+        Ok(now)
+    }
+
+    fn barrier(&mut self, m: &mut Machine, enc: &mut dyn Encryption, now: Cycle) -> Result<Cycle, IntegrityError> {
+        self.integrity_check(m, enc, now)
+    }
+
+    fn check(&mut self, m: &mut Machine, enc: &mut dyn Encryption, now: Cycle) -> Result<Option<Cycle>, IntegrityError> {
+        self.integrity_check(m, enc, now).map(Some)
+    }
+
+    fn finish(&mut self, m: &mut Machine, enc: &mut dyn Encryption, now: Cycle) -> Result<Cycle, IntegrityError> {
+        if self.period.is_some() {
+            return Ok(now);
+        }
+        let done = self.integrity_check(m, enc, now)?;
+        self.final_check_cycles = done - now;
+        Ok(done)
+    }
+
+    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        vec![("time stamp".into(), self.ts_addr(addr)), ("page table".into(), self.pt_bit(addr / PAGE).0)]
+    }
+
+    fn space_overhead(&self) -> f64 {
+        B_TS as f64 / self.line as f64
+    }
+
+    fn reset_stats(&mut self) {
+        (self.read_chunks, self.write_chunks, self.added_chunks, self.pages_added) = (0, 0, 0, 0);
+        (self.checks, self.check_cycles, self.checked_chunks) = (0, 0, 0);
+        self.ts_buf.reset_stats();
+    }
+
+    fn stats(&self, _m: &Machine, out: &mut Stats) {
+        out.str("lhash.multiset", self.read_hash.name());
+        out.str("lhash.check_period", &self.period.map_or("end".to_string(), |p| p.to_string()));
+        out.int("lhash.read_chunks", self.read_chunks);
+        out.int("lhash.write_chunks", self.write_chunks);
+        out.int("lhash.added_chunks", self.added_chunks);
+        out.int("lhash.pages_added", self.pages_added);
+        out.int("lhash.checks", self.checks);
+        out.int("lhash.check_cycles", self.check_cycles);
+        out.int("lhash.checked_chunks", self.checked_chunks);
+        out.int("lhash.final_check_cycles", self.final_check_cycles);
+        out.int("lhash.timer", self.timer);
+        out.int("lhash.ts_bus_reads", self.ts_buf.bus_reads());
+        out.float("lhash.ts_buffer_hit_rate", ratio(self.ts_buf.hits, self.ts_buf.reads));
+        out.float("lhash.space_overhead", self.space_overhead());
+    }
+}
