@@ -1,12 +1,14 @@
-//! A pipelined engine (AES, hash): a new unit of `unit_bytes` enters every `interval` cycles
-//! and leaves `latency` cycles later. Throughput = unit_bytes / interval bytes per cycle.
+//! A pipelined engine (AES, hash): input enters at the engine's throughput and each unit of
+//! `unit_bytes` leaves `latency` cycles after it entered. An operation on n bytes occupies
+//! the engine for n / throughput cycles (a 76-byte log-hash element costs 76/64 of a 64-byte
+//! chunk, not two chunks); its result is ready `latency` cycles after its last unit entered.
 
 use crate::Cycle;
 
 #[derive(Clone, Debug)]
 pub struct Pipe {
     latency: Cycle,
-    /// Cycles between unit issues, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
+    /// Cycles per unit, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
     interval_fx: u64,
     next_fx: u64,
     unit_bytes: u64,
@@ -46,13 +48,15 @@ impl Pipe {
     /// Issue an operation over `bytes` whose input is ready at `t`; returns its completion.
     #[inline]
     pub fn run(&mut self, t: Cycle, bytes: u64) -> Cycle {
-        let n = bytes.div_ceil(self.unit_bytes).max(1);
+        let bytes = bytes.max(1);
+        let occupancy = bytes * self.interval_fx / self.unit_bytes;
         let start_fx = (t * FX).max(self.next_fx);
         self.wait_cycles += (start_fx - t * FX) / FX;
-        self.next_fx = start_fx + n * self.interval_fx;
-        self.units += n;
+        self.next_fx = start_fx + occupancy;
+        self.units += bytes.div_ceil(self.unit_bytes);
         self.ops += 1;
-        (start_fx + (n - 1) * self.interval_fx).div_ceil(FX) + self.latency
+        // The last unit enters one unit-time before the occupancy ends.
+        (start_fx + occupancy.saturating_sub(self.interval_fx)).div_ceil(FX) + self.latency
     }
 
     /// Issue units whose inputs become ready at the given times (in order), e.g. CBC
@@ -85,6 +89,15 @@ mod tests {
         // The next operation queues behind the four units already issued.
         assert_eq!(p.run(0, 16), 20 + 40);
         assert_eq!(p.wait_cycles, 20);
+    }
+
+    #[test]
+    fn occupancy_is_proportional_to_bytes() {
+        let mut p = Pipe::new(160, 3.2, 64);
+        p.run(0, 76);
+        // 76 B at 3.2 B/cycle = 23.75 cycles: the next operation enters at 23.75 → 24.
+        assert_eq!(p.free_at(), 24);
+        assert_eq!(p.run(0, 64), 23 + 160 + 1);
     }
 
     #[test]
