@@ -161,6 +161,11 @@ impl Machine {
         self.spare.push(v.bytes);
     }
 
+    /// Whether a line waits in the write buffer (its memory copy is stale).
+    pub fn is_pending(&self, addr: u64) -> bool {
+        self.pending.iter().any(|v| v.addr == addr)
+    }
+
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }

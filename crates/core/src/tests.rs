@@ -465,3 +465,44 @@ fn space_overheads_follow_000_section_6_2_1() {
     assert!((so("lhash") - 4.0 / 64.0).abs() < 1e-9, "B_TS/B_chunk = 6.25%");
     assert!((so("mac") - 16.0 / 64.0).abs() < 1e-9);
 }
+
+fn stat(e: &Engine, k: &str) -> f64 {
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    s.get_f64(k).unwrap_or_else(|| panic!("no stat {}", k))
+}
+
+#[test]
+fn mhash_checks_whole_chunks_and_caches_the_sibling_block() {
+    let mut e = written("mhash", "none");
+    e.reset_stats();
+    read(&mut e, 0x4000 + 5 * 4096, 8).unwrap(); // block 0 of a two-block chunk
+    assert_eq!(stat(&e, "l2.misses"), 1.0);
+    read(&mut e, 0x4000 + 5 * 4096 + 64, 8).unwrap(); // its sibling came along
+    assert_eq!(stat(&e, "l2.misses"), 1.0, "the sibling block was cached by the chunk check");
+    assert!((stat(&e, "mhash.space_overhead") - 1.0 / 7.0).abs() < 0.01, "8-ary tree over 128-B chunks");
+}
+
+#[test]
+fn mhash_write_back_updates_the_mac_from_the_old_block_alone() {
+    let mut e = written("mhash", "otp");
+    read(&mut e, 0x4000 + 9 * 4096, 8).unwrap();
+    e.reset_stats();
+    e.write(0x4000 + 9 * 4096, b"changed", 0).unwrap();
+    e.flush(0).unwrap();
+    assert!(stat(&e, "mhash.old_block_reads") >= 1.0);
+    assert!(stat(&e, "mhash.mac_updates") >= 1.0);
+    assert_eq!(read(&mut e, 0x4000 + 9 * 4096, 7).unwrap(), b"changed");
+    assert_eq!(read(&mut e, 0x4000 + 9 * 4096 + 64, 8).unwrap(), vec![0u8; 8], "the untouched sibling still verifies");
+}
+
+#[test]
+fn mhash_notices_an_old_block_tampered_before_its_write_back() {
+    let mut e = written("mhash", "none");
+    read(&mut e, 0x4000 + 11 * 4096, 8).unwrap();
+    e.write(0x4000 + 11 * 4096, b"new", 0).unwrap();
+    // The write-back reads the old value unchecked: corrupt it first.
+    flip(&mut e, 0x4000 + 11 * 4096 + 40, 1);
+    e.flush(0).unwrap();
+    assert!(read(&mut e, 0x4000 + 11 * 4096, 3).is_err(), "the MAC no longer matches memory");
+}

@@ -9,6 +9,7 @@ use secmem_timing::Cycle;
 pub mod chash;
 pub mod lhash;
 pub mod mac;
+pub mod mhash;
 pub mod naive;
 pub mod none;
 pub mod tree;
@@ -89,7 +90,7 @@ pub trait Integrity {
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 
-pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash", "lhash"];
+pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash", "mhash", "lhash"];
 
 /// Build the scheme named by `integrity`, reading its own parameters.
 pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
@@ -98,6 +99,7 @@ pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<d
         "mac" => Ok(Box::new(mac::Mac::new(p, m, seed)?)),
         "naive" => Ok(Box::new(naive::Naive::new(p, m)?)),
         "lhash" => Ok(Box::new(lhash::Lhash::new(p, m, seed)?)),
+        "mhash" => Ok(Box::new(mhash::Mhash::new(p, m, seed)?)),
         "chash" => Ok(Box::new(chash::Chash::new(p, m)?)),
         other => Err(ConfigError(format!(
             "unknown integrity scheme '{}' (choose from {})",

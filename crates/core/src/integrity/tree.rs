@@ -104,9 +104,17 @@ impl Tree {
         v
     }
 
-    /// Metadata bytes over data bytes (≈ 1/(m−1)).
+    /// Metadata bytes over data bytes (≈ 1/(m−1)). Counts the chunks that cover real data:
+    /// the balanced numbering reserves more (leaves rounded up to a power of m), but chunks
+    /// over non-existent data are never touched and cost nothing.
     pub fn space_overhead(&self) -> f64 {
-        (self.internal * self.chunk) as f64 / self.data_size as f64
+        let mut cover = self.data_size.div_ceil(self.chunk);
+        let mut nodes = 0;
+        for _ in 1..self.levels {
+            cover = cover.div_ceil(self.m);
+            nodes += cover;
+        }
+        (nodes * self.chunk) as f64 / self.data_size as f64
     }
 
     /// Hashes of all-zero subtrees per level (0 = top), given how a chunk is hashed.
@@ -126,10 +134,19 @@ impl Tree {
     /// Decode a never-written internal chunk (all zero bytes) as the node of an all-zero
     /// subtree, which is what initialisation (003 §4.6.2) would have stored there.
     pub fn decode_zero_node(&self, c: u64, bytes: &mut [u8], zero: &[H]) {
+        self.decode_zero_block(c, 0, bytes, zero)
+    }
+
+    /// The same for the part of chunk `c` starting `offset` bytes in (one cache block of a
+    /// multi-block chunk: blocks of a chunk are written independently).
+    pub fn decode_zero_block(&self, c: u64, offset: usize, bytes: &mut [u8], zero: &[H]) {
         if c < self.internal && bytes.iter().all(|&b| b == 0) {
             let child = &zero[self.level_of(c) as usize + 1][..self.hb];
-            for i in 0..self.m as usize {
-                bytes[i * self.hb..(i + 1) * self.hb].copy_from_slice(child);
+            let used = self.m as usize * self.hb;
+            let mut pos = offset.div_ceil(self.hb) * self.hb;
+            while pos + self.hb <= (offset + bytes.len()).min(used) {
+                bytes[pos - offset..pos - offset + self.hb].copy_from_slice(child);
+                pos += self.hb;
             }
         }
     }
@@ -156,5 +173,10 @@ mod tests {
         assert_eq!(t.level_of(19), 1);
         assert_eq!(t.ancestors(83), vec![19, 3]);
         assert!((t.space_overhead() - 20.0 / 64.0).abs() < 1e-12);
+        // 8-ary over 512 chunks: 64 + 8 nodes cover them, though 8^3 leaves are numbered.
+        let mut l = Layout::new(512 * 128, 128);
+        let t = Tree::new(&mut l, "t", 128, 16, 0, "k").unwrap();
+        assert_eq!((t.m, t.levels), (8, 3));
+        assert!((t.space_overhead() - 72.0 / 512.0).abs() < 1e-12);
     }
 }
