@@ -211,3 +211,13 @@ class SecureMemory:
     def metadata(self, addr: int) -> list:
         """(description, address) of each piece of metadata protecting ``addr``."""
         return self._m.metadata(addr)
+
+    @property
+    def dma_region(self) -> tuple:
+        """(base, size) of the unprotected region devices write into (003 §4.6.1)."""
+        return self._m.dma_region()
+
+    def read_without_checking(self, addr: int, n: int) -> bytes:
+        """Read the unprotected DMA region raw: no decryption, no verification. Any other
+        address is refused, so checked and unchecked data cannot be confused."""
+        return self._m.read_without_checking(addr, n)

@@ -26,6 +26,8 @@ pub struct Engine {
     pub(crate) enc: Box<dyn Encryption>,
     pub(crate) line: u64,
     pub(crate) data_size: u64,
+    /// The unprotected region for untrusted I/O (003 §4.6.1, 000 §5.3): base and size.
+    pub(crate) dma: (u64, u64),
 }
 
 /// Processor cycles per second from `core.clock`.
@@ -74,8 +76,10 @@ impl Engine {
         let integ = integrity::build(&iname, p, &mut m, seed)?;
         let covered = m.layout.end();
         let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
+        let dma_size = p.size("memory.dma_size")?;
+        let dma = (m.layout.alloc("dma (unprotected)", dma_size), dma_size);
         m.mem = UntrustedMemory::new(m.layout.end());
-        Ok(Engine { m, integ, enc, line, data_size })
+        Ok(Engine { m, integ, enc, line, data_size, dma })
     }
 
     pub fn line(&self) -> u64 {
@@ -106,6 +110,37 @@ impl Engine {
 
     pub fn layout(&self) -> &Layout {
         &self.m.layout
+    }
+
+    /// The unprotected DMA region as (base, size): devices write it directly; the processor
+    /// reads it only with `read_without_checking`.
+    pub fn dma_region(&self) -> (u64, u64) {
+        self.dma
+    }
+
+    /// ReadWithoutChecking (003 §4.6.1): read the unprotected region straight from memory,
+    /// neither decrypted nor verified. Anything outside that region is refused, so a program
+    /// cannot be tricked into taking unchecked data for checked data.
+    pub fn read_without_checking(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String> {
+        let (base, size) = self.dma;
+        if addr < base || addr + out.len() as u64 > base + size {
+            return Err(format!(
+                "ReadWithoutChecking of 0x{:x}+{} outside the unprotected region 0x{:x}+{}",
+                addr,
+                out.len(),
+                base,
+                size
+            ));
+        }
+        self.m.mem.read(addr, out);
+        Ok(self.m.bus.read(t, out.len() as u64).last)
+    }
+
+    /// Every piece of metadata protecting `addr`'s line, integrity first, as (what, address).
+    pub fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        let mut v = self.integ.metadata_of(addr);
+        v.extend(self.enc.metadata_of(addr));
+        v
     }
 
     /// Cycle by which every integrity check issued so far has completed (a barrier waits).

@@ -2,6 +2,7 @@
 //! each performing real cryptography on real bytes through the timed resources of
 //! `secmem-timing`.
 
+pub mod adversary;
 pub mod cache;
 pub mod encryption;
 pub mod engine;

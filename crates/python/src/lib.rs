@@ -112,6 +112,30 @@ fn export_workload(py: Python<'_>, workload: &str, path: &str, records: u64, see
     .map_err(cfg_err)
 }
 
+/// Every attack against each integrity scheme: a list of dicts (scheme, attack, applicable,
+/// detected, expected, detail).
+#[pyfunction]
+#[pyo3(signature = (preset, integrities, encryption, sets=Vec::new(), seed=1))]
+fn attack<'py>(py: Python<'py>, preset: &str, integrities: Vec<String>, encryption: &str, sets: Vec<String>, seed: u64) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for i in &integrities {
+        let p = secmem_sim::configure(preset, Some(i), Some(encryption), &sets).map_err(cfg_err)?;
+        let cells = py.detach(|| secmem_core::adversary::attack_all(&p, seed)).map_err(cfg_err)?;
+        for c in cells {
+            let d = PyDict::new(py);
+            d.set_item("integrity", i)?;
+            d.set_item("encryption", encryption)?;
+            d.set_item("attack", c.attack)?;
+            d.set_item("applicable", c.applicable)?;
+            d.set_item("detected", c.detected)?;
+            d.set_item("expected", c.expected)?;
+            d.set_item("detail", c.detail)?;
+            out.append(d)?;
+        }
+    }
+    Ok(out)
+}
+
 /// Speed benchmark rows: simulated instructions per second per workload and scheme.
 #[pyfunction]
 #[pyo3(name = "bench", signature = (preset, workloads, schemes, instructions, warmup))]
@@ -223,9 +247,19 @@ impl SecureMemory {
 
     /// Where the metadata protecting `addr` lives: (description, address) pairs.
     fn metadata(&self, addr: u64) -> Vec<(String, u64)> {
-        let mut v = self.eng.integrity().metadata_of(addr);
-        v.extend(self.eng.encryption().metadata_of(addr));
-        v
+        self.eng.metadata_of(addr)
+    }
+
+    /// The unprotected DMA region as (base, size).
+    fn dma_region(&self) -> (u64, u64) {
+        self.eng.dma_region()
+    }
+
+    /// ReadWithoutChecking: the unprotected region only, raw from memory.
+    fn read_without_checking<'py>(&mut self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let mut buf = vec![0u8; n];
+        self.eng.read_without_checking(addr, &mut buf, 0).map_err(PyValueError::new_err)?;
+        Ok(PyBytes::new(py, &buf))
     }
 
     // The adversary's view (also reachable as `.untrusted` from the Python wrapper).
@@ -286,6 +320,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
+    m.add_function(wrap_pyfunction!(attack, m)?)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;
