@@ -5,6 +5,8 @@ pub enum Stat {
     Int(u64),
     Float(f64),
     Str(String),
+    /// A time series (e.g. IPC per resume cycle), in order.
+    Series(Vec<f64>),
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -20,6 +22,9 @@ impl Stats {
     pub fn str(&mut self, k: &str, v: &str) {
         self.0.push((k.to_string(), Stat::Str(v.to_string())));
     }
+    pub fn series(&mut self, k: &str, v: Vec<f64>) {
+        self.0.push((k.to_string(), Stat::Series(v.into_iter().map(|x| if x.is_finite() { x } else { 0.0 }).collect())));
+    }
     pub fn get(&self, k: &str) -> Option<&Stat> {
         self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v)
     }
@@ -27,7 +32,13 @@ impl Stats {
         match self.get(k)? {
             Stat::Int(v) => Some(*v as f64),
             Stat::Float(v) => Some(*v),
-            Stat::Str(_) => None,
+            Stat::Str(_) | Stat::Series(_) => None,
+        }
+    }
+    pub fn get_series(&self, k: &str) -> Option<&[f64]> {
+        match self.get(k)? {
+            Stat::Series(v) => Some(v),
+            _ => None,
         }
     }
 }

@@ -32,6 +32,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
             Stat::Int(i) => d.set_item(k, i)?,
             Stat::Float(f) => d.set_item(k, f)?,
             Stat::Str(s) => d.set_item(k, s)?,
+            Stat::Series(v) => d.set_item(k, PyList::new(py, v)?)?,
         }
     }
     Ok(d)

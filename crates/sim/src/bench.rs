@@ -14,7 +14,16 @@ pub struct BenchRow {
     pub instr_per_sec: f64,
 }
 
-pub const BENCH_SCHEMES: &[(&str, &str)] = &[("none", "none"), ("chash", "otp")];
+/// The baseline, every encryption scheme alone, and full protection (chash + otp).
+pub const BENCH_SCHEMES: &[(&str, &str)] = &[
+    ("none", "none"),
+    ("none", "direct"),
+    ("none", "otp"),
+    ("none", "ocb"),
+    ("none", "tdes"),
+    ("none", "mecu"),
+    ("chash", "otp"),
+];
 
 /// Run every (workload, scheme) pair for `instructions` after `warmup`.
 pub fn bench(

@@ -6,6 +6,8 @@ use secmem_core::{ConfigError, Params};
 pub const PRESETS: &[(&str, &str)] = &[
     ("suh2003", include_str!("../../../configs/suh2003.toml")),
     ("gassend2003", include_str!("../../../configs/gassend2003.toml")),
+    ("shi2007", include_str!("../../../configs/shi2007.toml")),
+    ("enck2008", include_str!("../../../configs/enck2008.toml")),
 ];
 
 pub const DEFAULT_PRESET: &str = "suh2003";

@@ -2,13 +2,32 @@
 //! L2 and the bus (seed 000 §2): it moves every line, data or metadata, in and out of
 //! untrusted memory.
 
+use crate::integrity::IntegrityError;
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
-use secmem_timing::Cycle;
+use secmem_timing::{Cycle, Tags, Transfer};
 
+pub mod direct;
+pub mod mecu;
 pub mod none;
+pub mod ocb;
 pub mod otp;
+pub mod tdes;
+
+#[cfg(test)]
+mod tests;
+
+/// Power-management events of a non-volatile memory system (seed 002 §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PowerEvent {
+    /// Caches are written back (by the engine); the removable key device is taken out.
+    Suspend,
+    /// The key device is back; a new resume cycle starts.
+    Resume,
+    /// A new OS instance: a new key, every stamp and counter reset.
+    Reboot,
+}
 
 pub trait Encryption {
     fn name(&self) -> &'static str;
@@ -40,22 +59,56 @@ pub trait Encryption {
     fn reset_stats(&mut self) {}
 
     fn stats(&self, m: &Machine, out: &mut Stats);
+
+    /// A failure found by the last `read_line` of a scheme that authenticates what it
+    /// decrypts (ocb's tag), or an access the scheme could not serve (mecu without its key).
+    /// `read_line` can only return a cycle, so the failure waits here until taken: the caller
+    /// of `read_line` must take it before using the bytes.
+    fn take_error(&mut self) -> Option<IntegrityError> {
+        None
+    }
+
+    /// Suspend, resume or reboot (seed 002). Schemes without a notion of it refuse.
+    fn power(&mut self, _m: &mut Machine, ev: PowerEvent, _t: Cycle) -> Result<Cycle, String> {
+        Err(format!(
+            "encryption scheme '{}' does not model {:?} (only mecu protects non-volatile memory across power cycles)",
+            self.name(),
+            ev
+        ))
+    }
+
+    /// The memory encryption control unit, if this scheme is one (DMA, adversary's offline view).
+    fn mecu(&mut self) -> Option<&mut mecu::Mecu> {
+        None
+    }
+
+    fn mecu_ref(&self) -> Option<&mecu::Mecu> {
+        None
+    }
 }
 
-pub const ENCRYPTION_SCHEMES: &[&str] = &["none", "otp"];
+pub const ENCRYPTION_SCHEMES: &[&str] = &["none", "direct", "otp", "ocb", "tdes", "mecu"];
 
 /// Build the scheme named by `encryption`. `covered` is the end of the address range whose
 /// lines it must carry (data and integrity metadata).
 pub fn build(name: &str, p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Box<dyn Encryption>, ConfigError> {
-    match name {
-        "none" => Ok(Box::new(none::NoEncryption)),
-        "otp" => Ok(Box::new(otp::Otp::new(p, m, covered, seed)?)),
-        other => Err(ConfigError(format!(
-            "unknown encryption scheme '{}' (choose from {})",
-            other,
-            ENCRYPTION_SCHEMES.join(", ")
-        ))),
-    }
+    let period = p.u64_min("sample.ipc_period", 0)?;
+    let scheme: Box<dyn Encryption> = match name {
+        "none" => Box::new(none::NoEncryption),
+        "direct" => Box::new(direct::Direct::new(p, m, covered, seed)?),
+        "otp" => Box::new(otp::Otp::new(p, m, covered, seed)?),
+        "ocb" => Box::new(ocb::Ocb::new(p, m, covered, seed)?),
+        "tdes" => Box::new(tdes::Tdes::new(p, m, covered, seed)?),
+        "mecu" => Box::new(mecu::Mecu::new(p, m, covered, seed)?),
+        other => {
+            return Err(ConfigError(format!(
+                "unknown encryption scheme '{}' (choose from {})",
+                other,
+                ENCRYPTION_SCHEMES.join(", ")
+            )))
+        }
+    };
+    Ok(if period > 0 { Box::new(Sampled::new(scheme, period)) } else { scheme })
 }
 
 /// Deterministic key material from a seed (splitmix64), so runs are reproducible.
@@ -72,4 +125,173 @@ pub fn derive_key(seed: u64, purpose: u64) -> [u8; 16] {
     k[..8].copy_from_slice(&next().to_le_bytes());
     k[8..].copy_from_slice(&next().to_le_bytes());
     k
+}
+
+/// A deterministic stream of random vectors (splitmix64), seeded per scheme.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64, purpose: u64) -> Rng {
+        Rng(seed ^ purpose.wrapping_mul(0xD1B5_4A32_D192_ED03))
+    }
+
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// When each `chunk`-byte piece of transfer `tr` has fully arrived: beat k of the transfer
+/// arrives at `first + k·beat` and a piece is usable once its last beat is in (seed 000 Fig. 7a:
+/// "decryption is performed immediately after each 128-bit chunk is read").
+#[inline]
+pub fn chunk_arrivals(m: &Machine, tr: Transfer, chunk: u64, out: &mut [Cycle]) {
+    let bp = m.bus.params();
+    for (i, a) in out.iter_mut().enumerate() {
+        let beat = ((i as u64 + 1) * chunk).div_ceil(bp.width) - 1;
+        *a = (tr.first + beat * bp.beat_cycles).min(tr.last);
+    }
+}
+
+/// A small on-chip buffer of recently fetched bus words of a metadata region (time stamps,
+/// random vectors, counters): a hit saves the bus read. It holds word addresses only; values
+/// are always read from untrusted memory by the caller. 0 entries: no buffer.
+pub struct WordBuffer {
+    tags: Option<Tags>,
+    word: u64,
+    pub reads: u64,
+    pub hits: u64,
+}
+
+impl WordBuffer {
+    pub fn new(entries: u64, word: u64, key: &str) -> Result<WordBuffer, ConfigError> {
+        let tags = if entries == 0 {
+            None
+        } else {
+            Some(Tags::new(entries * word, entries as usize, word).map_err(|e| ConfigError(format!("{}: {}", key, e)))?)
+        };
+        Ok(WordBuffer { tags, word, reads: 0, hits: 0 })
+    }
+
+    /// Fetch `bytes` at `addr` (inside one word) requested at `t`: when they are on chip.
+    #[inline]
+    pub fn read(&mut self, m: &mut Machine, addr: u64, bytes: u64, t: Cycle) -> Cycle {
+        self.reads += 1;
+        let w = addr & !(self.word - 1);
+        if let Some(tags) = &mut self.tags {
+            if let Some(s) = tags.find(w) {
+                tags.touch(s);
+                self.hits += 1;
+                return t + 1;
+            }
+            let v = tags.victim(w);
+            tags.install(v, w);
+        }
+        m.bus.read(t, bytes).last
+    }
+
+    /// The word at `addr` was just written: it stays buffered.
+    #[inline]
+    pub fn wrote(&mut self, addr: u64) {
+        let w = addr & !(self.word - 1);
+        if let Some(tags) = &mut self.tags {
+            match tags.find(w) {
+                Some(s) => tags.touch(s),
+                None => {
+                    let v = tags.victim(w);
+                    tags.install(v, w);
+                }
+            }
+        }
+    }
+
+    pub fn bus_reads(&self) -> u64 {
+        self.reads - self.hits
+    }
+
+    pub fn clear(&mut self) {
+        if let Some(tags) = &mut self.tags {
+            for s in 0..tags.slots() as u32 {
+                tags.invalidate(s);
+            }
+        }
+    }
+
+    pub fn reset_stats(&mut self) {
+        (self.reads, self.hits) = (0, 0);
+    }
+}
+
+/// Any scheme, with the IPC of every `sample.ipc_period` cycles recorded as the series
+/// `sample.ipc` (the baseline curve of 002 Fig. 4, for any scheme). Windows are closed at the
+/// run loop's polls (every 256 instructions).
+struct Sampled {
+    inner: Box<dyn Encryption>,
+    period: Cycle,
+    next: Cycle,
+    start_cycle: Cycle,
+    start_instr: u64,
+    series: Vec<f64>,
+}
+
+impl Sampled {
+    fn new(inner: Box<dyn Encryption>, period: Cycle) -> Sampled {
+        Sampled { inner, period, next: period, start_cycle: 0, start_instr: 0, series: Vec::new() }
+    }
+}
+
+impl Encryption for Sampled {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
+        self.inner.read_line(m, addr, t, out)
+    }
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+        self.inner.write_line(m, addr, plain, t)
+    }
+    fn drop_cached(&mut self) {
+        self.inner.drop_cached()
+    }
+    fn poll(&mut self, m: &mut Machine, now: Cycle, instructions: u64) -> Cycle {
+        if now >= self.next {
+            let cycles = now - self.start_cycle;
+            self.series.push((instructions - self.start_instr) as f64 / cycles.max(1) as f64);
+            (self.start_cycle, self.start_instr) = (now, instructions);
+            self.next = (now / self.period + 1) * self.period;
+        }
+        self.inner.poll(m, now, instructions)
+    }
+    fn space_overhead(&self) -> f64 {
+        self.inner.space_overhead()
+    }
+    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        self.inner.metadata_of(addr)
+    }
+    fn reset_stats(&mut self) {
+        self.series.clear();
+        self.inner.reset_stats()
+    }
+    fn stats(&self, m: &Machine, out: &mut Stats) {
+        self.inner.stats(m, out);
+        out.int("sample.ipc_period", self.period);
+        out.series("sample.ipc", self.series.clone());
+    }
+    fn take_error(&mut self) -> Option<IntegrityError> {
+        self.inner.take_error()
+    }
+    fn power(&mut self, m: &mut Machine, ev: PowerEvent, t: Cycle) -> Result<Cycle, String> {
+        self.inner.power(m, ev, t)
+    }
+    fn mecu(&mut self) -> Option<&mut mecu::Mecu> {
+        self.inner.mecu()
+    }
+    fn mecu_ref(&self) -> Option<&mecu::Mecu> {
+        self.inner.mecu_ref()
+    }
 }

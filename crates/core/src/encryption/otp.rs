@@ -8,6 +8,17 @@
 //! pad is computed as soon as the time stamp arrives, overlapping the line's transfer
 //! (Fig. 7b). When TIMER would wrap, a new key is chosen and memory re-encrypted.
 //!
+//! On-chip time stamps (000 §4.4, Fig. 7c): "when overlapping the AES computation with data bus
+//! accesses is not sufficient to hide the entire latency, the time stamp can be cached on-chip
+//! or speculated based on recent accesses". Both are options, off by default:
+//! - `otp.ts_cache_entries` > 0: a set-associative on-chip cache of stamp values (trusted
+//!   copies, written through on every write-back). A hit needs no bus read and the pad starts
+//!   at request time.
+//! - `otp.speculate`: on a cache miss the pad is started at request time for a predicted
+//!   stamp (a page's last stamp seen, advanced by the line distance when the page's stamps
+//!   have been rising one per line, i.e. written back in a sweep; 0 for a page never seen).
+//!   The stamp is still fetched; a wrong guess costs a second pad computation from its arrival.
+//!
 //! Memory is all-zero plaintext at power-on; instead of encrypting it all up front, a line
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
@@ -18,9 +29,111 @@ use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Aes128;
 use crate::tsbuf::TsBuffer;
-use secmem_timing::Cycle;
+use secmem_timing::{Cycle, Tags};
 
 const B_TS: u64 = 4;
+/// Pages tracked by the stamp predictor.
+const PREDICTOR_PAGES: usize = 1024;
+
+/// On-chip copies of time stamps, one per entry, set-associative (8 ways).
+struct TsCache {
+    tags: Tags,
+    values: Vec<u32>,
+}
+
+impl TsCache {
+    fn new(entries: u64) -> Result<Option<TsCache>, ConfigError> {
+        if entries == 0 {
+            return Ok(None);
+        }
+        let ways = entries.min(8);
+        // One 4-B stamp per 8-B tag "line" (keyed by stamp address × 2).
+        let tags = Tags::new(entries * 8, ways as usize, 8)
+            .map_err(|e| ConfigError(format!("otp.ts_cache_entries: {} entries in {}-way sets: {}", entries, ways, e)))?;
+        let n = tags.slots();
+        Ok(Some(TsCache { tags, values: vec![0; n] }))
+    }
+
+    #[inline]
+    fn get(&mut self, ts_addr: u64) -> Option<u32> {
+        let s = self.tags.find(ts_addr * 2)?;
+        self.tags.touch(s);
+        Some(self.values[s as usize])
+    }
+
+    #[inline]
+    fn put(&mut self, ts_addr: u64, v: u32) {
+        let k = ts_addr * 2;
+        let s = match self.tags.find(k) {
+            Some(s) => s,
+            None => {
+                let s = self.tags.victim(k);
+                self.tags.install(s, k);
+                s
+            }
+        };
+        self.tags.touch(s);
+        self.values[s as usize] = v;
+    }
+
+    fn clear(&mut self) {
+        for s in 0..self.tags.slots() as u32 {
+            self.tags.invalidate(s);
+        }
+    }
+}
+
+/// Per page: the last (line index, stamp) seen and whether stamps rose one per line.
+#[derive(Clone, Copy, Default)]
+struct PageHistory {
+    page: u64,
+    line: u64,
+    ts: u32,
+    sweep: bool,
+}
+
+struct Predictor {
+    pages: Vec<PageHistory>,
+}
+
+impl Predictor {
+    fn new() -> Predictor {
+        Predictor { pages: vec![PageHistory { page: u64::MAX, ..Default::default() }; PREDICTOR_PAGES] }
+    }
+
+    #[inline]
+    fn split(addr: u64, line: u64) -> (u64, u64, usize) {
+        let page = addr / crate::mem::PAGE;
+        (page, (addr % crate::mem::PAGE) / line, (page as usize) % PREDICTOR_PAGES)
+    }
+
+    #[inline]
+    fn predict(&self, addr: u64, line: u64) -> u32 {
+        let (page, idx, i) = Self::split(addr, line);
+        let h = &self.pages[i];
+        if h.page != page {
+            return 0;
+        }
+        if h.sweep {
+            h.ts.wrapping_add((idx as i64 - h.line as i64) as u32)
+        } else {
+            h.ts
+        }
+    }
+
+    #[inline]
+    fn observe(&mut self, addr: u64, line: u64, ts: u32) {
+        let (page, idx, i) = Self::split(addr, line);
+        let h = &mut self.pages[i];
+        if h.page == page {
+            let dl = idx as i64 - h.line as i64;
+            h.sweep = dl != 0 && ts.wrapping_sub(h.ts) as i32 as i64 == dl;
+        } else {
+            *h = PageHistory { page, line: idx, ts, sweep: false };
+        }
+        (h.line, h.ts) = (idx, ts);
+    }
+}
 
 pub struct Otp {
     aes: Aes128,
@@ -34,7 +147,12 @@ pub struct Otp {
     covered: u64,
     line: u64,
     ts_buf: TsBuffer,
+    ts_cache: Option<TsCache>,
+    predictor: Option<Predictor>,
     // statistics
+    ts_cache_hits: u64,
+    spec_predictions: u64,
+    spec_hits: u64,
     reads: u64,
     writes: u64,
     pad_hidden: u64,
@@ -50,6 +168,8 @@ impl Otp {
             return Err(ConfigError(format!("otp.ts_bits: {} exceeds the 32-bit time-stamp field", ts_bits)));
         }
         let ts_buf = TsBuffer::new(p, "otp.ts_buffer_entries")?;
+        let ts_cache = TsCache::new(p.u64_min("otp.ts_cache_entries", 0)?)?;
+        let predictor = p.bool("otp.speculate")?.then(Predictor::new);
         let line = m.line();
         if line % 16 != 0 {
             return Err(ConfigError(format!("l2.line: {} B is not a whole number of 16-B AES chunks", line)));
@@ -68,6 +188,11 @@ impl Otp {
             covered,
             line,
             ts_buf,
+            ts_cache,
+            predictor,
+            ts_cache_hits: 0,
+            spec_predictions: 0,
+            spec_hits: 0,
             reads: 0,
             writes: 0,
             pad_hidden: 0,
@@ -138,6 +263,9 @@ impl Otp {
         }
         self.reencryptions += 1;
         self.timer = 1;
+        if let Some(c) = &mut self.ts_cache {
+            c.clear();
+        }
         done
     }
 }
@@ -149,17 +277,49 @@ impl Encryption for Otp {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
-        let (ts, t_ts) = self.ts_buf.read(m, self.ts_addr(addr), t);
+        let ta = self.ts_addr(addr);
+        let cached = self.ts_cache.as_mut().and_then(|c| c.get(ta));
+        let (ts, t_ts) = match cached {
+            // On chip: no bus read, the pad starts at request time (Fig. 7c).
+            Some(v) => {
+                self.ts_cache_hits += 1;
+                (v, t + 1)
+            }
+            None => {
+                let (v, tt) = self.ts_buf.read(m, ta, t);
+                if let Some(c) = &mut self.ts_cache {
+                    c.put(ta, v);
+                }
+                (v, tt)
+            }
+        };
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
-        // The pad depends only on the time stamp: start it as soon as the stamp is here.
-        let t_pad = m.aes.run(t_ts, out.len() as u64);
+        // The pad depends only on the time stamp: start it as soon as the stamp is here, or
+        // at request time on a guess that the stamp then confirms.
+        let mut t_pad = None;
+        if cached.is_none() {
+            if let Some(pr) = &mut self.predictor {
+                self.spec_predictions += 1;
+                let guess = pr.predict(addr, self.line);
+                let t_guess = m.aes.run(t + 1, out.len() as u64);
+                if guess == ts {
+                    self.spec_hits += 1;
+                    t_pad = Some(t_guess);
+                }
+                pr.observe(addr, self.line, ts);
+            }
+        }
+        let (t_pad, t_start) = match t_pad {
+            Some(tp) => (tp, t + 1),
+            None => (m.aes.run(t_ts, out.len() as u64), t_ts),
+        };
         if !(ts == 0 && out.iter().all(|&b| b == 0)) {
             self.apply_pad(addr, ts, out);
         }
         let ready = tr.last.max(t_pad) + m.xor_latency;
         let exposed = t_pad.saturating_sub(tr.last);
-        let pad_time = t_pad - t_ts;
+        let pad_time = t_pad - t_start;
         self.pad_exposed += exposed;
         self.pad_hidden += pad_time.saturating_sub(exposed);
         ready
@@ -180,12 +340,22 @@ impl Encryption for Otp {
         self.apply_pad(addr, ts, ct);
         m.mem.write(addr, ct);
         let t_x = t_pad + m.xor_latency;
-        self.ts_buf.write(m, self.ts_addr(addr), ts, t_x);
+        let ta = self.ts_addr(addr);
+        if let Some(c) = &mut self.ts_cache {
+            c.put(ta, ts);
+        }
+        if let Some(pr) = &mut self.predictor {
+            pr.observe(addr, self.line, ts);
+        }
+        self.ts_buf.write(m, ta, ts, t_x);
         m.bus.write(t_x, plain.len() as u64)
     }
 
     fn drop_cached(&mut self) {
         self.ts_buf.clear();
+        if let Some(c) = &mut self.ts_cache {
+            c.clear();
+        }
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
@@ -196,6 +366,7 @@ impl Encryption for Otp {
         (self.reads, self.writes) = (0, 0);
         self.ts_buf.reset_stats();
         (self.pad_hidden, self.pad_exposed, self.reencryptions, self.reencrypted_lines) = (0, 0, 0, 0);
+        (self.ts_cache_hits, self.spec_predictions, self.spec_hits) = (0, 0, 0);
     }
 
     fn space_overhead(&self) -> f64 {
@@ -216,5 +387,12 @@ impl Encryption for Otp {
         out.int("otp.reencryptions", self.reencryptions);
         out.int("otp.reencrypted_lines", self.reencrypted_lines);
         out.float("otp.space_overhead", self.space_overhead());
+        out.int("otp.ts_cache_entries", self.ts_cache.as_ref().map_or(0, |c| c.values.len() as u64));
+        out.int("otp.ts_cache_hits", self.ts_cache_hits);
+        out.float("otp.ts_cache_hit_rate", ratio(self.ts_cache_hits, self.reads));
+        out.int("otp.spec_predictions", self.spec_predictions);
+        out.int("otp.spec_hits", self.spec_hits);
+        out.float("otp.spec_hit_rate", ratio(self.spec_hits, self.spec_predictions));
+        out.float("otp.pad_early_fraction", ratio(self.ts_cache_hits + self.spec_hits, self.reads));
     }
 }
