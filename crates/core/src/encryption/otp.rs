@@ -15,9 +15,10 @@
 //!   copies, written through on every write-back). A hit needs no bus read and the pad starts
 //!   at request time.
 //! - `otp.speculate`: on a cache miss the pad is started at request time for a predicted
-//!   stamp (a page's last stamp seen, advanced by the line distance when the page's stamps
-//!   have been rising one per line, i.e. written back in a sweep; 0 for a page never seen).
-//!   The stamp is still fetched; a wrong guess costs a second pad computation from its arrival.
+//!   stamp: the last stamp a read found in the same page, advanced by the line distance when
+//!   the page's stamps have been rising one per line (written back in a sweep). A page with
+//!   no history is not guessed. The stamp is still fetched to confirm the guess; a wrong
+//!   guess costs a second pad computation (AES bandwidth) from the stamp's arrival.
 //!
 //! Memory is all-zero plaintext at power-on; instead of encrypting it all up front, a line
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
@@ -33,7 +34,7 @@ use secmem_timing::{Cycle, Tags};
 
 const B_TS: u64 = 4;
 /// Pages tracked by the stamp predictor.
-const PREDICTOR_PAGES: usize = 1024;
+const PREDICTOR_PAGES: usize = 4096;
 
 /// On-chip copies of time stamps, one per entry, set-associative (8 ways).
 struct TsCache {
@@ -83,7 +84,7 @@ impl TsCache {
     }
 }
 
-/// Per page: the last (line index, stamp) seen and whether stamps rose one per line.
+/// Per page: the last (line index, stamp) read and whether stamps rose one per line.
 #[derive(Clone, Copy, Default)]
 struct PageHistory {
     page: u64,
@@ -92,6 +93,7 @@ struct PageHistory {
     sweep: bool,
 }
 
+/// The time-stamp predictor: pages hashed into a table, trained on the stamps reads find.
 struct Predictor {
     pages: Vec<PageHistory>,
 }
@@ -104,21 +106,20 @@ impl Predictor {
     #[inline]
     fn split(addr: u64, line: u64) -> (u64, u64, usize) {
         let page = addr / crate::mem::PAGE;
-        (page, (addr % crate::mem::PAGE) / line, (page as usize) % PREDICTOR_PAGES)
+        // Hashed: arrays a power-of-two apart must not share entries.
+        let i = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % PREDICTOR_PAGES;
+        (page, (addr % crate::mem::PAGE) / line, i)
     }
 
+    /// A guess for the stamp of the line at `addr`, if its page was seen.
     #[inline]
-    fn predict(&self, addr: u64, line: u64) -> u32 {
+    fn predict(&self, addr: u64, line: u64) -> Option<u32> {
         let (page, idx, i) = Self::split(addr, line);
         let h = &self.pages[i];
         if h.page != page {
-            return 0;
+            return None;
         }
-        if h.sweep {
-            h.ts.wrapping_add((idx as i64 - h.line as i64) as u32)
-        } else {
-            h.ts
-        }
+        Some(if h.sweep { h.ts.wrapping_add((idx as i64 - h.line as i64) as u32) } else { h.ts })
     }
 
     #[inline]
@@ -300,12 +301,13 @@ impl Encryption for Otp {
         let mut t_pad = None;
         if cached.is_none() {
             if let Some(pr) = &mut self.predictor {
-                self.spec_predictions += 1;
-                let guess = pr.predict(addr, self.line);
-                let t_guess = m.aes.run(t + 1, out.len() as u64);
-                if guess == ts {
-                    self.spec_hits += 1;
-                    t_pad = Some(t_guess);
+                if let Some(guess) = pr.predict(addr, self.line) {
+                    self.spec_predictions += 1;
+                    let t_guess = m.aes.run(t + 1, out.len() as u64);
+                    if guess == ts {
+                        self.spec_hits += 1;
+                        t_pad = Some(t_guess);
+                    }
                 }
                 pr.observe(addr, self.line, ts);
             }
@@ -343,9 +345,6 @@ impl Encryption for Otp {
         let ta = self.ts_addr(addr);
         if let Some(c) = &mut self.ts_cache {
             c.put(ta, ts);
-        }
-        if let Some(pr) = &mut self.predictor {
-            pr.observe(addr, self.line, ts);
         }
         self.ts_buf.write(m, ta, ts, t_x);
         m.bus.write(t_x, plain.len() as u64)
