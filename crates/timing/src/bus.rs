@@ -33,10 +33,10 @@ pub struct Transfer {
 /// Bus cycles the calendar remembers (2^20 beats = 5.2 M processor cycles at 5 cycles/beat);
 /// requests wanting a slot older than that take the oldest slot remembered.
 const WINDOW: u64 = 1 << 20;
-/// How far past the wanted slot a gap is searched for; beyond it the transfer goes after
+/// How far past the wanted slot (in bus cycles) a gap is searched for; beyond it the transfer goes after
 /// everything booked (a bus busy that long would put it there anyway). Keeps fragmented
 /// calendars from being rescanned by every request.
-const SEARCH: u64 = 4096;
+const SEARCH: u64 = 1024;
 const WORDS: usize = (WINDOW / 64) as usize;
 
 #[derive(Clone, Debug)]
@@ -96,12 +96,6 @@ impl Bus {
     }
 
     #[inline]
-    fn is_busy(&self, s: u64) -> bool {
-        let i = s % WINDOW;
-        self.busy[(i / 64) as usize] >> (i % 64) & 1 != 0
-    }
-
-    #[inline]
     fn set_busy(&mut self, s: u64) {
         let i = s % WINDOW;
         self.busy[(i / 64) as usize] |= 1 << (i % 64);
@@ -125,48 +119,75 @@ impl Bus {
         self.dense = self.dense.max(new_base);
     }
 
+    /// First free slot in [s, limit), or `limit`.
+    #[inline]
+    fn first_free(&self, mut s: u64, limit: u64) -> u64 {
+        while s < limit {
+            let i = s % WINDOW;
+            let b = i % 64;
+            // Bits below `b` count as busy.
+            let w = self.busy[(i / 64) as usize] | ((1u64 << b) - 1);
+            if w != u64::MAX {
+                return (s - b + w.trailing_ones() as u64).min(limit);
+            }
+            s += 64 - b;
+        }
+        limit
+    }
+
+    /// The last booked slot in [s, s + n), if any.
+    #[inline]
+    fn last_busy(&self, s: u64, n: u64) -> Option<u64> {
+        let (mut k, end) = (s, s + n);
+        let mut last = None;
+        while k < end {
+            let i = k % WINDOW;
+            let b = i % 64;
+            let span = (64 - b).min(end - k);
+            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << b };
+            let hit = self.busy[(i / 64) as usize] & mask;
+            if hit != 0 {
+                last = Some(k - b + 63 - hit.leading_zeros() as u64);
+            }
+            k += span;
+        }
+        last
+    }
+
     /// Book the earliest `n` consecutive free slots at or after slot `from`.
     #[inline]
     fn reserve(&mut self, from: u64, n: u64) -> u64 {
         let mut s = from.max(self.base).max(self.dense);
-        let give_up = s + SEARCH;
-        'search: loop {
+        // A backlog deeper than the search reach: the transfer goes after it, as it would
+        // after searching (saturated buses would otherwise rescan every request).
+        let give_up = if self.end > s + 2 * SEARCH { s } else { s + SEARCH };
+        loop {
             if s >= give_up {
                 s = s.max(self.end);
                 self.advance(s + n);
                 break;
             }
-            // Skip whole busy words quickly.
-            while self.is_busy(s) {
-                let i = s % WINDOW;
-                if i % 64 == 0 && s + 64 <= self.base + WINDOW && self.busy[(i / 64) as usize] == u64::MAX {
-                    s += 64;
-                } else {
-                    s += 1;
-                }
-                if s >= self.base + WINDOW {
-                    self.advance(s + n);
-                }
+            if s + n > self.base + WINDOW {
+                self.advance(s + n);
+            }
+            s = self.first_free(s, give_up.min(self.base + WINDOW));
+            if s >= give_up {
+                continue;
             }
             if s + n > self.base + WINDOW {
                 self.advance(s + n);
             }
-            for k in 1..n {
-                if self.is_busy(s + k) {
-                    s += k + 1;
-                    continue 'search;
-                }
+            match self.last_busy(s, n) {
+                None => break,
+                Some(b) => s = b + 1,
             }
-            break;
         }
         for k in 0..n {
             self.set_busy(s + k);
         }
         self.end = self.end.max(s + n);
         if s <= self.dense {
-            while self.dense < self.base + WINDOW && self.is_busy(self.dense) {
-                self.dense += 1;
-            }
+            self.dense = self.first_free(self.dense, self.base + WINDOW);
         }
         s
     }
@@ -271,6 +292,18 @@ mod tests {
             assert!(r.first >= end, "{} < {}", r.first, end);
         }
         assert_eq!(b.busy_cycles, 20_000 * 5 + 20_000 * 40);
+    }
+
+    #[test]
+    fn gaps_are_found_across_word_boundaries() {
+        let mut b = table1();
+        // Book slots 0..60 and 70..200: a 10-slot gap straddles the 64-slot word boundary.
+        b.write(0, 60 * 8);
+        b.write(70 * 5, 130 * 8);
+        let r = b.read(0, 64); // 8 beats, wanted at slot 15
+        assert_eq!(r.first, 61 * 5, "fits in the gap 60..70");
+        let r = b.read(0, 64);
+        assert_eq!(r.first, 201 * 5, "the next one goes after the busy run");
     }
 
     #[test]
