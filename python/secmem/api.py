@@ -212,6 +212,20 @@ class SecureMemory:
         """(description, address) of each piece of metadata protecting ``addr``."""
         return self._m.metadata(addr)
 
+    def suspend(self) -> None:
+        """Suspend (encryption "mecu", seed 002): caches are written back and the key device
+        removed; ``untrusted`` is then what an offline adversary reads. Other schemes raise
+        RuntimeError."""
+        self._m.suspend()
+
+    def resume(self) -> None:
+        """Resume after :meth:`suspend`: the key is back and the state counter advances."""
+        self._m.resume()
+
+    def reboot(self) -> None:
+        """Reboot: a new key and state; the old memory is unreadable garbage from now on."""
+        self._m.reboot()
+
     @property
     def dma_region(self) -> tuple:
         """(base, size) of the unprotected region devices write into (003 §4.6.1)."""

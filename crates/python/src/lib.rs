@@ -25,6 +25,13 @@ fn integrity_err(e: secmem_core::IntegrityError) -> PyErr {
     })
 }
 
+fn power_err(e: secmem_core::power::PowerError) -> PyErr {
+    match e {
+        secmem_core::power::PowerError::Integrity(e) => integrity_err(e),
+        secmem_core::power::PowerError::Refused(m) => pyo3::exceptions::PyRuntimeError::new_err(m),
+    }
+}
+
 fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in &s.0 {
@@ -294,6 +301,21 @@ impl SecureMemory {
     fn touched_pages(&mut self) -> Vec<u64> {
         let end = self.eng.untrusted().size();
         self.eng.untrusted().touched_pages(0, end)
+    }
+
+    /// Suspend (mecu): write the caches back and take the key device out.
+    fn suspend(&mut self) -> PyResult<()> {
+        self.eng.suspend().map_err(power_err)
+    }
+
+    /// Resume (mecu): the key device is back, a new resume cycle begins.
+    fn resume(&mut self) -> PyResult<()> {
+        self.eng.resume().map_err(power_err)
+    }
+
+    /// Reboot (mecu): a new key; the old instance's memory becomes unreadable.
+    fn reboot(&mut self) -> PyResult<()> {
+        self.eng.reboot().map_err(power_err)
     }
 }
 
