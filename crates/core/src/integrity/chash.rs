@@ -141,14 +141,10 @@ impl Integrity for Chash {
         let (want, t_want) = self.expected(m, enc, c, t_req)?;
         self.checks += 1;
         let hb = self.tree.hb;
-        if h[..hb] != want[..hb] {
-            m.read_buf.hold_until(slot, t_start);
-            return Err(IntegrityError { addr, what: mismatch(&self.tree, c) });
-        }
-        let checked = h_done.max(t_want) + 1;
-        m.read_buf.hold_until(slot, checked);
-        m.note_check(checked);
-        Ok(Verified { ready: t_start, checked })
+        super::conclude(m, slot, t_start, h[..hb] == want[..hb], h_done.max(t_want) + 1, || IntegrityError {
+            addr,
+            what: mismatch(&self.tree, c),
+        })
     }
 
     /// Write-Back (003 §4.3): hash the evicted chunk and store the hash in its parent, which

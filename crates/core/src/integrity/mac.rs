@@ -75,14 +75,11 @@ impl Integrity for Mac {
         let h_done = m.hash.run(t_start, (16 + 8 + plain.len()) as u64);
         self.checks += 1;
         let fresh = stored[..hb].iter().all(|&b| b == 0) && plain.iter().all(|&b| b == 0);
-        if !fresh && self.mac(addr, plain)[..hb] != stored[..hb] {
-            m.read_buf.hold_until(slot, t_start);
-            return Err(IntegrityError { addr, what: "data does not match its MAC".into() });
-        }
-        let checked = h_done.max(t_mac) + 1;
-        m.read_buf.hold_until(slot, checked);
-        m.note_check(checked);
-        Ok(Verified { ready: t_start, checked })
+        let matched = fresh || self.mac(addr, plain)[..hb] == stored[..hb];
+        super::conclude(m, slot, t_start, matched, h_done.max(t_mac) + 1, || IntegrityError {
+            addr,
+            what: "data does not match its MAC".into(),
+        })
     }
 
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {

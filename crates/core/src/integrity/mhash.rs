@@ -145,13 +145,10 @@ impl Mhash {
         let t_mac = m.aes.run(h_done, 16);
         let (want, t_want) = self.expected(m, enc, c, t)?;
         self.checks += 1;
-        if mac[..16] != want[..16] {
-            m.read_buf.hold_until(slot, t_start);
-            return Err(IntegrityError { addr: base, what: super::chash::mismatch(&self.tree, c).replace("hash", "MAC") });
-        }
-        let checked = t_mac.max(t_want) + 1;
-        m.read_buf.hold_until(slot, checked);
-        m.note_check(checked);
+        super::conclude(m, slot, t_start, mac[..16] == want[..16], t_mac.max(t_want) + 1, || IntegrityError {
+            addr: base,
+            what: super::chash::mismatch(&self.tree, c).replace("hash", "MAC"),
+        })?;
         for j in 0..self.n {
             if cache_it[j] {
                 let a = base + (j * self.line) as u64;

@@ -109,6 +109,26 @@ pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<d
     }
 }
 
+/// Conclude a check that took read-buffer entry `slot` at `t_start`: on a match the entry is
+/// held until `done` and the check recorded for barriers; on a mismatch it is released and
+/// the failure returned. The data was usable from `t_start` either way (speculation).
+pub fn conclude(
+    m: &mut Machine,
+    slot: usize,
+    t_start: Cycle,
+    matched: bool,
+    done: Cycle,
+    failure: impl FnOnce() -> IntegrityError,
+) -> Result<Verified, IntegrityError> {
+    if !matched {
+        m.read_buf.hold_until(slot, t_start);
+        return Err(failure());
+    }
+    m.read_buf.hold_until(slot, done);
+    m.note_check(done);
+    Ok(Verified { ready: t_start, checked: done })
+}
+
 /// Write a dirty victim back with no integrity work (clean victims need nothing).
 pub fn write_back_plain(m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
     if !v.dirty {

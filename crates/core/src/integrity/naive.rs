@@ -123,14 +123,11 @@ impl Integrity for Naive {
         let h_done = m.hash.run(t_start, self.tree.chunk);
         let h = hash(&self.hasher, plain);
         self.checks += 1;
-        if h[..self.tree.hb] != self.stored_hash(c)[..self.tree.hb] {
-            m.read_buf.hold_until(slot, t_start);
-            return Err(IntegrityError { addr, what: mismatch(&self.tree, c) });
-        }
-        let checked = h_done.max(path_done) + 1;
-        m.read_buf.hold_until(slot, checked);
-        m.note_check(checked);
-        Ok(Verified { ready: t_start, checked })
+        let matched = h[..self.tree.hb] == self.stored_hash(c)[..self.tree.hb];
+        super::conclude(m, slot, t_start, matched, h_done.max(path_done) + 1, || IntegrityError {
+            addr,
+            what: mismatch(&self.tree, c),
+        })
     }
 
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
