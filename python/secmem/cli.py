@@ -206,34 +206,49 @@ def cmd_bench(a) -> int:
     return 0
 
 
-def cmd_attack(a) -> int:
-    integs = a.integrity.split(",") if a.integrity else [i for i in _core.integrity_schemes()]
-    for i in integs:
-        if i not in _core.integrity_schemes():
-            raise _core.ConfigError(f"unknown integrity scheme '{i}' (choose from {', '.join(_core.integrity_schemes())})")
-    rows = _core.attack(a.preset, integs, a.encryption, a.set, a.seed)
+def _matrix(rows, column, columns, yes, no, surprises):
     attacks = list(dict.fromkeys(r["attack"] for r in rows))
-    cell = {(r["attack"], r["integrity"]): r for r in rows}
-    print(f"secmem attack — encryption={a.encryption}, preset {a.preset}")
-    print("  detected: the processor noticed (on the read, or at the latest at a full check)\n")
+    cell = {(r["attack"], r[column]): r for r in rows}
     w = max(len(x) for x in attacks) + 2
-    print("  " + "attack".ljust(w) + "".join(i.rjust(10) for i in integs))
-    surprises = []
+    cw = max(10, max(len(c) for c in columns) + 2)
+    print("  " + "attack".ljust(w) + "".join(c.rjust(cw) for c in columns))
     for at in attacks:
         line = "  " + at.ljust(w)
-        for i in integs:
-            r = cell[(at, i)]
-            if not r["applicable"]:
-                text = "n/a"
-            else:
-                text = "detected" if r["detected"] else "missed"
+        for c in columns:
+            r = cell[(at, c)]
+            text = "n/a" if not r["applicable"] else (yes if r["detected"] else no)
             if r["detected"] != r["expected"]:
                 text += "!"
                 surprises.append(r)
-            line += text.rjust(10)
+            line += text.rjust(cw)
         print(line)
+
+
+def _names(text, known, kind):
+    names = text.split(",") if text else list(known)
+    for n in names:
+        if n not in known:
+            raise _core.ConfigError(f"unknown {kind} scheme '{n}' (choose from {', '.join(known)})")
+    return names
+
+
+def cmd_attack(a) -> int:
+    integs = _names(a.integrity, _core.integrity_schemes(), "integrity")
+    encs = _names(a.encryptions, _core.encryption_schemes(), "encryption")
+    surprises = []
+    rows = _core.attack(a.preset, integs, a.encryption, a.set, a.seed)
+    print(f"secmem attack — integrity schemes (encryption={a.encryption}), preset {a.preset}")
+    print("  detected: the processor noticed (on the read, or at the latest at a full check)\n")
+    _matrix(rows, "integrity", integs, "detected", "missed", surprises)
     print("\n  mac cannot see replay (a stale block with its stale MAC is still one the processor")
     print("  wrote); the DMA region is unprotected by design, so tampering there is not flagged.")
+    erows = _core.attack_encryption(a.preset, encs, a.set, a.seed)
+    print("\nencryption schemes (no integrity, except where noted)")
+    print("  yes: the adversary succeeds, or for the last row the processor notices\n")
+    _matrix(erows, "encryption", encs, "yes", "no", surprises)
+    print("\n  counter modes (otp, mecu) are malleable without integrity; the MECU reuses a block's pad")
+    print("  within one resume cycle by design (002 §4).")
+    rows = rows + erows
     if a.json:
         _write_json(a.json, rows)
     if surprises:
@@ -280,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     at = sub.add_parser("attack", help="run every attack against every integrity scheme: a detection matrix")
     at.add_argument("--integrity", "-i", help="comma-separated schemes (default: all)")
     at.add_argument("--encryption", "-e", default="none", help="encryption under the integrity schemes (default %(default)s)")
+    at.add_argument("--encryptions", help="encryption schemes attacked for privacy, comma-separated (default: all)")
     at.add_argument("--preset", "-p", default=DEFAULT_PRESET)
     at.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE")
     at.add_argument("--seed", type=int, default=1)

@@ -242,6 +242,110 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
     Ok(out)
 }
 
+pub const ENCRYPTION_ATTACKS: &[&str] = &[
+    "read plaintext from untrusted memory",
+    "equal plaintexts give equal ciphertexts at two addresses",
+    "equal plaintexts give equal ciphertexts on a rewrite",
+    "flip ciphertext bits into chosen plaintext (sell -> buy!)",
+    "the same, with chash on top",
+];
+
+/// What the seeds say each encryption scheme lets the adversary do.
+fn enc_expected(enc: &str, attack: usize) -> bool {
+    match attack {
+        0 | 1 => enc == "none",
+        // The MECU keeps one stamp per block for a whole resume cycle (002 §4).
+        2 => enc == "none" || enc == "mecu",
+        // Counter modes XOR a pad: flipped ciphertext bits flip the same plaintext bits.
+        3 => matches!(enc, "none" | "otp" | "mecu"),
+        _ => true,
+    }
+}
+
+/// Attacks on the privacy of memory for the encryption scheme of `p` (its integrity is
+/// replaced by none, then by chash for the last row).
+pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
+    let enc = p.str("encryption")?;
+    let with = |integ: &str| -> Result<Engine, ConfigError> {
+        let mut q = p.clone();
+        q.set("integrity", integ)?;
+        Engine::new(&q, seed)
+    };
+    let io = |x: crate::IntegrityError| ConfigError(x.to_string());
+    let mut out = Vec::new();
+    let mut cell = |i: usize, happened: bool, detail: String| {
+        out.push(Outcome {
+            attack: ENCRYPTION_ATTACKS[i],
+            applicable: true,
+            detected: happened,
+            expected: enc_expected(&enc, i),
+            detail,
+        });
+    };
+    let secret: Vec<u8> = b"TOP-SECRET-PLAN!".iter().cycle().take(64).copied().collect();
+
+    // Plaintext left in untrusted memory after a flush.
+    let mut e = with("none")?;
+    for k in 0..64u64 {
+        e.write(BASE + k * 4096, &secret, 0).map_err(io)?;
+    }
+    e.flush(0).map_err(io)?;
+    let mut found = None;
+    let mut page = vec![0u8; 4096];
+    let data = e.data_size();
+    for a in e.untrusted().touched_pages(0, data) {
+        e.untrusted().read(a, &mut page);
+        if page.windows(8).any(|w| w == &secret[..8]) {
+            found = Some(a);
+            break;
+        }
+    }
+    cell(0, found.is_some(), found.map_or("no plaintext found".into(), |a| format!("plaintext at 0x{:x}", a)));
+
+    // Equal plaintexts at two addresses, and rewritten at one.
+    let raw = |e: &mut Engine, a: u64| {
+        let mut b = [0u8; 64];
+        e.untrusted().read(a, &mut b);
+        b
+    };
+    let mut e = with("none")?;
+    e.write(VICTIM, &secret, 0).map_err(io)?;
+    e.write(OTHER, &secret, 0).map_err(io)?;
+    e.flush(0).map_err(io)?;
+    let (a, b) = (raw(&mut e, VICTIM), raw(&mut e, OTHER));
+    cell(1, a == b, if a == b { "identical lines".into() } else { "ciphertexts differ".into() });
+    e.write(VICTIM, &secret, 0).map_err(io)?;
+    e.flush(0).map_err(io)?;
+    let again = raw(&mut e, VICTIM);
+    cell(2, a == again, if a == again { "identical after the rewrite".into() } else { "ciphertext changed".into() });
+
+    // Malleability (002 §4.3): XOR "sell" ^ "buy!" into the ciphertext.
+    for (i, integ) in [(3, "none"), (4, "chash")] {
+        let mut e = with(integ)?;
+        e.write(VICTIM, b"sell", 0).map_err(io)?;
+        e.flush(0).map_err(io)?;
+        let mut ct = [0u8; 4];
+        e.untrusted().read(VICTIM, &mut ct);
+        for (c, (x, y)) in ct.iter_mut().zip(b"sell".iter().zip(b"buy!")) {
+            *c ^= x ^ y;
+        }
+        e.untrusted().write(VICTIM, &ct);
+        let mut got = [0u8; 4];
+        let r = e.read(VICTIM, &mut got, 0);
+        if i == 3 {
+            let ok = r.is_ok() && &got == b"buy!";
+            cell(i, ok, if ok { "read back \"buy!\"".into() } else { format!("{:?}", r.map(|_| got)) });
+        } else {
+            let (d, why) = match r {
+                Err(x) => (true, x.to_string()),
+                Ok(_) => noticed(&mut e, &[VICTIM]),
+            };
+            cell(i, d, why);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +370,16 @@ mod tests {
                 }
                 let replay = cells.iter().find(|c| c.attack == "replay a block with its metadata").unwrap();
                 assert_eq!(replay.detected, *integ != "mac" && *integ != "none", "{}", integ);
+            }
+        }
+    }
+
+    #[test]
+    fn every_encryption_scheme_meets_the_seeds_expectations() {
+        for enc in crate::encryption::ENCRYPTION_SCHEMES {
+            let cells = attack_encryption(&params("none", enc), 5).unwrap();
+            for c in &cells {
+                assert_eq!(c.detected, c.expected, "{}: {}: {}", enc, c.attack, c.detail);
             }
         }
     }

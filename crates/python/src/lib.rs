@@ -129,6 +129,28 @@ fn attack<'py>(py: Python<'py>, preset: &str, integrities: Vec<String>, encrypti
     for i in &integrities {
         let p = secmem_sim::configure(preset, Some(i), Some(encryption), &sets).map_err(cfg_err)?;
         let cells = py.detach(|| secmem_core::adversary::attack_all(&p, seed)).map_err(cfg_err)?;
+        append_cells(py, &out, i, encryption, cells)?;
+    }
+    Ok(out)
+}
+
+/// Privacy attacks against each encryption scheme: a list of dicts like `attack`'s.
+#[pyfunction]
+#[pyo3(signature = (preset, encryptions, sets=Vec::new(), seed=1))]
+fn attack_encryption<'py>(py: Python<'py>, preset: &str, encryptions: Vec<String>, sets: Vec<String>, seed: u64) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for e in &encryptions {
+        let p = secmem_sim::configure(preset, Some("none"), Some(e), &sets).map_err(cfg_err)?;
+        let cells = py.detach(|| secmem_core::adversary::attack_encryption(&p, seed)).map_err(cfg_err)?;
+        append_cells(py, &out, "none", e, cells)?;
+    }
+    Ok(out)
+}
+
+fn append_cells(py: Python<'_>, out: &Bound<'_, PyList>, integ: &str, enc: &str, cells: Vec<secmem_core::adversary::Outcome>) -> PyResult<()> {
+    {
+        let i = integ;
+        let encryption = enc;
         for c in cells {
             let d = PyDict::new(py);
             d.set_item("integrity", i)?;
@@ -141,7 +163,7 @@ fn attack<'py>(py: Python<'py>, preset: &str, integrities: Vec<String>, encrypti
             out.append(d)?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Speed benchmark rows: simulated instructions per second per workload and scheme.
@@ -344,6 +366,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;
+    m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;
