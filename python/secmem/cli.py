@@ -55,6 +55,11 @@ def summary(stats: dict, preset: str) -> str:
             lines.append(f"  {prefix}")
             for k in keys:
                 lines.append(f"    {k[len(prefix) + 1:]:<26} {_fmt(s[k]):>14}")
+    if s.get("integrity.final_check_cycles"):
+        lines.append(
+            f"\n  end-of-run integrity check: {s['integrity.final_check_cycles']:,} cycles, "
+            f"{_fmt_bytes(s['integrity.final_check_bytes'])} moved (not in the measured cycles)"
+        )
     if s.get("trace.value_mismatches"):
         lines.append(f"\n  warning: {s['trace.value_mismatches']:,} loads returned a value other than the trace's")
     lines.append("")
