@@ -14,9 +14,9 @@
 //! F (Fig. 2) is AES_k over (a ‖ s_a ‖ i) for the line's 16-B chunks i. A read looks up s_a
 //! (`mecu.state_lookup` cycles) and computes the pad while the line is on the bus, so only the
 //! XOR is added. A write to a block whose stamp is older than s first re-encrypts the whole
-//! block under s (lazy re-encryption, §4.2): the N lines are read, deciphered with the old pad,
-//! enciphered with the new and written, and the processor stalls meanwhile (the stall is
-//! returned from `poll`, §5.1). Within one resume cycle a rewrite reuses the pad: by design the
+//! block under s (lazy re-encryption, §4.2): its other N − 1 lines are read, deciphered with the
+//! old pad, enciphered with the new and written, and the processor stalls meanwhile (the stall
+//! is returned from `poll`, §5.1); the line being written simply gets the new pad. Within one resume cycle a rewrite reuses the pad: by design the
 //! adversary, who only sees memory at suspends, learns the write footprint and nothing else.
 //!
 //! Power failure during a block's re-encryption (§6.4): with `mecu.capacitor` the MECU's
@@ -458,30 +458,42 @@ impl Mecu {
         let mut buf = [0u8; MAX_LINE];
         let t_look = self.lookup(port, t);
         let mut done = t;
+        let mut others = 0u64;
         for j in 0..lines {
             let a = base + j * self.line;
+            // The line being written is replaced, not re-encrypted: only the others are
+            // (002 §4.2: "all other cache lines within that block").
+            let skip = a == addr;
             if at_step(step, &mut failed, self) {
                 return done;
             }
             step += 1;
-            // Read and decipher under the old stamp into the MECU's buffer.
-            let tr = m.bus.read(t, self.line);
-            let line = &mut buf[..len];
-            m.mem.read(a, line);
-            let key = self.key.as_ref().expect("running");
-            if !(old == 0 && line.iter().all(|&x| x == 0)) {
-                Self::apply_pad(key, a, old, line);
+            let mut t_x = t;
+            if !skip {
+                // Read and decipher under the old stamp into the MECU's buffer.
+                let tr = m.bus.read(t, self.line);
+                let line = &mut buf[..len];
+                m.mem.read(a, line);
+                let key = self.key.as_ref().expect("running");
+                if !(old == 0 && line.iter().all(|&x| x == 0)) {
+                    Self::apply_pad(key, a, old, line);
+                }
+                let t_pads = m.aes.run(t_look, 2 * self.line);
+                t_x = tr.last.max(t_pads) + m.xor_latency;
             }
-            let t_pads = m.aes.run(t_look, 2 * self.line);
             if at_step(step, &mut failed, self) {
                 return done;
             }
             step += 1;
-            // Encipher under the new stamp and write back.
-            Self::apply_pad(self.key.as_ref().expect("running"), a, new, &mut buf[..len]);
-            m.mem.write(a, &buf[..len]);
-            done = done.max(m.bus.write(tr.last.max(t_pads) + m.xor_latency, self.line));
+            if !skip {
+                // Encipher under the new stamp and write back.
+                Self::apply_pad(self.key.as_ref().expect("running"), a, new, &mut buf[..len]);
+                m.mem.write(a, &buf[..len]);
+                done = done.max(m.bus.write(t_x, self.line));
+                others += 1;
+            }
         }
+        let reenc_done = done;
         // Steps 2N and 2N+1 even for a block cut short by the end of memory.
         step = 2 * self.lines_per_block;
         if at_step(step, &mut failed, self) {
@@ -493,17 +505,18 @@ impl Mecu {
             return done;
         }
         self.write_under(m, addr, plain, new);
-        let t_pad = m.aes.run(t_look, plain.len() as u64);
+        let t_pad = m.aes.run(t_look.max(reenc_done), plain.len() as u64);
         done = done.max(m.bus.write(t_pad + m.xor_latency, plain.len() as u64));
         self.reencryptions += 1;
-        self.reencrypted_lines += lines;
+        self.reencrypted_lines += others;
         if port == Port::Cpu {
-            // The processor stalls while the block is re-encrypted.
-            let stall = done - t;
+            // The processor stalls while the other lines are read, re-encrypted and written.
+            let stall = reenc_done - t;
             self.stall_cycles += stall;
             self.win_stall += stall;
-            self.stall_until = self.stall_until.max(done);
-            self.win_last_reenc = Some(self.win_last_reenc.unwrap_or(0).max(done));
+            self.stall_until = self.stall_until.max(reenc_done);
+            // Quiescence: the last block brought to the new stamp in this resume cycle.
+            self.win_last_reenc = Some(self.win_last_reenc.unwrap_or(0).max(reenc_done));
         }
         if failed {
             // The capacitors carried the block to its end; now the MECU goes dark.
