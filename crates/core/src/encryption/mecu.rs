@@ -178,6 +178,7 @@ impl Mecu {
         let storage_bits = (mem_size as u128 * state_bits as u128).div_ceil(line as u128 * n as u128);
         let blocks = covered.div_ceil(line * n);
         let device_key = derive_key(seed, 0x3ec0);
+        let resume_period = p.u64_min("mecu.resume_period", 0)?;
         Ok(Mecu {
             seed,
             boot: 0,
@@ -198,8 +199,8 @@ impl Mecu {
             cut_at: None,
             pending: None,
             table_free: 0,
-            resume_period: p.u64_min("mecu.resume_period", 0)?,
-            next_resume: 0,
+            resume_period,
+            next_resume: resume_period,
             hz: p.freq("core.clock")?,
             storage_bytes: storage_bits.div_ceil(8) as u64,
             win_cycle: 0,
@@ -225,13 +226,7 @@ impl Mecu {
             dma_reads: 0,
             dma_writes: 0,
             lock_wait: 0,
-        }
-        .with_schedule())
-    }
-
-    fn with_schedule(mut self) -> Mecu {
-        self.next_resume = self.resume_period;
-        self
+        })
     }
 
     /// The global state counter s.
