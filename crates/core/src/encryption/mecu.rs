@@ -505,8 +505,9 @@ impl Mecu {
         self.reencryptions += 1;
         self.reencrypted_lines += others;
         if port == Port::Cpu {
-            // The processor stalls while the other lines are read, re-encrypted and written.
-            let stall = reenc_done - t;
+            // The processor stalls while the other lines are read, re-encrypted and written
+            // (counted once where re-encryptions overlap).
+            let stall = reenc_done.saturating_sub(t.max(self.stall_until));
             self.stall_cycles += stall;
             self.win_stall += stall;
             self.stall_until = self.stall_until.max(reenc_done);
