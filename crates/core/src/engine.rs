@@ -164,6 +164,8 @@ impl Engine {
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain);
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
+        // An authenticating cipher (OCB's tag) or a suspended MECU refuses the line.
+        self.enc_check()?;
         self.m.insert(line, plain, LineKind::Data, false, v.ready);
         Ok(Outcome { hit: false, ready: v.ready })
     }
@@ -237,8 +239,18 @@ impl Engine {
             let r = self.integ.evict(&mut self.m, &mut *self.enc, &v);
             self.m.recycle(v);
             accepted = accepted.max(r?);
+            self.enc_check()?;
         }
         Ok(accepted)
+    }
+
+    /// A failure the encryption scheme found (OCB tag mismatch, MECU without its key) becomes
+    /// the integrity error it is.
+    fn enc_check(&mut self) -> Result<(), IntegrityError> {
+        match self.enc.take_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Write back and drop every cached line (data and metadata) so the next access comes
@@ -263,6 +275,7 @@ impl Engine {
     pub fn check(&mut self, t: Cycle) -> Result<u64, IntegrityError> {
         self.drain()?;
         if self.integ.check(&mut self.m, &mut *self.enc, t)?.is_some() {
+            self.enc_check()?;
             return Ok(self.m.mem.touched_pages(0, self.data_size).len() as u64 * (PAGE / self.line));
         }
         self.flush(t)?;
@@ -299,14 +312,18 @@ impl Engine {
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
     pub fn barrier(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         let t = self.integ.barrier(&mut self.m, &mut *self.enc, now)?;
-        Ok(self.drain()?.max(t))
+        let t = self.drain()?.max(t);
+        self.enc_check()?;
+        Ok(t)
     }
 
     /// The run is over: schemes that verify at the end do so. Returns when done.
     pub fn finish(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         self.drain()?;
         let t = self.integ.finish(&mut self.m, &mut *self.enc, now)?;
-        Ok(self.drain()?.max(t))
+        let t = self.drain()?.max(t);
+        self.enc_check()?;
+        Ok(t)
     }
 
     /// Called by the run loop every few hundred instructions with the current cycle and the
@@ -316,6 +333,7 @@ impl Engine {
         let t = self.enc.poll(&mut self.m, now, instructions);
         let t = self.integ.poll(&mut self.m, &mut *self.enc, t, instructions)?;
         let done = self.drain()?.max(t);
+        self.enc_check()?;
         Ok(done)
     }
 

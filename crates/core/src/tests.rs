@@ -506,3 +506,17 @@ fn mhash_notices_an_old_block_tampered_before_its_write_back() {
     e.flush(0).unwrap();
     assert!(read(&mut e, 0x4000 + 11 * 4096, 3).is_err(), "the MAC no longer matches memory");
 }
+
+#[test]
+fn an_ocb_tag_mismatch_is_an_integrity_error_on_the_read_even_without_integrity() {
+    let mut e = engine("none", "ocb");
+    e.write(0x6000, b"authenticated", 0).unwrap();
+    e.flush(0).unwrap();
+    flip(&mut e, 0x6000 + 3, 5);
+    let err = read(&mut e, 0x6000, 13).unwrap_err();
+    assert_eq!(err.addr & !63, 0x6000, "{}", err);
+    // Untampered lines still read back.
+    e.write(0x7000, b"fine", 0).unwrap();
+    e.flush(0).unwrap();
+    assert_eq!(read(&mut e, 0x7000, 4).unwrap(), b"fine");
+}

@@ -5,7 +5,7 @@
 
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
-use secmem_timing::{Cycle, Tags};
+use secmem_timing::{Cycle, Tags, Transfer};
 
 pub struct TsBuffer {
     tags: Tags,
@@ -34,6 +34,26 @@ impl TsBuffer {
         let v = self.tags.victim(word);
         self.tags.install(v, word);
         (ts, m.bus.read(t, 4).last)
+    }
+
+    /// Read the stamp at `ts_addr` and the line after it (000 Fig. 7b): a buffered stamp costs
+    /// no bus time; otherwise stamp and line go back to back in one transfer, so the stamp's
+    /// beat never splits the gap the line needs. Returns (stamp, its arrival, line transfer).
+    #[inline]
+    pub fn read_with_line(&mut self, m: &mut Machine, ts_addr: u64, line: u64, t: Cycle) -> (u32, Cycle, Transfer) {
+        let ts = m.mem.read_u32(ts_addr);
+        self.reads += 1;
+        let word = ts_addr & !7;
+        if let Some(s) = self.tags.find(word) {
+            self.tags.touch(s);
+            self.hits += 1;
+            return (ts, t + 1, m.bus.read(t, line));
+        }
+        let v = self.tags.victim(word);
+        self.tags.install(v, word);
+        let width = m.bus.params().width;
+        let tr = m.bus.read(t, width + line);
+        (ts, tr.first, Transfer { first: tr.first + m.bus.params().beat_cycles, last: tr.last })
     }
 
     /// Write a stamp (one bus beat); the word stays buffered.

@@ -11,6 +11,7 @@
 //! calendar lets each fill the gap that was free at its own time instead of queueing behind
 //! whatever was presented before it.
 
+use crate::calendar::Calendar;
 use crate::Cycle;
 
 #[derive(Clone, Copy, Debug)]
@@ -30,25 +31,12 @@ pub struct Transfer {
     pub last: Cycle,
 }
 
-/// Bus cycles the calendar remembers (2^20 beats = 5.2 M processor cycles at 5 cycles/beat);
-/// requests wanting a slot older than that take the oldest slot remembered.
-const WINDOW: u64 = 1 << 20;
-/// How far past the wanted slot (in bus cycles) a gap is searched for; beyond it the transfer goes after
-/// everything booked (a bus busy that long would put it there anyway). Keeps fragmented
-/// calendars from being rescanned by every request.
-const SEARCH: u64 = 1024;
-const WORDS: usize = (WINDOW / 64) as usize;
 
 #[derive(Clone, Debug)]
 pub struct Bus {
     p: BusParams,
-    /// Slot (bus cycle) of bit 0 of the window: slots [base, base + WINDOW) are tracked.
-    base: u64,
-    busy: Vec<u64>,
-    /// Every slot in [base, dense) is booked: searches start here at the earliest.
-    dense: u64,
-    /// One past the last reserved slot.
-    end: u64,
+    /// Bus cycles booked.
+    cal: Calendar,
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub reads: u64,
@@ -63,10 +51,7 @@ impl Bus {
         assert!(p.width > 0 && p.beat_cycles > 0);
         Bus {
             p,
-            base: 0,
-            busy: vec![0; WORDS],
-            dense: 0,
-            end: 0,
+            cal: Calendar::new(),
             read_bytes: 0,
             write_bytes: 0,
             reads: 0,
@@ -82,7 +67,7 @@ impl Bus {
 
     /// Cycle from which no transfer is booked.
     pub fn free_at(&self) -> Cycle {
-        self.end * self.p.beat_cycles
+        self.cal.end() * self.p.beat_cycles
     }
 
     pub fn reset_stats(&mut self) {
@@ -95,103 +80,6 @@ impl Bus {
         bytes.div_ceil(self.p.width).max(1)
     }
 
-    #[inline]
-    fn set_busy(&mut self, s: u64) {
-        let i = s % WINDOW;
-        self.busy[(i / 64) as usize] |= 1 << (i % 64);
-    }
-
-    /// Slide the window so that slot `last` is inside it, forgetting the oldest slots.
-    fn advance(&mut self, last: u64) {
-        if last < self.base + WINDOW {
-            return;
-        }
-        let new_base = last + 1 - WINDOW / 2;
-        if new_base - self.base >= WINDOW {
-            self.busy.iter_mut().for_each(|w| *w = 0);
-        } else {
-            for s in self.base..new_base {
-                let i = s % WINDOW;
-                self.busy[(i / 64) as usize] &= !(1 << (i % 64));
-            }
-        }
-        self.base = new_base;
-        self.dense = self.dense.max(new_base);
-    }
-
-    /// First free slot in [s, limit), or `limit`.
-    #[inline]
-    fn first_free(&self, mut s: u64, limit: u64) -> u64 {
-        while s < limit {
-            let i = s % WINDOW;
-            let b = i % 64;
-            // Bits below `b` count as busy.
-            let w = self.busy[(i / 64) as usize] | ((1u64 << b) - 1);
-            if w != u64::MAX {
-                return (s - b + w.trailing_ones() as u64).min(limit);
-            }
-            s += 64 - b;
-        }
-        limit
-    }
-
-    /// The last booked slot in [s, s + n), if any.
-    #[inline]
-    fn last_busy(&self, s: u64, n: u64) -> Option<u64> {
-        let (mut k, end) = (s, s + n);
-        let mut last = None;
-        while k < end {
-            let i = k % WINDOW;
-            let b = i % 64;
-            let span = (64 - b).min(end - k);
-            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << b };
-            let hit = self.busy[(i / 64) as usize] & mask;
-            if hit != 0 {
-                last = Some(k - b + 63 - hit.leading_zeros() as u64);
-            }
-            k += span;
-        }
-        last
-    }
-
-    /// Book the earliest `n` consecutive free slots at or after slot `from`.
-    #[inline]
-    fn reserve(&mut self, from: u64, n: u64) -> u64 {
-        let mut s = from.max(self.base).max(self.dense);
-        // A backlog deeper than the search reach: the transfer goes after it, as it would
-        // after searching (saturated buses would otherwise rescan every request).
-        let give_up = if self.end > s + 2 * SEARCH { s } else { s + SEARCH };
-        loop {
-            if s >= give_up {
-                s = s.max(self.end);
-                self.advance(s + n);
-                break;
-            }
-            if s + n > self.base + WINDOW {
-                self.advance(s + n);
-            }
-            s = self.first_free(s, give_up.min(self.base + WINDOW));
-            if s >= give_up {
-                continue;
-            }
-            if s + n > self.base + WINDOW {
-                self.advance(s + n);
-            }
-            match self.last_busy(s, n) {
-                None => break,
-                Some(b) => s = b + 1,
-            }
-        }
-        for k in 0..n {
-            self.set_busy(s + k);
-        }
-        self.end = self.end.max(s + n);
-        if s <= self.dense {
-            self.dense = self.first_free(self.dense, self.base + WINDOW);
-        }
-        s
-    }
-
     /// Read `bytes` requested at `t`.
     #[inline]
     pub fn read(&mut self, t: Cycle, bytes: u64) -> Transfer {
@@ -199,7 +87,7 @@ impl Bus {
         let bc = self.p.beat_cycles;
         // The first beat can be on the bus once memory has the data.
         let want = (t + self.p.latency).saturating_sub(bc);
-        let s = self.reserve(want.div_ceil(bc), n);
+        let s = self.cal.reserve(want.div_ceil(bc), n);
         let start = s * bc;
         self.queue_cycles += start.saturating_sub(want);
         self.busy_cycles += n * bc;
@@ -209,15 +97,21 @@ impl Bus {
     }
 
     /// Write `bytes` issued at `t`; returns when it is on memory (writers do not wait for it).
+    /// Like a controller draining its write queue, the beats go into the earliest idle bus
+    /// cycles from `t` on, one by one, filling gaps between reads rather than splitting them.
     #[inline]
     pub fn write(&mut self, t: Cycle, bytes: u64) -> Cycle {
         let n = self.beats(bytes);
         let bc = self.p.beat_cycles;
-        let s = self.reserve(t.div_ceil(bc), n);
+        let from = t.div_ceil(bc);
+        let mut last = from;
+        for _ in 0..n {
+            last = self.cal.reserve(from, 1);
+        }
         self.busy_cycles += n * bc;
         self.write_bytes += n * self.p.width;
         self.writes += 1;
-        (s + n) * bc
+        (last + 1) * bc
     }
 }
 
@@ -314,6 +208,6 @@ mod tests {
             let r = b.read(t, 64);
             assert_eq!(r.first, t + 80, "an idle bus never delays a read ({})", k);
         }
-        assert!(b.free_at() > WINDOW * 5);
+        assert!(b.free_at() > (1 << 20) * 5);
     }
 }

@@ -5,11 +5,13 @@
 //! real. The functional code calls them as it performs the very operations they time.
 
 pub mod bus;
+pub mod calendar;
 pub mod pipe;
 pub mod slots;
 pub mod tags;
 
 pub use bus::{Bus, BusParams, Transfer};
+pub use calendar::Calendar;
 pub use pipe::Pipe;
 pub use slots::Slots;
 pub use tags::{Tags, NO_SLOT};

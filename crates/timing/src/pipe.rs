@@ -1,16 +1,28 @@
 //! A pipelined engine (AES, hash): input enters at the engine's throughput and each unit of
 //! `unit_bytes` leaves `latency` cycles after it entered. An operation on n bytes occupies
-//! the engine for n / throughput cycles (a 76-byte log-hash element costs 76/64 of a 64-byte
-//! chunk, not two chunks); its result is ready `latency` cycles after its last unit entered.
+//! the engine for n / throughput cycles, booked in 16-byte slots (a 76-byte log-hash element
+//! costs five slots, not two 64-byte chunks); its result is ready `latency` cycles after its
+//! last unit entered.
+//! The input port is booked on a calendar of processor cycles (see `Calendar`), so an
+//! operation wanted early is not held up by one booked for later.
 
+use crate::calendar::Calendar;
 use crate::Cycle;
+
+/// Engine input is booked in slots of at most this many bytes (and at most one unit).
+const SLOT_BYTES: u64 = 16;
+const FX: u64 = 1024;
 
 #[derive(Clone, Debug)]
 pub struct Pipe {
     latency: Cycle,
-    /// Cycles per unit, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
-    interval_fx: u64,
-    next_fx: u64,
+    /// Cycles per slot, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
+    slot_fx: u64,
+    /// Bytes per slot.
+    slot_bytes: u64,
+    /// Slots per unit (a unit leaves `latency` cycles after it entered).
+    unit_slots: u64,
+    cal: Calendar,
     unit_bytes: u64,
     pub units: u64,
     pub ops: u64,
@@ -18,14 +30,23 @@ pub struct Pipe {
     pub wait_cycles: u64,
 }
 
-const FX: u64 = 1024;
-
 impl Pipe {
     /// `bytes_per_cycle` is the engine throughput (e.g. 3.2 GB/s at 1 GHz = 3.2).
     pub fn new(latency: Cycle, bytes_per_cycle: f64, unit_bytes: u64) -> Pipe {
         assert!(bytes_per_cycle > 0.0 && unit_bytes > 0);
-        let interval_fx = ((unit_bytes as f64 / bytes_per_cycle) * FX as f64).round().max(1.0) as u64;
-        Pipe { latency, interval_fx, next_fx: 0, unit_bytes, units: 0, ops: 0, wait_cycles: 0 }
+        let slot_bytes = SLOT_BYTES.min(unit_bytes);
+        let slot_fx = ((slot_bytes as f64 / bytes_per_cycle) * FX as f64).round().max(1.0) as u64;
+        Pipe {
+            latency,
+            slot_fx,
+            slot_bytes,
+            unit_slots: unit_bytes.div_ceil(slot_bytes).max(1),
+            cal: Calendar::new(),
+            unit_bytes,
+            units: 0,
+            ops: 0,
+            wait_cycles: 0,
+        }
     }
 
     pub fn latency(&self) -> Cycle {
@@ -34,7 +55,7 @@ impl Pipe {
 
     /// Cycle from which the engine accepts new work without waiting.
     pub fn free_at(&self) -> Cycle {
-        self.next_fx.div_ceil(FX)
+        (self.cal.end() * self.slot_fx).div_ceil(FX)
     }
 
     pub fn reset_stats(&mut self) {
@@ -48,15 +69,14 @@ impl Pipe {
     /// Issue an operation over `bytes` whose input is ready at `t`; returns its completion.
     #[inline]
     pub fn run(&mut self, t: Cycle, bytes: u64) -> Cycle {
-        let bytes = bytes.max(1);
-        let occupancy = bytes * self.interval_fx / self.unit_bytes;
-        let start_fx = (t * FX).max(self.next_fx);
-        self.wait_cycles += (start_fx - t * FX) / FX;
-        self.next_fx = start_fx + occupancy;
+        let n = bytes.div_ceil(self.slot_bytes).max(1);
+        let s = self.cal.reserve((t * FX).div_ceil(self.slot_fx), n);
+        let start = (s * self.slot_fx).div_ceil(FX);
+        self.wait_cycles += start.saturating_sub(t);
         self.units += bytes.div_ceil(self.unit_bytes);
         self.ops += 1;
         // The last unit enters one unit-time before the occupancy ends.
-        (start_fx + occupancy.saturating_sub(self.interval_fx)).div_ceil(FX) + self.latency
+        start + (n.saturating_sub(self.unit_slots) * self.slot_fx).div_ceil(FX) + self.latency
     }
 
     /// Issue units whose inputs become ready at the given times (in order), e.g. CBC
@@ -95,9 +115,17 @@ mod tests {
     fn occupancy_is_proportional_to_bytes() {
         let mut p = Pipe::new(160, 3.2, 64);
         p.run(0, 76);
-        // 76 B at 3.2 B/cycle = 23.75 cycles: the next operation enters at 23.75 → 24.
-        assert_eq!(p.free_at(), 24);
-        assert_eq!(p.run(0, 64), 23 + 160 + 1);
+        // 76 B at 3.2 B/cycle = 23.75 cycles, booked as five 16-B slots of 5 cycles.
+        assert_eq!(p.free_at(), 25);
+        assert_eq!(p.run(0, 64), 25 + 160);
+    }
+
+    #[test]
+    fn an_operation_booked_for_later_does_not_delay_an_earlier_one() {
+        let mut p = Pipe::new(40, 3.2, 16);
+        assert_eq!(p.run(1000, 64), 1000 + 15 + 40);
+        assert_eq!(p.run(0, 64), 15 + 40, "the engine was idle at cycle 0");
+        assert_eq!(p.wait_cycles, 0);
     }
 
     #[test]

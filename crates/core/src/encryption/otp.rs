@@ -280,21 +280,20 @@ impl Encryption for Otp {
         self.reads += 1;
         let ta = self.ts_addr(addr);
         let cached = self.ts_cache.as_mut().and_then(|c| c.get(ta));
-        let (ts, t_ts) = match cached {
+        let (ts, t_ts, tr) = match cached {
             // On chip: no bus read, the pad starts at request time (Fig. 7c).
             Some(v) => {
                 self.ts_cache_hits += 1;
-                (v, t + 1)
+                (v, t + 1, m.bus.read(t, out.len() as u64))
             }
             None => {
-                let (v, tt) = self.ts_buf.read(m, ta, t);
+                let (v, tt, tr) = self.ts_buf.read_with_line(m, ta, out.len() as u64, t);
                 if let Some(c) = &mut self.ts_cache {
                     c.put(ta, v);
                 }
-                (v, tt)
+                (v, tt, tr)
             }
         };
-        let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         // The pad depends only on the time stamp: start it as soon as the stamp is here, or
         // at request time on a guess that the stamp then confirms.

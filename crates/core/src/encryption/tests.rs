@@ -362,8 +362,10 @@ fn direct_decryption_adds_the_aes_latency_to_every_miss_and_otp_hides_it() {
         e.access(0x9000, 1000).unwrap().ready - 1000
     };
     // TDES 96 cycles after the last 8-B chunk; the counter's beat (for the whitening offset,
-    // computed meanwhile) holds the bus for one beat.
-    assert_eq!(tdes, none + 5 + 96 + 1);
+    // computed meanwhile) holds the bus for one beat. Engines book input in slots of one unit
+    // (here 8 B = 2.5 cycles), so a chunk may wait up to one slot for its start.
+    let want = none + 5 + 96 + 1;
+    assert!(tdes >= want && tdes <= want + 3, "tdes {} for {}", tdes, want);
 }
 
 // ---------------------------------------------------------------------------------------

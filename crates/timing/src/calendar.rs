@@ -1,0 +1,303 @@
+//! A reservation calendar of equal time slots (bus cycles, engine issue cycles).
+//!
+//! The timing model presents operations in program order but with out-of-order times (a load
+//! that issues late, a write-back that waits for a hash). A resource modelled as one "free
+//! from" pointer makes an operation wanted early wait behind one booked for later, though the
+//! resource was idle in between. A calendar lets each operation take the earliest free slots at
+//! or after its own time.
+
+/// Slots the calendar remembers; requests wanting a slot older than that take the oldest one
+/// remembered.
+const WINDOW: u64 = 1 << 20;
+const WORDS: usize = (WINDOW / 64) as usize;
+/// How far past the wanted slot gaps are searched exactly; beyond it only runs of free slots
+/// inside one 64-slot word are considered (found bit-parallel), which keeps fragmented
+/// calendars cheap to search.
+const SEARCH: u64 = 1024;
+/// Words scanned for a fitting run before jumping to the next wholly free word.
+const FIT_WORDS: u64 = 16;
+
+#[derive(Clone, Debug)]
+pub struct Calendar {
+    /// Slot of bit 0 of the window: slots [base, base + WINDOW) are tracked.
+    base: u64,
+    busy: Vec<u64>,
+    /// One bit per word of `busy`: set when that word has no booked slot.
+    empty: Vec<u64>,
+    /// Every slot in [base, dense) is booked: searches start here at the earliest.
+    dense: u64,
+    /// One past the last booked slot.
+    end: u64,
+}
+
+impl Default for Calendar {
+    fn default() -> Self {
+        Calendar::new()
+    }
+}
+
+impl Calendar {
+    pub fn new() -> Calendar {
+        Calendar { base: 0, busy: vec![0; WORDS], empty: vec![u64::MAX; WORDS / 64], dense: 0, end: 0 }
+    }
+
+    /// One past the last booked slot.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    #[inline]
+    fn set_busy(&mut self, s: u64) {
+        let i = s % WINDOW;
+        let w = (i / 64) as usize;
+        self.busy[w] |= 1 << (i % 64);
+        self.empty[w / 64] &= !(1 << (w % 64));
+    }
+
+    /// The first slot of the first wholly free word at or after slot `s`'s word.
+    #[inline]
+    fn next_empty_word(&mut self, s: u64) -> u64 {
+        let mut w = s / 64;
+        loop {
+            if (w + 1) * 64 > self.base + WINDOW {
+                self.advance((w + 1) * 64);
+            }
+            let wi = (w % (WINDOW / 64)) as usize;
+            let bits = self.empty[wi / 64] >> (wi % 64);
+            if bits != 0 {
+                let k = bits.trailing_zeros() as u64;
+                // Stay within this summary word (the ring may wrap at its end).
+                if (wi % 64) as u64 + k < 64 {
+                    return (w + k) * 64;
+                }
+            }
+            w += 64 - (wi % 64) as u64;
+        }
+    }
+
+    /// Slide the window so that slot `last` is inside it, forgetting the oldest slots.
+    fn advance(&mut self, last: u64) {
+        if last < self.base + WINDOW {
+            return;
+        }
+        let new_base = last + 1 - WINDOW / 2;
+        if new_base - self.base >= WINDOW {
+            self.busy.iter_mut().for_each(|w| *w = 0);
+            self.empty.iter_mut().for_each(|w| *w = u64::MAX);
+        } else {
+            for s in self.base..new_base {
+                let i = s % WINDOW;
+                let w = (i / 64) as usize;
+                self.busy[w] &= !(1 << (i % 64));
+                if self.busy[w] == 0 {
+                    self.empty[w / 64] |= 1 << (w % 64);
+                }
+            }
+        }
+        self.base = new_base;
+        self.dense = self.dense.max(new_base);
+    }
+
+    /// First free slot in [s, limit), or `limit`.
+    #[inline]
+    fn first_free(&self, mut s: u64, limit: u64) -> u64 {
+        while s < limit {
+            let i = s % WINDOW;
+            let b = i % 64;
+            // Bits below `b` count as busy.
+            let w = self.busy[(i / 64) as usize] | ((1u64 << b) - 1);
+            if w != u64::MAX {
+                return (s - b + w.trailing_ones() as u64).min(limit);
+            }
+            s += 64 - b;
+        }
+        limit
+    }
+
+    /// The first slot ≥ `s` starting a run of `n` free slots, looking at two 64-slot words at a
+    /// time (runs of more than 64 slots: whole free words).
+    #[inline]
+    fn fit_in_word(&mut self, s: u64, n: u64) -> u64 {
+        let mut w = s / 64 * 64;
+        let mut floor = s % 64;
+        let mut walked = 0;
+        loop {
+            walked += 1;
+            if walked > FIT_WORDS && n <= 64 {
+                // A long busy or fragmented stretch: the next wholly free word certainly fits;
+                // a run may already start in the word before it (the end of a busy stretch).
+                let e = self.next_empty_word(w);
+                if e >= w + 64 {
+                    if let Some(r) = self.run_in(e - 64, 0, n) {
+                        return r;
+                    }
+                }
+                return e;
+            }
+            if w + 128 > self.base + WINDOW {
+                self.advance(w + 128);
+            }
+            let word = self.busy[((w % WINDOW) / 64) as usize];
+            if n > 64 {
+                if word == 0 && floor == 0 {
+                    return w;
+                }
+            } else {
+                let next = self.busy[(((w + 64) % WINDOW) / 64) as usize];
+                // Too few free slots in reach for a run of n: skip without the run search.
+                if ((!word) >> floor).count_ones() + (!next).count_ones() < n as u32 {
+                    w += 64;
+                    floor = 0;
+                    continue;
+                }
+                if let Some(r) = self.run_in(w, floor, n) {
+                    return r;
+                }
+            }
+            w += 64;
+            floor = 0;
+        }
+    }
+
+    /// A run of `n` ≤ 64 free slots starting in word `w` at or after bit `floor` (it may
+    /// continue into the next word).
+    #[inline]
+    fn run_in(&self, w: u64, floor: u64, n: u64) -> Option<u64> {
+        let word = self.busy[((w % WINDOW) / 64) as usize];
+        let next = self.busy[(((w + 64) % WINDOW) / 64) as usize];
+        let free = !((word as u128) | ((next as u128) << 64));
+        // Bit i of `x` set: slots i..i+n are all free (starts in this word only).
+        let mut x = free & ((u64::MAX << floor) as u128);
+        for k in 1..n {
+            x &= free >> k;
+        }
+        let x = x as u64;
+        (x != 0).then(|| w + x.trailing_zeros() as u64)
+    }
+
+    /// The last booked slot in [s, s + n), if any.
+    #[inline]
+    fn last_busy(&self, s: u64, n: u64) -> Option<u64> {
+        let (mut k, end) = (s, s + n);
+        let mut last = None;
+        while k < end {
+            let i = k % WINDOW;
+            let b = i % 64;
+            let span = (64 - b).min(end - k);
+            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << b };
+            let hit = self.busy[(i / 64) as usize] & mask;
+            if hit != 0 {
+                last = Some(k - b + 63 - hit.leading_zeros() as u64);
+            }
+            k += span;
+        }
+        last
+    }
+
+    /// Book the earliest `n` consecutive free slots at or after slot `from`.
+    #[inline]
+    pub fn reserve(&mut self, from: u64, n: u64) -> u64 {
+        let mut s = from.max(self.base).max(self.dense);
+        let give_up = s + SEARCH;
+        loop {
+            if s >= give_up {
+                s = self.fit_in_word(s, n);
+                if s + n > self.base + WINDOW {
+                    self.advance(s + n);
+                }
+                if self.last_busy(s, n).is_none() {
+                    break;
+                }
+                s += 1;
+                continue;
+            }
+            if s + n > self.base + WINDOW {
+                self.advance(s + n);
+            }
+            s = self.first_free(s, give_up.min(self.base + WINDOW));
+            if s >= give_up {
+                continue;
+            }
+            if s + n > self.base + WINDOW {
+                self.advance(s + n);
+            }
+            match self.last_busy(s, n) {
+                None => break,
+                Some(b) => s = b + 1,
+            }
+        }
+        for k in 0..n {
+            self.set_busy(s + k);
+        }
+        self.end = self.end.max(s + n);
+        if s <= self.dense {
+            self.dense = self.first_free(self.dense, self.base + WINDOW);
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_are_found_across_word_boundaries() {
+        let mut c = Calendar::new();
+        assert_eq!(c.reserve(0, 60), 0);
+        assert_eq!(c.reserve(70, 130), 70);
+        assert_eq!(c.reserve(15, 8), 60, "fits in the gap 60..70");
+        assert_eq!(c.reserve(15, 8), 200, "the next one goes after the busy run");
+    }
+
+    #[test]
+    fn a_far_future_booking_does_not_push_later_requests_after_it() {
+        let mut c = Calendar::new();
+        c.reserve(500_000, 4);
+        for k in 0..1000u64 {
+            assert_eq!(c.reserve(k * 10, 4), k * 10);
+        }
+    }
+
+    #[test]
+    fn a_fragmented_stretch_is_skipped_to_a_free_word_not_to_the_end() {
+        let mut c = Calendar::new();
+        for k in 0..3000u64 {
+            c.reserve(k * 2, 1); // one-slot holes: nothing of 8 fits
+        }
+        c.reserve(900_000, 1);
+        let s = c.reserve(0, 8);
+        assert!(s >= 5998 && s < 6200, "{}", s);
+    }
+
+    #[test]
+    fn a_long_fragmented_stretch_is_jumped_to_the_next_free_word_quickly() {
+        let mut c = Calendar::new();
+        for k in 0..200_000u64 {
+            c.reserve(k * 2, 1);
+        }
+        for _ in 0..10_000 {
+            let s = c.reserve(0, 8);
+            assert!(s >= 399_999, "no 8-slot gap before the last hole: {}", s);
+        }
+    }
+
+    #[test]
+    fn the_empty_word_summary_survives_the_window_sliding() {
+        let mut c = Calendar::new();
+        for k in 0..3u64 {
+            c.reserve(k * WINDOW, 64 * 20);
+        }
+        let s = c.reserve(3 * WINDOW - 100, 8);
+        assert!(s >= 3 * WINDOW - 100);
+        assert_eq!(c.reserve(3 * WINDOW + 10_000, 8), 3 * WINDOW + 10_000);
+    }
+
+    #[test]
+    fn a_late_presented_early_request_fills_the_earlier_gap() {
+        let mut c = Calendar::new();
+        assert_eq!(c.reserve(1000, 4), 1000);
+        assert_eq!(c.reserve(10, 4), 10);
+        assert_eq!(c.reserve(998, 4), 1004);
+    }
+}
