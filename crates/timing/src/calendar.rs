@@ -13,7 +13,7 @@ const WORDS: usize = (WINDOW / 64) as usize;
 /// How far past the wanted slot gaps are searched exactly; beyond it only runs of free slots
 /// inside one 64-slot word are considered (found bit-parallel), which keeps fragmented
 /// calendars cheap to search.
-const SEARCH: u64 = 1024;
+const SEARCH: u64 = 128;
 /// Words scanned for a fitting run before jumping to the next wholly free word.
 const FIT_WORDS: u64 = 16;
 
@@ -80,18 +80,16 @@ impl Calendar {
         if last < self.base + WINDOW {
             return;
         }
-        let new_base = last + 1 - WINDOW / 2;
+        // Slide by whole words: forget every word entirely below the new base.
+        let new_base = (last + 1 - WINDOW / 2) / 64 * 64;
         if new_base - self.base >= WINDOW {
             self.busy.iter_mut().for_each(|w| *w = 0);
             self.empty.iter_mut().for_each(|w| *w = u64::MAX);
         } else {
-            for s in self.base..new_base {
-                let i = s % WINDOW;
-                let w = (i / 64) as usize;
-                self.busy[w] &= !(1 << (i % 64));
-                if self.busy[w] == 0 {
-                    self.empty[w / 64] |= 1 << (w % 64);
-                }
+            for w in self.base / 64..new_base / 64 {
+                let wi = (w % (WINDOW / 64)) as usize;
+                self.busy[wi] = 0;
+                self.empty[wi / 64] |= 1 << (wi % 64);
             }
         }
         self.base = new_base;
