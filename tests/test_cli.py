@@ -307,3 +307,20 @@ def test_compare_with_broken_trace_is_one_clean_line(stream_trace, tmp_path):
 def test_export_to_unwritable_path_is_one_clean_line(tmp_path):
     p = cli("export", "hot", "-o", tmp_path / "no" / "such" / "dir" / "x.trace", "--records", "1k")
     assert_clean_error(p, "x.trace")
+
+
+def test_attack_prints_both_matrices_and_exits_zero_when_every_cell_is_as_the_seeds_say(tmp_path):
+    out = tmp_path / "attack.json"
+    r = cli("attack", "--integrity", "mac,chash,lhash", "--encryptions", "none,otp", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "replay a block with its metadata" in r.stdout and "sell -> buy!" in r.stdout
+    assert "every result matches the seeds' expectations" in r.stdout
+    rows = json.loads(out.read_text())
+    replay = {x["integrity"]: x["detected"] for x in rows if x["attack"] == "replay a block with its metadata"}
+    assert replay == {"mac": False, "chash": True, "lhash": True}
+    dma = [x for x in rows if x["attack"] == "tamper with the DMA region"]
+    assert dma and not any(x["detected"] for x in dma)
+
+
+def test_attack_refuses_an_unknown_scheme_in_one_line():
+    assert_clean_error(cli("attack", "--integrity", "merkle"), "unknown integrity scheme 'merkle'")

@@ -22,6 +22,11 @@ def _fmt_bytes(n: float) -> str:
 
 
 def _fmt(v) -> str:
+    if isinstance(v, list):
+        if not v:
+            return "[]"
+        head = ", ".join(_fmt(x) for x in v[:3])
+        return f"[{head}{', …' if len(v) > 3 else ''}] ({len(v)} values)"
     if isinstance(v, float):
         if v == 0:
             return "0"
@@ -55,6 +60,8 @@ def summary(stats: dict, preset: str) -> str:
             lines.append(f"  {prefix}")
             for k in keys:
                 lines.append(f"    {k[len(prefix) + 1:]:<26} {_fmt(s[k]):>14}")
+    if s.get("sample.ipc"):
+        lines.append(f"\n  IPC per {s['sample.ipc_period']:,}-cycle window: {_fmt(s['sample.ipc'])}")
     if s.get("integrity.final_check_cycles"):
         lines.append(
             f"\n  end-of-run integrity check: {s['integrity.final_check_cycles']:,} cycles, "
