@@ -248,6 +248,9 @@ pub const ENCRYPTION_ATTACKS: &[&str] = &[
     "equal plaintexts give equal ciphertexts on a rewrite",
     "flip ciphertext bits into chosen plaintext (sell -> buy!)",
     "the same, with chash on top",
+    "offline read at suspend finds plaintext or the key (mecu)",
+    "roll back s kept on the removable device (mecu)",
+    "roll back s kept on the MECU: pad reuse (mecu)",
 ];
 
 /// What the seeds say each encryption scheme lets the adversary do.
@@ -258,7 +261,10 @@ fn enc_expected(enc: &str, attack: usize) -> bool {
         2 => enc == "none" || enc == "mecu",
         // Counter modes XOR a pad: flipped ciphertext bits flip the same plaintext bits.
         3 => matches!(enc, "none" | "otp" | "mecu"),
-        _ => true,
+        // With chash, or a rollback of s kept on the MECU itself (002 §4.3).
+        4 | 7 => true,
+        // Offline read at suspend; rollback of s kept on the removable device.
+        _ => false,
     }
 }
 
@@ -273,12 +279,14 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
     };
     let io = |x: crate::IntegrityError| ConfigError(x.to_string());
     let mut out = Vec::new();
+    let mecu = enc == "mecu";
     let mut cell = |i: usize, happened: bool, detail: String| {
+        let applicable = i < 5 || mecu;
         out.push(Outcome {
             attack: ENCRYPTION_ATTACKS[i],
-            applicable: true,
-            detected: happened,
-            expected: enc_expected(&enc, i),
+            applicable,
+            detected: applicable && happened,
+            expected: applicable && enc_expected(&enc, i),
             detail,
         });
     };
@@ -342,6 +350,56 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
             };
             cell(i, d, why);
         }
+    }
+
+    // Non-volatile memory (002): what an adversary holding the machine while suspended sees,
+    // and a rollback of the global state counter s.
+    if !mecu {
+        for i in 5..ENCRYPTION_ATTACKS.len() {
+            cell(i, false, "not applicable".into());
+        }
+        return Ok(out);
+    }
+    let pw = |x: crate::power::PowerError| ConfigError(x.to_string());
+    let mut e = with("none")?;
+    for k in 0..64u64 {
+        e.write(BASE + k * 4096, &secret, 0).map_err(io)?;
+    }
+    e.suspend().map_err(pw)?;
+    let view = e.mecu_offline_view().map_err(pw)?;
+    let end = e.layout().end();
+    let mut leaked = view.key.map(|_| "the key is readable".to_string());
+    for a in e.untrusted().touched_pages(0, end) {
+        e.untrusted().read(a, &mut page);
+        if page.windows(8).any(|w| w == &secret[..8]) {
+            leaked = Some(format!("plaintext at 0x{:x}", a));
+            break;
+        }
+    }
+    cell(5, leaked.is_some(), leaked.unwrap_or_else(|| "no plaintext, no key".into()));
+    let (p1, p2) = (b"attack at dawn!!", b"retreat at nine!");
+    for (i, on_device) in [(6, true), (7, false)] {
+        let mut q = p.clone();
+        q.set("integrity", "none")?;
+        q.set("mecu.s_on_device", if on_device { "true" } else { "false" })?;
+        let mut e = Engine::new(&q, seed)?;
+        e.suspend().map_err(pw)?;
+        e.resume().map_err(pw)?;
+        e.write(VICTIM, p1, 0).map_err(io)?;
+        e.suspend().map_err(pw)?;
+        let c1 = raw(&mut e, VICTIM);
+        let rolled = e.mecu_set_state_counter(0);
+        e.resume().map_err(pw)?;
+        e.write(VICTIM, p2, 0).map_err(io)?;
+        e.suspend().map_err(pw)?;
+        let c2 = raw(&mut e, VICTIM);
+        let reuse = (0..16).all(|k| c1[k] ^ c2[k] == p1[k] ^ p2[k]);
+        let why = match (&rolled, reuse) {
+            (Err(x), _) => format!("refused: {}", x),
+            (Ok(_), true) => "XOR of the ciphertexts is the XOR of the plaintexts".into(),
+            (Ok(_), false) => "rolled back, but no pad reuse".into(),
+        };
+        cell(i, rolled.is_ok() && reuse, why);
     }
     Ok(out)
 }
