@@ -56,6 +56,7 @@ impl Engine {
             latency: p.u64_min("memory.latency", 1)?,
             width: p.size("memory.bus_width")?,
             beat_cycles: beat,
+            write_delay: p.u64_min("memory.write_delay", 0)?,
         });
         let aes = Pipe::new(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / hz, 16);
         let hash = Pipe::new(p.u64_min("hash.latency", 1)?, p.rate("hash.throughput")? / hz, 64);

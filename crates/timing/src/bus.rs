@@ -22,6 +22,9 @@ pub struct BusParams {
     pub width: u64,
     /// Processor cycles per beat.
     pub beat_cycles: Cycle,
+    /// Cycles a posted write waits in the controller's write queue before it may take the bus,
+    /// so that reads presented meanwhile go first (reads stall the core, writes do not).
+    pub write_delay: Cycle,
 }
 
 /// When a transfer's first and last chunks arrive.
@@ -103,7 +106,7 @@ impl Bus {
     pub fn write(&mut self, t: Cycle, bytes: u64) -> Cycle {
         let n = self.beats(bytes);
         let bc = self.p.beat_cycles;
-        let from = t.div_ceil(bc);
+        let from = (t + self.p.write_delay).div_ceil(bc);
         let mut last = from;
         for _ in 0..n {
             last = self.cal.reserve(from, 1);
@@ -120,7 +123,7 @@ mod tests {
     use super::*;
 
     fn table1() -> Bus {
-        Bus::new(BusParams { latency: 80, width: 8, beat_cycles: 5 })
+        Bus::new(BusParams { latency: 80, width: 8, beat_cycles: 5, write_delay: 0 })
     }
 
     #[test]
