@@ -22,4 +22,6 @@ pub use params::{ConfigError, Params};
 pub use stats::{Stat, Stats};
 
 #[cfg(test)]
+mod testutil;
+#[cfg(test)]
 mod tests;

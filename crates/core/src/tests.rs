@@ -1,6 +1,6 @@
 //! Behaviour of the engine under every scheme combination, and what the adversary can do.
 
-use crate::params::Params;
+use crate::testutil::{params, pattern};
 use crate::Engine;
 
 const SCHEMES: [(&str, &str); 4] = [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")];
@@ -10,33 +10,8 @@ fn all_pairs() -> Vec<(&'static str, &'static str)> {
     crate::integrity::INTEGRITY_SCHEMES.iter().flat_map(|&i| [(i, "none"), (i, "otp")]).collect()
 }
 
-fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
-    let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
-    p.set("integrity", integ).unwrap();
-    p.set("encryption", enc).unwrap();
-    // A small L2 so that a few hundred lines already force evictions and tree traffic.
-    p.set("l2.size", "16KiB").unwrap();
-    p.set("memory.size", "64MiB").unwrap();
-    for e in extra {
-        p.set_str(e).unwrap();
-    }
-    p
-}
-
 fn engine(integ: &str, enc: &str) -> Engine {
     Engine::new(&params(integ, enc, &[]), 7).unwrap()
-}
-
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn read(e: &mut Engine, addr: u64, n: usize) -> Result<Vec<u8>, crate::IntegrityError> {

@@ -179,11 +179,8 @@ impl Encryption for Direct {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::hex;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
 
     /// NIST SP 800-38A, F.2.1/F.2.2 CBC-AES128.
     #[test]

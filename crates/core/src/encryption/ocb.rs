@@ -241,11 +241,8 @@ impl Encryption for Ocb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::hex;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
 
     /// RFC 7253 Appendix A, the sample results for K = 000102…0F (TAGLEN 128).
     #[test]

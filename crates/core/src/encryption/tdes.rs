@@ -430,11 +430,8 @@ impl Encryption for Tdes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::hex;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
 
     fn blocks(buf: &mut [u8]) -> &mut [des::cipher::array::Array<u8, des::cipher::consts::U8>] {
         des::cipher::array::Array::slice_as_chunks_mut(buf).0

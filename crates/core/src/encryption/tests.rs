@@ -2,37 +2,12 @@
 //! each (seeds 000 §4, 004 §2–3, 002 §4–6).
 
 use crate::encryption::{derive_key, ENCRYPTION_SCHEMES};
-use crate::params::Params;
+use crate::testutil::{params, pattern};
 use crate::power::PowerError;
 use crate::{Engine, IntegrityError, Stats};
 
-fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
-    let mut p = Params::from_toml(include_str!("../../../../configs/suh2003.toml"), "suh2003").unwrap();
-    p.set("integrity", integ).unwrap();
-    p.set("encryption", enc).unwrap();
-    // A small L2 so that a few hundred lines already force evictions and tree traffic.
-    p.set("l2.size", "16KiB").unwrap();
-    p.set("memory.size", "64MiB").unwrap();
-    for e in extra {
-        p.set_str(e).unwrap();
-    }
-    p
-}
-
 fn engine(integ: &str, enc: &str, extra: &[&str]) -> Engine {
     Engine::new(&params(integ, enc, extra), 7).unwrap()
-}
-
-fn pattern(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// A read as the engine will report it once it takes the encryption scheme's own failures

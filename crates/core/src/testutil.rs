@@ -1,0 +1,36 @@
+//! Helpers shared by the core crate's tests.
+
+use crate::params::Params;
+
+/// The default machine with the given schemes, a 16 KiB L2 (so a few hundred lines already
+/// force evictions and tree traffic) and 64 MiB of memory, then `extra` `key=value`s.
+pub fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
+    let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
+    p.set("integrity", integ).unwrap();
+    p.set("encryption", enc).unwrap();
+    p.set("l2.size", "16KiB").unwrap();
+    p.set("memory.size", "64MiB").unwrap();
+    for e in extra {
+        p.set_str(e).unwrap();
+    }
+    p
+}
+
+/// `n` deterministic pseudo-random bytes (xorshift), distinct per seed.
+pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Bytes from hex text (white space ignored), for published test vectors.
+pub fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
