@@ -8,6 +8,9 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
 
+mod readers;
+mod tracer;
+
 create_exception!(_core, IntegrityError, PyException, "Untrusted memory did not behave like valid memory.");
 create_exception!(_core, ConfigError, PyValueError, "A bad preset, parameter, scheme or workload.");
 
@@ -367,6 +370,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
+    readers::register(m)?;
+    tracer::register(m)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;

@@ -1,0 +1,1 @@
+//! Tracing unmodified Linux programs with secmem's own Valgrind tool (scaffold).
