@@ -31,6 +31,10 @@ pub const FLAG_ZSTD: u16 = 1;
 pub const KIND_INSTR: u8 = 0x01;
 /// Kinds 0x80..=0xFE carry a varint payload length: readers skip the ones they don't know.
 pub const KIND_SKIPPABLE_FIRST: u8 = 0x80;
+/// Skippable: the encoding of one static instruction (`varint pc`, then its bytes).
+pub const KIND_CODE: u8 = 0x80;
+/// Skippable: later records were executed by thread `varint tid` (until the next one).
+pub const KIND_THREAD: u8 = 0x81;
 pub const KIND_END: u8 = 0xFF;
 
 // INSTR head byte.
@@ -183,6 +187,7 @@ pub struct NativeWriter {
     buf: Vec<u8>,
     codec: Codec,
     count: u64,
+    thread: u32,
 }
 
 impl NativeWriter {
@@ -213,6 +218,7 @@ impl NativeWriter {
             buf: Vec::with_capacity(1 << 17),
             codec: Codec::new(),
             count: 0,
+            thread: 0,
         })
     }
 
@@ -248,6 +254,14 @@ impl NativeWriter {
                     a.size, a.off
                 )));
             }
+        }
+        if r.thread != self.thread {
+            self.thread = r.thread;
+            let mut p = Vec::with_capacity(5);
+            put_varint(&mut p, r.thread as u64);
+            self.buf.push(KIND_THREAD);
+            put_varint(&mut self.buf, p.len() as u64);
+            self.buf.extend_from_slice(&p);
         }
         let c = &self.codec;
         let seq = r.pc == c.prev_end;
@@ -288,6 +302,21 @@ impl NativeWriter {
         if self.buf.len() >= 1 << 16 {
             self.flush_buf()?;
         }
+        Ok(())
+    }
+
+    /// Record the encoding of the static instruction at `pc` (a tracer does this once per
+    /// pc, before its first execution). Readers that do not need it skip it.
+    pub fn write_code(&mut self, pc: u64, bytes: &[u8]) -> Result<(), TraceError> {
+        if bytes.len() > 15 {
+            return Err(self.invalid(format!("{} instruction bytes at {pc:#x} (x86 allows 15)", bytes.len())));
+        }
+        let mut p = Vec::with_capacity(10 + bytes.len());
+        put_varint(&mut p, pc);
+        p.extend_from_slice(bytes);
+        self.buf.push(KIND_CODE);
+        put_varint(&mut self.buf, p.len() as u64);
+        self.buf.extend_from_slice(&p);
         Ok(())
     }
 
@@ -630,6 +659,7 @@ pub struct NativeReader {
     codec: Codec,
     count: u64,
     done: bool,
+    thread: u32,
 }
 
 /// Reads exactly one header from `f`, returning whether the stream is zstd-compressed.
@@ -734,6 +764,7 @@ impl NativeReader {
             codec: Codec::new(),
             count: 0,
             done: false,
+            thread: 0,
         })
     }
 
@@ -782,12 +813,22 @@ impl NativeReader {
                         Err(Bad) => parse_instr(s, &self.codec, out)?,
                     };
                     self.codec.commit(out, full);
+                    out.thread = self.thread;
                     self.count += 1;
                     return Ok(true);
                 }
                 KIND_END => {
                     self.end_marker()?;
                     return Ok(false);
+                }
+                KIND_THREAD => {
+                    let n = s.varint()?;
+                    let start = s.offset();
+                    let tid = s.varint()?;
+                    if s.offset() - start != n || tid > u32::MAX as u64 {
+                        return Err(s.fail(at, "malformed thread record".into()));
+                    }
+                    self.thread = tid as u32;
                 }
                 KIND_SKIPPABLE_FIRST.. => {
                     let n = s.varint()?;
@@ -965,6 +1006,28 @@ mod tests {
         }
         let p = tmp("odd.smt");
         write(&p, &recs);
+        assert_reads(&p, &recs);
+    }
+
+    #[test]
+    fn threads_and_instruction_bytes_round_trip() {
+        let recs: Vec<Instr> = [0u32, 0, 7, 7, 0, 300_000]
+            .iter()
+            .enumerate()
+            .map(|(k, &t)| {
+                let mut r = Instr { pc: 0x1000 + 4 * k as u64, len: 4, thread: t, ..Default::default() };
+                r.add_access(k % 2 == 1, 0x8000 + k as u64, &[k as u8]);
+                r
+            })
+            .collect();
+        let p = tmp("threads.smt");
+        let mut w = NativeWriter::create(&p).unwrap();
+        for r in &recs {
+            w.write_code(r.pc, &[0x90, 0x90, 0x90, 0x90]).unwrap();
+            w.write(r).unwrap();
+        }
+        assert!(w.write_code(0, &[0; 16]).is_err(), "more than 15 bytes is not an x86 instruction");
+        w.finish().unwrap();
         assert_reads(&p, &recs);
     }
 

@@ -75,6 +75,9 @@ pub struct Instr {
     /// (loader image, read() buffers, initial heap contents): the accesses are stores applied
     /// functionally before the next instruction, not timed and not counted as instructions.
     pub external: bool,
+    /// The thread that executed it (0 for single-threaded traces). A trace is one
+    /// interleaving of all threads; the timing model runs it as one instruction stream.
+    pub thread: u32,
     pub accesses: Vec<Access>,
     pub data: Vec<u8>,
 }
@@ -90,6 +93,7 @@ impl Instr {
         self.ndst = 0;
         self.branch = Branch::None;
         self.external = false;
+        self.thread = 0;
         self.accesses.clear();
         self.data.clear();
     }
