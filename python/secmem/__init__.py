@@ -11,15 +11,18 @@ memory; the same operations are timed by a cycle-level model of the processor.
 
 from ._core import ConfigError, IntegrityError, __version__
 from .api import Result, SecureMemory, Untrusted, compare, presets, run, workloads
+from .traces import TraceError, open_trace
 
 __all__ = [
     "ConfigError",
     "IntegrityError",
     "Result",
     "SecureMemory",
+    "TraceError",
     "Untrusted",
     "__version__",
     "compare",
+    "open_trace",
     "presets",
     "run",
     "workloads",

@@ -3,20 +3,35 @@
 //! - [`record`]: the [`Instr`] record, filled in place by every [`TraceSource`].
 //! - [`workloads`]: built-in programs generated on the fly (`stream`, `chase`, `hot`, `mix`).
 //! - [`native`]: the native trace file format (`docs/trace-format.md`).
+//! - [`champsim`], [`lackey`]: readers of ChampSim and Valgrind lackey traces
+//!   (`docs/trace-formats.md`), raw or xz/gzip/zstd-compressed ([`compress`]).
+//! - [`open`]: [`open_trace_as`] opens a file of any of these formats, named or detected.
+//! - [`consistent`]: [`Consistent`] supplies memory a trace never saw written;
+//!   [`Skip`] fast-forwards over the first instructions of any source.
 
+pub mod champsim;
+pub mod compress;
+pub mod consistent;
+pub mod lackey;
 pub mod native;
+pub mod open;
 pub mod record;
 pub mod workloads;
 
-pub use native::{open_trace, NativeReader, NativeWriter};
+pub use champsim::ChampSimReader;
+pub use consistent::Consistent;
+pub use lackey::LackeyReader;
+pub use native::{NativeReader, NativeWriter};
+pub use open::{detect_format, open_trace, open_trace_as, FORMATS};
 
 pub use record::{Access, Branch, Instr, OpClass, Reg};
 
 /// Errors reading a trace: always name where the problem is.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    /// A damaged or truncated file; `offset` counts bytes of the uncompressed file
-    /// (the 16-byte header, then the decompressed record stream).
+    /// A damaged or truncated file; `offset` counts bytes of the uncompressed file (native:
+    /// the 16-byte header, then the decompressed record stream; ChampSim and lackey: the
+    /// decompressed stream from its first byte).
     #[error("{path}: {what} at byte offset {offset}")]
     Corrupt {
         path: String,
@@ -38,4 +53,133 @@ pub trait TraceSource: Send {
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
+}
+
+impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        (**self).next_into(out)
+    }
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+}
+
+/// Fast-forward: the first `n` instructions of a source are not handed out (nor the
+/// external records among them), as the seeds skip a program's start. What they left in
+/// memory is not lost: every byte they stored (or loaded: memory that was already there) is
+/// handed out when the window starts, as external records of the final contents — the memory
+/// image a functional fast-forward would have built. Pair it with [`Consistent`] for memory
+/// the trace never shows at all.
+pub struct Skip<S> {
+    inner: S,
+    left: u64,
+    image: consistent::Shadow,
+    /// Emitting the image: (page index, byte offset) of the next run.
+    cursor: Option<(usize, usize)>,
+}
+
+impl<S: TraceSource> Skip<S> {
+    pub fn new(inner: S, n: u64) -> Skip<S> {
+        Skip { inner, left: n, image: consistent::Shadow::default(), cursor: None }
+    }
+
+    fn skip(&mut self, out: &mut Instr) -> Result<(), TraceError> {
+        while self.left > 0 {
+            if !self.inner.next_into(out)? {
+                break;
+            }
+            self.left -= !out.external as u64;
+            for a in &out.accesses {
+                self.image.store(a.addr, out.value(a));
+            }
+        }
+        self.left = 0;
+        self.cursor = Some((0, 0));
+        Ok(())
+    }
+}
+
+impl<S: TraceSource> TraceSource for Skip<S> {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.left > 0 {
+            self.skip(out)?;
+        }
+        while let Some((k, from)) = self.cursor {
+            if k >= self.image.pages() {
+                self.cursor = None;
+                self.image = consistent::Shadow::default();
+                break;
+            }
+            match self.image.run_in_page(k, from) {
+                Some((addr, bytes)) => {
+                    let end = (addr % 4096) as usize + bytes.len();
+                    out.clear();
+                    out.external = true;
+                    out.add_access(true, addr, bytes);
+                    self.cursor = Some((k, end));
+                    return Ok(true);
+                }
+                None => self.cursor = Some((k + 1, 0)),
+            }
+        }
+        self.inner.next_into(out)
+    }
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+#[cfg(test)]
+mod skip_tests {
+    use super::*;
+
+    #[test]
+    fn skip_hands_out_the_skipped_memory_image_then_the_nth_instruction() {
+        let mut src = workloads::builtin("stream", 1).unwrap();
+        let mut all = Vec::new();
+        let mut ins = Instr::default();
+        while all.len() < 5000 && src.next_into(&mut ins).unwrap() {
+            all.push(ins.clone());
+        }
+        let externals_first = all.iter().take_while(|r| r.external).count();
+        assert!(externals_first > 0, "stream starts by initialising its arrays");
+        let mut s = Skip::new(workloads::builtin("stream", 1).unwrap(), 100);
+        let mut image = 0;
+        while s.next_into(&mut ins).unwrap() && ins.external {
+            image += ins.accesses[0].size as u64;
+        }
+        assert!(image > 0, "the skipped part's memory comes first");
+        let instrs: Vec<&Instr> = all.iter().filter(|r| !r.external).collect();
+        assert_eq!(&ins, instrs[100], "then the 101st instruction");
+    }
+
+    #[test]
+    fn skipped_stores_reach_later_loads_through_consistent() {
+        // stream's arrays are written by external records and instructions in the skipped
+        // part; after the window starts every load must still agree with a shadow memory
+        // built only from what the adapter hands out.
+        let mut c = Consistent::new(Skip::new(workloads::builtin("stream", 1).unwrap(), 20_000));
+        let mut mem = std::collections::HashMap::<u64, u8>::new();
+        let mut ins = Instr::default();
+        let (mut loads, mut supplied) = (0, 0);
+        for _ in 0..50_000 {
+            assert!(c.next_into(&mut ins).unwrap());
+            for a in &ins.accesses {
+                let v = ins.value(a);
+                if a.store {
+                    for (k, b) in v.iter().enumerate() {
+                        mem.insert(a.addr + k as u64, *b);
+                    }
+                    supplied += ins.external as u64;
+                } else {
+                    loads += 1;
+                    for (k, b) in v.iter().enumerate() {
+                        assert_eq!(mem.get(&(a.addr + k as u64)), Some(b), "load at {:#x}", a.addr);
+                    }
+                }
+            }
+        }
+        assert!(loads > 1000 && supplied > 0, "{loads} loads, {supplied} external stores");
+        assert_eq!(c.supplied_records(), 0, "the skipped part's image leaves nothing to supply");
+    }
 }

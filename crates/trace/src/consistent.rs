@@ -1,0 +1,244 @@
+//! [`Consistent`]: makes a trace's load values agree with the memory the trace itself built.
+//!
+//! A traced program loads memory the trace never saw being written: the loader's image,
+//! mmap'd files, the vDSO, anything written while `--skip` was fast-forwarding. A simulator
+//! that holds real bytes (crates/sim compares every load with its simulated memory and
+//! counts `trace.value_mismatches`) would see those loads return something else. The adapter
+//! keeps a sparse shadow of every byte the trace has stored or loaded, and before an
+//! instruction whose load differs from the shadow (or reads bytes never seen) it emits an
+//! external record storing the loaded value — exactly what the environment did behind the
+//! program's back.
+
+use std::collections::HashMap;
+
+use crate::{Instr, TraceError, TraceSource};
+
+const PAGE: u64 = 4096;
+
+struct Page {
+    data: [u8; PAGE as usize],
+    /// One bit per byte: seen.
+    known: [u64; (PAGE / 64) as usize],
+}
+
+/// Sparse shadow memory (4 KiB pages allocated on first touch).
+#[derive(Default)]
+pub struct Shadow {
+    index: HashMap<u64, usize>,
+    pages: Vec<Box<Page>>,
+    /// Page number of each entry of `pages`, in order of first touch.
+    numbers: Vec<u64>,
+    /// The last page used (most accesses hit the same page as the previous one).
+    last: Option<(u64, usize)>,
+}
+
+impl Shadow {
+    fn page(&mut self, pn: u64) -> &mut Page {
+        let i = match self.last {
+            Some((p, i)) if p == pn => i,
+            _ => {
+                let next = self.pages.len();
+                let i = *self.index.entry(pn).or_insert(next);
+                if i == next {
+                    self.pages.push(Box::new(Page { data: [0; PAGE as usize], known: [0; (PAGE / 64) as usize] }));
+                    self.numbers.push(pn);
+                }
+                self.last = Some((pn, i));
+                i
+            }
+        };
+        &mut self.pages[i]
+    }
+
+    /// Whether `v` equals the known shadow bytes at `addr` (false if any byte is unknown).
+    pub fn matches(&mut self, addr: u64, v: &[u8]) -> bool {
+        let mut off = 0usize;
+        while off < v.len() {
+            let a = addr.wrapping_add(off as u64);
+            let po = (a % PAGE) as usize;
+            let n = (PAGE as usize - po).min(v.len() - off);
+            let p = self.page(a / PAGE);
+            for k in 0..n {
+                let b = po + k;
+                if p.known[b / 64] >> (b % 64) & 1 == 0 || p.data[b] != v[off + k] {
+                    return false;
+                }
+            }
+            off += n;
+        }
+        true
+    }
+
+    /// Set the shadow bytes at `addr` to `v`.
+    pub fn store(&mut self, addr: u64, v: &[u8]) {
+        let mut off = 0usize;
+        while off < v.len() {
+            let a = addr.wrapping_add(off as u64);
+            let po = (a % PAGE) as usize;
+            let n = (PAGE as usize - po).min(v.len() - off);
+            let p = self.page(a / PAGE);
+            p.data[po..po + n].copy_from_slice(&v[off..off + n]);
+            for b in po..po + n {
+                p.known[b / 64] |= 1 << (b % 64);
+            }
+            off += n;
+        }
+    }
+
+    /// The first run of known bytes at or after byte `from` of the `k`-th page touched:
+    /// (address, bytes), or None when the page has no more.
+    pub fn run_in_page(&self, k: usize, from: usize) -> Option<(u64, &[u8])> {
+        let p = self.pages.get(k)?;
+        let bit = |b: usize| p.known[b / 64] >> (b % 64) & 1 == 1;
+        let start = (from..PAGE as usize).find(|&b| bit(b))?;
+        let end = (start..PAGE as usize).find(|&b| !bit(b)).unwrap_or(PAGE as usize);
+        Some((self.numbers[k] * PAGE + start as u64, &p.data[start..end]))
+    }
+
+    /// Pages touched so far.
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Bytes of shadow memory allocated.
+    pub fn footprint(&self) -> usize {
+        self.pages.len() * std::mem::size_of::<Page>()
+    }
+}
+
+/// A [`TraceSource`] adapter; see the module documentation.
+pub struct Consistent<S> {
+    inner: S,
+    shadow: Shadow,
+    /// An instruction held back while the external record it needed is handed out.
+    held: Instr,
+    has_held: bool,
+    supplied_bytes: u64,
+    supplied_records: u64,
+}
+
+impl<S: TraceSource> Consistent<S> {
+    pub fn new(inner: S) -> Consistent<S> {
+        Consistent { inner, shadow: Shadow::default(), held: Instr::default(), has_held: false, supplied_bytes: 0, supplied_records: 0 }
+    }
+
+    /// Bytes of memory the adapter supplied through external records.
+    pub fn supplied_bytes(&self) -> u64 {
+        self.supplied_bytes
+    }
+
+    /// External records the adapter emitted.
+    pub fn supplied_records(&self) -> u64 {
+        self.supplied_records
+    }
+
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: TraceSource> TraceSource for Consistent<S> {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.has_held {
+            std::mem::swap(out, &mut self.held);
+            self.has_held = false;
+            return Ok(true);
+        }
+        if !self.inner.next_into(out)? {
+            return Ok(false);
+        }
+        if out.external {
+            for a in &out.accesses {
+                self.shadow.store(a.addr, out.value(a));
+            }
+            return Ok(true);
+        }
+        // Loads are checked in program order against the shadow as updated by the
+        // instruction's own earlier accesses.
+        let mut need = false;
+        for a in &out.accesses {
+            let v = &out.data[a.off as usize..(a.off + a.size) as usize];
+            if !a.store && !self.shadow.matches(a.addr, v) {
+                if !need {
+                    self.held.clear();
+                    self.held.external = true;
+                    self.held.thread = out.thread;
+                    need = true;
+                }
+                self.held.add_access(true, a.addr, v);
+                self.supplied_bytes += a.size as u64;
+            }
+            self.shadow.store(a.addr, v);
+        }
+        if need {
+            // Hand out the external record now and the instruction next time.
+            std::mem::swap(out, &mut self.held);
+            self.has_held = true;
+            self.supplied_records += 1;
+        }
+        Ok(true)
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Vec0(Vec<Instr>, usize);
+    impl TraceSource for Vec0 {
+        fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+            if self.1 == self.0.len() {
+                return Ok(false);
+            }
+            *out = self.0[self.1].clone();
+            self.1 += 1;
+            Ok(true)
+        }
+        fn name(&self) -> &str {
+            "vec"
+        }
+    }
+
+    fn access(store: bool, addr: u64, v: &[u8]) -> Instr {
+        let mut i = Instr { pc: 0x1000, len: 3, ..Instr::default() };
+        i.add_access(store, addr, v);
+        i
+    }
+
+    #[test]
+    fn unseen_and_changed_loads_get_an_external_record_first() {
+        let recs = vec![
+            access(false, 0x2ffe, &[1, 2, 3, 4]), // never seen, crosses a page
+            access(false, 0x2ffe, &[1, 2, 3, 4]), // now known: nothing supplied
+            access(true, 0x3000, &[9]),
+            access(false, 0x2fff, &[2, 9]), // consistent with the store
+            access(false, 0x3000, &[7]),    // changed behind the trace's back
+        ];
+        let mut c = Consistent::new(Vec0(recs, 0));
+        let mut out = Instr::default();
+        let mut got = vec![];
+        while c.next_into(&mut out).unwrap() {
+            got.push(out.clone());
+        }
+        assert_eq!(got.len(), 7);
+        assert!(got[0].external && got[0].accesses[0].addr == 0x2ffe && got[0].data == [1, 2, 3, 4]);
+        assert!(!got[1].external);
+        assert!(!got[2].external && !got[3].external && !got[4].external);
+        assert!(got[5].external && got[5].data == [7] && got[5].accesses[0].store);
+        assert!(!got[6].external);
+        assert_eq!(c.supplied_bytes(), 5);
+        assert_eq!(c.supplied_records(), 2);
+    }
+}

@@ -1,0 +1,133 @@
+//! Opening a trace file of any supported format, named or detected.
+//! Formats and detection rules: `docs/trace-formats.md`.
+
+use std::path::Path;
+
+use crate::champsim::{ChampSimReader, ChampSimRecord, RECORD_LEN};
+use crate::compress::{io_err, peek, read_full};
+use crate::lackey::{parse_line, LackeyReader, Line};
+use crate::native::{NativeReader, MAGIC};
+use crate::{TraceError, TraceSource};
+
+/// The trace formats [`open_trace_as`] reads.
+pub const FORMATS: &[&str] = &["native", "champsim", "lackey"];
+
+/// Bytes of (decompressed) content that detection looks at.
+const SNIFF: usize = 4096;
+
+/// Open `path` as a trace of `format` (one of [`FORMATS`]; `None` or `"auto"`: detect it
+/// with [`detect_format`]).
+pub fn open_trace_as(path: &str, format: Option<&str>) -> Result<Box<dyn TraceSource>, TraceError> {
+    let format = match format {
+        None | Some("auto") => detect_format(path)?,
+        Some(f) => check_format(f)?,
+    };
+    Ok(match format {
+        "native" => Box::new(NativeReader::open(path)?),
+        "champsim" => Box::new(ChampSimReader::open(path)?),
+        "lackey" => Box::new(LackeyReader::open(path)?),
+        _ => unreachable!("checked above"),
+    })
+}
+
+/// Open a trace file of any supported format, detected ([`open_trace_as`] with `None`).
+pub fn open_trace(path: &str) -> Result<Box<dyn TraceSource>, TraceError> {
+    open_trace_as(path, None)
+}
+
+/// `f` if it names a format, else the one-line error listing the valid names.
+pub fn check_format(f: &str) -> Result<&'static str, TraceError> {
+    FORMATS.iter().copied().find(|&k| k == f).ok_or_else(|| {
+        TraceError::Other(format!(
+            "unknown trace format '{f}': valid formats are {} (or auto, to detect it)",
+            FORMATS.join(", ")
+        ))
+    })
+}
+
+/// The format of the trace at `path`:
+/// 1. `native` if the file starts with the native magic;
+/// 2. by name: `.champsim`/`.champsimtrace` → champsim, `.lackey` → lackey, `.smt` → native
+///    (each optionally followed by `.xz`, `.gz`, `.zst`);
+/// 3. by content, after decompression (xz, gzip, zstd are recognised by their magic):
+///    lackey if the first lines are lackey lines or `==PID==` messages, champsim if the first
+///    64-byte records are plausible ChampSim records.
+pub fn detect_format(path: &str) -> Result<&'static str, TraceError> {
+    let mut f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    let mut head = [0u8; 8];
+    let n = read_full(&mut f, &mut head).map_err(|e| io_err(path, e))?;
+    if head[..n] == MAGIC {
+        return Ok("native");
+    }
+    if n == 0 {
+        return Err(undetectable(path, "the file is empty"));
+    }
+    let name = Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let stem = [".xz", ".gz", ".zst", ".zstd"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(&name);
+    if stem.ends_with(".champsim") || stem.ends_with(".champsimtrace") {
+        return Ok("champsim");
+    }
+    if stem.ends_with(".lackey") {
+        return Ok("lackey");
+    }
+    if stem.ends_with(".smt") {
+        return Ok("native");
+    }
+    let (comp, head) = peek(path, SNIFF)?;
+    if looks_lackey(&head) {
+        return Ok("lackey");
+    }
+    if looks_champsim(&head) {
+        return Ok("champsim");
+    }
+    let what = if head.is_empty() {
+        format!("its {} stream could not be decoded", comp.name())
+    } else if comp == crate::compress::Compression::None {
+        "neither its magic, its name nor its content is recognised".to_string()
+    } else {
+        format!(
+            "{}-compressed, but neither its name nor its content is recognised",
+            comp.name()
+        )
+    };
+    Err(undetectable(path, &what))
+}
+
+fn undetectable(path: &str, why: &str) -> TraceError {
+    TraceError::Other(format!(
+        "{path}: cannot tell the trace format ({why}); name it with --trace-format {{{}}}",
+        FORMATS.join(",")
+    ))
+}
+
+/// Every complete line of `head` is a lackey line or a `==` message, and one at least is
+/// not blank.
+fn looks_lackey(head: &[u8]) -> bool {
+    let mut lines: Vec<&[u8]> = head.split(|&c| c == b'\n').collect();
+    if head.len() == SNIFF && !head.ends_with(b"\n") {
+        lines.pop(); // possibly cut short by the sniffing: not judged
+    }
+    let mut any = false;
+    for l in lines {
+        match parse_line(l) {
+            Ok(Line::Skip) => any |= l.starts_with(b"=="),
+            Ok(_) => any = true,
+            Err(_) => return false,
+        }
+    }
+    any
+}
+
+/// The complete 64-byte records of `head` (one at least) are plausible ChampSim records.
+fn looks_champsim(head: &[u8]) -> bool {
+    head.len() >= RECORD_LEN
+        && head
+            .chunks_exact(RECORD_LEN)
+            .all(|b| ChampSimRecord::decode(b).plausible())
+}
