@@ -52,15 +52,46 @@ def run(
     warmup: int = 1_000_000,
     seed: int = 1,
     progress: bool = False,
+    trace_format: Optional[str] = None,
+    skip: int = 0,
+    program: Optional[Sequence[str]] = None,
+    env: Optional[dict] = None,
+    cwd: Optional[str] = None,
+    stdin: Optional[str] = None,
 ) -> Result:
-    """Simulate ``instructions`` of a built-in workload (default ``mix``) or a trace file.
+    """Simulate ``instructions`` of a workload, a trace file or a live program.
+
+    - ``workload``: a built-in workload (default ``mix``) or an installed suite workload
+      (``secmem workloads``), which runs the real program under the tracer;
+    - ``trace``: a trace file (``trace_format``: ``native``, ``champsim``, ``lackey``;
+      default: detected);
+    - ``program``: an argv run under secmem's Valgrind tracer and simulated through a pipe
+      (``env``: its complete environment, default inherited; ``cwd``; ``stdin`` a file).
+
+    ``skip`` fast-forwards that many instructions before the warm-up (for programs, the
+    tracer skips them natively fast); memory they wrote still reaches later loads.
 
     ``params`` (``{"l2.size": "256KiB"}``) and ``sets`` (``["l2.size=256KiB"]``) override
     preset parameters. Bad names or values raise :class:`secmem.ConfigError`.
     """
     all_sets = list(sets) + _sets(params)
-    if trace is None and workload is None:
+    if trace is None and workload is None and program is None:
         workload = DEFAULT_WORKLOAD
+    clear_env = env is not None
+    suite_name = None
+    if workload is not None and workload not in dict(_core.workloads()):
+        from . import suite
+
+        if workload not in suite.names():
+            raise _core.ConfigError(
+                f"unknown workload '{workload}': built-in are {', '.join(n for n, _ in _core.workloads())}; "
+                f"suite workloads are {', '.join(suite.names())}"
+            )
+        if program is not None or trace is not None:
+            raise _core.ConfigError("give one of a workload, a trace file or a program, not several")
+        cmd = suite.command(workload)
+        program, env, cwd, stdin, clear_env = list(cmd.argv), dict(cmd.env), cmd.cwd, cmd.stdin, True
+        suite_name, workload = workload, None
     stats, error = _core.run(
         preset,
         integrity,
@@ -72,7 +103,16 @@ def run(
         int(warmup),
         int(seed),
         bool(progress),
+        trace_format,
+        int(skip),
+        list(program) if program is not None else None,
+        sorted(env.items()) if env is not None else None,
+        clear_env,
+        cwd,
+        stdin,
     )
+    if suite_name:
+        stats["workload"] = suite_name
     config = dict(_core.params(preset, integrity, encryption, all_sets))
     return Result(stats=stats, error=error, config=config)
 

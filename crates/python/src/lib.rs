@@ -50,7 +50,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
 
 /// Run one simulation. Returns (stats dict, error or None): results up to an error are kept.
 #[pyfunction]
-#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false))]
+#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, stdout=None))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
@@ -64,13 +64,36 @@ fn run<'py>(
     warmup: u64,
     seed: u64,
     progress: bool,
+    trace_format: Option<&str>,
+    skip: u64,
+    program: Option<Vec<String>>,
+    program_env: Option<Vec<(String, String)>>,
+    clear_env: bool,
+    cwd: Option<String>,
+    stdin: Option<&str>,
+    stdout: Option<&str>,
 ) -> PyResult<(Bound<'py, PyDict>, Option<String>)> {
     let p = secmem_sim::configure(preset, integrity, encryption, &sets).map_err(cfg_err)?;
-    let mut src = match (workload, trace) {
-        (Some(_), Some(_)) => return Err(cfg_err("give either a workload or a trace, not both")),
-        (_, Some(t)) => secmem_trace::native::open_trace(t).map_err(cfg_err)?,
-        (w, None) => secmem_trace::workloads::builtin(w.unwrap_or("mix"), seed).map_err(cfg_err)?,
+    let given = workload.is_some() as u8 + trace.is_some() as u8 + program.is_some() as u8;
+    if given > 1 {
+        return Err(cfg_err("give one of a workload, a trace file or a program, not several"));
+    }
+    let live = program.is_some();
+    let mut src: Box<dyn secmem_trace::TraceSource> = match (workload, trace, program) {
+        (_, _, Some(argv)) => {
+            // The tracer fast-forwards itself and ends the program once the run has read
+            // what it needs (plus the records it may read ahead).
+            let count = warmup.checked_add(instructions).and_then(|n| n.checked_add(1024));
+            tracer::program_source(argv, program_env, clear_env, cwd, skip, count, stdin, stdout)?
+        }
+        (_, Some(t), _) => secmem_trace::open_trace_as(t, trace_format).map_err(cfg_err)?,
+        (w, None, None) => secmem_trace::workloads::builtin(w.unwrap_or("mix"), seed).map_err(cfg_err)?,
     };
+    if skip > 0 && !live {
+        // Fast-forward a file or built-in workload; memory the skipped part wrote reaches
+        // later loads as external records.
+        src = Box::new(secmem_trace::Consistent::new(secmem_trace::Skip::new(src, skip)));
+    }
     let o = RunOptions { instructions, warmup, seed, progress };
     let r = py.detach(|| secmem_sim::run(&p, &mut *src, &o)).map_err(cfg_err)?;
     Ok((stats_dict(py, &r.stats)?, r.error))

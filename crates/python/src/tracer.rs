@@ -1,6 +1,115 @@
 //! Python glue for live tracing of programs (`secmem trace`, `secmem run -- PROGRAM`).
-use pyo3::prelude::*;
+//!
+//! Every failure — valgrind missing, program not found, the program or Valgrind dying —
+//! becomes `_core.TracerError` (a `RuntimeError`) with one line.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use std::path::{Path, PathBuf};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use secmem_trace::TraceSource;
+use secmem_vgtrace::{Consistent, LiveTrace, ProgramIo, TraceCommand};
+
+create_exception!(_core, TracerError, PyRuntimeError, "A program could not be traced (valgrind missing, program not found, tracer failure).");
+
+fn trace_err(e: impl std::fmt::Display) -> PyErr {
+    TracerError::new_err(e.to_string().replace('\n', " "))
+}
+
+/// `None` → /dev/null, `"-"` → inherited from secmem, anything else → that file.
+fn io(p: Option<&str>) -> ProgramIo {
+    match p {
+        None => ProgramIo::Null,
+        Some("-") => ProgramIo::Inherit,
+        Some(f) => ProgramIo::File(PathBuf::from(f)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn command(argv: Vec<String>, env: Option<Vec<(String, String)>>, clear_env: bool, cwd: Option<String>, skip: u64, count: Option<u64>, stdin: Option<&str>, stdout: Option<&str>) -> PyResult<TraceCommand> {
+    if argv.is_empty() {
+        return Err(trace_err("secmem trace: no program given (secmem trace -o OUT -- PROGRAM [ARGS...])"));
+    }
+    let mut c = TraceCommand::new(argv);
+    c.env = env.unwrap_or_default();
+    c.clear_env = clear_env;
+    c.cwd = cwd.map(PathBuf::from);
+    c.skip = skip;
+    c.count = count;
+    c.stdin = io(stdin);
+    c.stdout = io(stdout);
+    c.stderr = ProgramIo::Inherit;
+    Ok(c)
+}
+
+/// The live program as a simulator input: the tracer's records through a pipe, with the
+/// consistency adapter (memory the trace never saw written is supplied as external records,
+/// so the simulator sees no value mismatches). The program's stdout goes to /dev/null unless
+/// `stdout` says otherwise ("-" inherits). Called by `run` in lib.rs for
+/// `secmem run … -- PROGRAM [ARGS…]`.
+#[allow(clippy::too_many_arguments)]
+pub fn program_source(
+    argv: Vec<String>,
+    env: Option<Vec<(String, String)>>,
+    clear_env: bool,
+    cwd: Option<String>,
+    skip: u64,
+    count: Option<u64>,
+    stdin: Option<&str>,
+    stdout: Option<&str>,
+) -> PyResult<Box<dyn TraceSource>> {
+    let c = command(argv, env, clear_env, cwd, skip, count, stdin, stdout)?;
+    let live: LiveTrace = secmem_vgtrace::spawn(&c).map_err(trace_err)?;
+    Ok(Box::new(Consistent::new(live)))
+}
+
+/// Trace a program into a native trace file; returns the summary as a dict.
+#[pyfunction]
+#[pyo3(signature = (argv, output, skip=0, count=None, env=None, clear_env=false, cwd=None, stdin=None, stdout=Some("-".to_string())))]
+#[allow(clippy::too_many_arguments)]
+fn trace_program<'py>(
+    py: Python<'py>,
+    argv: Vec<String>,
+    output: &str,
+    skip: u64,
+    count: Option<u64>,
+    env: Option<Vec<(String, String)>>,
+    clear_env: bool,
+    cwd: Option<String>,
+    stdin: Option<String>,
+    stdout: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let c = command(argv, env, clear_env, cwd, skip, count, stdin.as_deref(), stdout.as_deref())?;
+    let s = py.detach(|| secmem_vgtrace::trace_to_file(&c, Path::new(output))).map_err(trace_err)?;
+    let d = PyDict::new(py);
+    d.set_item("instructions", s.instructions)?;
+    d.set_item("executed", s.executed)?;
+    d.set_item("syscall_bytes", s.syscall_bytes)?;
+    d.set_item("supplied_bytes", s.supplied_bytes)?;
+    d.set_item("external_bytes", s.syscall_bytes + s.supplied_bytes)?;
+    d.set_item("external_records", s.external_records)?;
+    d.set_item("static_instructions", s.static_instructions)?;
+    d.set_item("raw_bytes", s.raw_bytes)?;
+    d.set_item("compressed_bytes", s.compressed_bytes)?;
+    d.set_item("pipe_bytes", s.pipe_bytes)?;
+    d.set_item("exit_code", s.exit_code)?;
+    d.set_item("count_reached", s.count_reached)?;
+    d.set_item("wall_seconds", s.wall_seconds)?;
+    d.set_item("path", output)?;
+    Ok(d)
+}
+
+/// None if tracing works on this machine, else the one-line reason.
+#[pyfunction]
+fn tracer_unavailable() -> Option<String> {
+    secmem_vgtrace::valgrind_launcher().err()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(trace_program, m)?)?;
+    m.add_function(wrap_pyfunction!(tracer_unavailable, m)?)?;
+    m.add("TracerError", m.py().get_type::<TracerError>())?;
     Ok(())
 }

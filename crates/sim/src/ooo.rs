@@ -281,8 +281,10 @@ impl Core {
         Ok(())
     }
 
-    /// Memory written by the environment (loader, kernel): applied through the engine and
-    /// waited for, but not an instruction.
+    /// Memory written by the environment (loader, kernel, or memory a trace never saw
+    /// written): applied through the engine at the current time, so its traffic and crypto
+    /// are booked, but the core does not wait for it — the kernel's own time is not
+    /// modelled, and memory that was simply there before must not stall the program.
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         let t = self.now();
         for a in &ins.accesses {
@@ -298,7 +300,6 @@ impl Core {
             self.external_bytes += a.size as u64;
         }
         self.back_invalidate(eng);
-        self.fetch_t = self.fetch_t.max(eng.busy_until());
         Ok(())
     }
 

@@ -1,0 +1,437 @@
+//! The raw stream the `smtrace` Valgrind tool writes, and its decoder into [`Instr`] records.
+//!
+//! The stream is private to the tracer (tool and decoder are always built together), so it
+//! favours the tool's speed over size: fixed-width little-endian fields, no compression.
+//! Native traces on disk are [`secmem_trace::NativeWriter`]'s business.
+//!
+//! ```text
+//! header   "SMTRAW\0" u8 version = 1
+//! 0x01 INSTR   u32 id                       one executed instruction
+//! 0x02 LOAD    u16 size, u64 addr, value    an access of the last INSTR, in program order
+//! 0x03 STORE   u16 size, u64 addr, value
+//! 0x04 DEF     u32 id, u64 pc, u8 len, min(len, 32) bytes
+//!                                           static instruction `id` (sent before its first
+//!                                           INSTR; ids are dense from 0; one per distinct
+//!                                           pc and encoding, so rewritten code gets a new id)
+//! 0x05 THREAD  u32 tid                      later INSTRs ran on thread tid (0-based)
+//! 0x06 EXT     u64 addr, u32 size, value    memory written by the kernel or Valgrind's core
+//!                                           (system calls, signal frames), after the last INSTR
+//! 0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 --count reached), i32 exit code
+//! ```
+//!
+//! Branch outcomes are not in the stream: a control-flow instruction is taken iff the next
+//! instruction of the same thread does not start at pc + len, so each instruction is held
+//! back until the next one arrives.
+
+use std::collections::VecDeque;
+use std::io::Read;
+
+use secmem_trace::record::{MAX_DST, MAX_SRC};
+use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError};
+
+use crate::decode::{Flow, X86Decoder};
+
+pub const MAGIC: [u8; 8] = *b"SMTRAW\x00\x01";
+pub const T_INSTR: u8 = 0x01;
+pub const T_LOAD: u8 = 0x02;
+pub const T_STORE: u8 = 0x03;
+pub const T_DEF: u8 = 0x04;
+pub const T_THREAD: u8 = 0x05;
+pub const T_EXT: u8 = 0x06;
+pub const T_END: u8 = 0x07;
+
+/// What the END record says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndInfo {
+    /// Instructions the program executed (skipped ones included).
+    pub executed: u64,
+    /// Instructions recorded (after --skip).
+    pub recorded: u64,
+    /// The tool ended the program because --count was reached.
+    pub count_reached: bool,
+    /// The program's exit code (0 when ended by --count).
+    pub exit_code: i32,
+}
+
+/// One static instruction as the hot loop needs it (compact: the table is indexed by id for
+/// every executed instruction, and a cache miss here costs more than all the rest).
+#[derive(Clone, Copy)]
+struct Static {
+    pc: u64,
+    len: u8,
+    op: OpClass,
+    flow: Flow,
+    /// Whether its CODE was handed out by [`RawDecoder::take_new_code`].
+    code_given: bool,
+    nsrc: u8,
+    ndst: u8,
+    src: [Reg; MAX_SRC],
+    dst: [Reg; MAX_DST],
+}
+
+/// Decodes a raw stream into records; see the module documentation.
+pub struct RawDecoder<R: Read> {
+    name: String,
+    r: R,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Stream offset of buf[0].
+    base: u64,
+    eof: bool,
+    statics: Vec<Static>,
+    /// Instruction bytes by id (for CODE records).
+    code: Vec<Vec<u8>>,
+    decoder: X86Decoder,
+    thread: u32,
+    /// The last instruction read, waiting for the next one to settle its branch outcome.
+    pending: Instr,
+    pending_id: u32,
+    has_pending: bool,
+    /// External records that arrived after `pending` (they follow it in the output).
+    after_pending: Vec<Instr>,
+    /// Records ready to be handed out, in order.
+    ready: VecDeque<Instr>,
+    spare: Vec<Instr>,
+    end_info: Option<EndInfo>,
+    error: Option<String>,
+    header_checked: bool,
+    /// Static ids of returned instructions whose CODE was not yet taken.
+    new_code: Vec<u32>,
+    bytes_read: u64,
+}
+
+impl<R: Read> RawDecoder<R> {
+    pub fn new(name: impl Into<String>, r: R) -> RawDecoder<R> {
+        RawDecoder {
+            name: name.into(),
+            r,
+            buf: vec![0; 1 << 20],
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            statics: Vec::new(),
+            code: Vec::new(),
+            decoder: X86Decoder::new(),
+            thread: 0,
+            pending: Instr::default(),
+            pending_id: 0,
+            has_pending: false,
+            after_pending: Vec::new(),
+            ready: VecDeque::new(),
+            spare: Vec::new(),
+            end_info: None,
+            error: None,
+            header_checked: false,
+            new_code: Vec::new(),
+            bytes_read: 0,
+        }
+    }
+
+    /// The END record, once read.
+    pub fn end_info(&self) -> Option<EndInfo> {
+        self.end_info
+    }
+
+    /// Bytes of raw stream read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// Static instructions decoded so far.
+    pub fn static_count(&self) -> usize {
+        self.statics.len()
+    }
+
+    /// The (pc, bytes) of static instructions that appeared for the first time in records
+    /// returned since the last call (for the native format's CODE records).
+    pub fn take_new_code(&mut self, mut f: impl FnMut(u64, &[u8])) {
+        for id in self.new_code.drain(..) {
+            if let (Some(s), Some(b)) = (self.statics.get(id as usize), self.code.get(id as usize)) {
+                f(s.pc, &b[..(s.len as usize).min(b.len())]);
+            }
+        }
+    }
+
+    fn corrupt(&self, at: u64, what: impl Into<String>) -> TraceError {
+        TraceError::Corrupt { path: self.name.clone(), offset: at, what: what.into() }
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Make `n` bytes available at `pos`; false at a clean end of stream before any of them.
+    fn fill(&mut self, n: usize) -> Result<bool, TraceError> {
+        if self.end - self.pos >= n {
+            return Ok(true);
+        }
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.buf.len() < n {
+            self.buf.resize(n.next_power_of_two(), 0);
+        }
+        while self.end < n && !self.eof {
+            match self.r.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => {
+                    self.end += k;
+                    self.bytes_read += k as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(TraceError::Io { path: self.name.clone(), source: e }),
+            }
+        }
+        if self.end >= n {
+            Ok(true)
+        } else if self.end == 0 {
+            Ok(false)
+        } else {
+            Err(self.corrupt(self.offset(), format!("stream truncated inside a record ({} of {} bytes)", self.end, n)))
+        }
+    }
+
+    #[inline(always)]
+    fn u8_at(&self, o: usize) -> u8 {
+        self.buf[self.pos + o]
+    }
+    #[inline(always)]
+    fn u16_at(&self, o: usize) -> u16 {
+        u16::from_le_bytes(self.buf[self.pos + o..self.pos + o + 2].try_into().unwrap())
+    }
+    #[inline(always)]
+    fn u32_at(&self, o: usize) -> u32 {
+        u32::from_le_bytes(self.buf[self.pos + o..self.pos + o + 4].try_into().unwrap())
+    }
+    #[inline(always)]
+    fn u64_at(&self, o: usize) -> u64 {
+        u64::from_le_bytes(self.buf[self.pos + o..self.pos + o + 8].try_into().unwrap())
+    }
+
+    fn take_spare(&mut self) -> Instr {
+        let mut i = self.spare.pop().unwrap_or_default();
+        i.clear();
+        i
+    }
+
+    /// Settle the pending instruction's branch outcome from the pc that follows it (None:
+    /// unknown, e.g. at the end or at a thread switch: assume conditional branches fall through).
+    fn settle_pending(&mut self, next_pc: Option<u64>) {
+        let p = &mut self.pending;
+        let flow = match self.statics.get(self.pending_id as usize) {
+            Some(s) => s.flow,
+            _ => Flow::None,
+        };
+        p.branch = match flow {
+            Flow::None => Branch::None,
+            // Jumps, calls and returns transfer control even when they land on pc + len
+            // (`call next; pop` reads the pc that way).
+            Flow::Unconditional => Branch::Taken,
+            Flow::Conditional => match next_pc {
+                Some(n) if n != p.pc.wrapping_add(p.len as u64) => Branch::Taken,
+                _ => Branch::NotTaken,
+            },
+        };
+    }
+
+    /// Move the pending instruction and the externals after it to the ready queue.
+    fn release_pending(&mut self) {
+        if self.has_pending {
+            let p = std::mem::take(&mut self.pending);
+            self.ready.push_back(p);
+            self.has_pending = false;
+        }
+        for e in self.after_pending.drain(..) {
+            self.ready.push_back(e);
+        }
+    }
+
+    /// Read records until something is ready or the stream ends.
+    /// Returns true if it put a record into `out` directly (else records are in `ready`, or
+    /// the stream is over).
+    fn pump(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if !self.header_checked {
+            if !self.fill(8)? {
+                return Err(self.corrupt(0, "empty raw stream (the tracer wrote nothing)"));
+            }
+            if self.buf[self.pos..self.pos + 8] != MAGIC {
+                return Err(self.corrupt(0, "not an smtrace raw stream (bad magic)"));
+            }
+            self.pos += 8;
+            self.header_checked = true;
+        }
+        while self.ready.is_empty() {
+            if self.end_info.is_some() {
+                self.settle_pending(None);
+                self.release_pending();
+                return Ok(false);
+            }
+            let at = self.offset();
+            if !self.fill(1)? {
+                self.settle_pending(None);
+                self.release_pending();
+                return Err(self.corrupt(at, "the raw stream ended without an END record"));
+            }
+            match self.u8_at(0) {
+                T_INSTR => {
+                    self.fill(5)?;
+                    let id = self.u32_at(1);
+                    self.pos += 5;
+                    let Some(st) = self.statics.get_mut(id as usize) else {
+                        return Err(self.corrupt(at, format!("instruction id {id} used before its DEF")));
+                    };
+                    if !st.code_given {
+                        st.code_given = true;
+                        self.new_code.push(id);
+                    }
+                    let next_pc = st.pc;
+                    let mut direct = false;
+                    if self.has_pending {
+                        self.settle_pending(Some(next_pc));
+                        if self.after_pending.is_empty() && self.ready.is_empty() {
+                            // The common case: hand the finished instruction out directly and
+                            // reuse the caller's buffers for the new one.
+                            std::mem::swap(out, &mut self.pending);
+                            direct = true;
+                        } else {
+                            self.release_pending();
+                            self.pending = self.take_spare();
+                        }
+                    }
+                    let st = self.statics[id as usize];
+                    let n = &mut self.pending;
+                    n.accesses.clear();
+                    n.data.clear();
+                    n.pc = st.pc;
+                    n.len = st.len;
+                    n.op = st.op;
+                    n.nsrc = st.nsrc;
+                    n.src = st.src;
+                    n.ndst = st.ndst;
+                    n.dst = st.dst;
+                    n.branch = Branch::None;
+                    n.external = false;
+                    n.thread = self.thread;
+                    self.pending_id = id;
+                    self.has_pending = true;
+                    if direct {
+                        return Ok(true);
+                    }
+                }
+                t @ (T_LOAD | T_STORE) => {
+                    self.fill(11)?;
+                    let size = self.u16_at(1) as usize;
+                    let addr = self.u64_at(3);
+                    self.fill(11 + size)?;
+                    if !self.has_pending || !self.after_pending.is_empty() {
+                        return Err(self.corrupt(at, "an access outside any instruction"));
+                    }
+                    let v = &self.buf[self.pos + 11..self.pos + 11 + size];
+                    self.pending.add_access(t == T_STORE, addr, v);
+                    self.pos += 11 + size;
+                }
+                T_DEF => {
+                    self.fill(14)?;
+                    let id = self.u32_at(1);
+                    let pc = self.u64_at(5);
+                    let len = self.u8_at(13);
+                    let nb = (len as usize).min(32);
+                    self.fill(14 + nb)?;
+                    if id as usize != self.statics.len() {
+                        return Err(self.corrupt(at, format!("instruction id {id} defined out of order")));
+                    }
+                    let bytes = self.buf[self.pos + 14..self.pos + 14 + nb].to_vec();
+                    self.pos += 14 + nb;
+                    let mut dec = self.decoder.decode(pc, &bytes);
+                    if len == 0 || len > 15 {
+                        // Valgrind's client-request preambles are one 19-byte "instruction".
+                        dec.op = OpClass::Alu;
+                        dec.flow = Flow::None;
+                    }
+                    let (mut src, mut dst) = ([0; MAX_SRC], [0; MAX_DST]);
+                    let (nsrc, ndst) = (dec.src.len().min(MAX_SRC), dec.dst.len().min(MAX_DST));
+                    src[..nsrc].copy_from_slice(&dec.src[..nsrc]);
+                    dst[..ndst].copy_from_slice(&dec.dst[..ndst]);
+                    self.statics.push(Static { pc, len, op: dec.op, flow: dec.flow, code_given: false, nsrc: nsrc as u8, ndst: ndst as u8, src, dst });
+                    self.code.push(bytes);
+                }
+                T_THREAD => {
+                    self.fill(5)?;
+                    let tid = self.u32_at(1);
+                    self.pos += 5;
+                    if tid != self.thread {
+                        // The next instruction belongs to another thread: it says nothing
+                        // about where the pending one went.
+                        self.settle_pending(None);
+                        self.release_pending();
+                        self.thread = tid;
+                    }
+                }
+                T_EXT => {
+                    self.fill(13)?;
+                    let addr = self.u64_at(1);
+                    let size = self.u32_at(9) as usize;
+                    if size > secmem_trace::native::MAX_ACCESS_SIZE {
+                        return Err(self.corrupt(at, format!("external write of {size} bytes")));
+                    }
+                    self.fill(13 + size)?;
+                    let mut e = self.take_spare();
+                    e.external = true;
+                    e.thread = self.thread;
+                    e.add_access(true, addr, &self.buf[self.pos + 13..self.pos + 13 + size]);
+                    self.pos += 13 + size;
+                    if self.has_pending {
+                        self.after_pending.push(e);
+                    } else {
+                        self.ready.push_back(e);
+                    }
+                }
+                T_END => {
+                    self.fill(22)?;
+                    self.end_info = Some(EndInfo {
+                        executed: self.u64_at(1),
+                        recorded: self.u64_at(9),
+                        count_reached: self.u8_at(17) == 1,
+                        exit_code: self.u32_at(18) as i32,
+                    });
+                    self.pos += 22;
+                }
+                k => return Err(self.corrupt(at, format!("unknown raw record kind {k:#04x}"))),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The next record (see [`secmem_trace::TraceSource::next_into`]).
+    pub fn next_record(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.ready.is_empty() {
+            if let Some(e) = &self.error {
+                return Err(TraceError::Other(e.clone()));
+            }
+            match self.pump(out) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    if self.ready.is_empty() {
+                        return Err(e);
+                    }
+                    // Hand out what was decoded before the error first.
+                }
+            }
+        }
+        match self.ready.pop_front() {
+            Some(mut r) => {
+                std::mem::swap(out, &mut r);
+                self.spare.push(r);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! End-to-end tests of the tracer on small C programs compiled here with gcc.
+//!
+//! Without valgrind (or a build without its headers) they skip with a printed reason,
+//! unless SECMEM_REQUIRE_VALGRIND=1, when they fail (CI sets it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use secmem_trace::{Instr, OpClass, TraceSource};
+use secmem_vgtrace::{spawn, trace_to_file, Consistent, ProgramIo, TraceCommand};
+
+fn available() -> bool {
+    let why = if !secmem_vgtrace::tool_built() {
+        Some("this build carries no Valgrind tool (valgrind headers were missing)".to_string())
+    } else if let Err(e) = secmem_vgtrace::valgrind_launcher() {
+        Some(e)
+    } else if Command::new("gcc").arg("--version").output().is_err() {
+        Some("gcc is missing".to_string())
+    } else {
+        None
+    };
+    match why {
+        None => true,
+        Some(w) if std::env::var("SECMEM_REQUIRE_VALGRIND").as_deref() == Ok("1") => {
+            panic!("SECMEM_REQUIRE_VALGRIND=1 but the tracer cannot run: {w}")
+        }
+        Some(w) => {
+            eprintln!("skipped: {w}");
+            false
+        }
+    }
+}
+
+fn workdir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("secmem-vgtrace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Known accesses to a 64-byte global `buf` (scalars of 1/2/4/8 bytes, a 32- and a 16-byte
+/// SIMD store, then loads of all of them back), then a read() of argv[1] into `rbuf`.
+const PROGRAM: &str = r#"
+#include <stdio.h>
+#include <fcntl.h>
+#include <unistd.h>
+static unsigned char buf[64] __attribute__((aligned(64)));
+static unsigned char rbuf[4096] __attribute__((aligned(64)));
+static const unsigned char pat[32] = {
+  0xa0,0xa1,0xa2,0xa3,0xa4,0xa5,0xa6,0xa7,0xa8,0xa9,0xaa,0xab,0xac,0xad,0xae,0xaf,
+  0xb0,0xb1,0xb2,0xb3,0xb4,0xb5,0xb6,0xb7,0xb8,0xb9,0xba,0xbb,0xbc,0xbd,0xbe,0xbf };
+int main(int argc, char** argv) {
+  printf("buf %p rbuf %p\n", (void*)buf, (void*)rbuf);
+  fflush(stdout);
+  __asm__ volatile(
+    "movb $0x11, (%0)\n\t"
+    "movw $0x2233, 2(%0)\n\t"
+    "movl $0x44556677, 4(%0)\n\t"
+    "movabs $0x8899aabbccddeeff, %%rax\n\t"
+    "movq %%rax, 8(%0)\n\t"
+    "vmovdqu (%1), %%ymm0\n\t"
+    "vmovdqu %%ymm0, 32(%0)\n\t"
+    "movdqu 16(%1), %%xmm1\n\t"
+    "movdqu %%xmm1, 16(%0)\n\t"
+    "movzbl (%0), %%eax\n\t"
+    "movzwl 2(%0), %%eax\n\t"
+    "movl 4(%0), %%eax\n\t"
+    "movq 8(%0), %%rax\n\t"
+    "movdqu 16(%0), %%xmm2\n\t"
+    "vmovdqu 32(%0), %%ymm3\n\t"
+    "vzeroupper\n\t"
+    :: "r"(buf), "r"(pat) : "rax", "xmm0", "xmm1", "xmm2", "xmm3", "memory");
+  if (argc > 1) {
+    int fd = open(argv[1], O_RDONLY);
+    long n = read(fd, rbuf, sizeof rbuf);
+    close(fd);
+    printf("read %ld\n", n);
+  }
+  return 0;
+}
+"#;
+
+struct Prog {
+    exe: PathBuf,
+    input: PathBuf,
+    input_bytes: Vec<u8>,
+}
+
+fn program() -> &'static Prog {
+    static P: OnceLock<Prog> = OnceLock::new();
+    P.get_or_init(|| {
+        let d = workdir();
+        let src = d.join("known.c");
+        std::fs::write(&src, PROGRAM).unwrap();
+        let exe = d.join("known");
+        let o = Command::new("gcc").args(["-O1", "-o"]).arg(&exe).arg(&src).output().expect("gcc");
+        assert!(o.status.success(), "gcc failed: {}", String::from_utf8_lossy(&o.stderr));
+        let input = d.join("input.bin");
+        let input_bytes: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        std::fs::write(&input, &input_bytes).unwrap();
+        Prog { exe, input, input_bytes }
+    })
+}
+
+fn command(p: &Prog, out: &Path) -> TraceCommand {
+    let mut c = TraceCommand::new([p.exe.to_str().unwrap(), p.input.to_str().unwrap()]);
+    // A fixed environment: the run must be the same for every tool it is compared with.
+    c.clear_env = true;
+    c.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    c.stdout = ProgramIo::File(out.to_path_buf());
+    c
+}
+
+/// All records of a live trace (optionally through the consistency adapter).
+fn collect(src: &mut dyn TraceSource) -> Vec<Instr> {
+    let mut v = vec![];
+    let mut i = Instr::default();
+    while src.next_into(&mut i).unwrap() {
+        v.push(i.clone());
+    }
+    v
+}
+
+fn parse_addrs(out: &Path) -> (u64, u64) {
+    let s = std::fs::read_to_string(out).unwrap();
+    let w: Vec<&str> = s.split_whitespace().collect();
+    let h = |t: &str| u64::from_str_radix(t.trim_start_matches("0x"), 16).unwrap();
+    (h(w[1]), h(w[3]))
+}
+
+#[test]
+fn known_stores_and_loads_have_exact_addresses_and_values() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let out = workdir().join("known.out");
+    let recs = collect(&mut spawn(&command(p, &out)).unwrap());
+    let (buf, _) = parse_addrs(&out);
+    let pat: Vec<u8> = (0xa0..=0xbfu8).collect();
+    let mut expect: Vec<(bool, u64, Vec<u8>)> = vec![
+        (true, buf, vec![0x11]),
+        (true, buf + 2, vec![0x33, 0x22]),
+        (true, buf + 4, 0x44556677u32.to_le_bytes().to_vec()),
+        (true, buf + 8, 0x8899aabbccddeeffu64.to_le_bytes().to_vec()),
+        (true, buf + 32, pat.clone()),
+        (true, buf + 16, pat[16..].to_vec()),
+    ];
+    let loads: Vec<(bool, u64, Vec<u8>)> = expect.iter().map(|(_, a, v)| (false, *a, v.clone())).collect();
+    let order = [0, 1, 2, 3, 5, 4]; // loads in the program's order: 16-byte before 32-byte
+    expect.extend(order.iter().map(|&k| loads[k].clone()));
+    let got: Vec<(bool, u64, Vec<u8>)> = recs
+        .iter()
+        .filter(|r| !r.external)
+        .flat_map(|r| r.accesses.iter().map(move |a| (a.store, a.addr, r.value(a).to_vec())))
+        .filter(|(_, a, _)| *a >= buf && *a < buf + 64)
+        .collect();
+    assert_eq!(got, expect);
+    // The SIMD stores are single instructions of the right class and registers.
+    let ymm_store = recs.iter().find(|r| r.accesses.iter().any(|a| a.store && a.addr == buf + 32)).unwrap();
+    assert_eq!((ymm_store.op, ymm_store.accesses.len()), (OpClass::Mem, 1));
+    assert!((5..=7).contains(&ymm_store.len), "vmovdqu of {} bytes", ymm_store.len);
+    assert!(ymm_store.srcs().contains(&32), "{:?}", ymm_store.srcs()); // ymm0
+}
+
+#[test]
+fn read_buffers_are_external_records_with_the_file_bytes() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let out = workdir().join("read.out");
+    let recs = collect(&mut spawn(&command(p, &out)).unwrap());
+    let (_, rbuf) = parse_addrs(&out);
+    let ext: Vec<&Instr> = recs.iter().filter(|r| r.external && r.accesses.iter().any(|a| a.addr == rbuf)).collect();
+    assert_eq!(ext.len(), 1, "one external record for the read() buffer");
+    let a = &ext[0].accesses[0];
+    assert!(a.store);
+    assert_eq!(ext[0].value(a), &p.input_bytes[..]);
+    // It follows the syscall instruction, which is a barrier.
+    let at = recs.iter().position(|r| std::ptr::eq(r, ext[0])).unwrap();
+    let prev = recs[..at].iter().rev().find(|r| !r.external).unwrap();
+    assert_eq!(prev.op, OpClass::Barrier);
+}
+
+#[test]
+fn instruction_count_matches_callgrind() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let d = workdir();
+    let out = d.join("cg-trace.out");
+    let recs = collect(&mut spawn(&command(p, &out)).unwrap());
+    let instrs: Vec<&Instr> = recs.iter().filter(|r| !r.external).collect();
+    // Branch outcomes follow from the next pc; every control transfer has one.
+    let (mut taken, mut not_taken) = (0, 0);
+    for w in instrs.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        assert_eq!(a.op == OpClass::Branch, a.branch != secmem_trace::Branch::None, "{a:?}");
+        if a.branch == secmem_trace::Branch::NotTaken {
+            assert_eq!(b.pc, a.pc + a.len as u64);
+            not_taken += 1;
+        } else if a.branch == secmem_trace::Branch::Taken {
+            taken += 1;
+        }
+    }
+    assert!(taken > 1000 && not_taken > 1000, "{taken} taken, {not_taken} not taken");
+    // Callgrind charges a basic block when it is left, so the program's last block (up to
+    // the exit_group syscall) is never counted: everything after the last control transfer
+    // or syscall before the final instruction.
+    let n = instrs.len();
+    let last = instrs[..n - 1].iter().rposition(|r| matches!(r.op, OpClass::Branch | OpClass::Barrier)).unwrap();
+    let tail = (n - 1 - last) as u64;
+    assert!(tail > 0 && tail < 16, "last block of {tail} instructions");
+    let lib = secmem_vgtrace::install_tool().unwrap();
+    let cg = d.join("callgrind.out");
+    let o = Command::new("valgrind")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("VALGRIND_LIB", &lib)
+        .args(["--tool=callgrind", "-q", "--run-libc-freeres=no", "--run-cxx-freeres=no"])
+        .arg(format!("--callgrind-out-file={}", cg.display()))
+        .arg(&p.exe)
+        .arg(&p.input)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&cg).unwrap();
+    let ir: u64 = text.lines().find_map(|l| l.strip_prefix("totals: ")).expect("callgrind totals").trim().parse().unwrap();
+    assert_eq!(n as u64, ir + tail, "trace {n} instructions, callgrind Ir {ir}, last block {tail}");
+}
+
+#[test]
+fn skip_and_count_windows_are_exact() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let out = workdir().join("window.out");
+    let full: Vec<Instr> = collect(&mut spawn(&command(p, &out)).unwrap()).into_iter().filter(|r| !r.external).collect();
+    for (skip, count) in [(0u64, 1000u64), (5000, 2500), (full.len() as u64 - 100, 1000)] {
+        let mut c = command(p, &out);
+        c.skip = skip;
+        c.count = Some(count);
+        let mut live = spawn(&c).unwrap();
+        let w: Vec<Instr> = collect(&mut live).into_iter().filter(|r| !r.external).collect();
+        let want = &full[skip as usize..(skip + count).min(full.len() as u64) as usize];
+        assert_eq!(w.len(), want.len(), "skip {skip} count {count}");
+        for (a, b) in w.iter().zip(want) {
+            assert_eq!((a.pc, &a.accesses, &a.data), (b.pc, &b.accesses, &b.data), "skip {skip} count {count}");
+        }
+        let end = live.end_info().unwrap();
+        assert_eq!(end.count_reached, skip + count < full.len() as u64);
+        assert_eq!(end.recorded, want.len() as u64);
+    }
+}
+
+fn sim_mismatches(src: &mut dyn TraceSource) -> (f64, f64) {
+    let p = secmem_sim::configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
+    let o = secmem_sim::RunOptions { instructions: u64::MAX / 2, warmup: 0, seed: 1, progress: false };
+    let r = secmem_sim::run(&p, src, &o).unwrap();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let get = |k: &str| r.stats.get_f64(k).unwrap_or_else(|| panic!("no {k}"));
+    (get("trace.value_mismatches"), get("instructions"))
+}
+
+#[test]
+fn consistency_adapter_gives_zero_value_mismatches() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let out = workdir().join("sim.out");
+    let mut c = Consistent::new(spawn(&command(p, &out)).unwrap());
+    let (mism, n) = sim_mismatches(&mut c);
+    assert_eq!(mism, 0.0);
+    assert!(n > 10_000.0);
+    assert!(c.supplied_bytes() > 1000, "the loader's image is supplied: {}", c.supplied_bytes());
+    // Without the adapter the same trace does mismatch (so the check above can fail).
+    let (raw, _) = sim_mismatches(&mut spawn(&command(p, &out)).unwrap());
+    assert!(raw > 0.0);
+}
+
+#[test]
+fn trace_file_round_trips_and_simulates_cleanly() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let d = workdir();
+    let f = d.join("known.smt");
+    let s = trace_to_file(&command(p, &d.join("file.out")), &f).unwrap();
+    assert!(s.instructions > 10_000 && s.compressed_bytes < s.raw_bytes && s.raw_bytes > 0);
+    assert!(s.syscall_bytes >= 1000, "read() bytes: {}", s.syscall_bytes);
+    let mut r = secmem_trace::open_trace(f.to_str().unwrap()).unwrap();
+    let recs = collect(r.as_mut());
+    assert_eq!(recs.iter().filter(|r| !r.external).count() as u64, s.instructions);
+    let (mism, _) = sim_mismatches(secmem_trace::open_trace(f.to_str().unwrap()).unwrap().as_mut());
+    assert_eq!(mism, 0.0);
+}
+
+#[test]
+fn a_missing_program_is_one_line() {
+    let e = match spawn(&TraceCommand::new(["/nonexistent/prog"])) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("spawned a missing program"),
+    };
+    assert!(e.contains("/nonexistent/prog") && !e.contains('\n'), "{e}");
+    let e = TraceCommand::new(["no-such-program-xyz"]).resolve_program().unwrap_err();
+    assert!(e.contains("no-such-program-xyz") && e.contains("PATH"), "{e}");
+}
+
+#[test]
+fn the_same_program_and_input_give_identical_trace_files() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let d = workdir();
+    let (a, b) = (d.join("det-a.smt"), d.join("det-b.smt"));
+    // stdout to /dev/null: a fresh output file would be fstat()ed with new times and inode.
+    let mut c = command(p, &d.join("det.out"));
+    c.stdout = ProgramIo::Null;
+    trace_to_file(&c, &a).unwrap();
+    trace_to_file(&c, &b).unwrap();
+    let ra = collect(secmem_trace::open_trace(a.to_str().unwrap()).unwrap().as_mut());
+    let rb = collect(secmem_trace::open_trace(b.to_str().unwrap()).unwrap().as_mut());
+    if let Some(i) = (0..ra.len().min(rb.len())).find(|&i| ra[i] != rb[i]) {
+        panic!("record {i} of {} differs:\n{:?}\n{:?}", ra.len(), ra[i], rb[i]);
+    }
+    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "two traces of the same run differ");
+}

@@ -1,0 +1,596 @@
+/* smtrace: secmem's Valgrind tool. Records every executed guest instruction and every
+   load/store with its full value, plus memory written by system calls, as a raw binary
+   stream on a file descriptor handed over by the parent (--smt-fd=N).
+
+   Speed matters (the point is tracing real programs): records go into one large buffer
+   that is written in big chunks; load/store values come straight from the IR temporaries
+   (no second read of guest memory) except for the rare guarded, atomic and dirty-helper
+   accesses, which read guest memory right after (stores) or right before (dirty loads)
+   the access.
+
+   Raw stream (little-endian; decoded by crates/vgtrace/src/raw.rs, which documents it):
+     header  "SMTRAW\0" u8 version=1
+     0x01 INSTR   u32 id                      one executed instruction (static id)
+     0x02 LOAD    u16 size, u64 addr, value   belongs to the last INSTR
+     0x03 STORE   u16 size, u64 addr, value
+     0x04 DEF     u32 id, u64 pc, u8 len, min(len,32) bytes   static instruction; before use
+     0x05 THREAD  u32 tid                     later INSTRs run on this thread (0-based)
+     0x06 EXT     u64 addr, u32 size, value   memory written by the kernel/core (syscalls)
+     0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 count), i32 exit code */
+
+#include "pub_tool_basics.h"
+#include "pub_tool_tooliface.h"
+#include "pub_tool_libcassert.h"
+#include "pub_tool_libcbase.h"
+#include "pub_tool_libcfile.h"
+#include "pub_tool_libcprint.h"
+#include "pub_tool_libcproc.h"
+#include "pub_tool_mallocfree.h"
+#include "pub_tool_machine.h"
+#include "pub_tool_options.h"
+#include "pub_tool_threadstate.h"
+
+/* Not in the public headers but exported by libcoregrind: moves an fd into valgrind's
+   reserved range (above the client's limit) with close-on-exec, so the client cannot
+   clobber or inherit our output. */
+extern Int VG_(safe_fd)(Int oldfd);
+/* The client's auxiliary vector (exported by libcoregrind, set when the image is built). */
+extern UWord* VG_(client_auxv);
+
+#define AT_NULL_ 0
+#define AT_RANDOM_ 25
+
+#define T_INSTR 0x01
+#define T_LOAD 0x02
+#define T_STORE 0x03
+#define T_DEF 0x04
+#define T_THREAD 0x05
+#define T_EXT 0x06
+#define T_END 0x07
+
+#define MAX_CODE 32
+#define BUF_SIZE (8u << 20)
+/* Largest single record we ever append (an EXT chunk plus its header). */
+#define EXT_CHUNK (64u << 10)
+
+static Long clo_fd = -1;
+static Long clo_skip = 0;
+static Long clo_count = -1;
+/* Deterministic AT_RANDOM bytes, rdtsc values and getrandom() output. */
+static Bool clo_fixed_random = True;
+
+static UChar* buf;
+static UChar* cur;
+static UChar* lim;
+static Int out_fd = -1;
+
+static ULong executed = 0;  /* instructions executed so far */
+static ULong stop_at = ~0ULL; /* executed count at which the program is ended */
+static ULong skip = 0;
+static Bool recording = False;
+static ThreadId cur_tid = 0;
+
+static void write_all(const UChar* p, SizeT n)
+{
+   while (n > 0) {
+      Int w = VG_(write)(out_fd, p, n > (1u << 30) ? (1u << 30) : (Int)n);
+      if (w <= 0) {
+         /* The reader went away (simulation finished early, or it died): nothing left
+            to do for this run. */
+         VG_(exit)(3);
+      }
+      p += w;
+      n -= w;
+   }
+}
+
+static void flush(void)
+{
+   if (out_fd >= 0 && cur > buf)
+      write_all(buf, cur - buf);
+   cur = buf;
+}
+
+static inline void need(SizeT n)
+{
+   if (UNLIKELY(cur + n > lim))
+      flush();
+}
+
+static inline void put8(UChar v) { *cur++ = v; }
+/* __builtin_memcpy with a constant size compiles to one unaligned move (tools are built
+   with -fno-builtin, which would otherwise make every VG_(memcpy) a call). */
+static inline void put16(UShort v) { __builtin_memcpy(cur, &v, 2); cur += 2; }
+static inline void put32(UInt v) { __builtin_memcpy(cur, &v, 4); cur += 4; }
+static inline void put64(ULong v) { __builtin_memcpy(cur, &v, 8); cur += 8; }
+
+/* ---------------------------------------------------------------- static instructions */
+
+typedef struct Code {
+   struct Code* next;
+   Addr pc;
+   UInt id;
+   UInt len;
+   UChar bytes[MAX_CODE];
+} Code;
+
+#define CODE_BUCKETS (1u << 16)
+static Code** code_table;
+static UInt next_id = 0;
+
+/* The id of the instruction at pc with these bytes: one per distinct (pc, encoding), so
+   code that is retranslated keeps its id and code that is rewritten (JITs) gets a new one.
+   A DEF record is emitted the first time. */
+static UInt code_id(Addr pc, UInt len)
+{
+   UChar bytes[MAX_CODE];
+   UInt n = len < MAX_CODE ? len : MAX_CODE;
+   VG_(memcpy)(bytes, (void*)pc, n);
+   UInt h = (UInt)((pc ^ (pc >> 16) ^ (pc >> 32)) * 2654435761u) >> 16;
+   for (Code* c = code_table[h]; c; c = c->next)
+      if (c->pc == pc && c->len == len && VG_(memcmp)(c->bytes, bytes, n) == 0)
+         return c->id;
+   Code* c = VG_(malloc)("smtrace.code", sizeof(Code));
+   c->pc = pc;
+   c->len = len;
+   c->id = next_id++;
+   VG_(memcpy)(c->bytes, bytes, n);
+   c->next = code_table[h];
+   code_table[h] = c;
+   if (out_fd < 0)
+      return c->id;
+   need(1 + 4 + 8 + 1 + MAX_CODE);
+   put8(T_DEF);
+   put32(c->id);
+   put64(pc);
+   put8((UChar)len);
+   VG_(memcpy)(cur, bytes, n);
+   cur += n;
+   return c->id;
+}
+
+/* ---------------------------------------------------------------- run-time helpers */
+
+static void finish(UChar reason, Int exitcode)
+{
+   need(1 + 8 + 8 + 1 + 4);
+   put8(T_END);
+   put64(executed);
+   put64(executed > skip ? executed - skip : 0);
+   put8(reason);
+   put32((UInt)exitcode);
+   flush();
+   VG_(close)(out_fd);
+   out_fd = -1;
+}
+
+static VG_REGPARM(1) void h_instr(ULong id)
+{
+   if (UNLIKELY(executed == stop_at)) {
+      /* --count reached: end the program now, before this instruction runs. */
+      finish(1, 0);
+      VG_(exit)(0);
+   }
+   executed++;
+   if (UNLIKELY(!recording)) {
+      if (executed <= skip)
+         return;
+      recording = True;
+   }
+   need(5);
+   put8(T_INSTR);
+   put32((UInt)id);
+}
+
+/* sk: bit 0 store, bits 8.. size */
+static VG_REGPARM(3) void h_acc8(ULong addr, ULong sk, ULong v)
+{
+   if (!recording)
+      return;
+   UInt size = (UInt)(sk >> 8);
+   need(1 + 2 + 8 + 8);
+   put8((sk & 1) ? T_STORE : T_LOAD);
+   put16((UShort)size);
+   put64(addr);
+   /* Write all 8 bytes (the buffer has room) and advance by the access size. */
+   __builtin_memcpy(cur, &v, 8);
+   cur += size;
+}
+
+static void h_acc16(ULong addr, ULong sk, ULong lo, ULong hi)
+{
+   if (!recording)
+      return;
+   need(1 + 2 + 8 + 16);
+   put8((sk & 1) ? T_STORE : T_LOAD);
+   put16(16);
+   put64(addr);
+   put64(lo);
+   put64(hi);
+}
+
+static void h_acc32(ULong addr, ULong sk, ULong a, ULong b, ULong c, ULong d)
+{
+   if (!recording)
+      return;
+   need(1 + 2 + 8 + 32);
+   put8((sk & 1) ? T_STORE : T_LOAD);
+   put16(32);
+   put64(addr);
+   put64(a);
+   put64(b);
+   put64(c);
+   put64(d);
+}
+
+/* Accesses whose value is not in an IR temporary: read guest memory. */
+static VG_REGPARM(2) void h_accmem(ULong addr, ULong sk)
+{
+   if (!recording)
+      return;
+   UInt size = (UInt)(sk >> 8);
+   need(1 + 2 + 8 + size);
+   put8((sk & 1) ? T_STORE : T_LOAD);
+   put16((UShort)size);
+   put64(addr);
+   VG_(memcpy)(cur, (void*)(Addr)addr, size);
+   cur += size;
+}
+
+/* The system call in progress (getrandom's output is made deterministic). */
+static UInt cur_syscall = ~0u;
+static ULong random_state = 0x9e3779b97f4a7c15ULL;
+#define SYS_getrandom_ 318
+
+static void on_pre_syscall(ThreadId tid, UInt no, UWord* args, UInt nargs) { cur_syscall = no; }
+static void on_post_syscall(ThreadId tid, UInt no, UWord* args, UInt nargs, SysRes res) { cur_syscall = ~0u; }
+
+static void on_post_mem_write(CorePart part, ThreadId tid, Addr a, SizeT size)
+{
+   if (clo_fixed_random && part == Vg_CoreSysCall && cur_syscall == SYS_getrandom_) {
+      /* glibc seeds malloc's tcache key and more from getrandom(): a fixed sequence
+         (xorshift64*) keeps traces identical from run to run. */
+      for (SizeT i = 0; i < size; i++) {
+         random_state ^= random_state >> 12;
+         random_state ^= random_state << 25;
+         random_state ^= random_state >> 27;
+         ((UChar*)a)[i] = (UChar)((random_state * 2685821657736338717ULL) >> 56);
+      }
+   }
+   if (!recording || out_fd < 0)
+      return;
+   while (size > 0) {
+      UInt n = size > EXT_CHUNK ? EXT_CHUNK : (UInt)size;
+      need(1 + 8 + 4 + n);
+      put8(T_EXT);
+      put64(a);
+      put32(n);
+      VG_(memcpy)(cur, (void*)a, n);
+      cur += n;
+      a += n;
+      size -= n;
+   }
+}
+
+/* A forked child keeps running under Valgrind with a copy of our state: it must not write
+   into the parent's stream. The trace follows the process that was started. */
+static void on_fork_child(ThreadId tid)
+{
+   if (out_fd >= 0)
+      VG_(close)(out_fd);
+   out_fd = -1;
+   cur = buf;
+   recording = False;
+   skip = ~0ULL;
+   stop_at = ~0ULL;
+}
+
+/* The kernel's 16 random bytes (AT_RANDOM) seed the stack-protector canary and glibc's
+   pointer guard, which programs then store and load: fixed bytes make the trace's values
+   the same from run to run. */
+static Bool random_fixed = False;
+static void fix_at_random(void)
+{
+   random_fixed = True;
+   if (!clo_fixed_random || !VG_(client_auxv))
+      return;
+   for (UWord* a = VG_(client_auxv); a[0] != AT_NULL_; a += 2) {
+      if (a[0] == AT_RANDOM_ && a[1]) {
+         UChar* r = (UChar*)a[1];
+         for (Int i = 0; i < 16; i++)
+            r[i] = (UChar)(0x5a + 17 * i);
+      }
+   }
+}
+
+static void on_start_client_code(ThreadId tid, ULong blocks)
+{
+   if (UNLIKELY(!random_fixed))
+      fix_at_random();
+   if (out_fd >= 0 && tid != cur_tid) {
+      cur_tid = tid;
+      need(5);
+      put8(T_THREAD);
+      put32(tid - 1); /* valgrind's first thread is 1; the trace's is 0 */
+   }
+}
+
+/* rdtsc (the dynamic loader and many programs read it): a time stamp that advances with
+   the instructions executed, so traces do not depend on the host's clock. */
+static ULong h_rdtsc(void)
+{
+   return 1000000000ULL + 3 * executed;
+}
+
+/* ---------------------------------------------------------------- instrumentation */
+
+static IRExpr* to64(IRSB* sb, IRExpr* e, IRType ty)
+{
+   IRTemp t = newIRTemp(sb->tyenv, Ity_I64);
+   IRExpr* x;
+   switch (ty) {
+   case Ity_I8: x = IRExpr_Unop(Iop_8Uto64, e); break;
+   case Ity_I16: x = IRExpr_Unop(Iop_16Uto64, e); break;
+   case Ity_I32: x = IRExpr_Unop(Iop_32Uto64, e); break;
+   case Ity_I64: return e;
+   case Ity_F64: x = IRExpr_Unop(Iop_ReinterpF64asI64, e); break;
+   case Ity_D64: x = IRExpr_Unop(Iop_ReinterpD64asI64, e); break;
+   case Ity_F32: {
+      IRTemp t32 = newIRTemp(sb->tyenv, Ity_I32);
+      addStmtToIRSB(sb, IRStmt_WrTmp(t32, IRExpr_Unop(Iop_ReinterpF32asI32, e)));
+      x = IRExpr_Unop(Iop_32Uto64, IRExpr_RdTmp(t32));
+      break;
+   }
+   default: tl_assert(0);
+   }
+   addStmtToIRSB(sb, IRStmt_WrTmp(t, x));
+   return IRExpr_RdTmp(t);
+}
+
+static IRExpr* unop64(IRSB* sb, IROp op, IRExpr* e)
+{
+   IRTemp t = newIRTemp(sb->tyenv, Ity_I64);
+   addStmtToIRSB(sb, IRStmt_WrTmp(t, IRExpr_Unop(op, e)));
+   return IRExpr_RdTmp(t);
+}
+
+static void add_call(IRSB* sb, IRDirty* d, IRExpr* guard)
+{
+   if (guard)
+      d->guard = guard;
+   addStmtToIRSB(sb, IRStmt_Dirty(d));
+}
+
+/* An access of value `data` (an atom of type ty) at `addr`; false if ty is not handled
+   here (the caller then reads memory). */
+static Bool emit_value(IRSB* sb, Bool store, IRExpr* addr, IRExpr* data, IRType ty)
+{
+   ULong sk = (store ? 1 : 0);
+   switch (ty) {
+   case Ity_I8: case Ity_I16: case Ity_I32: case Ity_I64:
+   case Ity_F32: case Ity_F64: case Ity_D64: {
+      sk |= (ULong)sizeofIRType(ty) << 8;
+      IRExpr* v = to64(sb, data, ty);
+      add_call(sb, unsafeIRDirty_0_N(3, "h_acc8", VG_(fnptr_to_fnentry)(h_acc8),
+                                     mkIRExprVec_3(addr, IRExpr_Const(IRConst_U64(sk)), v)),
+               NULL);
+      return True;
+   }
+   case Ity_V128: {
+      sk |= 16 << 8;
+      IRExpr* lo = unop64(sb, Iop_V128to64, data);
+      IRExpr* hi = unop64(sb, Iop_V128HIto64, data);
+      add_call(sb, unsafeIRDirty_0_N(0, "h_acc16", VG_(fnptr_to_fnentry)(h_acc16),
+                                     mkIRExprVec_4(addr, IRExpr_Const(IRConst_U64(sk)), lo, hi)),
+               NULL);
+      return True;
+   }
+   case Ity_V256: {
+      sk |= 32 << 8;
+      IRExpr* a = unop64(sb, Iop_V256to64_0, data);
+      IRExpr* b = unop64(sb, Iop_V256to64_1, data);
+      IRExpr* c = unop64(sb, Iop_V256to64_2, data);
+      IRExpr* d = unop64(sb, Iop_V256to64_3, data);
+      add_call(sb, unsafeIRDirty_0_N(0, "h_acc32", VG_(fnptr_to_fnentry)(h_acc32),
+                                     mkIRExprVec_6(addr, IRExpr_Const(IRConst_U64(sk)), a, b, c, d)),
+               NULL);
+      return True;
+   }
+   default:
+      return False;
+   }
+}
+
+static void emit_mem(IRSB* sb, Bool store, IRExpr* addr, Int size, IRExpr* guard)
+{
+   ULong sk = (store ? 1 : 0) | ((ULong)size << 8);
+   add_call(sb, unsafeIRDirty_0_N(2, "h_accmem", VG_(fnptr_to_fnentry)(h_accmem),
+                                  mkIRExprVec_2(addr, IRExpr_Const(IRConst_U64(sk)))),
+            guard);
+}
+
+/* Copy an address expression into a temp so it can be used twice (atoms already can). */
+static IRSB* smt_instrument(VgCallbackClosure* closure, IRSB* sbIn, const VexGuestLayout* layout,
+                            const VexGuestExtents* vge, const VexArchInfo* archinfo,
+                            IRType gWordTy, IRType hWordTy)
+{
+   IRSB* sb = deepCopyIRSBExceptStmts(sbIn);
+   Int i = 0;
+   /* Statements before the first IMark (preamble) are copied as they are. */
+   while (i < sbIn->stmts_used && sbIn->stmts[i]->tag != Ist_IMark) {
+      addStmtToIRSB(sb, sbIn->stmts[i]);
+      i++;
+   }
+   for (; i < sbIn->stmts_used; i++) {
+      IRStmt* st = sbIn->stmts[i];
+      if (!st || st->tag == Ist_NoOp)
+         continue;
+      switch (st->tag) {
+      case Ist_IMark: {
+         addStmtToIRSB(sb, st);
+         UInt id = code_id((Addr)st->Ist.IMark.addr, st->Ist.IMark.len);
+         add_call(sb, unsafeIRDirty_0_N(1, "h_instr", VG_(fnptr_to_fnentry)(h_instr),
+                                        mkIRExprVec_1(IRExpr_Const(IRConst_U64(id)))),
+                  NULL);
+         break;
+      }
+      case Ist_WrTmp: {
+         addStmtToIRSB(sb, st);
+         IRExpr* e = st->Ist.WrTmp.data;
+         if (e->tag == Iex_Load) {
+            IRType ty = e->Iex.Load.ty;
+            if (!emit_value(sb, False, e->Iex.Load.addr, IRExpr_RdTmp(st->Ist.WrTmp.tmp), ty))
+               emit_mem(sb, False, e->Iex.Load.addr, sizeofIRType(ty), NULL);
+         }
+         break;
+      }
+      case Ist_Store: {
+         addStmtToIRSB(sb, st);
+         IRExpr* data = st->Ist.Store.data;
+         IRType ty = typeOfIRExpr(sb->tyenv, data);
+         if (!emit_value(sb, True, st->Ist.Store.addr, data, ty))
+            emit_mem(sb, True, st->Ist.Store.addr, sizeofIRType(ty), NULL);
+         break;
+      }
+      case Ist_StoreG: {
+         addStmtToIRSB(sb, st);
+         IRStoreG* g = st->Ist.StoreG.details;
+         emit_mem(sb, True, g->addr, sizeofIRType(typeOfIRExpr(sb->tyenv, g->data)), g->guard);
+         break;
+      }
+      case Ist_LoadG: {
+         addStmtToIRSB(sb, st);
+         IRLoadG* g = st->Ist.LoadG.details;
+         Int size;
+         switch (g->cvt) {
+         case ILGop_IdentV128: size = 16; break;
+         case ILGop_Ident64: size = 8; break;
+         case ILGop_Ident32: size = 4; break;
+         case ILGop_16Uto32: case ILGop_16Sto32: size = 2; break;
+         default: size = 1; break;
+         }
+         emit_mem(sb, False, g->addr, size, g->guard);
+         break;
+      }
+      case Ist_CAS: {
+         /* Recorded as x86 performs it: a load of the old value, then a store (of the new
+            value on success, of the unchanged old one on failure), read back from memory. */
+         addStmtToIRSB(sb, st);
+         IRCAS* c = st->Ist.CAS.details;
+         IRType ty = typeOfIRExpr(sb->tyenv, c->dataLo);
+         Int sz = sizeofIRType(ty);
+         Bool dbl = c->dataHi != NULL;
+         if (!dbl && emit_value(sb, False, c->addr, IRExpr_RdTmp(c->oldLo), ty)) {
+         } else if (dbl && ty == Ity_I64) {
+            /* cmpxchg16b: one 16-byte load of the old pair */
+            IRExpr* lo = IRExpr_RdTmp(c->oldLo);
+            IRExpr* hi = IRExpr_RdTmp(c->oldHi);
+            add_call(sb, unsafeIRDirty_0_N(0, "h_acc16", VG_(fnptr_to_fnentry)(h_acc16),
+                                           mkIRExprVec_4(c->addr, IRExpr_Const(IRConst_U64(16 << 8)), lo, hi)),
+                     NULL);
+         } else {
+            /* A double CAS of narrower words: the old pair lives in two temps; read memory
+               (a failed CAS left it unchanged, a successful one has the new pair, which
+               callers never load back in the same instruction). */
+            emit_mem(sb, False, c->addr, dbl ? 2 * sz : sz, NULL);
+         }
+         emit_mem(sb, True, c->addr, dbl ? 2 * sz : sz, NULL);
+         break;
+      }
+      case Ist_Dirty: {
+         IRDirty* d = st->Ist.Dirty.details;
+         if (clo_fixed_random && d->cee && VG_(strcmp)(d->cee->name, "amd64g_dirtyhelper_RDTSC") == 0)
+            d->cee = mkIRCallee(0, "h_rdtsc", VG_(fnptr_to_fnentry)(h_rdtsc));
+         Bool rd = d->mFx == Ifx_Read || d->mFx == Ifx_Modify;
+         Bool wr = d->mFx == Ifx_Write || d->mFx == Ifx_Modify;
+         if (rd)
+            emit_mem(sb, False, d->mAddr, d->mSize, d->guard);
+         addStmtToIRSB(sb, st);
+         if (wr)
+            emit_mem(sb, True, d->mAddr, d->mSize, d->guard);
+         break;
+      }
+      default:
+         addStmtToIRSB(sb, st);
+         break;
+      }
+   }
+   return sb;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static Bool smt_process_cmd_line_option(const HChar* arg)
+{
+   if VG_INT_CLO(arg, "--smt-fd", clo_fd) {}
+   else if VG_INT_CLO(arg, "--smt-skip", clo_skip) {}
+   else if VG_INT_CLO(arg, "--smt-count", clo_count) {}
+   else if VG_BOOL_CLO(arg, "--smt-fixed-random", clo_fixed_random) {}
+   else
+      return False;
+   return True;
+}
+
+static void smt_print_usage(void)
+{
+   VG_(printf)("    --smt-fd=N       write the raw trace to file descriptor N (required)\n"
+               "    --smt-skip=N     record nothing for the first N instructions [0]\n"
+               "    --smt-count=M    end the program after recording M instructions [all]\n"
+               "    --smt-fixed-random=no|yes  fixed AT_RANDOM, rdtsc and getrandom(), for deterministic traces [yes]\n");
+}
+
+static void smt_print_debug_usage(void) {}
+
+static void smt_post_clo_init(void)
+{
+   if (clo_fd < 0) {
+      VG_(umsg)("smtrace: --smt-fd=N is required\n");
+      VG_(exit)(2);
+   }
+   if (clo_skip < 0) {
+      VG_(umsg)("smtrace: --smt-skip must be >= 0\n");
+      VG_(exit)(2);
+   }
+   Int fd = VG_(safe_fd)((Int)clo_fd);
+   if (fd < 0) {
+      VG_(umsg)("smtrace: file descriptor %lld is not open\n", clo_fd);
+      VG_(exit)(2);
+   }
+   out_fd = fd;
+   skip = (ULong)clo_skip;
+   recording = skip == 0;
+   if (clo_count >= 0)
+      stop_at = skip + (ULong)clo_count;
+   buf = VG_(malloc)("smtrace.buf", BUF_SIZE);
+   cur = buf;
+   lim = buf + BUF_SIZE;
+   code_table = VG_(calloc)("smtrace.codetable", CODE_BUCKETS, sizeof(Code*));
+   static const UChar header[8] = { 'S', 'M', 'T', 'R', 'A', 'W', 0, 1 };
+   VG_(memcpy)(cur, header, 8);
+   cur += 8;
+}
+
+static void smt_fini(Int exitcode)
+{
+   if (out_fd >= 0)
+      finish(0, exitcode);
+}
+
+static void smt_pre_clo_init(void)
+{
+   VG_(details_name)("smtrace");
+   VG_(details_version)("1");
+   VG_(details_description)("secmem's value-carrying tracer");
+   VG_(details_copyright_author)("secmem authors");
+   VG_(details_bug_reports_to)("secmem");
+   VG_(details_avg_translation_sizeB)(400);
+   VG_(basic_tool_funcs)(smt_post_clo_init, smt_instrument, smt_fini);
+   VG_(needs_command_line_options)(smt_process_cmd_line_option, smt_print_usage,
+                                   smt_print_debug_usage);
+   VG_(track_post_mem_write)(on_post_mem_write);
+   VG_(track_start_client_code)(on_start_client_code);
+   VG_(atfork)(NULL, NULL, on_fork_child);
+   VG_(needs_syscall_wrapper)(on_pre_syscall, on_post_syscall);
+}
+
+VG_DETERMINE_INTERFACE_VERSION(smt_pre_clo_init)

@@ -1,0 +1,263 @@
+"""``secmem trace`` and the tracer benchmark: CLI pieces wired into ``secmem.cli``.
+
+- ``add_trace_parser(sub)`` adds ``secmem trace -o PATH [--skip N] [--count M] -- PROGRAM [ARGS…]``
+  (handler ``cmd_trace``).
+- ``add_bench_tracer_parser(sub)`` adds ``secmem bench-tracer`` (handler ``cmd_bench_tracer``):
+  tracer slowdown versus native, bytes per instruction raw and compressed, and simulator speed
+  when fed live through the pipe.
+
+Failures raise ``_core.TracerError`` (a ``RuntimeError``) or ``ValueError`` with one line;
+``secmem.cli.main`` prints them as ``secmem: error: …``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import _core
+
+# The schemes the benchmark simulates through the pipe: unprotected and counter-mode
+# encryption with a cached hash tree.
+BENCH_SCHEMES = [("none", "none"), ("chash", "otp")]
+
+
+def _count(text, what: str) -> int:
+    t = str(text).replace("_", "").strip()
+    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
+    try:
+        v = float(t[:-1]) * mult if mult != 1 else float(t)
+    except ValueError:
+        v = float("nan")
+    if not (v == v) or v < 0 or v >= 2**63:
+        raise ValueError(f"--{what}: '{text}' is not a count (e.g. 10M, 500k, 2000000)")
+    return int(v)
+
+
+def _program(argv: list) -> list:
+    """The program part of ``trace … -- PROGRAM ARGS`` (argparse keeps the ``--``)."""
+    argv = list(argv or [])
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        raise ValueError("no program to trace: secmem trace -o OUT.smt -- PROGRAM [ARGS...]")
+    return argv
+
+
+def add_trace_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "trace",
+        help="record a value-carrying trace of a real program (Valgrind)",
+        description="Run PROGRAM under secmem's Valgrind tool and write a native trace (.smt) of "
+        "every instruction with the values it loaded and stored.",
+    )
+    p.add_argument("-o", "--output", required=True, metavar="PATH", help="trace file to write (.smt)")
+    p.add_argument("--skip", default="0", help="record nothing for the first N instructions (e.g. 1G)")
+    p.add_argument("--count", default=None, help="stop the program after recording M instructions")
+    p.add_argument("--env-clear", action="store_true", help="run the program with an empty environment (plus --env)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set an environment variable (repeatable)")
+    p.add_argument("--stdin", metavar="PATH", help="the program's standard input (default /dev/null)")
+    p.add_argument("--quiet-program", action="store_true", help="send the program's stdout to /dev/null")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+    p.set_defaults(func=cmd_trace)
+    return p
+
+
+def _env(pairs: list) -> list:
+    out = []
+    for kv in pairs:
+        if "=" not in kv:
+            raise ValueError(f"--env: '{kv}' is not KEY=VALUE")
+        k, v = kv.split("=", 1)
+        out.append((k, v))
+    return out
+
+
+def trace(argv: list, output: str, skip: int = 0, count=None, env=None, clear_env: bool = False,
+          cwd=None, stdin=None, stdout="-") -> dict:
+    """Trace ``argv`` into ``output``; returns the summary dict (see ``_core.trace_program``)."""
+    return _core.trace_program(list(argv), str(output), skip=skip, count=count, env=env,
+                               clear_env=clear_env, cwd=cwd, stdin=stdin, stdout=stdout)
+
+
+def _per(n, d) -> float:
+    return n / d if d else 0.0
+
+
+def format_summary(s: dict, native_seconds: float | None = None) -> str:
+    n = s["instructions"]
+    lines = [
+        f"secmem trace: {s['path']}",
+        f"  instructions        {n:>16,}" + (f"   ({s['executed']:,} executed, window ended by --count)" if s["count_reached"] else ""),
+        f"  static instructions {s['static_instructions']:>16,}",
+        f"  external bytes      {s['external_bytes']:>16,}   ({s['syscall_bytes']:,} from system calls, "
+        f"{s['supplied_bytes']:,} supplied for consistency)",
+        f"  raw record stream   {s['raw_bytes']:>16,} B ({_per(s['raw_bytes'], n):.2f} B/instr)",
+        f"  file (zstd)         {s['compressed_bytes']:>16,} B ({_per(s['compressed_bytes'], n):.2f} B/instr)",
+        f"  traced in           {s['wall_seconds']:>16.2f} s ({_per(n, s['wall_seconds']) / 1e6:.1f} M instr/s)",
+    ]
+    if native_seconds:
+        lines.append(f"  slowdown            {s['wall_seconds'] / native_seconds:>16.1f} x native ({native_seconds:.2f} s)")
+    if s["exit_code"]:
+        lines.append(f"  note: the program exited with status {s['exit_code']}")
+    return "\n".join(lines)
+
+
+def cmd_trace(a) -> int:
+    argv = _program(a.program)
+    count = _count(a.count, "count") if a.count is not None else None
+    s = trace(
+        argv,
+        a.output,
+        skip=_count(a.skip, "skip"),
+        count=count,
+        env=_env(a.env),
+        clear_env=a.env_clear,
+        stdin=a.stdin,
+        stdout=None if a.quiet_program else "-",
+    )
+    print(format_summary(s), file=sys.stderr if not a.quiet_program else sys.stdout)
+    return 0
+
+
+# --------------------------------------------------------------------------- benchmark
+
+def make_text(path: str, size: int, seed: int = 1) -> None:
+    """A deterministic text file of ``size`` bytes: words drawn with a Zipf-like skew, so it
+    compresses like prose (random bytes would not exercise a compressor's match finder)."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("etaoinshrdlucmfwypvbgkqjxz") for _ in range(rng.randint(2, 10))) for _ in range(5000)]
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    with open(path, "w") as f:
+        written = 0
+        while written < size:
+            words = rng.choices(vocab, weights, k=2000)
+            chunk = " ".join(words) + ".\n"
+            f.write(chunk)
+            written += len(chunk)
+        f.truncate(size)
+
+
+def _native_seconds(argv: list, stdin=None) -> float:
+    t = time.perf_counter()
+    with open(stdin or os.devnull, "rb") as i:
+        subprocess.run(argv, stdin=i, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def bench_programs(work: str, size: int) -> list:
+    """(name, argv, stdin) of the benchmark programs available here, on a generated input."""
+    text = os.path.join(work, "input.txt")
+    make_text(text, size)
+    progs = []
+    if shutil.which("gzip"):
+        progs.append(("gzip", ["gzip", "-9", "-c", text], None))
+    if shutil.which("bzip2"):
+        progs.append(("bzip2", ["bzip2", "-9", "-c", text], None))
+    if shutil.which("sha256sum"):
+        progs.append(("sha256sum", ["sha256sum", text], None))
+    if shutil.which("sqlite3"):
+        sql = os.path.join(work, "q.sql")
+        with open(sql, "w") as f:
+            f.write("create table t(k integer primary key, v text);\n")
+            f.write("with recursive c(x) as (select 1 union all select x+1 from c where x < 200000) "
+                    "insert into t select x, hex(randomblob(16)) from c;\n")
+            f.write("select count(*), sum(length(v)) from t where v like '%AB%';\n")
+            f.write("create index i on t(v);\nselect count(*) from t where v > '8';\n")
+        progs.append(("sqlite3", ["sqlite3", ":memory:"], sql))
+    return progs
+
+
+def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, programs=None, preset: str = "suh2003",
+                 out=sys.stdout) -> list:
+    """Run the tracer benchmark; returns one dict per program (and prints a table to ``out``)."""
+    reason = _core.tracer_unavailable()
+    if reason:
+        raise _core.TracerError(reason)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="secmem-bench-tracer-") as work:
+        progs = bench_programs(work, size)
+        if programs:
+            progs = [p for p in progs if p[0] in programs]
+        for name, argv, stdin in progs:
+            native = _native_seconds(argv, stdin)
+            smt = os.path.join(work, name + ".smt")
+            s = trace(argv, smt, stdin=stdin, stdout=None)
+            os.unlink(smt)
+            row = {
+                "program": name,
+                "native_seconds": native,
+                "trace_seconds": s["wall_seconds"],
+                "slowdown": s["wall_seconds"] / native if native else 0.0,
+                "instructions": s["instructions"],
+                "raw_bytes_per_instr": _per(s["raw_bytes"], s["instructions"]),
+                "compressed_bytes_per_instr": _per(s["compressed_bytes"], s["instructions"]),
+                "pipe_bytes_per_instr": _per(s["pipe_bytes"], s["instructions"]),
+                "external_bytes": s["external_bytes"],
+            }
+            for integ, enc in BENCH_SCHEMES:
+                n = min(sim_instructions, max(s["instructions"] - 1, 1))
+                t = time.perf_counter()
+                stats, err = _core.run(preset, integ, enc, [], None, None, n, 0, 1, False, None, 0, list(argv),
+                                       None, False, None, stdin, None)
+                wall = time.perf_counter() - t
+                if err:
+                    raise RuntimeError(f"{name} under {integ}+{enc}: {err}")
+                if stats.get("trace.value_mismatches"):
+                    raise RuntimeError(f"{name} under {integ}+{enc}: {stats['trace.value_mismatches']} value mismatches")
+                row[f"sim_{integ}+{enc}_minstr_s"] = stats["instructions"] / wall / 1e6
+                row[f"sim_{integ}+{enc}_ipc"] = stats["ipc"]
+            rows.append(row)
+            print(_bench_line(row), file=out, flush=True)
+    return rows
+
+
+def _bench_header() -> str:
+    cols = ["program", "instr", "native s", "traced s", "slowdown", "raw B/i", "zstd B/i"]
+    cols += [f"sim {i}+{e} Mi/s" for i, e in BENCH_SCHEMES]
+    return "  ".join(f"{c:>14}" for c in cols)
+
+
+def _bench_line(r: dict) -> str:
+    vals = [r["program"], f"{r['instructions'] / 1e6:.1f}M", f"{r['native_seconds']:.2f}", f"{r['trace_seconds']:.1f}",
+            f"{r['slowdown']:.1f}x", f"{r['raw_bytes_per_instr']:.2f}", f"{r['compressed_bytes_per_instr']:.3f}"]
+    for i, e in BENCH_SCHEMES:
+        v = r.get(f"sim_{i}+{e}_minstr_s")
+        vals.append("-" if v is None else f"{v:.2f}")
+    return "  ".join(f"{v:>14}" for v in vals)
+
+
+def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "bench-tracer",
+        help="tracer slowdown, trace size and simulation speed through the pipe on real programs",
+    )
+    p.add_argument("--size", default="20M", help="generated input size for the file programs (default %(default)s bytes)")
+    p.add_argument("--sim-instructions", default="20M", help="instructions simulated per scheme (default %(default)s)")
+    p.add_argument("--programs", help="comma-separated subset of gzip,bzip2,sha256sum,sqlite3")
+    p.add_argument("--preset", default="suh2003")
+    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    p.set_defaults(func=cmd_bench_tracer)
+    return p
+
+
+def cmd_bench_tracer(a) -> int:
+    import json
+
+    print(_bench_header(), flush=True)
+    rows = bench_tracer(
+        size=_count(a.size, "size"),
+        sim_instructions=_count(a.sim_instructions, "sim-instructions"),
+        programs=a.programs.split(",") if a.programs else None,
+        preset=a.preset,
+    )
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0

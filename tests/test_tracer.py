@@ -1,0 +1,119 @@
+"""`secmem trace`: the Valgrind tracer through the Python CLI pieces (``secmem.tracing``).
+
+Skipped with a printed reason when valgrind is missing, unless SECMEM_REQUIRE_VALGRIND=1
+(CI), when they fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+
+import pytest
+
+import secmem
+
+from secmem import _core
+
+REQUIRE = os.environ.get("SECMEM_REQUIRE_VALGRIND") == "1"
+
+
+def _unavailable():
+    if not hasattr(_core, "trace_program"):
+        return "this build of secmem._core has no tracer (rebuild: pip install -e .)"
+    return _core.tracer_unavailable()
+
+
+@pytest.fixture(scope="module")
+def tracing():
+    why = _unavailable()
+    if why:
+        if REQUIRE:
+            pytest.fail(f"SECMEM_REQUIRE_VALGRIND=1 but tracing is unavailable: {why}")
+        pytest.skip(why)
+    from secmem import tracing
+
+    return tracing
+
+
+def _parse(tracing, argv):
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers()
+    tracing.add_trace_parser(sub)
+    return p.parse_args(argv)
+
+
+def test_trace_sha256sum_through_the_cli_function(tracing, tmp_path, capsys):
+    data = bytes((i * 31 + 7) & 0xFF for i in range(50_000))
+    f = tmp_path / "in.bin"
+    f.write_bytes(data)
+    out = tmp_path / "x.smt"
+    a = _parse(tracing, ["trace", "-o", str(out), "--quiet-program", "--", shutil.which("sha256sum"), str(f)])
+    assert a.func(a) == 0
+    text = capsys.readouterr().out
+    assert "instructions" in text and "B/instr" in text
+    assert out.read_bytes()[:8] == b"\x89SMTR\r\n\x1a"
+    s = tracing.trace([shutil.which("sha256sum"), str(f)], str(tmp_path / "y.smt"), stdout=None)
+    assert s["instructions"] > 100_000
+    # read() of the file arrives as external bytes from system calls.
+    assert s["syscall_bytes"] >= len(data)
+    assert 0 < s["compressed_bytes"] < s["raw_bytes"]
+    assert s["exit_code"] == 0 and not s["count_reached"]
+
+
+def test_count_window_is_exact_through_python(tracing, tmp_path):
+    s = tracing.trace(["/bin/true"], str(tmp_path / "w.smt"), skip=1000, count=5000, stdout=None)
+    assert s["instructions"] == 5000
+    assert s["count_reached"] and s["executed"] == 6000
+
+
+def test_a_missing_program_is_one_line_error(tracing, tmp_path):
+    a = _parse(tracing, ["trace", "-o", str(tmp_path / "m.smt"), "--", "/nonexistent/prog", "x"])
+    with pytest.raises(_core.TracerError) as e:
+        a.func(a)
+    msg = str(e.value)
+    assert "/nonexistent/prog" in msg and "\n" not in msg
+    assert not (tmp_path / "m.smt").exists()
+
+
+def test_no_program_is_a_clear_error(tracing, tmp_path):
+    a = _parse(tracing, ["trace", "-o", str(tmp_path / "n.smt")])
+    with pytest.raises(ValueError, match="no program"):
+        a.func(a)
+
+
+def test_simulating_a_live_program_has_no_value_mismatches(tracing, tmp_path):
+    f = tmp_path / "in.txt"
+    f.write_text("secmem " * 5000)
+    r = secmem.run(program=[shutil.which("sha256sum"), str(f)], integrity="chash", encryption="otp",
+                   instructions=300_000, warmup=50_000)
+    assert r.error is None
+    assert r.stats["instructions"] == 300_000
+    assert r.stats["workload"] == "sha256sum"
+    assert r.stats["trace.value_mismatches"] == 0
+    assert r.stats["trace.external_bytes"] > 0, "the loader's image reaches memory as external records"
+
+
+def test_run_cli_simulates_a_program_after_double_dash(tracing, tmp_path, capsys):
+    from secmem import cli
+
+    f = tmp_path / "in.txt"
+    f.write_text("secmem " * 5000)
+    js = tmp_path / "out.json"
+    rc = cli.main(["run", "-n", "200k", "--warmup", "10k", "--skip", "20k", "--json", str(js), "--",
+                   shutil.which("sha256sum"), str(f)])
+    assert rc == 0
+    import json
+
+    s = json.loads(js.read_text())["stats"]
+    assert s["instructions"] == 200_000 and s["trace.value_mismatches"] == 0
+
+
+def test_skip_fast_forwards_a_builtin_workload_without_losing_memory():
+    # Both measure instructions [500k, 800k) of stream.
+    a = secmem.run("stream", instructions=300_000, warmup=500_000)
+    b = secmem.run("stream", instructions=300_000, warmup=300_000, skip=200_000)
+    assert b.error is None and b.stats["trace.value_mismatches"] == 0
+    # Same measured instructions, memory image handed over at the window start: close IPC.
+    assert abs(a.stats["ipc"] - b.stats["ipc"]) / a.stats["ipc"] < 0.1, (a.stats["ipc"], b.stats["ipc"])
