@@ -7,7 +7,7 @@ import json
 import math
 import sys
 
-from . import _core
+from . import _core, tracing
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
 DEFAULT_SCHEMES = "none+none,chash+none,none+otp,chash+otp"
@@ -67,6 +67,11 @@ def summary(stats: dict, preset: str) -> str:
             f"\n  end-of-run integrity check: {s['integrity.final_check_cycles']:,} cycles, "
             f"{_fmt_bytes(s['integrity.final_check_bytes'])} moved (not in the measured cycles)"
         )
+    if s.get("trace.external_bytes"):
+        lines.append(
+            f"\n  {_fmt_bytes(s['trace.external_bytes'])} written by the environment (loader, kernel, memory the trace "
+            "never saw written), written into protected memory as external records"
+        )
     if s.get("trace.value_mismatches"):
         lines.append(f"\n  warning: {s['trace.value_mismatches']:,} loads returned a value other than the trace's")
     lines.append("")
@@ -79,12 +84,19 @@ def summary(stats: dict, preset: str) -> str:
 def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", "-w", help=f"built-in workload (default {DEFAULT_WORKLOAD}; see `secmem workloads`)")
-    src.add_argument("--trace", help="a native secmem trace file")
+    src.add_argument("--trace", help="a trace file: native (.smt), ChampSim (raw/.xz/.gz) or Valgrind lackey text")
+    p.add_argument(
+        "--trace-format",
+        choices=["auto", "native", "champsim", "lackey"],
+        default="auto",
+        help="format of --trace (default: detected from its magic, name or content)",
+    )
     if schemes:
         p.add_argument("--integrity", "-i", help="integrity scheme: " + ", ".join(_core.integrity_schemes()))
         p.add_argument("--encryption", "-e", help="encryption scheme: " + ", ".join(_core.encryption_schemes()))
     p.add_argument("--preset", "-p", default=DEFAULT_PRESET, help="machine preset or a .toml file (default %(default)s)")
     p.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE", help="override a parameter, e.g. l2.size=256KiB (repeatable)")
+    p.add_argument("--skip", default="0", help="fast-forward this many instructions first (default %(default)s)")
     p.add_argument("--instructions", "-n", default="10M", help="instructions to measure (default %(default)s)")
     p.add_argument("--warmup", default="1M", help="instructions simulated before measuring (default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="keys and workload data (default %(default)s)")
@@ -103,6 +115,16 @@ def _count(text: str, what: str) -> int:
     return int(v)
 
 
+def _program(rest) -> list | None:
+    """The program after ``--`` (argparse keeps the ``--``), or None."""
+    rest = list(rest or [])
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if rest and rest[0].startswith("-"):
+        raise ValueError(f"unrecognized argument {rest[0]!r} (a program to trace goes after --)")
+    return rest or None
+
+
 def _write_json(path: str, obj) -> None:
     text = json.dumps(obj, indent=2, sort_keys=True)
     if path == "-":
@@ -116,6 +138,9 @@ def cmd_run(a) -> int:
     r = run(
         a.workload,
         trace=a.trace,
+        trace_format=a.trace_format,
+        skip=_count(a.skip, "skip"),
+        program=_program(a.program),
         integrity=a.integrity,
         encryption=a.encryption,
         preset=a.preset,
@@ -154,6 +179,9 @@ def cmd_compare(a) -> int:
         schemes.insert(0, ("none", "none"))
     kwargs = dict(
         trace=a.trace,
+        trace_format=a.trace_format,
+        skip=_count(a.skip, "skip"),
+        program=_program(a.program),
         preset=a.preset,
         sets=a.set,
         instructions=_count(a.instructions, "instructions"),
@@ -162,7 +190,7 @@ def cmd_compare(a) -> int:
         progress=True,
     )
     df = compare(a.workload, schemes=schemes, **kwargs)
-    name = a.trace or a.workload or DEFAULT_WORKLOAD
+    name = a.trace or a.workload or (" ".join(kwargs["program"]) if kwargs["program"] else DEFAULT_WORKLOAD)
     print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
     print(
         f"  {'integrity':<10} {'encryption':<10} {'IPC':>8} {'norm. IPC':>10} {'L2 miss':>8} {'B/instr':>8} {'norm. traffic':>14} {'hash loads/miss':>16}"
@@ -178,9 +206,36 @@ def cmd_compare(a) -> int:
 
 
 def cmd_workloads(a) -> int:
+    from . import suite
+
+    if getattr(a, "wcmd", None) == "install":
+        todo = suite.names() if a.all else list(dict.fromkeys(a.names))
+        if not todo:
+            print("secmem: error: name workloads to install, or --all (see `secmem workloads`)", file=sys.stderr)
+            return 2
+        for name in todo:
+            suite.get(name)  # unknown names fail before anything is installed
+        failed = 0
+        for name in todo:
+            try:
+                did = suite.install(name, progress=lambda s: print(s, flush=True))
+            except suite.SuiteError as e:
+                print(f"secmem: error: {e}", file=sys.stderr)
+                failed += 1
+                continue
+            print(f"{name}: {'installed' if did else 'already installed'} ({suite.data_dir(name)})", flush=True)
+        return 1 if failed else 0
+
     print("built-in workloads (no files needed; deterministic by --seed):")
     for name, desc in _core.workloads():
-        print(f"  {name:<8} {desc}")
+        print(f"  {name:<10} {desc}")
+    print()
+    print("suite workloads (real programs, generated inputs; `secmem workloads install NAME`):")
+    for name in suite.names():
+        w = suite.get(name)
+        st = suite.status(name)
+        size = f"~{w.instructions / 1e9:.1f}G instr" if w.instructions else ""
+        print(f"  {name:<10} {st:<14} {size:<13} {w.stands_for}: {w.description}")
     return 0
 
 
@@ -283,15 +338,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="one simulation (the default command)")
     _add_common(r)
+    r.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and simulate it")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("compare", help="one workload under several schemes, normalized to the baseline")
     _add_common(c, schemes=False)
+    c.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: a real program, traced live for each scheme")
     c.add_argument("--schemes", default=DEFAULT_SCHEMES, help="INTEG+ENC pairs, comma separated (default %(default)s)")
     c.set_defaults(func=cmd_compare)
 
-    w = sub.add_parser("workloads", help="list the built-in workloads")
+    w = sub.add_parser("workloads", help="list the built-in and suite workloads; install suite workloads")
     w.set_defaults(func=cmd_workloads)
+    wsub = w.add_subparsers(dest="wcmd", metavar="ACTION")
+    wi = wsub.add_parser("install", help="apt-get install a suite workload's packages and generate its inputs")
+    wi.add_argument("names", nargs="*", metavar="NAME")
+    wi.add_argument("--all", action="store_true", help="every suite workload")
+    wi.set_defaults(func=cmd_workloads)
+
+    tracing.add_trace_parser(sub)
 
     pr = sub.add_parser("presets", help="list machine presets, or show one's parameters")
     pr.add_argument("name", nargs="?")
@@ -321,6 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--preset", "-p", default=DEFAULT_PRESET)
     b.add_argument("--json", metavar="PATH")
     b.set_defaults(func=cmd_bench)
+
+    tracing.add_bench_tracer_parser(sub)
     return p
 
 

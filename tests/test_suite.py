@@ -1,0 +1,387 @@
+"""The workload suite (``secmem.suite``) and ``secmem workloads``.
+
+Fast by default: the table's shape, generators at small sizes (deterministic, seed-sensitive,
+pinned bytes, valid formats), error paths, and two workloads whose packages every Debian has
+(``sha`` via coreutils, ``gzip``) installed into a temporary data directory and run natively,
+their output checked independently. ``SECMEM_SUITE_FULL=1`` also apt-installs and runs every
+other workload twice (slow: minutes, network for apt).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import re
+import subprocess
+import wave
+import xml.etree.ElementTree as ET
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_clean_error, cli
+from secmem import suite
+from secmem.suite import inputs
+
+FULL = os.environ.get("SECMEM_SUITE_FULL") == "1"
+
+# Small sizes for every generator used by the table (a new generator must be added here).
+SMALL = {
+    "gen_text_file": dict(nbytes=20_000),
+    "gen_binary_file": dict(nbytes=150_000),
+    "gen_c_source": dict(nfuncs=10),
+    "gen_mincost": dict(nodes=60, arcs=250),
+    "gen_sentences": dict(n=12),
+    "gen_sql": dict(nparts=80, nperson=20),
+    "gen_perl": dict(nmsgs=20),
+    "gen_gtp": {},
+    "gen_hmmer": dict(ndb=40),
+    "gen_y4m": dict(width=32, height=16, frames=2),
+    "gen_povray": {},
+    "gen_speech_text": {},
+    "gen_xalan": dict(nitems=25),
+    "gen_graph": dict(nodes=60, edges=150),
+    "gen_ppm": dict(width=40, height=24),
+    "gen_wav": dict(seconds=0.05),
+}
+
+
+def small(w):
+    g = w.generate
+    return partial(g.func, **{**g.keywords, **SMALL[g.func.__name__]})
+
+
+def read_all(d: Path, files) -> dict:
+    return {f: (d / f).read_bytes() for f in files}
+
+
+def native_ok(name):
+    w = suite.get(name)
+    return os.access(w.program, os.X_OK)
+
+
+# ---------------------------------------------------------------------------------------
+# The table
+
+
+def test_names_cover_the_issue_list():
+    need = {"gcc", "gzip", "bzip2", "mcf", "parser", "vortex", "perlbench", "gobmk", "hmmer", "h264ref", "povray",
+            "sphinx", "xalan", "rijndael", "sha", "dijkstra", "jpeg", "lame"}
+    assert need <= set(suite.names())
+    assert len(suite.names()) == len(set(suite.names()))
+
+
+@pytest.mark.parametrize("name", suite.names())
+def test_entry_is_well_formed(name):
+    w = suite.get(name)
+    assert w.name == name and re.fullmatch(r"[a-z0-9]+", name)
+    assert w.description and w.stands_for
+    assert re.search(r"SPEC CPU2000|SPEC CPU2006|MiBench", w.stands_for), w.stands_for
+    assert w.packages and all(re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", p) for p in w.all_packages), w.packages
+    assert w.program.startswith("/"), "argv[0] must be absolute: the tracer gets no PATH search"
+    assert all(isinstance(a, str) for a in w.args)
+    assert callable(w.generate) and w.generate.func.__name__ in SMALL
+    assert w.stdin is None or "/" not in w.stdin
+    assert w.output == "stdout" or "/" not in w.output
+    if w.volatile:
+        re.compile(w.volatile)
+    assert all(k.isupper() or k.startswith("OPENSSL_") for k in w.env), w.env
+    assert w.instructions > 10_000_000, "record the measured callgrind Ir total"
+    assert 0 < w.native_seconds < 3
+    d = suite.describe(name)
+    assert d["packages"] == list(w.all_packages) and d["program"] == w.program
+
+
+def test_unknown_workload_is_a_clear_error():
+    for f in (suite.get, suite.describe, suite.status, suite.command, suite.install):
+        with pytest.raises(suite.SuiteError, match=r"unknown suite workload 'nosuch' \(known: gcc"):
+            f("nosuch")
+
+
+# ---------------------------------------------------------------------------------------
+# Input generation
+
+
+def test_rng_and_text_are_pinned():
+    """The generators' bytes are part of every trace's identity: they must not drift across
+    Python versions or machines. These digests pin them."""
+    r = inputs.Rng(1)
+    assert [r.next64() for _ in range(3)] == [0xC05A677850DC981A, 0x9E32CDF7948370BD, 0xA7765F796F00BBEF]
+    assert hashlib.sha256(inputs.text(inputs.Rng(1), 4096)).hexdigest().startswith("b245f8360c0e235d")
+    assert hashlib.sha256(inputs.mixed_bytes(inputs.Rng(7), 100_000)).hexdigest().startswith("967d888bb19defa9")
+
+
+def test_generated_audio_and_code_are_pinned(tmp_path):
+    inputs.gen_wav(tmp_path, 1, seconds=0.05)
+    assert hashlib.sha256((tmp_path / "music.wav").read_bytes()).hexdigest().startswith("6b5b4e7072740276")
+    inputs.gen_c_source(tmp_path, 1, nfuncs=10)
+    assert hashlib.sha256((tmp_path / "prog.i").read_bytes()).hexdigest().startswith("f820f742dce87931")
+
+
+@pytest.mark.parametrize("name", suite.names())
+def test_generation_is_deterministic_and_seeded(name, tmp_path):
+    w = suite.get(name)
+    gen = small(w)
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for d in (a, b, c):
+        d.mkdir()
+    fa = gen(a, 1)
+    assert fa and fa == gen(b, 1) == gen(c, 2)
+    A, B, C = read_all(a, fa), read_all(b, fa), read_all(c, fa)
+    assert all(len(v) > 0 for v in A.values())
+    assert A == B, "same seed, different bytes"
+    assert A != C, "a different seed must give different inputs"
+
+
+def test_generated_formats_are_valid(tmp_path):
+    inputs.gen_wav(tmp_path, 3, seconds=0.1)
+    with wave.open(str(tmp_path / "music.wav")) as wv:
+        assert (wv.getnchannels(), wv.getsampwidth(), wv.getframerate(), wv.getnframes()) == (2, 2, 44100, 4410)
+    inputs.gen_ppm(tmp_path, 3, width=40, height=24)
+    ppm = (tmp_path / "image.ppm").read_bytes()
+    assert ppm.startswith(b"P6\n40 24\n255\n") and len(ppm) == len(b"P6\n40 24\n255\n") + 40 * 24 * 3
+    inputs.gen_y4m(tmp_path, 3, width=32, height=16, frames=2)
+    y4m = (tmp_path / "video.y4m").read_bytes()
+    header = b"YUV4MPEG2 W32 H16 F25:1 Ip A1:1 C420jpeg\n"
+    assert y4m.startswith(header) and len(y4m) == len(header) + 2 * (6 + 32 * 16 * 3 // 2)
+    inputs.gen_xalan(tmp_path, 3, nitems=25)
+    assert len(ET.parse(tmp_path / "catalog.xml").getroot()) == 25
+    ET.parse(tmp_path / "style.xsl")
+    inputs.gen_mincost(tmp_path, 3, nodes=60, arcs=250)
+    lines = (tmp_path / "network.min").read_text().splitlines()
+    p = [l.split() for l in lines if l.startswith("p ")]
+    assert p == [["p", "min", "60", str(sum(l.startswith("a ") for l in lines))]]
+    assert sum(int(l.split()[2]) for l in lines if l.startswith("n ")) == 0, "supplies must balance"
+    inputs.gen_sentences(tmp_path, 3, n=12)
+    sents = (tmp_path / "sentences.txt").read_text().splitlines()
+    assert len(sents) == 12 and all(s.endswith(".") and s[0].isupper() for s in sents)
+
+
+def test_resample_to_16k(tmp_path):
+    src = tmp_path / "in.wav"
+    with wave.open(str(src), "wb") as wv:
+        wv.setnchannels(1)
+        wv.setsampwidth(2)
+        wv.setframerate(22050)
+        wv.writeframes(b"".join(int(1000 * inputs._sin(i / 10)).to_bytes(2, "little", signed=True) for i in range(22050)))
+    inputs.resample_wav_16k(src, tmp_path / "out.wav")
+    with wave.open(str(tmp_path / "out.wav")) as wv:
+        assert (wv.getnchannels(), wv.getframerate(), wv.getnframes()) == (1, 16000, 16000)
+
+
+# ---------------------------------------------------------------------------------------
+# Status, command and install against an empty data directory
+
+
+@pytest.fixture
+def empty_data(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECMEM_DATA", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_not_installed_command_says_how_to_install(empty_data):
+    assert suite.data_dir("gzip") == empty_data / "gzip"
+    assert suite.status("gzip") == "not installed"
+    assert "inputs" in suite.missing("gzip")
+    with pytest.raises(suite.SuiteError, match=r"not installed.*run `secmem workloads install gzip`"):
+        suite.command("gzip")
+
+
+def test_changed_inputs_mean_not_installed(empty_data):
+    if not native_ok("gzip"):
+        pytest.skip("gzip not installed")
+    suite.generate_inputs("gzip", suite.data_dir("gzip"))
+    assert suite.status("gzip") == "installed"
+    f = suite.data_dir("gzip") / "input.txt"
+    f.write_bytes(f.read_bytes()[:-1])
+    assert suite.status("gzip") == "not installed"
+
+
+def _fake_workload(monkeypatch, pkgs=("secmem-no-such-package",)):
+    w = suite.Workload(name="fake", description="d", stands_for="MiBench x", packages=pkgs, program="/bin/true",
+                       args=(), generate=partial(inputs.gen_gtp))
+    monkeypatch.setitem(suite._BY_NAME, "fake", w)
+    monkeypatch.setitem(suite._pkg_cache, pkgs[0], False)
+    return w
+
+
+def test_install_without_root_or_sudo_names_the_packages(empty_data, monkeypatch):
+    _fake_workload(monkeypatch)
+    monkeypatch.setattr(suite.os, "geteuid", lambda: 1000)
+    real_which = suite.shutil.which
+    monkeypatch.setattr(suite.shutil, "which", lambda c: None if c == "sudo" else real_which(c))
+    with pytest.raises(suite.SuiteError) as e:
+        suite.install("fake", progress=lambda s: None)
+    msg = str(e.value)
+    assert "\n" not in msg and "not root" in msg and "secmem-no-such-package" in msg
+
+
+def test_apt_failure_is_one_line_naming_the_package(empty_data, monkeypatch):
+    _fake_workload(monkeypatch)
+    monkeypatch.setattr(suite.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(suite.shutil, "which", lambda c: "/usr/bin/" + c)
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 100, "", "E: Unable to locate package secmem-no-such-package\n")
+
+    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    with pytest.raises(suite.SuiteError) as e:
+        suite.install("fake", progress=lambda s: None)
+    msg = str(e.value)
+    assert "\n" not in msg and "secmem-no-such-package" in msg and "Unable to locate" in msg
+    assert any(c[-1] == "update" for c in calls), "a missing package list triggers one apt-get update"
+    assert calls[-1][-2:] == ["--no-install-recommends", "secmem-no-such-package"]
+
+
+# ---------------------------------------------------------------------------------------
+# Installed and run natively: sha and gzip (their packages are on every Debian)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """``secmem workloads install sha gzip`` once, into a temporary SECMEM_DATA."""
+    if not (native_ok("sha") and native_ok("gzip")):
+        pytest.skip("coreutils/gzip programs not at their Debian paths")
+    data = tmp_path_factory.mktemp("suite-data")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SECMEM_DATA", str(data))
+    p = cli("workloads", "install", "sha", "gzip")
+    assert p.returncode == 0, p.stderr
+    assert f"sha: installed ({data / 'sha'})" in p.stdout
+    yield data
+    mp.undo()
+
+
+def test_install_is_idempotent(installed):
+    p = cli("workloads", "install", "sha")
+    assert p.returncode == 0, p.stderr
+    assert "sha: already installed" in p.stdout and "generating" not in p.stdout
+    assert suite.install("sha", progress=lambda s: None) is False
+
+
+def test_command_shape(installed, monkeypatch):
+    monkeypatch.setenv("SECMEM_LEAK_CHECK", "1")
+    c = suite.command("sha")
+    d = installed / "sha"
+    assert c.argv == ("/usr/bin/sha256sum", "input.bin")
+    assert c.cwd == str(d) and c.stdin is None and c.output == "stdout"
+    assert c.env == {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "LANG": "C", "TZ": "UTC", "HOME": str(d), "TMPDIR": str(d),
+                     "GLIBC_TUNABLES": suite.GLIBC_FIXED_CACHES}
+    assert "SECMEM_LEAK_CHECK" not in c.env
+    assert suite.command("sha", baseline_isa=True).env["GLIBC_TUNABLES"].startswith("glibc.cpu.hwcaps=-AVX,")
+    assert c.reads == (str(d / "input.bin"),) and Path(c.reads[0]).stat().st_size == 16 << 20
+    assert c.shell().startswith(f"cd {d} && env -i PATH=/usr/bin:/bin ")
+
+
+def test_sha_runs_and_matches_hashlib(installed):
+    c = suite.command("sha")
+    p = c.run(timeout=60)
+    assert p.returncode == 0, p.stderr
+    want = hashlib.sha256((installed / "sha" / "input.bin").read_bytes()).hexdigest()
+    assert p.stdout == f"{want}  input.bin\n".encode()
+    assert c.output_digest(p) == c.output_digest(c.run(timeout=60))
+
+
+def test_gzip_runs_and_round_trips(installed):
+    c = suite.command("gzip")
+    p = c.run(timeout=60)
+    assert p.returncode == 0, p.stderr
+    original = (installed / "gzip" / "input.txt").read_bytes()
+    assert gzip.decompress(p.stdout) == original
+    assert len(p.stdout) < len(original) // 2, "generated text should compress like text"
+    assert p.stdout == c.run(timeout=60).stdout, "gzip -n output must be identical run to run"
+
+
+# ---------------------------------------------------------------------------------------
+# The CLI
+
+
+def test_cli_lists_builtin_and_suite_workloads_with_status(installed):
+    p = cli("workloads")
+    assert p.returncode == 0, p.stderr
+    rows = {l.split()[0]: l for l in p.stdout.splitlines() if l.startswith("  ")}
+    for b in ("stream", "chase", "hot", "mix"):
+        assert b in rows
+    for n in suite.names():
+        assert n in rows, n
+        assert re.match(rf"  {n}\s+(installed|not installed)\s", rows[n]), rows[n]
+    assert re.match(r"  sha\s+installed\s", rows["sha"])
+    assert "suite workloads" in p.stdout and p.stderr == ""
+
+
+def test_cli_not_installed_status(empty_data):
+    p = cli("workloads")
+    assert p.returncode == 0, p.stderr
+    rows = {l.split()[0]: l for l in p.stdout.splitlines() if l.startswith("  ")}
+    assert re.match(r"  gzip\s+not installed\s", rows["gzip"])
+
+
+def test_cli_install_unknown_is_one_clean_line():
+    p = cli("workloads", "install", "nosuch")
+    assert_clean_error(p, "unknown suite workload 'nosuch'", code=2)
+
+
+def test_cli_install_needs_a_name():
+    p = cli("workloads", "install")
+    assert_clean_error(p, "--all", code=2)
+
+
+# ---------------------------------------------------------------------------------------
+# Everything else: apt-installs packages, so only with SECMEM_SUITE_FULL=1
+
+
+@pytest.mark.skipif(not FULL, reason="set SECMEM_SUITE_FULL=1 to install and run every suite workload")
+@pytest.mark.parametrize("name", [n for n in suite.names() if n not in ("sha", "gzip")])
+def test_full_install_and_deterministic_run(name):
+    suite.install(name, progress=lambda s: None)
+    assert suite.status(name) == "installed"
+    c = suite.command(name)
+    p1 = c.run(timeout=120)
+    assert p1.returncode == 0, p1.stderr[-500:]
+    d1 = c.output_digest(p1)
+    p2 = c.run(timeout=120)
+    assert p2.returncode == 0
+    assert c.output_digest(p2) == d1, f"{name}: output differs between two runs"
+
+
+# ---------------------------------------------------------------------------------------
+# Traced and simulated end to end
+
+
+def _tracer_or_skip():
+    from secmem import _core
+
+    why = _core.tracer_unavailable()
+    if why:
+        if os.environ.get("SECMEM_REQUIRE_VALGRIND") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def test_suite_workload_is_traced_and_simulated_end_to_end_deterministically(installed):
+    _tracer_or_skip()
+    import secmem
+
+    kw = dict(integrity="chash", encryption="otp", instructions=400_000, warmup=100_000, skip=1_000_000)
+    a = secmem.run("gzip", **kw)
+    assert a.error is None, a.error
+    s = a.stats
+    assert s["workload"] == "gzip" and s["instructions"] == 400_000
+    assert s["trace.value_mismatches"] == 0, "real values survive encryption and verification"
+    assert s["l2.accesses"] > 0 and s["ipc"] > 0
+    b = secmem.run("gzip", **kw)
+    volatile = {"sim.wall_seconds", "sim.instructions_per_second"}
+    assert {k: v for k, v in a.stats.items() if k not in volatile} == {
+        k: v for k, v in b.stats.items() if k not in volatile
+    }, "same program, input, config and seed: identical statistics"
+
+
+def test_cli_runs_a_suite_workload(installed):
+    _tracer_or_skip()
+    p = cli("run", "-w", "sha", "-n", "200k", "--warmup", "20k", "--skip", "100k", "-i", "chash", "-e", "otp")
+    assert p.returncode == 0, p.stderr
+    assert "sha on suh2003" in p.stdout and "IPC" in p.stdout
