@@ -188,6 +188,8 @@ pub struct NativeWriter {
     codec: Codec,
     count: u64,
     thread: u32,
+    /// Bytes of the record stream handed to zstd so far.
+    raw: u64,
 }
 
 impl NativeWriter {
@@ -219,6 +221,7 @@ impl NativeWriter {
             codec: Codec::new(),
             count: 0,
             thread: 0,
+            raw: 0,
         })
     }
 
@@ -322,6 +325,7 @@ impl NativeWriter {
 
     fn flush_buf(&mut self) -> Result<(), TraceError> {
         let enc = self.enc.as_mut().expect("writer used after finish");
+        self.raw += self.buf.len() as u64;
         let r = enc.write_all(&self.buf);
         self.buf.clear();
         r.map_err(|e| self.io(e))
@@ -342,6 +346,12 @@ impl NativeWriter {
     /// Records written so far.
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// Bytes of the uncompressed record stream written so far (not the 16-byte header; the
+    /// end marker `finish` adds is 2–11 bytes more).
+    pub fn raw_bytes(&self) -> u64 {
+        self.raw + self.buf.len() as u64
     }
 }
 

@@ -484,6 +484,7 @@ fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, Trace
             s.instructions += 1;
         }
     }
+    let raw_bytes = w.raw_bytes();
     w.finish()?;
     let live = src.inner();
     let end = live.end_info().unwrap_or_default();
@@ -497,10 +498,6 @@ fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, Trace
     s.syscall_bytes -= s.supplied_bytes;
     let io = |e: std::io::Error| TraceError::Io { path: path.display().to_string(), source: e };
     s.compressed_bytes = std::fs::metadata(path).map_err(io)?.len();
-    let mut f = File::open(path).map_err(io)?;
-    let mut head = [0u8; 16];
-    f.read_exact(&mut head).map_err(io)?;
-    let mut d = zstd::stream::read::Decoder::new(f).map_err(io)?;
-    s.raw_bytes = std::io::copy(&mut d, &mut std::io::sink()).map_err(io)?;
+    s.raw_bytes = raw_bytes;
     Ok(s)
 }
