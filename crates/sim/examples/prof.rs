@@ -4,7 +4,7 @@ fn main() {
     let e = std::env::args().nth(3).unwrap_or("otp".into());
     let p = secmem_sim::configure("suh2003", Some(&i), Some(&e), &[]).unwrap();
     let mut src = secmem_trace::workloads::builtin(&w, 1).unwrap();
-    let o = secmem_sim::RunOptions { instructions: 3_000_000, warmup: 500_000, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: std::env::args().nth(4).and_then(|s| s.parse().ok()).unwrap_or(3_000_000), warmup: 500_000, seed: 1, progress: false };
     let r = secmem_sim::run(&p, &mut *src, &o).unwrap();
     for (k, v) in &r.stats.0 { println!("{} = {:?}", k, v); }
 }
