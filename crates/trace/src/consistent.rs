@@ -21,6 +21,26 @@ struct Page {
     known: [u64; (PAGE / 64) as usize],
 }
 
+/// Calls `f(word, mask)` for the known-bit words covering bytes [at, at + n) of a page.
+#[inline]
+fn for_words(at: usize, n: usize, mut f: impl FnMut(usize, u64)) {
+    let (mut b, end) = (at, at + n);
+    while b < end {
+        let span = (64 - b % 64).min(end - b);
+        let m = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << (b % 64) };
+        f(b / 64, m);
+        b += span;
+    }
+}
+
+/// Whether every byte of [at, at + n) is known.
+#[inline]
+fn known_range(known: &[u64], at: usize, n: usize) -> bool {
+    let mut all = true;
+    for_words(at, n, |w, m| all &= known[w] & m == m);
+    all
+}
+
 /// Sparse shadow memory (4 KiB pages allocated on first touch).
 #[derive(Default)]
 pub struct Shadow {
@@ -58,11 +78,8 @@ impl Shadow {
             let po = (a % PAGE) as usize;
             let n = (PAGE as usize - po).min(v.len() - off);
             let p = self.page(a / PAGE);
-            for k in 0..n {
-                let b = po + k;
-                if p.known[b / 64] >> (b % 64) & 1 == 0 || p.data[b] != v[off + k] {
-                    return false;
-                }
+            if !known_range(&p.known, po, n) || p.data[po..po + n] != v[off..off + n] {
+                return false;
             }
             off += n;
         }
@@ -78,9 +95,7 @@ impl Shadow {
             let n = (PAGE as usize - po).min(v.len() - off);
             let p = self.page(a / PAGE);
             p.data[po..po + n].copy_from_slice(&v[off..off + n]);
-            for b in po..po + n {
-                p.known[b / 64] |= 1 << (b % 64);
-            }
+            for_words(po, n, |w, m| p.known[w] |= m);
             off += n;
         }
     }
