@@ -282,11 +282,13 @@ impl Core {
     }
 
     /// Memory written by the environment (loader, kernel, or memory a trace never saw
-    /// written): applied through the engine at the current time, so its traffic and crypto
-    /// are booked, but the core does not wait for it — the kernel's own time is not
-    /// modelled, and memory that was simply there before must not stall the program.
+    /// written): applied through the engine at the current time, and the front end waits
+    /// until these writes are done (as for a blocking store miss), not for every other
+    /// resource to go idle — memory that was simply there before must not serialize the
+    /// program behind unrelated write-backs.
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         let t = self.now();
+        let mut done = t;
         for a in &ins.accesses {
             let val = ins.value(a);
             let mut off = 0u64;
@@ -294,12 +296,13 @@ impl Core {
                 let va = a.addr + off;
                 let n = (4096 - (va & 4095)).min(a.size as u64 - off);
                 let pa = self.translate(va)?;
-                eng.write(pa, &val[off as usize..(off + n) as usize], t)?;
+                done = done.max(eng.write(pa, &val[off as usize..(off + n) as usize], t)?);
                 off += n;
             }
             self.external_bytes += a.size as u64;
         }
         self.back_invalidate(eng);
+        self.fetch_t = self.fetch_t.max(done);
         Ok(())
     }
 
