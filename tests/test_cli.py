@@ -159,6 +159,8 @@ def test_run_stats_match_the_api(tmp_path):
         (["compare", "-w", "chase", "--schemes", "chash"], ["chash"]),
         (["presets", "intel2030"], ["unknown preset 'intel2030'"]),
         (["export", "nosuchload", "-o", "/tmp/never-written.trace"], ["unknown workload"]),
+        (["run", "-w", "stream", "--trace-format", "champsim"], ["--trace-format applies to --trace files only"]),
+        (["run", "-w", "nosuchload"], ["unknown workload 'nosuchload'", "suite workloads are"]),
     ],
 )
 def test_bad_input_is_one_clean_line(args, needles):
@@ -324,3 +326,25 @@ def test_attack_prints_both_matrices_and_exits_zero_when_every_cell_is_as_the_se
 
 def test_attack_refuses_an_unknown_scheme_in_one_line():
     assert_clean_error(cli("attack", "--integrity", "merkle"), "unknown integrity scheme 'merkle'")
+
+
+def test_compare_json_to_stdout_is_only_json():
+    p = cli("compare", "-w", "hot", "-n", "20k", "--warmup", "0", "--schemes", "chash+none", "--json", "-")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert [r["integrity"] for r in rows] == ["none", "chash"] and rows[1]["instructions"] == 20_000
+
+
+def test_a_short_input_is_noted(tmp_path):
+    t = tmp_path / "short.smt"
+    assert cli("export", "hot", "-o", str(t), "--records", "30k").returncode == 0
+    p = cli("run", "--trace", str(t), "-n", "100k", "--warmup", "10k")
+    assert p.returncode == 0, p.stderr
+    assert "note: the input ended after 20,000 of the 100,000 instructions" in p.stderr
+    p = cli("run", "--trace", str(t), "-n", "100k", "--warmup", "50k")
+    assert p.returncode == 1 and "before the warm-up" in p.stderr
+
+
+def test_program_must_be_an_argv_list():
+    with pytest.raises(TypeError, match="argv list"):
+        secmem.run(program="ls")

@@ -51,7 +51,7 @@ def test_trace_sha256sum_through_the_cli_function(tracing, tmp_path, capsys):
     out = tmp_path / "x.smt"
     a = _parse(tracing, ["trace", "-o", str(out), "--quiet-program", "--", shutil.which("sha256sum"), str(f)])
     assert a.func(a) == 0
-    text = capsys.readouterr().out
+    text = capsys.readouterr().err  # the summary goes to stderr, the program's output to stdout
     assert "instructions" in text and "B/instr" in text
     assert out.read_bytes()[:8] == b"\x89SMTR\r\n\x1a"
     s = tracing.trace([shutil.which("sha256sum"), str(f)], str(tmp_path / "y.smt"), stdout=None)

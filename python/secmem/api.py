@@ -75,6 +75,10 @@ def run(
     preset parameters. Bad names or values raise :class:`secmem.ConfigError`.
     """
     all_sets = list(sets) + _sets(params)
+    if isinstance(program, (str, bytes)):
+        raise TypeError("program is an argv list, e.g. ['/usr/bin/gzip', '-c', 'file']")
+    if trace_format not in (None, "auto") and trace is None:
+        raise _core.ConfigError("--trace-format applies to --trace files only")
     if trace is None and workload is None and program is None:
         workload = DEFAULT_WORKLOAD
     clear_env = env is not None
@@ -143,6 +147,7 @@ def compare(
             {
                 "integrity": s["integrity"],
                 "encryption": s["encryption"],
+                "instructions": s["instructions"],
                 "ipc": s["ipc"],
                 "normalized_ipc": s["ipc"] / base.stats["ipc"] if base.stats["ipc"] else 0.0,
                 "l2_miss_rate": s["l2.miss_rate"],

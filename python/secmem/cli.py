@@ -150,13 +150,17 @@ def cmd_run(a) -> int:
         seed=a.seed,
         progress=True,
     )
+    wanted = _count(a.instructions, "instructions")
     if a.json:
         _write_json(a.json, {"stats": r.stats, "config": r.config, "error": r.error})
+    measured = r.stats.get("instructions", 0)
     if a.json != "-":
         print(summary(r.stats, a.preset))
     if r.error:
         print(f"secmem: error: {r.error}", file=sys.stderr)
         return 1
+    if measured < wanted:
+        print(f"secmem: note: the input ended after {measured:,} of the {wanted:,} instructions asked for", file=sys.stderr)
     return 0
 
 
@@ -190,6 +194,9 @@ def cmd_compare(a) -> int:
         progress=True,
     )
     df = compare(a.workload, schemes=schemes, **kwargs)
+    if a.json == "-":
+        _write_json(a.json, df.to_dict(orient="records"))
+        return 0
     name = a.trace or a.workload or (" ".join(kwargs["program"]) if kwargs["program"] else DEFAULT_WORKLOAD)
     print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
     print(

@@ -104,6 +104,8 @@ def format_summary(s: dict, native_seconds: float | None = None) -> str:
     ]
     if native_seconds:
         lines.append(f"  slowdown            {s['wall_seconds'] / native_seconds:>16.1f} x native ({native_seconds:.2f} s)")
+    if s.get("exec"):
+        lines.append("  note: the program called exec; the trace ends there (the new program was not traced)")
     if s["exit_code"]:
         lines.append(f"  note: the program exited with status {s['exit_code']}")
     return "\n".join(lines)
@@ -122,7 +124,8 @@ def cmd_trace(a) -> int:
         stdin=a.stdin,
         stdout=None if a.quiet_program else "-",
     )
-    print(format_summary(s), file=sys.stderr if not a.quiet_program else sys.stdout)
+    # The program's own output goes to stdout: the summary always goes to stderr.
+    print(format_summary(s), file=sys.stderr)
     return 0
 
 

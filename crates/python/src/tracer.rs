@@ -96,6 +96,7 @@ fn trace_program<'py>(
     d.set_item("pipe_bytes", s.pipe_bytes)?;
     d.set_item("exit_code", s.exit_code)?;
     d.set_item("count_reached", s.count_reached)?;
+    d.set_item("exec", s.exec)?;
     d.set_item("wall_seconds", s.wall_seconds)?;
     d.set_item("path", output)?;
     Ok(d)

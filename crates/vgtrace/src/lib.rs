@@ -230,6 +230,15 @@ impl LiveTrace {
         self.dec.static_count()
     }
 
+    /// The program's exit code, once it has ended on its own (None if it was killed, or
+    /// ended by `count` or an exec).
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.dec.end_info() {
+            Some(e) if e.count_reached || e.exec => None,
+            _ => self.status.and_then(|s| s.code()),
+        }
+    }
+
     /// Seconds since the program was started.
     pub fn elapsed(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
@@ -288,15 +297,25 @@ impl TraceSource for LiveTrace {
 impl Drop for LiveTrace {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // Stopped before the program ended (e.g. the simulation reached its count).
+            // Stopped before the program ended (the simulation reached its count, an error,
+            // Ctrl-C). Valgrind may be pid 1 of its own namespace, which the death signal of
+            // `unshare --kill-child` does not always reach: kill the whole process group
+            // (its own, see spawn) from here, and close our end of the pipe so that a tool
+            // blocked writing into it fails and exits.
             if matches!(c.try_wait(), Ok(None)) {
+                // SAFETY: signalling the process group we created for this child.
+                unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
                 let _ = c.kill();
+            }
+            if let Ok(null) = File::open("/dev/null") {
+                // SAFETY: dup2 onto an fd we own replaces it atomically; File closes it later.
+                unsafe { libc::dup2(null.as_raw_fd(), self.dec.get_ref().as_raw_fd()) };
             }
             let _ = c.wait();
         }
-        if let Some(h) = self.log.take() {
-            let _ = h.join();
-        }
+        // The log thread ends when the last writer of the log pipe exits; never wait for it
+        // here (a surviving grandchild would hang us).
+        drop(self.log.take());
     }
 }
 
@@ -330,6 +349,11 @@ fn clear_cloexec(fd: i32) -> std::io::Result<()> {
 }
 
 fn spawn_inner(cmd: &TraceCommand) -> Result<LiveTrace, String> {
+    if let Some(d) = &cmd.cwd {
+        if !d.is_dir() {
+            return Err(format!("{}: no such directory (the program's working directory)", d.display()));
+        }
+    }
     let prog = cmd.resolve_program()?;
     let valgrind = valgrind_launcher()?;
     let lib = install_tool()?;
@@ -390,6 +414,9 @@ fn spawn_inner(cmd: &TraceCommand) -> Result<LiveTrace, String> {
             if cur != -1 {
                 libc::personality((cur as libc::c_ulong) | libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             }
+            // Its own process group: Drop can kill Valgrind and everything it started, and
+            // a terminal's Ctrl-C reaches secmem, which then ends the run cleanly.
+            libc::setpgid(0, 0);
             clear_cloexec(wfd)?;
             clear_cloexec(lfd)
         });
@@ -446,23 +473,40 @@ pub struct Summary {
     pub exit_code: i32,
     /// The program was ended by `count`.
     pub count_reached: bool,
+    /// The trace ended where the program called exec (the new image is not traced).
+    pub exec: bool,
     pub wall_seconds: f64,
 }
 
 /// Trace `cmd` into a native trace file at `path` (with [`Consistent`]'s external records,
 /// so the file simulates without value mismatches). A failed run removes the file.
 pub fn trace_to_file(cmd: &TraceCommand, path: &Path) -> Result<Summary, TraceError> {
-    let r = trace_to_file_inner(cmd, path);
+    // Written beside its destination and renamed at the end: a failed run leaves an existing
+    // file of that name alone, and readers never see a half-written trace.
+    let name = path.file_name().ok_or_else(|| TraceError::Other(format!("{}: not a file name", path.display())))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(TraceError::Other(format!("{}: cannot create the trace: no such directory {}", path.display(), dir.display())));
+    }
+    if path.is_dir() {
+        return Err(TraceError::Other(format!("{}: is a directory, not a trace file name", path.display())));
+    }
+    let tmp = path.with_file_name(format!(".{}.{}.part", name.to_string_lossy(), std::process::id()));
+    let r = trace_to_file_inner(cmd, &tmp).and_then(|s| {
+        std::fs::rename(&tmp, path).map_err(|e| TraceError::Io { path: path.display().to_string(), source: e })?;
+        Ok(s)
+    });
     if r.is_err() {
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(&tmp);
     }
     r
 }
 
 fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, TraceError> {
     let t0 = Instant::now();
-    let mut src = Consistent::new(spawn(cmd)?);
+    // The output first: an unwritable path fails before any program runs.
     let mut w = NativeWriter::create(path)?;
+    let mut src = Consistent::new(spawn(cmd)?);
     let mut ins = Instr::default();
     let mut s = Summary::default();
     loop {
@@ -488,9 +532,10 @@ fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, Trace
     w.finish()?;
     let live = src.inner();
     let end = live.end_info().unwrap_or_default();
-    s.executed = end.executed;
-    s.exit_code = end.exit_code;
+    s.executed = if end.exec { cmd.skip + s.instructions } else { end.executed };
+    s.exit_code = live.exit_code().unwrap_or(0);
     s.count_reached = end.count_reached;
+    s.exec = end.exec;
     s.supplied_bytes = src.supplied_bytes();
     s.pipe_bytes = live.pipe_bytes();
     s.static_instructions = live.static_instructions() as u64;

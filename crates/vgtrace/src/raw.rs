@@ -17,6 +17,9 @@
 //! 0x06 EXT     u64 addr, u32 size, value    memory written by the kernel or Valgrind's core
 //!                                           (system calls, signal frames), after the last INSTR
 //! 0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 --count reached), i32 exit code
+//! 0x08 EXEC    the program is about to exec (flushed first): if the stream ends right after
+//!              it, the exec succeeded and the trace ends there cleanly (the new image is
+//!              not traced); any later record means the exec failed and tracing goes on
 //! ```
 //!
 //! Branch outcomes are not in the stream: a control-flow instruction is taken iff the next
@@ -39,6 +42,7 @@ pub const T_DEF: u8 = 0x04;
 pub const T_THREAD: u8 = 0x05;
 pub const T_EXT: u8 = 0x06;
 pub const T_END: u8 = 0x07;
+pub const T_EXEC: u8 = 0x08;
 
 /// What the END record says.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,6 +55,8 @@ pub struct EndInfo {
     pub count_reached: bool,
     /// The program's exit code (0 when ended by --count).
     pub exit_code: i32,
+    /// The stream ended at an exec: the program went on as another image, untraced.
+    pub exec: bool,
 }
 
 /// One static instruction as the hot loop needs it (compact: the table is indexed by id for
@@ -99,6 +105,10 @@ pub struct RawDecoder<R: Read> {
     /// Static ids of returned instructions whose CODE was not yet taken.
     new_code: Vec<u32>,
     bytes_read: u64,
+    /// An EXEC record was the last one read.
+    exec_pending: bool,
+    /// INSTR records read.
+    recorded: u64,
 }
 
 impl<R: Read> RawDecoder<R> {
@@ -126,7 +136,14 @@ impl<R: Read> RawDecoder<R> {
             header_checked: false,
             new_code: Vec::new(),
             bytes_read: 0,
+            exec_pending: false,
+            recorded: 0,
         }
+    }
+
+    /// The stream being decoded.
+    pub fn get_ref(&self) -> &R {
+        &self.r
     }
 
     /// The END record, once read.
@@ -275,13 +292,21 @@ impl<R: Read> RawDecoder<R> {
             if !self.fill(1)? {
                 self.settle_pending(None);
                 self.release_pending();
+                if self.exec_pending {
+                    self.end_info = Some(EndInfo { executed: 0, recorded: self.recorded, count_reached: false, exit_code: 0, exec: true });
+                    continue;
+                }
                 return Err(self.corrupt(at, "the raw stream ended without an END record"));
             }
-            match self.u8_at(0) {
+            let kind = self.u8_at(0);
+            self.exec_pending = kind == T_EXEC;
+            match kind {
+                T_EXEC => self.pos += 1,
                 T_INSTR => {
                     self.fill(5)?;
                     let id = self.u32_at(1);
                     self.pos += 5;
+                    self.recorded += 1;
                     let Some(st) = self.statics.get_mut(id as usize) else {
                         return Err(self.corrupt(at, format!("instruction id {id} used before its DEF")));
                     };
@@ -398,6 +423,7 @@ impl<R: Read> RawDecoder<R> {
                         recorded: self.u64_at(9),
                         count_reached: self.u8_at(17) == 1,
                         exit_code: self.u32_at(18) as i32,
+                        exec: false,
                     });
                     self.pos += 22;
                 }

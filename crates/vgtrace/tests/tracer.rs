@@ -332,3 +332,71 @@ fn the_same_program_and_input_give_identical_trace_files() {
     }
     assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "two traces of the same run differ");
 }
+
+fn sh(script: &str) -> TraceCommand {
+    let mut c = TraceCommand::new(["/bin/sh".to_string(), "-c".to_string(), script.to_string()]);
+    c.stdout = ProgramIo::Null;
+    c
+}
+
+#[test]
+fn an_exec_ends_the_trace_cleanly_keeping_what_came_before() {
+    if !available() {
+        return;
+    }
+    let out = workdir().join("exec.smt");
+    let s = trace_to_file(&sh("exec /bin/true"), &out).expect("an exec is a clean end");
+    assert!(s.exec && !s.count_reached, "{s:?}");
+    assert!(s.instructions > 10_000, "the shell's instructions before the exec are kept: {s:?}");
+    let mut r = secmem_trace::open_trace(out.to_str().unwrap()).unwrap();
+    assert_eq!(collect(&mut *r).iter().filter(|i| !i.external).count() as u64, s.instructions);
+}
+
+#[test]
+fn the_programs_exit_code_is_reported() {
+    if !available() {
+        return;
+    }
+    let out = workdir().join("exit7.smt");
+    let s = trace_to_file(&sh("exit 7"), &out).unwrap();
+    assert_eq!(s.exit_code, 7);
+    let s = trace_to_file(&sh("exit 0"), &out).unwrap();
+    assert_eq!(s.exit_code, 0);
+}
+
+#[test]
+fn a_failed_trace_leaves_an_existing_file_alone_and_a_bad_path_fails_before_running() {
+    if !available() {
+        return;
+    }
+    let d = workdir().join("failed");
+    std::fs::create_dir_all(&d).unwrap();
+    let keep = d.join("keep.smt");
+    std::fs::write(&keep, b"keep").unwrap();
+    let e = trace_to_file(&TraceCommand::new(["/nonexistent/prog".to_string()]), &keep).unwrap_err();
+    assert!(e.to_string().contains("no such program"), "{e}");
+    assert_eq!(std::fs::read(&keep).unwrap(), b"keep");
+    let t = std::time::Instant::now();
+    let e = trace_to_file(&sh("exit 0"), &d.join("no/such/dir/x.smt")).unwrap_err();
+    assert!(e.to_string().contains("no such directory"), "{e}");
+    let e = trace_to_file(&sh("exit 0"), &d).unwrap_err();
+    assert!(e.to_string().contains("is a directory"), "{e}");
+    assert!(t.elapsed().as_secs() < 10);
+    assert!(std::fs::read_dir(&d).unwrap().all(|f| !f.unwrap().file_name().to_string_lossy().ends_with(".part")));
+}
+
+#[test]
+fn dropping_a_live_trace_mid_run_ends_the_program_promptly() {
+    if !available() {
+        return;
+    }
+    // An endless program: the drop must kill it (and Valgrind) rather than wait for it.
+    let mut live = spawn(&sh("while :; do :; done")).unwrap();
+    let mut ins = Instr::default();
+    for _ in 0..100_000 {
+        assert!(live.next_into(&mut ins).unwrap());
+    }
+    let t = std::time::Instant::now();
+    drop(live);
+    assert!(t.elapsed().as_secs() < 10, "drop took {:?}", t.elapsed());
+}

@@ -16,7 +16,8 @@
      0x04 DEF     u32 id, u64 pc, u8 len, min(len,32) bytes   static instruction; before use
      0x05 THREAD  u32 tid                     later INSTRs run on this thread (0-based)
      0x06 EXT     u64 addr, u32 size, value   memory written by the kernel/core (syscalls)
-     0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 count), i32 exit code */
+     0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 count), i32 exit code
+     0x08 EXEC    the program is about to exec: the stream may end after it without END */
 
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
@@ -47,6 +48,7 @@ extern UWord* VG_(client_auxv);
 #define T_THREAD 0x05
 #define T_EXT 0x06
 #define T_END 0x07
+#define T_EXEC 0x08
 
 #define MAX_CODE 32
 #define BUF_SIZE (8u << 20)
@@ -242,7 +244,21 @@ static UInt cur_syscall = ~0u;
 static ULong random_state = 0x9e3779b97f4a7c15ULL;
 #define SYS_getrandom_ 318
 
-static void on_pre_syscall(ThreadId tid, UInt no, UWord* args, UInt nargs) { cur_syscall = no; }
+#define SYS_execve_ 59
+#define SYS_execveat_ 322
+
+static void on_pre_syscall(ThreadId tid, UInt no, UWord* args, UInt nargs)
+{
+   cur_syscall = no;
+   if ((no == SYS_execve_ || no == SYS_execveat_) && out_fd >= 0) {
+      /* A successful exec replaces this process without running our fini: hand out what
+         is buffered now and say why the stream may end here. A failed exec (a shell
+         searching PATH) just continues the stream. */
+      need(1);
+      put8(T_EXEC);
+      flush();
+   }
+}
 static void on_post_syscall(ThreadId tid, UInt no, UWord* args, UInt nargs, SysRes res) { cur_syscall = ~0u; }
 
 static void on_post_mem_write(CorePart part, ThreadId tid, Addr a, SizeT size)
