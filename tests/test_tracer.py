@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 import secmem
+import secmem.cli
 
 from secmem import _core
 
@@ -70,11 +71,34 @@ def test_count_window_is_exact_through_python(tracing, tmp_path):
 
 def test_a_missing_program_is_one_line_error(tracing, tmp_path):
     a = _parse(tracing, ["trace", "-o", str(tmp_path / "m.smt"), "--", "/nonexistent/prog", "x"])
-    with pytest.raises(_core.TracerError) as e:
+    with pytest.raises(_core.ConfigError) as e:  # bad input: exit code 2 from the CLI
         a.func(a)
     msg = str(e.value)
     assert "/nonexistent/prog" in msg and "\n" not in msg
     assert not (tmp_path / "m.smt").exists()
+
+
+def test_bad_program_or_directory_exit_2_through_the_cli(tracing, tmp_path):
+    from conftest import assert_clean_error, cli
+
+    assert_clean_error(cli("run", "-n", "1k", "--", "/nonexistent/prog"), "/nonexistent/prog: no such program")
+    assert_clean_error(cli("trace", "-o", str(tmp_path / "t.smt"), "--", "nosuchprog-xyz"), "nosuchprog-xyz")
+
+
+def test_a_trace_read_from_a_pipe_needs_its_format_named(tmp_path):
+    import subprocess
+    import sys
+
+    t = tmp_path / "hot.smt"
+    assert secmem.cli.main(["export", "hot", "-o", str(t), "--records", "20k"]) == 0
+    run = f"cat {t} | {sys.executable} -m secmem run --trace - -n 10k --warmup 0 --json -"
+    p = subprocess.run(run, shell=True, capture_output=True, text=True)
+    assert p.returncode == 2 and "--trace-format" in p.stderr and "not a regular file" in p.stderr, p.stderr
+    p = subprocess.run(run + " --trace-format native", shell=True, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    import json
+
+    assert json.loads(p.stdout)["stats"]["instructions"] == 10_000
 
 
 def test_no_program_is_a_clear_error(tracing, tmp_path):

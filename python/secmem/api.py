@@ -79,6 +79,8 @@ def run(
         raise TypeError("program is an argv list, e.g. ['/usr/bin/gzip', '-c', 'file']")
     if trace_format not in (None, "auto") and trace is None:
         raise _core.ConfigError("--trace-format applies to --trace files only")
+    if trace == "-":
+        trace = "/dev/stdin"
     if trace is None and workload is None and program is None:
         workload = DEFAULT_WORKLOAD
     clear_env = env is not None

@@ -54,6 +54,13 @@ pub fn check_format(f: &str) -> Result<&'static str, TraceError> {
 ///    64-byte records are plausible ChampSim records.
 pub fn detect_format(path: &str) -> Result<&'static str, TraceError> {
     let mut f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
+    if f.metadata().map(|m| !m.is_file() && !m.is_dir()).unwrap_or(false) {
+        // A pipe or device can be read only once: detection would eat the first bytes.
+        return Err(TraceError::Other(format!(
+            "{path}: not a regular file, so its format cannot be detected; name it with --trace-format {{{}}}",
+            FORMATS.join(",")
+        )));
+    }
     let mut head = [0u8; 8];
     let n = read_full(&mut f, &mut head).map_err(|e| io_err(path, e))?;
     if head[..n] == MAGIC {
