@@ -96,7 +96,9 @@ fn run<'py>(
     }
     let o = RunOptions { instructions, warmup, seed, progress };
     let r = py.detach(|| secmem_sim::run(&p, &mut *src, &o)).map_err(cfg_err)?;
-    Ok((stats_dict(py, &r.stats)?, r.error))
+    // The run counts instructions after the fast-forward: say so when the input ran out.
+    let error = r.error.map(|e| if skip > 0 && e.starts_with("the trace ended") { format!("{e}, after skipping {skip}") } else { e });
+    Ok((stats_dict(py, &r.stats)?, error))
 }
 
 /// The built-in workloads as (name, description).
