@@ -50,6 +50,11 @@ pub struct Bus {
 }
 
 impl Bus {
+    /// Cycles from a read request to its first chunk (without queueing).
+    pub fn latency(&self) -> Cycle {
+        self.p.latency
+    }
+
     pub fn new(p: BusParams) -> Bus {
         assert!(p.width > 0 && p.beat_cycles > 0);
         Bus {

@@ -454,6 +454,11 @@ impl Mecu {
         let t_look = self.lookup(port, t);
         let mut done = t;
         let mut others = 0u64;
+        // The MECU streams the block through its buffer: a line's read is issued when the
+        // previous one got the bus, its pads when the previous pads entered the engine. (All
+        // issued at `t`, each booking searched past every earlier one: quadratic in N, and
+        // N = 65536 took minutes per block.)
+        let (mut t_rd, mut t_aes) = (t, t_look);
         for j in 0..lines {
             let a = base + j * self.line;
             // The line being written is replaced, not re-encrypted: only the others are
@@ -466,14 +471,16 @@ impl Mecu {
             let mut t_x = t;
             if !skip {
                 // Read and decipher under the old stamp into the MECU's buffer.
-                let tr = m.bus.read(t, self.line);
+                let tr = m.bus.read(t_rd, self.line);
+                t_rd = tr.first.saturating_sub(m.bus.latency()).max(t);
                 let line = &mut buf[..len];
                 m.mem.read(a, line);
                 let key = self.key.as_ref().expect("running");
                 if !(old == 0 && line.iter().all(|&x| x == 0)) {
                     Self::apply_pad(key, a, old, line);
                 }
-                let t_pads = m.aes.run(t_look, 2 * self.line);
+                let t_pads = m.aes.run(t_aes, 2 * self.line);
+                t_aes = t_pads.saturating_sub(m.aes.latency()).max(t_look);
                 t_x = tr.last.max(t_pads) + m.xor_latency;
             }
             if at_step(step, &mut failed, self) {
