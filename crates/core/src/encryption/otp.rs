@@ -240,6 +240,10 @@ impl Otp {
         self.aes = Aes128::new(&derive_key(self.seed, self.key_epoch));
         let mut done = t;
         let mut buf = vec![0u8; self.line as usize];
+        // Streamed line after line (each read issued when the previous one got the bus), not
+        // all at `t`: bookings then start near the frontier instead of searching past every
+        // earlier one.
+        let (mut t_rd, mut t_aes) = (t, t);
         for page in m.mem.touched_pages(0, self.covered) {
             for addr in (page..page + crate::mem::PAGE).step_by(self.line as usize) {
                 let ta = self.ts_addr(addr);
@@ -256,8 +260,10 @@ impl Otp {
                 self.apply_pad(addr, 1, &mut buf);
                 m.mem.write(addr, &buf);
                 m.mem.write_u32(ta, 1);
-                let tr = m.bus.read(t, self.line + B_TS);
-                let p = m.aes.run(tr.last, 2 * self.line);
+                let tr = m.bus.read(t_rd, self.line + B_TS);
+                t_rd = tr.first.saturating_sub(m.bus.latency()).max(t);
+                let p = m.aes.run(tr.last.max(t_aes), 2 * self.line);
+                t_aes = p.saturating_sub(m.aes.latency());
                 done = m.bus.write(p, self.line + B_TS);
                 self.reencrypted_lines += 1;
             }

@@ -152,6 +152,10 @@ impl Lhash {
         m.mem.read(self.pt_base, &mut table);
         let tw = m.bus.read(t, pages.max(1));
         let mut checked = 0;
+        // Chunks are streamed: each read is issued as the previous one arrives (less the bus
+        // latency), not all at once, so bookings start near the frontier instead of searching
+        // past every earlier one (quadratic in the chunks checked).
+        let mut t_rd = tw.last;
         for (i, &byte) in table.iter().enumerate() {
             for bit in 0..8 {
                 if byte & (1 << bit) == 0 {
@@ -163,8 +167,9 @@ impl Lhash {
                         continue; // cached chunks are trusted; their next eviction logs them
                     }
                     let plain = &mut buf[..n];
-                    let td = enc.read_line(m, a, tw.last, plain);
-                    let (ts, tt) = self.ts_buf.read(m, self.ts_addr(a), tw.last);
+                    let td = enc.read_line(m, a, t_rd, plain);
+                    let (ts, tt) = self.ts_buf.read(m, self.ts_addr(a), t_rd);
+                    t_rd = td.saturating_sub(m.bus.latency()).max(t_rd);
                     Self::log(&mut self.read_hash, a, plain, ts);
                     self.timer = self.timer.max(ts as u64 + 1);
                     Self::log(&mut new_write, a, plain, new_timer);
