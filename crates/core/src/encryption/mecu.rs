@@ -454,10 +454,10 @@ impl Mecu {
         let t_look = self.lookup(port, t);
         let mut done = t;
         let mut others = 0u64;
-        // The MECU streams the block through its buffer: a line's read is issued when the
-        // previous one got the bus, its pads when the previous pads entered the engine. (All
-        // issued at `t`, each booking searched past every earlier one: quadratic in N, and
-        // N = 65536 took minutes per block.)
+        // The MECU streams the block through a double buffer: a line's read is issued so that
+        // it arrives as the previous line is done, its pads when the previous pads entered the
+        // engine. (All issued at `t`, each booking searched past every earlier one: quadratic
+        // in N; N = 65536 took minutes per block.)
         let (mut t_rd, mut t_aes) = (t, t_look);
         for j in 0..lines {
             let a = base + j * self.line;
@@ -472,7 +472,6 @@ impl Mecu {
             if !skip {
                 // Read and decipher under the old stamp into the MECU's buffer.
                 let tr = m.bus.read(t_rd, self.line);
-                t_rd = tr.first.saturating_sub(m.bus.latency()).max(t);
                 let line = &mut buf[..len];
                 m.mem.read(a, line);
                 let key = self.key.as_ref().expect("running");
@@ -482,6 +481,9 @@ impl Mecu {
                 let t_pads = m.aes.run(t_aes, 2 * self.line);
                 t_aes = t_pads.saturating_sub(m.aes.latency()).max(t_look);
                 t_x = tr.last.max(t_pads) + m.xor_latency;
+                // Double-buffered: the next line arrives as this one is done, so reads never
+                // run ahead of the pads (nor of the writes that follow them).
+                t_rd = tr.first.max(t_x).saturating_sub(m.bus.latency()).max(t);
             }
             if at_step(step, &mut failed, self) {
                 return done;
