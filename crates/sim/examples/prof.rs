@@ -2,7 +2,9 @@ fn main() {
     let w = std::env::args().nth(1).unwrap_or("chase".into());
     let i = std::env::args().nth(2).unwrap_or("chash".into());
     let e = std::env::args().nth(3).unwrap_or("otp".into());
-    let p = secmem_sim::configure("suh2003", Some(&i), Some(&e), &[]).unwrap();
+    // Optional KEY=VALUE parameter overrides after the instruction count.
+    let sets: Vec<String> = std::env::args().skip(5).collect();
+    let p = secmem_sim::configure("suh2003", Some(&i), Some(&e), &sets).unwrap();
     let mut src = secmem_trace::workloads::builtin(&w, 1).unwrap();
     let o = secmem_sim::RunOptions { instructions: std::env::args().nth(4).and_then(|s| s.parse().ok()).unwrap_or(3_000_000), warmup: 500_000, seed: 1, progress: false };
     let r = secmem_sim::run(&p, &mut *src, &o).unwrap();
