@@ -43,11 +43,6 @@ fn command(argv: Vec<String>, env: Option<Vec<(String, String)>>, clear_env: boo
     c.stderr = ProgramIo::Inherit;
     // Bad input (no such program or directory) is a ConfigError, like every other bad
     // argument; failures once the program runs are TracerErrors.
-    if let Some(d) = &c.cwd {
-        if !d.is_dir() {
-            return Err(crate::cfg_err(format!("{}: no such directory (the program's working directory)", d.display())));
-        }
-    }
     c.resolve_program().map_err(crate::cfg_err)?;
     Ok(c)
 }

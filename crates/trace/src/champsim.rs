@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use crate::compress::{repeat_err, Buffered, Decoded};
+use crate::compress::{remember, repeat_err, Buffered, Decoded};
 use crate::record::{Branch, Instr, OpClass, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
@@ -255,14 +255,8 @@ impl TraceSource for ChampSimReader {
         if let Some(e) = &self.failed {
             return Err(repeat_err(e));
         }
-        match self.next_record(out) {
-            Ok(more) => Ok(more),
-            Err(e) => {
-                let again = repeat_err(&e);
-                self.failed = Some(e);
-                Err(again)
-            }
-        }
+        let r = self.next_record(out);
+        remember(&mut self.failed, r)
     }
 
     fn name(&self) -> &str {

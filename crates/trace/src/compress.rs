@@ -131,6 +131,16 @@ pub(crate) fn peek(path: &str, max: usize) -> Result<(Compression, Vec<u8>), Tra
 }
 
 /// Rebuild an error to report it again (readers repeat their first error on every later call).
+/// A reader's errors are sticky: hand out `r`, remembering its error in `failed` so that
+/// every later call repeats it (readers check `failed` first).
+pub(crate) fn remember(failed: &mut Option<TraceError>, r: Result<bool, TraceError>) -> Result<bool, TraceError> {
+    r.map_err(|e| {
+        let again = repeat_err(&e);
+        *failed = Some(e);
+        again
+    })
+}
+
 pub(crate) fn repeat_err(e: &TraceError) -> TraceError {
     match e {
         TraceError::Corrupt { path, offset, what } => TraceError::Corrupt {

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use crate::compress::{repeat_err, Buffered, Decoded};
+use crate::compress::{remember, repeat_err, Buffered, Decoded};
 use crate::native::{MAX_ACCESSES, MAX_ACCESS_SIZE, MAX_RECORD_DATA};
 use crate::record::{Access, Instr, OpClass, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
@@ -310,14 +310,8 @@ impl TraceSource for LackeyReader {
         if let Some(e) = &self.failed {
             return Err(repeat_err(e));
         }
-        match self.next_record(out) {
-            Ok(more) => Ok(more),
-            Err(e) => {
-                let again = repeat_err(&e);
-                self.failed = Some(e);
-                Err(again)
-            }
-        }
+        let r = self.next_record(out);
+        remember(&mut self.failed, r)
     }
 
     fn name(&self) -> &str {

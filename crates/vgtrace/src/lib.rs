@@ -160,7 +160,14 @@ impl TraceCommand {
     }
 
     /// The program's path as it will be run, or a one-line error.
+    /// The program's path (checked to exist and be executable), after checking that the
+    /// working directory exists: every reason the command cannot start, in one place.
     pub fn resolve_program(&self) -> Result<PathBuf, String> {
+        if let Some(d) = &self.cwd {
+            if !d.is_dir() {
+                return Err(format!("{}: no such directory (the program's working directory)", d.display()));
+            }
+        }
         let prog = self.argv.first().ok_or("secmem trace: no program given")?;
         if prog.contains('/') {
             let p = match &self.cwd {
@@ -349,11 +356,6 @@ fn clear_cloexec(fd: i32) -> std::io::Result<()> {
 }
 
 fn spawn_inner(cmd: &TraceCommand) -> Result<LiveTrace, String> {
-    if let Some(d) = &cmd.cwd {
-        if !d.is_dir() {
-            return Err(format!("{}: no such directory (the program's working directory)", d.display()));
-        }
-    }
     let prog = cmd.resolve_program()?;
     let valgrind = valgrind_launcher()?;
     let lib = install_tool()?;
