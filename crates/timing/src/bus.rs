@@ -112,10 +112,7 @@ impl Bus {
         let n = self.beats(bytes);
         let bc = self.p.beat_cycles;
         let from = (t + self.p.write_delay).div_ceil(bc);
-        let mut last = from;
-        for _ in 0..n {
-            last = self.cal.reserve(from, 1);
-        }
+        let last = self.cal.reserve_each(from, n);
         self.busy_cycles += n * bc;
         self.write_bytes += n * self.p.width;
         self.writes += 1;
