@@ -103,6 +103,16 @@ def test_run_prints_summary_and_writes_json(tmp_path):
     assert doc["config"]["l2.size"] == "1MiB"
 
 
+def test_run_warns_when_mecu_reencryption_eats_whole_resume_cycles():
+    sets = ["--set", "mecu.resume_period=1000000", "-e", "mecu", "-i", "none", "-w", "chase", "-n", "60k", "--warmup", "15k"]
+    p = cli("run", *sets, "--set", "mecu.lines_per_block=4096")
+    assert p.returncode == 0, p.stderr
+    assert re.search(r"warning: in [0-9,]+ of [0-9,]+ resume cycles .* never reaches quiescence", p.stdout), p.stdout
+    p = cli("run", *sets, "--set", "mecu.lines_per_block=16")
+    assert p.returncode == 0, p.stderr
+    assert "never reaches quiescence" not in p.stdout
+
+
 def test_run_is_the_default_command_and_json_to_stdout():
     p = cli("-w", "hot", "-n", "20k", "--warmup", "5k", "-i", "none", "-e", "none", "--json", "-")
     assert p.returncode == 0, p.stderr

@@ -72,6 +72,13 @@ def summary(stats: dict, preset: str) -> str:
             f"\n  {_fmt_bytes(s['trace.external_bytes'])} written by the environment (loader, kernel, memory the trace "
             "never saw written), written into protected memory as external records"
         )
+    if s.get("mecu.saturated_resume_cycles"):
+        lines.append(
+            f"\n  warning: in {s['mecu.saturated_resume_cycles']:,} of {s['mecu.resumes']:,} resume cycles the processor "
+            "spent at least 90% of the time stalled re-encrypting blocks: the system never reaches quiescence "
+            "(002 §5.2.2), so the program barely advances and the run is slow to simulate; "
+            "lower mecu.lines_per_block or raise mecu.resume_period"
+        )
     if s.get("trace.value_mismatches"):
         lines.append(f"\n  warning: {s['trace.value_mismatches']:,} loads returned a value other than the trace's")
     lines.append("")

@@ -66,6 +66,19 @@ fn otp_hides_most_of_the_aes_latency() {
 }
 
 #[test]
+fn mecu_resume_cycles_eaten_by_reencryption_are_counted_as_saturated() {
+    // 256 KiB blocks take ~330 k cycles each to re-encrypt; chase writes to many of them.
+    let n = 60_000;
+    let fast = ["mecu.lines_per_block=4096", "mecu.resume_period=1000000"];
+    let s = sim("chase", "none", "mecu", &fast, n);
+    assert!(f(&s, "mecu.saturated_resume_cycles") >= 1.0, "{:?}", s.get("mecu.stall_cycles_per_resume_cycle"));
+    let slow = ["mecu.lines_per_block=16", "mecu.resume_period=1000000"];
+    let s = sim("chase", "none", "mecu", &slow, n);
+    assert!(f(&s, "mecu.resumes") >= 1.0);
+    assert_eq!(f(&s, "mecu.saturated_resume_cycles"), 0.0, "{:?}", s.get("mecu.stall_cycles_per_resume_cycle"));
+}
+
+#[test]
 fn identical_inputs_give_identical_statistics() {
     let a = sim("mix", "chash", "otp", &[], 100_000);
     let b = sim("mix", "chash", "otp", &[], 100_000);

@@ -42,6 +42,10 @@ use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
 
 const CHUNK: usize = 4096;
+/// A resume cycle stalled for re-encryption this much of its length is counted as saturated:
+/// blocks re-encrypted after every resume take (nearly) the whole cycle, so the program
+/// barely advances and a run takes as long as all those re-encryptions do to simulate.
+const SATURATED: f64 = 0.9;
 
 /// The per-block stamps, allocated in chunks as blocks are first stamped.
 #[derive(Clone, Default)]
@@ -142,6 +146,9 @@ pub struct Mecu {
     win_last_reenc: Option<Cycle>,
     stall_until: Cycle,
     ipc_series: Vec<f64>,
+    /// Resume cycles in which the processor stalled for re-encryption at least
+    /// `SATURATED` of the time: the system never reaches quiescence (002 §5.2.2).
+    saturated: u64,
     stall_series: Vec<f64>,
     quiesce_series: Vec<f64>,
     // statistics
@@ -209,6 +216,7 @@ impl Mecu {
             win_last_reenc: None,
             stall_until: 0,
             ipc_series: Vec::new(),
+            saturated: 0,
             stall_series: Vec::new(),
             quiesce_series: Vec::new(),
             reads: 0,
@@ -580,10 +588,14 @@ impl Mecu {
         Ok(done)
     }
 
+    /// Close the resume cycle that ends at `now`.
     fn close_window(&mut self, now: Cycle, instructions: u64) {
         let cycles = now.saturating_sub(self.win_cycle).max(1);
         self.ipc_series.push(instructions.saturating_sub(self.win_instr) as f64 / cycles as f64);
         self.stall_series.push(self.win_stall as f64);
+        if self.win_stall as f64 >= SATURATED * cycles as f64 {
+            self.saturated += 1;
+        }
         self.quiesce_series.push(self.win_last_reenc.map_or(0, |e| e.saturating_sub(self.win_cycle)) as f64);
         (self.win_cycle, self.win_instr, self.win_stall, self.win_last_reenc) = (now, instructions, 0, None);
     }
@@ -658,6 +670,7 @@ impl Encryption for Mecu {
         (self.reencryptions, self.reencrypted_lines, self.stall_cycles) = (0, 0, 0);
         (self.power_cuts, self.lost_writes, self.dma_reads, self.dma_writes, self.lock_wait) = (0, 0, 0, 0, 0);
         self.ipc_series.clear();
+        self.saturated = 0;
         self.stall_series.clear();
         self.quiesce_series.clear();
     }
@@ -682,6 +695,7 @@ impl Encryption for Mecu {
         out.int("mecu.reencrypted_lines", self.reencrypted_lines);
         out.int("mecu.stall_cycles", self.stall_cycles);
         out.float("mecu.stall_cycles_per_resume", ratio(self.stall_cycles, self.resumes));
+        out.int("mecu.saturated_resume_cycles", self.saturated);
         out.series("mecu.ipc_per_resume_cycle", self.ipc_series.clone());
         out.series("mecu.stall_cycles_per_resume_cycle", self.stall_series.clone());
         out.series("mecu.quiescence_cycles_per_resume_cycle", self.quiesce_series.clone());
