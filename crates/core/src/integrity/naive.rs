@@ -26,9 +26,26 @@ pub struct Naive {
     /// the bytes, so an entry is used only on a byte-for-byte match (the hash engine is still
     /// charged: this saves the simulator's host time, not simulated time).
     memo: Vec<(u64, [u8; MAX_LINE], H)>,
+    /// The ancestors `read_path` read, and when each arrived (reused buffers).
+    anc: Vec<u64>,
+    arrive: Vec<Cycle>,
     hash_loads: u64,
     hash_stores: u64,
     checks: u64,
+}
+
+/// The hash of tree chunk `c` whose bytes are `bytes`, through the memo.
+#[inline]
+fn node_hash(hasher: &Hasher, memo: &mut [(u64, [u8; MAX_LINE], H)], c: u64, bytes: &[u8]) -> H {
+    let e = &mut memo[(c % MEMO as u64) as usize];
+    if e.0 == c && e.1[..bytes.len()] == *bytes {
+        return e.2;
+    }
+    let h = hash(hasher, bytes);
+    e.0 = c;
+    e.1[..bytes.len()].copy_from_slice(bytes);
+    e.2 = h;
+    h
 }
 
 impl Naive {
@@ -40,44 +57,37 @@ impl Naive {
         let roots = vec![zero[0]; tree.m as usize];
         let path = vec![[0u8; MAX_LINE]; tree.levels as usize];
         let memo = vec![(u64::MAX, [0u8; MAX_LINE], [0u8; secmem_crypto::MAX_HASH_BYTES]); MEMO];
-        Ok(Naive { hasher, tree, roots, zero, path, memo, hash_loads: 0, hash_stores: 0, checks: 0 })
-    }
-
-    /// The hash of tree chunk `c` whose bytes are `bytes`.
-    fn node_hash(&mut self, c: u64, bytes: &[u8]) -> H {
-        let e = &mut self.memo[(c % MEMO as u64) as usize];
-        if e.0 == c && e.1[..bytes.len()] == *bytes {
-            return e.2;
-        }
-        let h = hash(&self.hasher, bytes);
-        e.0 = c;
-        e.1[..bytes.len()].copy_from_slice(bytes);
-        e.2 = h;
-        h
+        let (anc, arrive) = (Vec::with_capacity(path.len()), Vec::with_capacity(path.len()));
+        Ok(Naive { hasher, tree, roots, zero, path, memo, anc, arrive, hash_loads: 0, hash_stores: 0, checks: 0 })
     }
 
     /// Read every ancestor of `c` from memory (all requested at `t`, the addresses being
-    /// known) into `self.path`, and check the chain from the first ancestor up to the roots.
-    /// Returns the ancestors and when the last check is done.
-    fn read_path(&mut self, m: &mut Machine, enc: &mut dyn Encryption, c: u64, t: Cycle) -> Result<(Vec<u64>, Cycle), IntegrityError> {
-        let anc = self.tree.ancestors(c);
+    /// known) into `self.path` (their numbers into `self.anc`), and check the chain from the
+    /// first ancestor up to the roots. Returns when the last check is done.
+    fn read_path(&mut self, m: &mut Machine, enc: &mut dyn Encryption, c: u64, t: Cycle) -> Result<Cycle, IntegrityError> {
+        self.anc.clear();
+        let mut a = c;
+        while let Some((p, _)) = self.tree.parent(a) {
+            self.anc.push(p);
+            a = p;
+        }
         let n = self.tree.chunk as usize;
-        let mut done = t;
-        let mut arrive = Vec::with_capacity(anc.len());
-        for (i, &a) in anc.iter().enumerate() {
+        self.arrive.clear();
+        for (i, &a) in self.anc.iter().enumerate() {
             let addr = self.tree.addr_of(a);
             let ta = enc.read_line(m, addr, t, &mut self.path[i][..n]);
             self.tree.decode_zero_node(a, &mut self.path[i][..n], &self.zero);
-            self.hash_loads += 1;
-            arrive.push(ta);
+            self.arrive.push(ta);
         }
+        self.hash_loads += self.anc.len() as u64;
         // Check each ancestor against the next one up (the top one against its root).
-        for (i, &a) in anc.iter().enumerate() {
-            let bytes = self.path[i];
-            let h = self.node_hash(a, &bytes[..n]);
-            done = done.max(m.hash.run(arrive[i], self.tree.chunk));
+        let hb = self.tree.hb;
+        let mut done = t;
+        for i in 0..self.anc.len() {
+            let a = self.anc[i];
+            let h = node_hash(&self.hasher, &mut self.memo, a, &self.path[i][..n]);
+            done = done.max(m.hash.run(self.arrive[i], self.tree.chunk));
             self.checks += 1;
-            let hb = self.tree.hb;
             let want: &[u8] = match self.tree.parent(a) {
                 Some((_, idx)) => &self.path[i + 1][idx..idx + hb],
                 None => &self.roots[a as usize][..hb],
@@ -86,7 +96,7 @@ impl Naive {
                 return Err(IntegrityError { addr: self.tree.addr_of(a), what: mismatch(&self.tree, a) });
             }
         }
-        Ok((anc, done + 1))
+        Ok(done + 1)
     }
 
     /// The hash of `c` stored one level up: in the first ancestor read, or a root register.
@@ -117,9 +127,9 @@ impl Integrity for Naive {
         let Some(c) = self.tree.chunk_of(addr) else {
             return Ok(Verified { ready: t_data, checked: t_data });
         };
-        m.counters.meta_accesses += self.tree.ancestors(c).len() as u64;
         let (slot, t_start) = m.read_buf.acquire(t_data);
-        let (_, path_done) = self.read_path(m, enc, c, t_req)?;
+        let path_done = self.read_path(m, enc, c, t_req)?;
+        m.counters.meta_accesses += self.anc.len() as u64;
         let h_done = m.hash.run(t_start, self.tree.chunk);
         let h = hash(&self.hasher, plain);
         self.checks += 1;
@@ -138,29 +148,28 @@ impl Integrity for Naive {
             return super::write_back_plain(m, enc, v);
         };
         let (wslot, start) = m.write_buf.acquire(v.t);
-        let (anc, mut t) = self.read_path(m, enc, c, start)?;
+        let mut t = self.read_path(m, enc, c, start)?;
         // Recompute the path bottom-up, then write it all back.
         let n = self.tree.chunk as usize;
         let hb = self.tree.hb;
         let mut h = hash(&self.hasher, &v.bytes);
         t = m.hash.run(t, self.tree.chunk);
         let mut child = c;
-        for (i, &a) in anc.iter().enumerate() {
+        for i in 0..self.anc.len() {
+            let a = self.anc[i];
             let idx = self.tree.parent(child).unwrap().1;
             self.path[i][idx..idx + hb].copy_from_slice(&h[..hb]);
-            let bytes = self.path[i];
-            h = self.node_hash(a, &bytes[..n]);
+            h = node_hash(&self.hasher, &mut self.memo, a, &self.path[i][..n]);
             t = m.hash.run(t, self.tree.chunk);
             child = a;
         }
         self.roots[child as usize] = h;
         let mut done = enc.write_line(m, v.addr, &v.bytes, t);
-        for (i, &a) in anc.iter().enumerate() {
-            let buf = self.path[i];
-            done = done.max(enc.write_line(m, self.tree.addr_of(a), &buf[..n], t));
-            self.hash_stores += 1;
+        for (i, &a) in self.anc.iter().enumerate() {
+            done = done.max(enc.write_line(m, self.tree.addr_of(a), &self.path[i][..n], t));
         }
-        m.counters.meta_writebacks += anc.len() as u64;
+        self.hash_stores += self.anc.len() as u64;
+        m.counters.meta_writebacks += self.anc.len() as u64;
         m.write_buf.hold_until(wslot, done);
         Ok(start)
     }
