@@ -85,6 +85,11 @@ impl Hot {
     pub(crate) fn step(&mut self, out: &mut Instr) -> bool {
         self.exec.next(&mut self.p, out)
     }
+
+    /// The next external (loader) record of the initial image; false once it is all out.
+    pub(crate) fn load(&mut self, out: &mut Instr) -> bool {
+        self.exec.next_external(&mut self.p, out)
+    }
 }
 
 impl TraceSource for Hot {

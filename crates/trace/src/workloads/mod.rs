@@ -274,6 +274,19 @@ impl Exec {
         }
     }
 
+    /// The next external page of `prog`'s initial image, if any is left.
+    #[inline]
+    pub(crate) fn next_external<P: Program>(&mut self, prog: &mut P, out: &mut Instr) -> bool {
+        if !self.ext_done {
+            if prog.external(self.ext, out) {
+                self.ext += 1;
+                return true;
+            }
+            self.ext_done = true;
+        }
+        false
+    }
+
     /// Next record of `prog`: first its external pages, then its instructions.
     /// Returns true if the record was an instruction (false: external).
     #[inline(always)]
