@@ -25,6 +25,11 @@ pub struct Tree {
     pub base: u64,
     pub data_size: u64,
     level_start: Vec<u64>,
+    /// log2 of the arity and of the chunk size when they are powers of two (the usual case):
+    /// `parent` and `chunk_of` run on every tree level of every miss, and a 64-bit division
+    /// by a run-time value costs tens of cycles.
+    m_log: Option<u32>,
+    chunk_log: Option<u32>,
 }
 
 impl Tree {
@@ -51,18 +56,28 @@ impl Tree {
             levels += 1;
         }
         let base = layout.alloc(name, internal * chunk);
-        Ok(Tree { m, chunk, hb, internal, levels, base, data_size, level_start })
+        let log = |x: u64| x.is_power_of_two().then(|| x.trailing_zeros());
+        Ok(Tree { m, chunk, hb, internal, levels, base, data_size, level_start, m_log: log(m), chunk_log: log(chunk) })
     }
 
     /// Chunk number of the chunk holding `addr`, if the tree covers it.
     #[inline]
     pub fn chunk_of(&self, addr: u64) -> Option<u64> {
         if addr < self.data_size {
-            Some(self.internal + addr / self.chunk)
+            Some(self.internal + self.chunks_in(addr))
         } else if addr >= self.base && addr < self.base + self.internal * self.chunk {
-            Some((addr - self.base) / self.chunk)
+            Some(self.chunks_in(addr - self.base))
         } else {
             None
+        }
+    }
+
+    /// ⌊bytes / chunk⌋.
+    #[inline]
+    fn chunks_in(&self, bytes: u64) -> u64 {
+        match self.chunk_log {
+            Some(k) => bytes >> k,
+            None => bytes / self.chunk,
         }
     }
 
@@ -91,7 +106,14 @@ impl Tree {
     /// Parent chunk and the byte offset of `c`'s hash in it; `None` for a root-register chunk.
     #[inline]
     pub fn parent(&self, c: u64) -> Option<(u64, usize)> {
-        (c >= self.m).then(|| (c / self.m - 1, (c % self.m) as usize * self.hb))
+        if c < self.m {
+            return None;
+        }
+        let (q, r) = match self.m_log {
+            Some(k) => (c >> k, c & (self.m - 1)),
+            None => (c / self.m, c % self.m),
+        };
+        Some((q - 1, r as usize * self.hb))
     }
 
     /// Ancestors of `c`, parent first.
@@ -163,6 +185,20 @@ fn all_zero(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parent_and_chunk_of_agree_with_the_division_formulas_for_every_arity() {
+        for m in [2u64, 3, 4, 5, 8] {
+            let mut l = Layout::new(64 * 4096, 64);
+            let t = Tree::new(&mut l, "t", 64, 8, m, "k").unwrap();
+            assert_eq!(t.m_log.is_some(), m.is_power_of_two());
+            for c in 0..t.internal + 4096 {
+                let want = (c >= m).then(|| (c / m - 1, (c % m) as usize * 8));
+                assert_eq!(t.parent(c), want, "m = {} c = {}", m, c);
+                assert_eq!(t.chunk_of(t.addr_of(c)), Some(c));
+            }
+        }
+    }
 
     #[test]
     fn numbering_follows_003_section_4_5() {
