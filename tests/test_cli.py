@@ -113,6 +113,18 @@ def test_run_warns_when_mecu_reencryption_eats_whole_resume_cycles():
     assert "never reaches quiescence" not in p.stdout
 
 
+def test_bench_sets_each_scheme_against_its_reference(tmp_path):
+    out = tmp_path / "bench.json"
+    p = cli("bench", "--workloads", "hot", "--schemes", "chash+none,mac+none,none+otp,none+direct", "-n", "100k", "--json", out)
+    assert p.returncode == 0, p.stderr
+    rows = {(r["integrity"], r["encryption"]): r["instructions_per_second"] for r in json.loads(out.read_text())}
+    m = re.search(r"^\s+hot\s+mac\s+none\s.*\s(\d+)% of chash\+none$", p.stdout, re.M)
+    assert m, p.stdout
+    assert int(m.group(1)) == round(100 * rows[("mac", "none")] / rows[("chash", "none")])
+    assert re.search(r"^\s+hot\s+none\s+direct\s.*\s\d+% of none\+otp$", p.stdout, re.M), p.stdout
+    assert not re.search(r"^\s+hot\s+chash\s+none\s.*% of", p.stdout, re.M), "the reference is not set against itself"
+
+
 def test_run_is_the_default_command_and_json_to_stdout():
     p = cli("-w", "hot", "-n", "20k", "--warmup", "5k", "-i", "none", "-e", "none", "--json", "-")
     assert p.returncode == 0, p.stderr

@@ -270,17 +270,34 @@ def cmd_export(a) -> int:
     return 0
 
 
+def _relative(r, speed) -> str:
+    """An integrity scheme alone against chash alone, an encryption scheme alone against otp
+    alone, on the same workload (the speed rules: none below half of those)."""
+    w, i, e = r["workload"], r["integrity"], r["encryption"]
+    ref = ("chash", "none") if e == "none" and i not in ("none", "chash") else ("none", "otp") if i == "none" and e not in ("none", "otp") else None
+    if ref is None or (w, *ref) not in speed:
+        return ""
+    return f"{100 * r['instructions_per_second'] / speed[(w, *ref)]:.0f}% of {'+'.join(ref)}"
+
+
 def cmd_bench(a) -> int:
     workloads = a.workloads.split(",") if a.workloads else [w for w, _ in _core.workloads()]
-    schemes = _parse_schemes(a.schemes)
+    if a.schemes == "all":
+        schemes = [("none", "none")]
+        schemes += [(i, "none") for i in _core.integrity_schemes() if i != "none"]
+        schemes += [("none", e) for e in _core.encryption_schemes() if e != "none"]
+        schemes.append(("chash", "otp"))
+    else:
+        schemes = _parse_schemes(a.schemes)
     n = _count(a.instructions, "instructions")
     print(f"secmem bench — simulated instructions per second, {n:,} instructions each ({a.preset})", file=sys.stderr)
     rows = _core.bench(a.preset, workloads, schemes, n, n // 5)
-    print(f"\n  {'workload':<8} {'integrity':<9} {'encryption':<10} {'IPC':>7} {'seconds':>8} {'M instr/s':>10}")
+    speed = {(r["workload"], r["integrity"], r["encryption"]): r["instructions_per_second"] for r in rows}
+    print(f"\n  {'workload':<8} {'integrity':<9} {'encryption':<10} {'IPC':>7} {'seconds':>8} {'M instr/s':>10}  relative")
     for r in rows:
         print(
             f"  {r['workload']:<8} {r['integrity']:<9} {r['encryption']:<10} {r['ipc']:>7.3f} {r['seconds']:>8.2f} "
-            f"{r['instructions_per_second'] / 1e6:>10.2f}"
+            f"{r['instructions_per_second'] / 1e6:>10.2f}  {_relative(r, speed)}"
         )
     if a.json:
         _write_json(a.json, rows)
@@ -394,7 +411,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="simulator speed: simulated instructions per second")
     b.add_argument("--workloads", help="comma-separated (default: all built-in)")
-    b.add_argument("--schemes", default="none+none,chash+otp")
+    b.add_argument(
+        "--schemes",
+        default="all",
+        help="comma-separated INTEGRITY+ENCRYPTION (default all: the baseline, every scheme alone, chash+otp)",
+    )
     b.add_argument("--instructions", "-n", default="5M")
     b.add_argument("--preset", "-p", default=DEFAULT_PRESET)
     b.add_argument("--json", metavar="PATH")
