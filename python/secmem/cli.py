@@ -74,7 +74,7 @@ def summary(stats: dict, preset: str) -> str:
         )
     if s.get("mecu.saturated_resume_cycles"):
         lines.append(
-            f"\n  warning: in {s['mecu.saturated_resume_cycles']:,} of {s['mecu.resumes']:,} resume cycles the processor "
+            f"\n  warning: in {s['mecu.saturated_resume_cycles']:,} of {len(s['mecu.ipc_per_resume_cycle']):,} resume cycles the processor "
             "spent at least 90% of the time stalled re-encrypting blocks: the system never reaches quiescence "
             "(002 §5.2.2), so the program barely advances and the run is slow to simulate; "
             "lower mecu.lines_per_block or raise mecu.resume_period"

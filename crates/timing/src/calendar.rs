@@ -185,6 +185,8 @@ impl Calendar {
 
     /// The first slot ≥ `s` starting `n` > 64 free slots (long engine operations).
     fn fit_long(&mut self, mut s: u64, n: u64) -> u64 {
+        // Sliding the window for a longer run would forget slots the run starts on.
+        assert!(n <= WINDOW / 2, "a booking of {} slots exceeds half the calendar's window", n);
         loop {
             if s + n > self.base + WINDOW {
                 self.advance(s + n);
@@ -245,6 +247,9 @@ impl Calendar {
     /// the words instead of `n` searches from `from`: naive's path write-backs book ~100
     /// single beats per eviction.
     pub fn reserve_each(&mut self, from: u64, n: u64) -> u64 {
+        if n == 0 {
+            return from;
+        }
         let first = from.max(self.base).max(self.dense);
         let (mut s, mut left, mut last) = (self.skip_known(first, 1), n, first);
         while left > 0 {
@@ -264,9 +269,7 @@ impl Calendar {
             s += 64 - b;
         }
         // Every slot from `first` to `last` is booked now.
-        if n > 0 {
-            self.learn(first, last + 1, 1);
-        }
+        self.learn(first, last + 1, 1);
         self.end = self.end.max(last + 1);
         if first <= self.dense {
             self.dense = self.first_free(self.dense, self.base + WINDOW);
@@ -395,6 +398,20 @@ mod tests {
             assert_eq!(a.end(), b.end());
         }
         assert_eq!(a.busy, b.busy);
+    }
+
+    #[test]
+    fn an_empty_scattered_booking_books_nothing() {
+        let mut c = Calendar::new();
+        c.reserve_each(500, 0);
+        assert_eq!(c.end(), 0);
+        assert_eq!(c.reserve(500, 1), 500);
+    }
+
+    #[test]
+    #[should_panic(expected = "exceeds half the calendar's window")]
+    fn a_booking_longer_than_half_the_window_is_refused() {
+        Calendar::new().reserve(0, WINDOW / 2 + 1);
     }
 
     #[test]
