@@ -125,6 +125,15 @@ def test_bench_sets_each_scheme_against_its_reference(tmp_path):
     assert not re.search(r"^\s+hot\s+chash\s+none\s.*% of", p.stdout, re.M), "the reference is not set against itself"
 
 
+def test_bench_by_default_runs_every_scheme_alone_and_full_protection():
+    from secmem import _core
+
+    pairs = _core.bench_schemes()
+    assert pairs[0] == ("none", "none") and ("chash", "otp") in pairs
+    assert {i for i, e in pairs if e == "none"} == set(_core.integrity_schemes())
+    assert {e for i, e in pairs if i == "none"} == set(_core.encryption_schemes())
+
+
 def test_run_is_the_default_command_and_json_to_stdout():
     p = cli("-w", "hot", "-n", "20k", "--warmup", "5k", "-i", "none", "-e", "none", "--json", "-")
     assert p.returncode == 0, p.stderr

@@ -283,10 +283,7 @@ def _relative(r, speed) -> str:
 def cmd_bench(a) -> int:
     workloads = a.workloads.split(",") if a.workloads else [w for w, _ in _core.workloads()]
     if a.schemes == "all":
-        schemes = [("none", "none")]
-        schemes += [(i, "none") for i in _core.integrity_schemes() if i != "none"]
-        schemes += [("none", e) for e in _core.encryption_schemes() if e != "none"]
-        schemes.append(("chash", "otp"))
+        schemes = _core.bench_schemes()
     else:
         schemes = _parse_schemes(a.schemes)
     n = _count(a.instructions, "instructions")

@@ -117,6 +117,12 @@ fn integrity_schemes() -> Vec<String> {
     secmem_core::integrity::INTEGRITY_SCHEMES.iter().map(|s| s.to_string()).collect()
 }
 
+/// The (integrity, encryption) pairs `secmem bench` runs by default.
+#[pyfunction]
+fn bench_schemes() -> Vec<(String, String)> {
+    secmem_sim::bench::bench_schemes()
+}
+
 #[pyfunction]
 fn encryption_schemes() -> Vec<String> {
     secmem_core::encryption::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
@@ -389,6 +395,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(integrity_schemes, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(encryption_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;

@@ -2,6 +2,8 @@
 //! protection on each built-in workload. Speed targets are checked here, not in tests.
 
 use crate::{configure, run, RunOptions};
+use secmem_core::encryption::ENCRYPTION_SCHEMES;
+use secmem_core::integrity::INTEGRITY_SCHEMES;
 use secmem_trace::workloads::{builtin, builtin_workloads};
 
 pub struct BenchRow {
@@ -14,16 +16,16 @@ pub struct BenchRow {
     pub instr_per_sec: f64,
 }
 
-/// The baseline, every encryption scheme alone, and full protection (chash + otp).
-pub const BENCH_SCHEMES: &[(&str, &str)] = &[
-    ("none", "none"),
-    ("none", "direct"),
-    ("none", "otp"),
-    ("none", "ocb"),
-    ("none", "tdes"),
-    ("none", "mecu"),
-    ("chash", "otp"),
-];
+/// What `secmem bench` runs by default: the baseline, every integrity and every encryption
+/// scheme alone (each is held against chash or otp alone), and full protection (chash + otp).
+pub fn bench_schemes() -> Vec<(String, String)> {
+    let none = || "none".to_string();
+    let mut v = vec![(none(), none())];
+    v.extend(INTEGRITY_SCHEMES.iter().filter(|&&i| i != "none").map(|i| (i.to_string(), none())));
+    v.extend(ENCRYPTION_SCHEMES.iter().filter(|&&e| e != "none").map(|e| (none(), e.to_string())));
+    v.push(("chash".into(), "otp".into()));
+    v
+}
 
 /// Run every (workload, scheme) pair for `instructions` after `warmup`.
 pub fn bench(

@@ -1,10 +1,10 @@
 //! `secmem-bench [INSTRUCTIONS]`: simulated instructions per second per workload and scheme.
 
-use secmem_sim::bench::{bench, default_workloads, BENCH_SCHEMES};
+use secmem_sim::bench::{bench, bench_schemes, default_workloads};
 
 fn main() {
     let n = std::env::args().nth(1).and_then(|s| secmem_core::params::parse_count(&s)).unwrap_or(5_000_000);
-    let schemes: Vec<(String, String)> = BENCH_SCHEMES.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let schemes = bench_schemes();
     println!("{:<8} {:<6} {:<5} {:>12} {:>7} {:>9} {:>14}", "workload", "integ", "enc", "instructions", "IPC", "seconds", "M instr/s");
     let r = bench("suh2003", &default_workloads(), &schemes, n, n / 5, |r| {
         println!(
