@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from . import _core, tracing
+from ._args import count as _count
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
 DEFAULT_SCHEMES = "none+none,chash+none,none+otp,chash+otp"
@@ -108,18 +108,6 @@ def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     p.add_argument("--warmup", default="1M", help="instructions simulated before measuring (default %(default)s)")
     p.add_argument("--seed", type=int, default=1, help="keys and workload data (default %(default)s)")
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
-
-
-def _count(text: str, what: str) -> int:
-    t = str(text).replace("_", "").strip()
-    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
-    try:
-        v = float(t[:-1]) * mult if mult != 1 else float(t)
-    except ValueError:
-        v = float("nan")
-    if not math.isfinite(v) or v < 0 or v >= 2**63:
-        raise _core.ConfigError(f"--{what}: '{text}' is not a count (e.g. 10M, 500k, 2000000)")
-    return int(v)
 
 
 def _program(rest) -> list | None:

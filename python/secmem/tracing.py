@@ -22,22 +22,11 @@ import tempfile
 import time
 
 from . import _core
+from ._args import count as _count
 
 # The schemes the benchmark simulates through the pipe: unprotected and counter-mode
 # encryption with a cached hash tree.
 BENCH_SCHEMES = [("none", "none"), ("chash", "otp")]
-
-
-def _count(text, what: str) -> int:
-    t = str(text).replace("_", "").strip()
-    mult = {"k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
-    try:
-        v = float(t[:-1]) * mult if mult != 1 else float(t)
-    except ValueError:
-        v = float("nan")
-    if not (v == v) or v < 0 or v >= 2**63:
-        raise ValueError(f"--{what}: '{text}' is not a count (e.g. 10M, 500k, 2000000)")
-    return int(v)
 
 
 def _program(argv: list) -> list:

@@ -72,31 +72,21 @@ impl Shadow {
 
     /// Whether `v` equals the known shadow bytes at `addr` (false if any byte is unknown).
     pub fn matches(&mut self, addr: u64, v: &[u8]) -> bool {
-        let mut off = 0usize;
-        while off < v.len() {
-            let a = addr.wrapping_add(off as u64);
-            let po = (a % PAGE) as usize;
-            let n = (PAGE as usize - po).min(v.len() - off);
-            let p = self.page(a / PAGE);
+        for (page, po, off, n) in page_spans(addr, v.len()) {
+            let p = self.page(page);
             if !known_range(&p.known, po, n) || p.data[po..po + n] != v[off..off + n] {
                 return false;
             }
-            off += n;
         }
         true
     }
 
     /// Set the shadow bytes at `addr` to `v`.
     pub fn store(&mut self, addr: u64, v: &[u8]) {
-        let mut off = 0usize;
-        while off < v.len() {
-            let a = addr.wrapping_add(off as u64);
-            let po = (a % PAGE) as usize;
-            let n = (PAGE as usize - po).min(v.len() - off);
-            let p = self.page(a / PAGE);
+        for (page, po, off, n) in page_spans(addr, v.len()) {
+            let p = self.page(page);
             p.data[po..po + n].copy_from_slice(&v[off..off + n]);
             for_words(po, n, |w, m| p.known[w] |= m);
-            off += n;
         }
     }
 
@@ -119,6 +109,21 @@ impl Shadow {
     pub fn footprint(&self) -> usize {
         self.pages.len() * std::mem::size_of::<Page>()
     }
+}
+
+/// `len` bytes at `addr` split at page boundaries: (page number, offset in the page, offset
+/// in the bytes, length).
+fn page_spans(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        (off < len).then(|| {
+            let a = addr.wrapping_add(off as u64);
+            let po = (a % PAGE) as usize;
+            let n = (PAGE as usize - po).min(len - off);
+            off += n;
+            (a / PAGE, po, off - n, n)
+        })
+    })
 }
 
 /// A [`TraceSource`] adapter; see the module documentation.

@@ -275,7 +275,7 @@ impl Exec {
     }
 
     /// The next external page of `prog`'s initial image, if any is left.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_external<P: Program>(&mut self, prog: &mut P, out: &mut Instr) -> bool {
         if !self.ext_done {
             if prog.external(self.ext, out) {
@@ -291,12 +291,8 @@ impl Exec {
     /// Returns true if the record was an instruction (false: external).
     #[inline(always)]
     pub(crate) fn next<P: Program>(&mut self, prog: &mut P, out: &mut Instr) -> bool {
-        if !self.ext_done {
-            if prog.external(self.ext, out) {
-                self.ext += 1;
-                return false;
-            }
-            self.ext_done = true;
+        if self.next_external(prog, out) {
+            return false;
         }
         if self.pos == self.q.v.len() {
             self.q.v.clear();
