@@ -17,6 +17,24 @@
 const WINDOW: u64 = 1 << 20;
 const WORDS: usize = (WINDOW / 64) as usize;
 
+/// Slots [s, s + n) word by word: (index in `busy`, mask of the slots in that word, the
+/// slot of its bit 0).
+#[inline]
+fn word_spans(s: u64, n: u64) -> impl Iterator<Item = (usize, u64, u64)> {
+    let (mut k, end) = (s, s + n);
+    std::iter::from_fn(move || {
+        (k < end).then(|| {
+            let i = k % WINDOW;
+            let b = i % 64;
+            let span = (64 - b).min(end - k);
+            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << b };
+            let first = k - b;
+            k += span;
+            ((i / 64) as usize, mask, first)
+        })
+    })
+}
+
 #[derive(Clone, Debug)]
 pub struct Calendar {
     /// Slot of bit 0 of the window: slots [base, base + WINDOW) are tracked.
@@ -96,14 +114,8 @@ impl Calendar {
     /// Mark slots [s, s + n) booked, a word at a time.
     #[inline]
     fn book(&mut self, s: u64, n: u64) {
-        let (mut k, end) = (s, s + n);
-        while k < end {
-            let i = k % WINDOW;
-            let b = i % 64;
-            let span = (64 - b).min(end - k);
-            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << b };
-            self.busy[(i / 64) as usize] |= mask;
-            k += span;
+        for (w, mask, _) in word_spans(s, n) {
+            self.busy[w] |= mask;
         }
     }
 
@@ -167,18 +179,12 @@ impl Calendar {
     /// The last booked slot in [s, s + n), if any.
     #[inline]
     fn last_busy(&self, s: u64, n: u64) -> Option<u64> {
-        let (mut k, end) = (s, s + n);
         let mut last = None;
-        while k < end {
-            let i = k % WINDOW;
-            let b = i % 64;
-            let span = (64 - b).min(end - k);
-            let mask = if span == 64 { u64::MAX } else { ((1u64 << span) - 1) << b };
-            let hit = self.busy[(i / 64) as usize] & mask;
+        for (w, mask, first) in word_spans(s, n) {
+            let hit = self.busy[w] & mask;
             if hit != 0 {
-                last = Some(k - b + 63 - hit.leading_zeros() as u64);
+                last = Some(first + 63 - hit.leading_zeros() as u64);
             }
-            k += span;
         }
         last
     }
@@ -282,6 +288,16 @@ impl Calendar {
 mod tests {
     use super::*;
 
+    /// Numbers below `m` from a fixed xorshift sequence.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |m| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        }
+    }
+
     #[test]
     fn gaps_are_found_across_word_boundaries() {
         let mut c = Calendar::new();
@@ -325,13 +341,7 @@ mod tests {
 
     #[test]
     fn every_booking_takes_the_first_fit_like_a_slot_by_slot_search() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
         let mut c = Calendar::new();
         let mut slots = vec![false; 400_000];
         for i in 0..20_000u64 {
@@ -375,13 +385,7 @@ mod tests {
     fn scattered_booking_takes_the_first_free_slots_like_single_bookings() {
         // Random fragmentation within reach of the exact search: n single bookings and one
         // scattered booking of n take the same slots.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut a, mut b) = (Calendar::new(), Calendar::new());
         for _ in 0..5000 {
             let (from, n) = (rnd(4000) + a.end().saturating_sub(3000), 1 + rnd(12));
