@@ -29,23 +29,12 @@ from typing import Optional, Union
 
 from . import _core
 
-if hasattr(_core, "TraceReader"):
-    from ._core import TraceError, TraceReader
+from ._core import TraceError, TraceReader
 
-    Record = _core.Record
-    Access = _core.Access
-    #: The format names ``open_trace`` accepts (besides None/"auto": detect).
-    FORMATS = tuple(_core.trace_formats())
-else:  # pragma: no cover - an extension built before the readers: `import secmem` still works
-
-    class TraceError(ValueError):
-        """A trace that cannot be read."""
-
-    def TraceReader(path, format=None):  # noqa: N802
-        raise TraceError("this build of secmem._core has no trace readers: rebuild it (pip install -e .)")
-
-    Record = Access = None
-    FORMATS = ("native", "champsim", "lackey")
+Record = _core.Record
+Access = _core.Access
+#: The format names ``open_trace`` accepts (besides None/"auto": detect).
+FORMATS = tuple(_core.trace_formats())
 
 PathLike = Union[str, "os.PathLike[str]"]
 
