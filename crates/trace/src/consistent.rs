@@ -185,8 +185,12 @@ impl<S: TraceSource> TraceSource for Consistent<S> {
         // instruction's own earlier accesses.
         let mut need = false;
         for a in &out.accesses {
-            let v = &out.data[a.off as usize..(a.off + a.size) as usize];
-            if !a.store && !self.shadow.matches(a.addr, v) {
+            let v = out.value(a);
+            // A load that matches leaves the shadow as it is: nothing to store.
+            if !a.store && self.shadow.matches(a.addr, v) {
+                continue;
+            }
+            if !a.store {
                 if !need {
                     self.held.clear();
                     self.held.external = true;
