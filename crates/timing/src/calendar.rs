@@ -219,7 +219,7 @@ impl Calendar {
         }
     }
 
-    /// Searches from `s` found the first fit at `r`: none starts in [s, r).
+    /// No run of n free slots starts in [s, r).
     #[inline]
     fn learn(&mut self, s: u64, r: u64, n: u64) {
         let e = &mut self.no_fit[n as usize];
@@ -237,7 +237,10 @@ impl Calendar {
             s
         } else {
             let r = self.fit(self.skip_known(s, n), n);
-            self.learn(s, r, n);
+            // Once [r, r + n) is booked no run of n starts in it either (each would hold slot
+            // r + n − 1): the next search from here, e.g. the next read of a path requested
+            // at the same time, starts right after this one.
+            self.learn(s, r + n, n);
             r
         };
         self.book(r, n);
