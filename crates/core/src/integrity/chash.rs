@@ -13,7 +13,7 @@
 //! decoded node is still checked against its parent, so an adversary gains nothing from it.
 
 use super::tree::{Tree, H};
-use super::{Integrity, IntegrityError, Verified};
+use super::{same_bytes, Integrity, IntegrityError, Verified};
 use crate::cache::LineKind;
 use crate::encryption::Encryption;
 use crate::machine::{Machine, Victim};
@@ -141,7 +141,7 @@ impl Integrity for Chash {
         let (want, t_want) = self.expected(m, enc, c, t_req)?;
         self.checks += 1;
         let hb = self.tree.hb;
-        super::conclude(m, slot, t_start, h[..hb] == want[..hb], h_done.max(t_want) + 1, || IntegrityError {
+        super::conclude(m, slot, t_start, same_bytes(&h[..hb], &want[..hb]), h_done.max(t_want) + 1, || IntegrityError {
             addr,
             what: mismatch(&self.tree, c),
         })

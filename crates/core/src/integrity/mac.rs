@@ -6,7 +6,7 @@
 //! whose MAC slot and data are all zero is the initial all-zero memory.
 
 use super::chash::{hasher_from, MAX_LINE};
-use super::{Integrity, IntegrityError, Verified};
+use super::{same_bytes, Integrity, IntegrityError, Verified};
 use crate::encryption::{derive_key, Encryption};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
@@ -75,7 +75,7 @@ impl Integrity for Mac {
         let h_done = m.hash.run(t_start, (16 + 8 + plain.len()) as u64);
         self.checks += 1;
         let fresh = stored[..hb].iter().all(|&b| b == 0) && plain.iter().all(|&b| b == 0);
-        let matched = fresh || self.mac(addr, plain)[..hb] == stored[..hb];
+        let matched = fresh || same_bytes(&self.mac(addr, plain)[..hb], &stored[..hb]);
         super::conclude(m, slot, t_start, matched, h_done.max(t_mac) + 1, || IntegrityError {
             addr,
             what: "data does not match its MAC".into(),

@@ -5,7 +5,7 @@
 
 use super::chash::{hash, hasher_from, mismatch, MAX_LINE};
 use super::tree::{Tree, H};
-use super::{Integrity, IntegrityError, Verified};
+use super::{same_bytes, Integrity, IntegrityError, Verified};
 use crate::encryption::Encryption;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
@@ -21,31 +21,66 @@ pub struct Naive {
     roots: Vec<H>,
     zero: Vec<H>,
     path: Vec<[u8; MAX_LINE]>,
-    /// Hashes of recently checked tree chunks with the exact bytes they were computed from:
-    /// naive re-hashes the same upper nodes on every miss, and a hash is a pure function of
-    /// the bytes, so an entry is used only on a byte-for-byte match (the hash engine is still
-    /// charged: this saves the simulator's host time, not simulated time).
-    memo: Vec<(u64, [u8; MAX_LINE], H)>,
-    /// The ancestors `read_path` read, and when each arrived (reused buffers).
+    memo: Memo,
+    /// The ancestors `read_path` read, when each arrived and its hash (reused buffers).
     anc: Vec<u64>,
     arrive: Vec<Cycle>,
+    hashes: Vec<H>,
     hash_loads: u64,
     hash_stores: u64,
     checks: u64,
 }
 
-/// The hash of tree chunk `c` whose bytes are `bytes`, through the memo.
-#[inline]
-fn node_hash(hasher: &Hasher, memo: &mut [(u64, [u8; MAX_LINE], H)], c: u64, bytes: &[u8]) -> H {
-    let e = &mut memo[(c % MEMO as u64) as usize];
-    if e.0 == c && e.1[..bytes.len()] == *bytes {
-        return e.2;
+/// Hashes of recently checked tree chunks with the exact bytes they were computed from:
+/// naive re-hashes the same upper nodes on every miss, and a hash is a pure function of the
+/// bytes, so an entry is used only on a byte-for-byte match (the hash engine is still
+/// charged: this saves the simulator's host time, not simulated time). Direct mapped; an
+/// entry is one 64-byte header (chunk number, hash) followed by the chunk's bytes, so a
+/// lookup touches adjacent host cache lines and nothing is padded to the largest chunk.
+struct Memo {
+    entries: Vec<u8>,
+    stride: usize,
+}
+
+const HEADER: usize = 64;
+
+impl Memo {
+    fn new(chunk: usize) -> Memo {
+        let stride = HEADER + chunk;
+        let mut entries = vec![0; MEMO * stride];
+        for e in entries.chunks_exact_mut(stride) {
+            e[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        }
+        Memo { entries, stride }
     }
-    let h = hash(hasher, bytes);
-    e.0 = c;
-    e.1[..bytes.len()].copy_from_slice(bytes);
-    e.2 = h;
-    h
+
+    /// The entry for tree chunk `c`: hashed, not c mod MEMO, since arrays a power of two
+    /// apart have tree nodes a power of two apart at every level, which would all fight for
+    /// the same entries.
+    #[inline]
+    fn entry(&mut self, c: u64) -> &mut [u8] {
+        let i = (c.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO.trailing_zeros())) as usize;
+        &mut self.entries[i * self.stride..(i + 1) * self.stride]
+    }
+
+    /// The remembered hash of chunk `c` if `bytes` are exactly the bytes it was computed from.
+    #[inline]
+    fn hit(&mut self, c: u64, bytes: &[u8]) -> Option<H> {
+        let e = self.entry(c);
+        let key = u64::from_le_bytes(e[..8].try_into().unwrap());
+        (key == c && same_bytes(&e[HEADER..], bytes)).then(|| e[8..8 + secmem_crypto::MAX_HASH_BYTES].try_into().unwrap())
+    }
+
+    /// Hash `bytes` of chunk `c` and remember the result.
+    #[inline]
+    fn hash(&mut self, hasher: &Hasher, c: u64, bytes: &[u8]) -> H {
+        let h = hash(hasher, bytes);
+        let e = self.entry(c);
+        e[..8].copy_from_slice(&c.to_le_bytes());
+        e[8..8 + h.len()].copy_from_slice(&h);
+        e[HEADER..].copy_from_slice(bytes);
+        h
+    }
 }
 
 impl Naive {
@@ -56,9 +91,9 @@ impl Naive {
         let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
         let roots = vec![zero[0]; tree.m as usize];
         let path = vec![[0u8; MAX_LINE]; tree.levels as usize];
-        let memo = vec![(u64::MAX, [0u8; MAX_LINE], [0u8; secmem_crypto::MAX_HASH_BYTES]); MEMO];
-        let (anc, arrive) = (Vec::with_capacity(path.len()), Vec::with_capacity(path.len()));
-        Ok(Naive { hasher, tree, roots, zero, path, memo, anc, arrive, hash_loads: 0, hash_stores: 0, checks: 0 })
+        let memo = Memo::new(line as usize);
+        let (anc, arrive, hashes) = (Vec::with_capacity(path.len()), Vec::with_capacity(path.len()), Vec::with_capacity(path.len()));
+        Ok(Naive { hasher, tree, roots, zero, path, memo, anc, arrive, hashes, hash_loads: 0, hash_stores: 0, checks: 0 })
     }
 
     /// Read every ancestor of `c` from memory (all requested at `t`, the addresses being
@@ -73,11 +108,22 @@ impl Naive {
         }
         let n = self.tree.chunk as usize;
         self.arrive.clear();
+        self.hashes.clear();
         for (i, &a) in self.anc.iter().enumerate() {
             let addr = self.tree.addr_of(a);
-            let ta = enc.read_line(m, addr, t, &mut self.path[i][..n]);
-            self.tree.decode_zero_node(a, &mut self.path[i][..n], &self.zero);
+            let bytes = &mut self.path[i][..n];
+            let ta = enc.read_line(m, addr, t, bytes);
+            // A remembered node is never all zero (zero nodes are remembered decoded), so a
+            // hit needs no zero test.
+            let h = match self.memo.hit(a, bytes) {
+                Some(h) => h,
+                None => {
+                    self.tree.decode_zero_node(a, bytes, &self.zero);
+                    self.memo.hit(a, bytes).unwrap_or_else(|| self.memo.hash(&self.hasher, a, bytes))
+                }
+            };
             self.arrive.push(ta);
+            self.hashes.push(h);
         }
         self.hash_loads += self.anc.len() as u64;
         // Check each ancestor against the next one up (the top one against its root).
@@ -85,14 +131,13 @@ impl Naive {
         let mut done = t;
         for i in 0..self.anc.len() {
             let a = self.anc[i];
-            let h = node_hash(&self.hasher, &mut self.memo, a, &self.path[i][..n]);
             done = done.max(m.hash.run(self.arrive[i], self.tree.chunk));
             self.checks += 1;
             let want: &[u8] = match self.tree.parent(a) {
                 Some((_, idx)) => &self.path[i + 1][idx..idx + hb],
                 None => &self.roots[a as usize][..hb],
             };
-            if h[..hb] != *want {
+            if !same_bytes(&self.hashes[i][..hb], want) {
                 return Err(IntegrityError { addr: self.tree.addr_of(a), what: mismatch(&self.tree, a) });
             }
         }
@@ -134,7 +179,7 @@ impl Integrity for Naive {
         let h_done = m.hash.run(t_start, self.tree.chunk);
         let h = hash(&self.hasher, plain);
         self.checks += 1;
-        let matched = h[..self.tree.hb] == self.stored_hash(c)[..self.tree.hb];
+        let matched = same_bytes(&h[..self.tree.hb], &self.stored_hash(c)[..self.tree.hb]);
         super::conclude(m, slot, t_start, matched, h_done.max(path_done) + 1, || IntegrityError {
             addr,
             what: mismatch(&self.tree, c),
@@ -160,7 +205,8 @@ impl Integrity for Naive {
             let a = self.anc[i];
             let idx = self.tree.parent(child).unwrap().1;
             self.path[i][idx..idx + hb].copy_from_slice(&h[..hb]);
-            h = node_hash(&self.hasher, &mut self.memo, a, &self.path[i][..n]);
+            // The node just changed: its memo entry cannot match.
+            h = self.memo.hash(&self.hasher, a, &self.path[i][..n]);
             t = m.hash.run(t, self.tree.chunk);
             child = a;
         }
