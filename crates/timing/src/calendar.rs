@@ -251,6 +251,36 @@ impl Calendar {
         r
     }
 
+    /// Book `k` runs of `n` slots as `k` calls of `reserve(from, n)` would, calling `f` with
+    /// the start of each in order, in one search: once a run is booked at r, the next first
+    /// fit from `from` is the first fit from r + n (nothing fit before r, and every run
+    /// starting inside [r, r + n) holds slot r + n − 1). naive reads its whole path at once.
+    pub fn reserve_many(&mut self, from: u64, n: u64, k: usize, mut f: impl FnMut(u64)) {
+        if n > 64 || k == 0 {
+            (0..k).for_each(|_| f(self.reserve(from, n)));
+            return;
+        }
+        let first = from.max(self.base).max(self.dense);
+        let mut s = first;
+        let mut lowest = u64::MAX;
+        for j in 0..k {
+            let r = if s + n <= self.base + WINDOW && self.run_free(s, n) {
+                s
+            } else {
+                self.fit(if j == 0 { self.skip_known(s, n) } else { s }, n)
+            };
+            self.book(r, n);
+            lowest = lowest.min(r);
+            f(r);
+            s = r + n;
+        }
+        self.learn(first, s, n);
+        self.end = self.end.max(s);
+        if lowest <= self.dense {
+            self.dense = self.first_free(self.dense, self.base + WINDOW);
+        }
+    }
+
     /// Book the first `n` free slots at or after slot `from`, wherever they are (a posted
     /// write's beats drain one by one into idle cycles); returns the last one. One pass over
     /// the words instead of `n` searches from `from`: naive's path write-backs book ~100
@@ -371,6 +401,24 @@ mod tests {
                 assert_eq!(c.reserve(from, n), want, "booking {} ({} from {})", i, n, from);
             }
         }
+    }
+
+    #[test]
+    fn a_batch_of_runs_takes_the_slots_of_as_many_single_bookings() {
+        let mut rnd = xorshift(0x1234_5678_9abc_def1);
+        let (mut a, mut b) = (Calendar::new(), Calendar::new());
+        for i in 0..20_000u64 {
+            // Fragment both alike, then book a path's worth of runs wanted at one time.
+            let from = (i * 40).saturating_sub(rnd(5000));
+            let len = 1 + rnd(12);
+            assert_eq!(a.reserve(from, len), b.reserve(from, len));
+            let (k, n) = (1 + rnd(14) as usize, if rnd(30) == 0 { 65 + rnd(40) } else { 1 + rnd(16) });
+            let singles: Vec<u64> = (0..k).map(|_| a.reserve(from, n)).collect();
+            let mut batch = Vec::new();
+            b.reserve_many(from, n, k, |r| batch.push(r));
+            assert_eq!(singles, batch, "batch {} of {} runs of {} from {}", i, k, n, from);
+        }
+        assert_eq!(a.end(), b.end());
     }
 
     #[test]

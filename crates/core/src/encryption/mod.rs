@@ -2,7 +2,7 @@
 //! L2 and the bus (seed 000 §2): it moves every line, data or metadata, in and out of
 //! untrusted memory.
 
-use crate::integrity::IntegrityError;
+use crate::integrity::{chash::MAX_LINE, IntegrityError};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
@@ -35,6 +35,15 @@ pub trait Encryption {
     /// Fetch the line at `addr` (requested at `t`) and its encryption metadata from untrusted
     /// memory and decrypt it into `out`. Returns when the plaintext is available.
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle;
+
+    /// Fetch the lines at `addrs`, all requested at `t` (naive's path to the root), into
+    /// `out[i][..n]`, pushing when each is available to `arrive`: the same as one
+    /// `read_line` each, in order. A scheme may book the bus for them in one search.
+    fn read_lines(&mut self, m: &mut Machine, addrs: &[u64], t: Cycle, out: &mut [[u8; MAX_LINE]], n: usize, arrive: &mut Vec<Cycle>) {
+        for (&a, buf) in addrs.iter().zip(out) {
+            arrive.push(self.read_line(m, a, t, &mut buf[..n]));
+        }
+    }
 
     /// Encrypt `plain` and write it, with its metadata, to `addr` starting at `t`.
     /// Returns when the bus is done with it.

@@ -1,6 +1,7 @@
 //! No encryption: lines cross the bus as plaintext.
 
 use super::Encryption;
+use crate::integrity::chash::MAX_LINE;
 use crate::machine::Machine;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
@@ -16,6 +17,13 @@ impl Encryption for NoEncryption {
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         tr.last
+    }
+
+    fn read_lines(&mut self, m: &mut Machine, addrs: &[u64], t: Cycle, out: &mut [[u8; MAX_LINE]], n: usize, arrive: &mut Vec<Cycle>) {
+        m.bus.read_many(t, n as u64, addrs.len(), |tr| arrive.push(tr.last));
+        for (&a, buf) in addrs.iter().zip(out) {
+            m.mem.read(a, &mut buf[..n]);
+        }
     }
 
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {

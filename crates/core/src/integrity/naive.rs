@@ -22,8 +22,10 @@ pub struct Naive {
     zero: Vec<H>,
     path: Vec<[u8; MAX_LINE]>,
     memo: Memo,
-    /// The ancestors `read_path` read, when each arrived and its hash (reused buffers).
+    /// The ancestors `read_path` read, their addresses, when each arrived and its hash
+    /// (reused buffers).
     anc: Vec<u64>,
+    addrs: Vec<u64>,
     arrive: Vec<Cycle>,
     hashes: Vec<H>,
     hash_loads: u64,
@@ -93,7 +95,7 @@ impl Naive {
         let path = vec![[0u8; MAX_LINE]; tree.levels as usize];
         let memo = Memo::new(line as usize);
         let (anc, arrive, hashes) = (Vec::with_capacity(path.len()), Vec::with_capacity(path.len()), Vec::with_capacity(path.len()));
-        Ok(Naive { hasher, tree, roots, zero, path, memo, anc, arrive, hashes, hash_loads: 0, hash_stores: 0, checks: 0 })
+        Ok(Naive { hasher, tree, roots, zero, path, memo, anc, addrs: Vec::new(), arrive, hashes, hash_loads: 0, hash_stores: 0, checks: 0 })
     }
 
     /// Read every ancestor of `c` from memory (all requested at `t`, the addresses being
@@ -109,10 +111,11 @@ impl Naive {
         let n = self.tree.chunk as usize;
         self.arrive.clear();
         self.hashes.clear();
+        self.addrs.clear();
+        self.addrs.extend(self.anc.iter().map(|&a| self.tree.addr_of(a)));
+        enc.read_lines(m, &self.addrs, t, &mut self.path, n, &mut self.arrive);
         for (i, &a) in self.anc.iter().enumerate() {
-            let addr = self.tree.addr_of(a);
             let bytes = &mut self.path[i][..n];
-            let ta = enc.read_line(m, addr, t, bytes);
             // A remembered node is never all zero (zero nodes are remembered decoded), so a
             // hit needs no zero test.
             let h = match self.memo.hit(a, bytes) {
@@ -122,7 +125,6 @@ impl Naive {
                     self.memo.hit(a, bytes).unwrap_or_else(|| self.memo.hash(&self.hasher, a, bytes))
                 }
             };
-            self.arrive.push(ta);
             self.hashes.push(h);
         }
         self.hash_loads += self.anc.len() as u64;
