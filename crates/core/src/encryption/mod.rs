@@ -49,6 +49,12 @@ pub trait Encryption {
     /// Returns when the bus is done with it.
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle;
 
+    /// Encrypt and write `lines[i][..n]` to `addrs[i]`, all issued at `t` (naive's updated
+    /// path): the same as one `write_line` each, in order. Returns when the last is done.
+    fn write_lines(&mut self, m: &mut Machine, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
+        addrs.iter().zip(lines).fold(t, |done, (&a, l)| done.max(self.write_line(m, a, &l[..n], t)))
+    }
+
     /// Forget on-chip copies of untrusted metadata (flush).
     fn drop_cached(&mut self) {}
 

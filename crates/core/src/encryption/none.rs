@@ -31,6 +31,13 @@ impl Encryption for NoEncryption {
         m.bus.write(t, plain.len() as u64)
     }
 
+    fn write_lines(&mut self, m: &mut Machine, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
+        for (&a, l) in addrs.iter().zip(lines) {
+            m.mem.write(a, &l[..n]);
+        }
+        m.bus.write_many(t, n as u64, addrs.len())
+    }
+
     fn space_overhead(&self) -> f64 {
         0.0
     }

@@ -213,10 +213,9 @@ impl Integrity for Naive {
             child = a;
         }
         self.roots[child as usize] = h;
-        let mut done = enc.write_line(m, v.addr, &v.bytes, t);
-        for (i, &a) in self.anc.iter().enumerate() {
-            done = done.max(enc.write_line(m, self.tree.addr_of(a), &self.path[i][..n], t));
-        }
+        let done = enc.write_line(m, v.addr, &v.bytes, t);
+        // `addrs` still holds the path's addresses from `read_path`.
+        let done = done.max(enc.write_lines(m, &self.addrs, &self.path, n, t));
         self.hash_stores += self.anc.len() as u64;
         m.counters.meta_writebacks += self.anc.len() as u64;
         m.write_buf.hold_until(wslot, done);
