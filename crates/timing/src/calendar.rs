@@ -281,6 +281,22 @@ impl Calendar {
         }
     }
 
+    /// Book a run of `n` slots wanted from each of `froms`, as one `reserve` each in order
+    /// would, calling `f` with each start. Requests in ascending order (a path's checks, in
+    /// the order its chunks arrive) search less: a later one's first fit is at or after the
+    /// end of the run booked for the one before, so its search starts there.
+    pub fn reserve_in_order(&mut self, froms: impl IntoIterator<Item = u64>, n: u64, mut f: impl FnMut(u64)) {
+        let (mut last_from, mut floor) = (0, 0);
+        for from in froms {
+            if from < last_from {
+                floor = 0;
+            }
+            let r = self.reserve(from.max(floor), n);
+            f(r);
+            (last_from, floor) = (from, r + n);
+        }
+    }
+
     /// Book the first `n` free slots at or after slot `from`, wherever they are (a posted
     /// write's beats drain one by one into idle cycles); returns the last one. One pass over
     /// the words instead of `n` searches from `from`: naive's path write-backs book ~100
@@ -419,6 +435,30 @@ mod tests {
             assert_eq!(singles, batch, "batch {} of {} runs of {} from {}", i, k, n, from);
         }
         assert_eq!(a.end(), b.end());
+    }
+
+    #[test]
+    fn requests_booked_in_order_take_the_slots_of_single_bookings() {
+        let mut rnd = xorshift(0x0bad_cafe_f00d_1234);
+        let (mut a, mut b) = (Calendar::new(), Calendar::new());
+        for i in 0..20_000u64 {
+            let base = (i * 40).saturating_sub(rnd(5000));
+            let len = 1 + rnd(12);
+            assert_eq!(a.reserve(base, len), b.reserve(base, len));
+            // Mostly ascending wanted times, sometimes one out of order.
+            let mut t = base;
+            let froms: Vec<u64> = (0..1 + rnd(14))
+                .map(|_| {
+                    t += rnd(30);
+                    if rnd(8) == 0 { t.saturating_sub(rnd(200)) } else { t }
+                })
+                .collect();
+            let n = 1 + rnd(8);
+            let singles: Vec<u64> = froms.iter().map(|&f| a.reserve(f, n)).collect();
+            let mut batch = Vec::new();
+            b.reserve_in_order(froms.iter().copied(), n, |r| batch.push(r));
+            assert_eq!(singles, batch, "requests {} from {:?}", i, froms);
+        }
     }
 
     #[test]

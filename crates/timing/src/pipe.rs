@@ -13,6 +13,12 @@ use crate::Cycle;
 const SLOT_BYTES: u64 = 16;
 const FX: u64 = 1024;
 
+/// The first slot of `slot_fx`/1024 cycles whose start is at or after cycle `t`.
+#[inline]
+fn slot_at(t: Cycle, slot_fx: u64) -> u64 {
+    (t * FX).div_ceil(slot_fx)
+}
+
 #[derive(Clone, Debug)]
 pub struct Pipe {
     latency: Cycle,
@@ -69,8 +75,39 @@ impl Pipe {
     /// Issue an operation over `bytes` whose input is ready at `t`; returns its completion.
     #[inline]
     pub fn run(&mut self, t: Cycle, bytes: u64) -> Cycle {
-        let n = bytes.div_ceil(self.slot_bytes).max(1);
-        let s = self.cal.reserve((t * FX).div_ceil(self.slot_fx), n);
+        let n = self.slots(bytes);
+        let s = self.cal.reserve(slot_at(t, self.slot_fx), n);
+        self.issued(t, s, n, bytes)
+    }
+
+    /// Issue operations over `bytes` each whose inputs are ready at `ready`, as one `run`
+    /// each in order would (fastest when ascending); returns the latest completion.
+    pub fn run_in_order(&mut self, ready: &[Cycle], bytes: u64) -> Cycle {
+        let n = self.slots(bytes);
+        let mut done = 0;
+        let mut starts = [0u64; 64];
+        for part in ready.chunks(starts.len()) {
+            let mut i = 0;
+            let slot_fx = self.slot_fx;
+            self.cal.reserve_in_order(part.iter().map(|&t| slot_at(t, slot_fx)), n, |s| {
+                starts[i] = s;
+                i += 1;
+            });
+            for (&t, &s) in part.iter().zip(&starts) {
+                done = done.max(self.issued(t, s, n, bytes));
+            }
+        }
+        done
+    }
+
+    #[inline]
+    fn slots(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.slot_bytes).max(1)
+    }
+
+    /// Account an operation ready at `t` booked at slot `s` for `n` slots; its completion.
+    #[inline]
+    fn issued(&mut self, t: Cycle, s: u64, n: u64, bytes: u64) -> Cycle {
         let start = (s * self.slot_fx).div_ceil(FX);
         self.wait_cycles += start.saturating_sub(t);
         self.units += bytes.div_ceil(self.unit_bytes);
@@ -109,6 +146,17 @@ mod tests {
         // The next operation queues behind the four units already issued.
         assert_eq!(p.run(0, 16), 20 + 40);
         assert_eq!(p.wait_cycles, 20);
+    }
+
+    #[test]
+    fn operations_issued_in_order_complete_as_single_runs_do() {
+        let (mut a, mut b) = (Pipe::new(160, 3.2, 64), Pipe::new(160, 3.2, 64));
+        let long: Vec<Cycle> = (0..100).map(|k| 1000 + k * 7).collect();
+        for ready in [vec![0u64, 40, 80, 120], vec![100, 100, 90, 500], vec![7, 300, 301, 302, 10], long] {
+            let singles = ready.iter().map(|&t| a.run(t, 64)).max().unwrap();
+            assert_eq!(singles, b.run_in_order(&ready, 64));
+        }
+        assert_eq!((a.ops, a.units, a.wait_cycles, a.free_at()), (b.ops, b.units, b.wait_cycles, b.free_at()));
     }
 
     #[test]
