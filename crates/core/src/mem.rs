@@ -7,6 +7,20 @@ use std::sync::Arc;
 
 pub const PAGE: u64 = 4096;
 
+/// Whether `a` and `b` (equal lengths) hold the same bytes, a word at a time: hashes and
+/// tree nodes are compared on every check and loaded values on every load, and for a few
+/// dozen bytes a library `memcmp` call
+/// costs more than the comparison.
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap());
+    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (wa.remainder(), wb.remainder());
+    wa.zip(wb).fold(0u64, |acc, (x, y)| acc | (word(x) ^ word(y))) == 0 && ra.iter().zip(rb).all(|(x, y)| x == y)
+}
+
+
 /// Untrusted memory is one anonymous mapping reserved for the whole address range and
 /// committed by the kernel only where touched (huge pages where the kernel allows), so an
 /// access is a plain offset. A bitmap remembers which 4 KiB pages were ever written.
@@ -210,6 +224,19 @@ impl Drop for Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_bytes_finds_a_difference_in_any_byte_of_words_and_tail() {
+        for len in [0usize, 1, 7, 8, 12, 16, 20, 64, 67] {
+            let a: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
+            assert!(same_bytes(&a, &a.clone()), "len {}", len);
+            for i in 0..len {
+                let mut b = a.clone();
+                b[i] ^= 0x10;
+                assert!(!same_bytes(&a, &b), "len {} byte {}", len, i);
+            }
+        }
+    }
 
     #[test]
     fn untouched_memory_reads_zero_and_costs_nothing() {

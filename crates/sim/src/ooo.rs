@@ -372,7 +372,7 @@ impl Core {
                 } else {
                     self.buf.resize(n as usize, 0);
                     eng.read_cached(pa, &mut self.buf);
-                    if self.buf != bytes {
+                    if !secmem_core::mem::same_bytes(&self.buf, bytes) {
                         self.value_mismatches += 1;
                     }
                 }

@@ -13,7 +13,8 @@
 //! decoded node is still checked against its parent, so an adversary gains nothing from it.
 
 use super::tree::{Tree, H};
-use super::{same_bytes, Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityError, Verified};
+use crate::mem::same_bytes;
 use crate::cache::LineKind;
 use crate::encryption::Encryption;
 use crate::machine::{Machine, Victim};

@@ -6,7 +6,8 @@
 //! whose MAC slot and data are all zero is the initial all-zero memory.
 
 use super::chash::{hasher_from, MAX_LINE};
-use super::{same_bytes, Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityError, Verified};
+use crate::mem::same_bytes;
 use crate::encryption::{derive_key, Encryption};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};

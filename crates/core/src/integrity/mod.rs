@@ -129,18 +129,6 @@ pub fn conclude(
     Ok(Verified { ready: t_start, checked: done })
 }
 
-/// Whether `a` and `b` (equal lengths) hold the same bytes, a word at a time: hashes and
-/// tree nodes are compared on every check, and for 16 or 64 bytes a library `memcmp` call
-/// costs more than the comparison.
-#[inline]
-pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    debug_assert_eq!(a.len(), b.len());
-    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().unwrap());
-    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (wa.remainder(), wb.remainder());
-    wa.zip(wb).fold(0u64, |acc, (x, y)| acc | (word(x) ^ word(y))) == 0 && ra.iter().zip(rb).all(|(x, y)| x == y)
-}
-
 /// Write a dirty victim back with no integrity work (clean victims need nothing).
 pub fn write_back_plain(m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
     if !v.dirty {
@@ -158,20 +146,3 @@ pub fn tree_path(tree: &tree::Tree, addr: u64) -> Vec<(String, u64)> {
     tree.ancestors(c).into_iter().map(|a| (format!("tree level {}", tree.level_of(a)), tree.addr_of(a))).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::same_bytes;
-
-    #[test]
-    fn same_bytes_finds_a_difference_in_any_byte_of_words_and_tail() {
-        for len in [0usize, 1, 7, 8, 12, 16, 20, 64, 67] {
-            let a: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37)).collect();
-            assert!(same_bytes(&a, &a.clone()), "len {}", len);
-            for i in 0..len {
-                let mut b = a.clone();
-                b[i] ^= 0x10;
-                assert!(!same_bytes(&a, &b), "len {} byte {}", len, i);
-            }
-        }
-    }
-}

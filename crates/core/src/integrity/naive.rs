@@ -5,7 +5,8 @@
 
 use super::chash::{hash, hasher_from, mismatch, MAX_LINE};
 use super::tree::{Tree, H};
-use super::{same_bytes, Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityError, Verified};
+use crate::mem::same_bytes;
 use crate::encryption::Encryption;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
