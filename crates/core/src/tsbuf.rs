@@ -25,14 +25,10 @@ impl TsBuffer {
     pub fn read(&mut self, m: &mut Machine, ts_addr: u64, t: Cycle) -> (u32, Cycle) {
         let ts = m.mem.read_u32(ts_addr);
         self.reads += 1;
-        let word = ts_addr & !7;
-        if let Some(s) = self.tags.find(word) {
-            self.tags.touch(s);
+        if self.tags.access(ts_addr & !7).1 {
             self.hits += 1;
             return (ts, t + 1);
         }
-        let v = self.tags.victim(word);
-        self.tags.install(v, word);
         (ts, m.bus.read(t, 4).last)
     }
 
@@ -43,14 +39,10 @@ impl TsBuffer {
     pub fn read_with_line(&mut self, m: &mut Machine, ts_addr: u64, line: u64, t: Cycle) -> (u32, Cycle, Transfer) {
         let ts = m.mem.read_u32(ts_addr);
         self.reads += 1;
-        let word = ts_addr & !7;
-        if let Some(s) = self.tags.find(word) {
-            self.tags.touch(s);
+        if self.tags.access(ts_addr & !7).1 {
             self.hits += 1;
             return (ts, t + 1, m.bus.read(t, line));
         }
-        let v = self.tags.victim(word);
-        self.tags.install(v, word);
         let width = m.bus.params().width;
         let tr = m.bus.read(t, width + line);
         (ts, tr.first, Transfer { first: tr.first + m.bus.params().beat_cycles, last: tr.last })
@@ -60,14 +52,7 @@ impl TsBuffer {
     #[inline]
     pub fn write(&mut self, m: &mut Machine, ts_addr: u64, ts: u32, t: Cycle) -> Cycle {
         m.mem.write_u32(ts_addr, ts);
-        let word = ts_addr & !7;
-        match self.tags.find(word) {
-            Some(s) => self.tags.touch(s),
-            None => {
-                let v = self.tags.victim(word);
-                self.tags.install(v, word);
-            }
-        }
+        self.tags.access(ts_addr & !7);
         m.bus.write(t, 4)
     }
 

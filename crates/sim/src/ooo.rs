@@ -209,12 +209,9 @@ impl Core {
 
     #[inline]
     fn tlb(tlb: &mut Tags, va: u64, misses: &mut u64, penalty: Cycle) -> Cycle {
-        if let Some(s) = tlb.find(va) {
-            tlb.touch(s);
+        if tlb.access(va).1 {
             0
         } else {
-            let v = tlb.victim(va);
-            tlb.install(v, va);
             *misses += 1;
             penalty
         }

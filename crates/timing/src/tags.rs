@@ -75,6 +75,31 @@ impl Tags {
         best as u32
     }
 
+    /// Look `addr` up, touching it on a hit; on a miss install it in place of `victim(addr)`.
+    /// One pass over the set: small fully associative buffers (TLBs, stamp buffers) mostly
+    /// miss, and a lookup followed by a victim search walked every way twice. Returns the
+    /// slot and whether it was a hit.
+    #[inline]
+    pub fn access(&mut self, addr: u64) -> (u32, bool) {
+        let line = addr >> self.line_shift;
+        let base = self.set_base(line);
+        let key = line + 1;
+        // Invalid slots have stamp 0 and valid ones ≥ 1, so the first least stamp is the
+        // first invalid slot if any, else the least recently used: `victim`'s choice.
+        let (mut best, mut least) = (base, u64::MAX);
+        for s in base..base + self.ways {
+            if self.tag[s] == key {
+                self.touch(s as u32);
+                return (s as u32, true);
+            }
+            if self.stamp[s] < least {
+                (best, least) = (s, self.stamp[s]);
+            }
+        }
+        self.install(best as u32, addr);
+        (best as u32, false)
+    }
+
     /// Line address (byte address of the line) held in `slot`, if valid.
     #[inline]
     pub fn addr_of(&self, slot: u32) -> Option<u64> {
@@ -112,6 +137,37 @@ mod tests {
         t.touch(s0);
         let v = t.victim(4 * 64);
         assert_eq!(t.addr_of(v), Some(64), "line 1 is now the LRU");
+    }
+
+    #[test]
+    fn access_behaves_as_find_touch_or_victim_install() {
+        let (mut a, mut b) = (Tags::new(32 * 8, 32, 8).unwrap(), Tags::new(32 * 8, 32, 8).unwrap());
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let addr = (x % 48) * 8;
+            if x % 97 == 0 {
+                // Invalidations leave holes that must be refilled first.
+                let s = (x % 32) as u32;
+                a.invalidate(s);
+                b.invalidate(s);
+                continue;
+            }
+            let want = match a.find(addr) {
+                Some(s) => {
+                    a.touch(s);
+                    (s, true)
+                }
+                None => {
+                    let v = a.victim(addr);
+                    a.install(v, addr);
+                    (v, false)
+                }
+            };
+            assert_eq!(b.access(addr), want, "access {}", i);
+        }
     }
 
     #[test]

@@ -199,13 +199,10 @@ impl WordBuffer {
         self.reads += 1;
         let w = addr & !(self.word - 1);
         if let Some(tags) = &mut self.tags {
-            if let Some(s) = tags.find(w) {
-                tags.touch(s);
+            if tags.access(w).1 {
                 self.hits += 1;
                 return t + 1;
             }
-            let v = tags.victim(w);
-            tags.install(v, w);
         }
         m.bus.read(t, bytes).last
     }
@@ -215,13 +212,7 @@ impl WordBuffer {
     pub fn wrote(&mut self, addr: u64) {
         let w = addr & !(self.word - 1);
         if let Some(tags) = &mut self.tags {
-            match tags.find(w) {
-                Some(s) => tags.touch(s),
-                None => {
-                    let v = tags.victim(w);
-                    tags.install(v, w);
-                }
-            }
+            tags.access(w);
         }
     }
 

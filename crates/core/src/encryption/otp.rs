@@ -64,16 +64,7 @@ impl TsCache {
 
     #[inline]
     fn put(&mut self, ts_addr: u64, v: u32) {
-        let k = ts_addr * 2;
-        let s = match self.tags.find(k) {
-            Some(s) => s,
-            None => {
-                let s = self.tags.victim(k);
-                self.tags.install(s, k);
-                s
-            }
-        };
-        self.tags.touch(s);
+        let s = self.tags.access(ts_addr * 2).0;
         self.values[s as usize] = v;
     }
 
