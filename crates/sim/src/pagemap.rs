@@ -8,13 +8,17 @@ pub struct PageMap {
     next: u64,
     frames: u64,
     shift: u32,
-    last: (u64, u64),
+    /// Recent translations, direct mapped by virtual page: a program streams through a few
+    /// arrays at once, and each lookup in `map` is a host cache miss.
+    recent: Box<[(u64, u64); RECENT]>,
 }
+
+const RECENT: usize = 256;
 
 impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
-        PageMap { map: FxHashMap::default(), next: 0, frames: phys_bytes >> shift, shift, last: (u64::MAX, 0) }
+        PageMap { map: FxHashMap::default(), next: 0, frames: phys_bytes >> shift, shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -22,8 +26,9 @@ impl PageMap {
     pub fn translate(&mut self, va: u64) -> Option<u64> {
         let vp = va >> self.shift;
         let off = va & ((1 << self.shift) - 1);
-        if vp == self.last.0 {
-            return Some(self.last.1 << self.shift | off);
+        let r = &mut self.recent[vp as usize % RECENT];
+        if r.0 == vp {
+            return Some(r.1 << self.shift | off);
         }
         let pf = match self.map.get(&vp) {
             Some(&f) => f,
@@ -37,7 +42,7 @@ impl PageMap {
                 f
             }
         };
-        self.last = (vp, pf);
+        self.recent[vp as usize % RECENT] = (vp, pf);
         Some(pf << self.shift | off)
     }
 
