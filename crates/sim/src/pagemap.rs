@@ -50,3 +50,25 @@ impl PageMap {
         self.next
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_get_frames_in_first_touch_order_and_keep_them() {
+        let mut pm = PageMap::new(4 * 4096, 4096);
+        // Pages 256 apart share a recent-translation entry: each must still keep its frame.
+        let vas = [0x10_0000u64, 0x10_0000 + 256 * 4096, 0x7fff_0000_0000, 0x10_0000 + 512 * 4096];
+        for (f, &va) in vas.iter().enumerate() {
+            assert_eq!(pm.translate(va + 12), Some(f as u64 * 4096 + 12));
+        }
+        for _ in 0..3 {
+            for (f, &va) in vas.iter().enumerate().rev() {
+                assert_eq!(pm.translate(va + 4095), Some(f as u64 * 4096 + 4095));
+            }
+        }
+        assert_eq!(pm.pages(), 4);
+        assert_eq!(pm.translate(0x30_1000), None, "physical memory is exhausted");
+    }
+}
