@@ -161,6 +161,7 @@ impl Engine {
         }
         self.m.counters.data_misses += 1;
         let t_req = t + self.m.l2_latency;
+        self.integ.prefetch(&self.m, &*self.enc, line);
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain);

@@ -103,8 +103,15 @@ impl Encryption for Direct {
         "direct"
     }
 
+    fn prefetch(&self, m: &Machine, addr: u64) {
+        m.mem.prefetch(addr);
+        m.mem.prefetch(self.rv_addr(addr));
+    }
+
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
+        // Line and random vector are read one after the other: let the host load both at once.
+        self.prefetch(m, addr);
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         // The RV is needed only for the first chunk's final XOR: fetched after the line.

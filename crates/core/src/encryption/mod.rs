@@ -45,6 +45,13 @@ pub trait Encryption {
         }
     }
 
+    /// A host-side hint, no simulated effect: the line at `addr` will soon be read, so the
+    /// host may start loading it and its metadata (a check climbing a tree reads its chunks
+    /// one after another; loading them together overlaps the host's cache misses).
+    fn prefetch(&self, m: &Machine, addr: u64) {
+        m.mem.prefetch(addr);
+    }
+
     /// Encrypt `plain` and write it, with its metadata, to `addr` starting at `t`.
     /// Returns when the bus is done with it.
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle;

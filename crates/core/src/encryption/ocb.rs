@@ -144,8 +144,16 @@ impl Encryption for Ocb {
         "ocb"
     }
 
+    fn prefetch(&self, m: &Machine, addr: u64) {
+        m.mem.prefetch(addr);
+        m.mem.prefetch(self.ctr_addr(addr));
+        m.mem.prefetch(self.tag_addr(addr));
+    }
+
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
+        // Counter, line and tag are read one after another: let the host load them at once.
+        self.prefetch(m, addr);
         let ca = self.ctr_addr(addr);
         let t_ctr = self.ctr_buf.read(m, ca, B_CTR, t);
         let tr = m.bus.read(t, out.len() as u64);

@@ -358,8 +358,15 @@ impl Encryption for Tdes {
         "tdes"
     }
 
+    fn prefetch(&self, m: &Machine, addr: u64) {
+        m.mem.prefetch(addr);
+        m.mem.prefetch(self.ctr_addr(addr));
+    }
+
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
+        // Line and counter are read one after the other: let the host load both at once.
+        self.prefetch(m, addr);
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         // The counter only feeds the whitening, XORed after the cipher: fetched after the line.

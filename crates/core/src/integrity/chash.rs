@@ -148,6 +148,20 @@ impl Integrity for Chash {
         })
     }
 
+    /// The check climbs to the first cached ancestor, reading each chunk on the way: they
+    /// are known now, so the host may load them together.
+    fn prefetch(&self, m: &Machine, enc: &dyn Encryption, addr: u64) {
+        let Some(mut c) = self.tree.chunk_of(addr) else { return };
+        while let Some((p, _)) = self.tree.parent(c) {
+            let a = self.tree.addr_of(p);
+            if m.l2.tags.find(a).is_some() {
+                break;
+            }
+            enc.prefetch(m, a);
+            c = p;
+        }
+    }
+
     /// Write-Back (003 §4.3): hash the evicted chunk and store the hash in its parent, which
     /// is brought into the cache (checked) if it is not there.
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {

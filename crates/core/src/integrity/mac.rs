@@ -54,6 +54,12 @@ impl Integrity for Mac {
         "mac"
     }
 
+    fn prefetch(&self, m: &Machine, _enc: &dyn Encryption, addr: u64) {
+        if self.covers(m, addr) {
+            m.mem.prefetch(self.mac_addr(addr));
+        }
+    }
+
     fn verify(
         &mut self,
         m: &mut Machine,

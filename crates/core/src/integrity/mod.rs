@@ -47,6 +47,11 @@ pub trait Integrity {
         t_data: Cycle,
     ) -> Result<Verified, IntegrityError>;
 
+    /// A host-side hint with no simulated effect: `addr`'s line missed the L2 and is about
+    /// to be read and checked, so the scheme may let the host start loading the metadata the
+    /// check will read (one host cache miss after another otherwise).
+    fn prefetch(&self, _m: &Machine, _enc: &dyn Encryption, _addr: u64) {}
+
     /// A line left the L2: write it back (dirty) with whatever the scheme must update.
     /// Returns when the write buffer accepted it (later if the buffer was full).
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
