@@ -13,7 +13,7 @@ pub mod mem;
 pub mod params;
 pub mod power;
 pub mod stats;
-pub mod tsbuf;
+pub mod wordbuf;
 
 pub use engine::{Engine, Outcome};
 pub use integrity::IntegrityError;

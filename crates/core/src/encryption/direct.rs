@@ -176,7 +176,7 @@ impl Encryption for Direct {
         out.int("direct.writes", self.writes);
         out.int("direct.rv_bytes", self.rv_bytes);
         out.int("direct.rv_bus_reads", self.rv_buf.bus_reads());
-        out.float("direct.rv_buffer_hit_rate", ratio(self.rv_buf.hits, self.rv_buf.reads));
+        out.float("direct.rv_buffer_hit_rate", self.rv_buf.hit_rate());
         out.int("direct.decrypt_exposed_cycles", self.exposed);
         out.float("direct.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
         out.float("direct.space_overhead", self.space_overhead());

@@ -6,7 +6,7 @@ use crate::integrity::{chash::MAX_LINE, IntegrityError};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
-use secmem_timing::{Cycle, Tags, Transfer};
+use secmem_timing::{Cycle, Transfer};
 
 pub mod direct;
 pub mod mecu;
@@ -14,6 +14,8 @@ pub mod none;
 pub mod ocb;
 pub mod otp;
 pub mod tdes;
+
+pub use crate::wordbuf::WordBuffer;
 
 #[cfg(test)]
 mod tests;
@@ -177,66 +179,6 @@ pub fn chunk_arrivals(m: &Machine, tr: Transfer, chunk: u64, out: &mut [Cycle]) 
     for (i, a) in out.iter_mut().enumerate() {
         let beat = ((i as u64 + 1) * chunk).div_ceil(bp.width) - 1;
         *a = (tr.first + beat * bp.beat_cycles).min(tr.last);
-    }
-}
-
-/// A small on-chip buffer of recently fetched bus words of a metadata region (time stamps,
-/// random vectors, counters): a hit saves the bus read. It holds word addresses only; values
-/// are always read from untrusted memory by the caller. 0 entries: no buffer.
-pub struct WordBuffer {
-    tags: Option<Tags>,
-    word: u64,
-    pub reads: u64,
-    pub hits: u64,
-}
-
-impl WordBuffer {
-    pub fn new(entries: u64, word: u64, key: &str) -> Result<WordBuffer, ConfigError> {
-        let tags = if entries == 0 {
-            None
-        } else {
-            Some(Tags::new(entries * word, entries as usize, word).map_err(|e| ConfigError(format!("{}: {}", key, e)))?)
-        };
-        Ok(WordBuffer { tags, word, reads: 0, hits: 0 })
-    }
-
-    /// Fetch `bytes` at `addr` (inside one word) requested at `t`: when they are on chip.
-    #[inline]
-    pub fn read(&mut self, m: &mut Machine, addr: u64, bytes: u64, t: Cycle) -> Cycle {
-        self.reads += 1;
-        let w = addr & !(self.word - 1);
-        if let Some(tags) = &mut self.tags {
-            if tags.access(w).1 {
-                self.hits += 1;
-                return t + 1;
-            }
-        }
-        m.bus.read(t, bytes).last
-    }
-
-    /// The word at `addr` was just written: it stays buffered.
-    #[inline]
-    pub fn wrote(&mut self, addr: u64) {
-        let w = addr & !(self.word - 1);
-        if let Some(tags) = &mut self.tags {
-            tags.access(w);
-        }
-    }
-
-    pub fn bus_reads(&self) -> u64 {
-        self.reads - self.hits
-    }
-
-    pub fn clear(&mut self) {
-        if let Some(tags) = &mut self.tags {
-            for s in 0..tags.slots() as u32 {
-                tags.invalidate(s);
-            }
-        }
-    }
-
-    pub fn reset_stats(&mut self) {
-        (self.reads, self.hits) = (0, 0);
     }
 }
 

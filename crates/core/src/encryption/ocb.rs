@@ -238,7 +238,7 @@ impl Encryption for Ocb {
         out.int("ocb.tag_bytes", self.tag_bytes);
         out.int("ocb.tag_failures", self.tag_failures);
         out.int("ocb.counter_bus_reads", self.ctr_buf.bus_reads());
-        out.float("ocb.counter_buffer_hit_rate", ratio(self.ctr_buf.hits, self.ctr_buf.reads));
+        out.float("ocb.counter_buffer_hit_rate", self.ctr_buf.hit_rate());
         out.int("ocb.decrypt_exposed_cycles", self.exposed);
         out.float("ocb.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
         out.float("ocb.check_cycles_per_read", ratio(self.check_cycles, self.reads));

@@ -29,7 +29,7 @@ use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Aes128;
-use crate::tsbuf::TsBuffer;
+use crate::wordbuf::TsBuffer;
 use secmem_timing::{Cycle, Tags};
 
 const B_TS: u64 = 4;
@@ -354,7 +354,7 @@ impl Encryption for Otp {
     }
 
     fn drop_cached(&mut self) {
-        self.ts_buf.clear();
+        self.ts_buf.words.clear();
         if let Some(c) = &mut self.ts_cache {
             c.clear();
         }
@@ -366,7 +366,7 @@ impl Encryption for Otp {
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes) = (0, 0);
-        self.ts_buf.reset_stats();
+        self.ts_buf.words.reset_stats();
         (self.pad_hidden, self.pad_exposed, self.reencryptions, self.reencrypted_lines) = (0, 0, 0, 0);
         (self.ts_cache_hits, self.spec_predictions, self.spec_hits) = (0, 0, 0);
     }
@@ -380,9 +380,9 @@ impl Encryption for Otp {
         out.int("otp.writes", self.writes);
         out.int("otp.timer", self.timer);
         out.int("otp.ts_bits", self.ts_bits as u64);
-        out.int("otp.ts_reads", self.ts_buf.reads);
-        out.int("otp.ts_bus_reads", self.ts_buf.bus_reads());
-        out.float("otp.ts_buffer_hit_rate", ratio(self.ts_buf.hits, self.ts_buf.reads));
+        out.int("otp.ts_reads", self.ts_buf.words.reads);
+        out.int("otp.ts_bus_reads", self.ts_buf.words.bus_reads());
+        out.float("otp.ts_buffer_hit_rate", self.ts_buf.words.hit_rate());
         out.int("otp.pad_hidden_cycles", self.pad_hidden);
         out.int("otp.pad_exposed_cycles", self.pad_exposed);
         out.float("otp.pad_hidden_fraction", ratio(self.pad_hidden, self.pad_hidden + self.pad_exposed));

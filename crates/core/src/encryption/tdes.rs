@@ -425,7 +425,7 @@ impl Encryption for Tdes {
         out.int("tdes.reads", self.reads);
         out.int("tdes.writes", self.writes);
         out.int("tdes.counter_bus_reads", self.ctr_buf.bus_reads());
-        out.float("tdes.counter_buffer_hit_rate", ratio(self.ctr_buf.hits, self.ctr_buf.reads));
+        out.float("tdes.counter_buffer_hit_rate", self.ctr_buf.hit_rate());
         out.int("tdes.engine_units", self.engine.units);
         out.int("tdes.engine_wait_cycles", self.engine.wait_cycles);
         out.int("tdes.decrypt_exposed_cycles", self.exposed);

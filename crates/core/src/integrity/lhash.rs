@@ -22,8 +22,8 @@ use crate::encryption::{derive_key, Encryption};
 use crate::machine::{Machine, Victim};
 use crate::mem::PAGE;
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
-use crate::tsbuf::TsBuffer;
+use crate::stats::Stats;
+use crate::wordbuf::TsBuffer;
 use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
 use secmem_timing::Cycle;
 
@@ -289,7 +289,7 @@ impl Integrity for Lhash {
     fn reset_stats(&mut self) {
         (self.read_chunks, self.write_chunks, self.added_chunks, self.pages_added) = (0, 0, 0, 0);
         (self.checks, self.check_cycles, self.checked_chunks) = (0, 0, 0);
-        self.ts_buf.reset_stats();
+        self.ts_buf.words.reset_stats();
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {
@@ -303,8 +303,8 @@ impl Integrity for Lhash {
         out.int("lhash.check_cycles", self.check_cycles);
         out.int("lhash.checked_chunks", self.checked_chunks);
         out.int("lhash.timer", self.timer);
-        out.int("lhash.ts_bus_reads", self.ts_buf.bus_reads());
-        out.float("lhash.ts_buffer_hit_rate", ratio(self.ts_buf.hits, self.ts_buf.reads));
+        out.int("lhash.ts_bus_reads", self.ts_buf.words.bus_reads());
+        out.float("lhash.ts_buffer_hit_rate", self.ts_buf.words.hit_rate());
         out.float("lhash.space_overhead", self.space_overhead());
     }
 }
