@@ -125,6 +125,18 @@ def test_bench_sets_each_scheme_against_its_reference(tmp_path):
     assert not re.search(r"^\s+hot\s+chash\s+none\s.*% of", p.stdout, re.M), "the reference is not set against itself"
 
 
+def test_bench_reports_the_fastest_of_repeated_identical_runs(tmp_path):
+    out = tmp_path / "bench.json"
+    p = cli("bench", "--workloads", "hot", "--schemes", "none+none,chash+otp", "-n", "50k", "--repeat", "2", "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert "fastest of 2" in p.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["integrity"], r["encryption"]) for r in rows] == [("none", "none"), ("chash", "otp")]
+    assert all(r["instructions"] == 50_000 and r["instructions_per_second"] > 0 for r in rows)
+    p = cli("bench", "--workloads", "hot", "--repeat", "0")
+    assert p.returncode != 0 and "--repeat" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_bench_by_default_runs_every_scheme_alone_and_full_protection():
     from secmem import _core
 

@@ -202,7 +202,7 @@ fn append_cells(py: Python<'_>, out: &Bound<'_, PyList>, integ: &str, enc: &str,
 
 /// Speed benchmark rows: simulated instructions per second per workload and scheme.
 #[pyfunction]
-#[pyo3(name = "bench", signature = (preset, workloads, schemes, instructions, warmup))]
+#[pyo3(name = "bench", signature = (preset, workloads, schemes, instructions, warmup, repeat=1))]
 fn run_bench<'py>(
     py: Python<'py>,
     preset: &str,
@@ -210,12 +210,13 @@ fn run_bench<'py>(
     schemes: Vec<(String, String)>,
     instructions: u64,
     warmup: u64,
+    repeat: u32,
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for w in &workloads {
         for s in &schemes {
             let rows = py
-                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), instructions, warmup, |_| {}))
+                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), instructions, warmup, repeat, |_| {}))
                 .map_err(cfg_err)?;
             for r in rows {
                 let d = PyDict::new(py);
