@@ -199,6 +199,26 @@ impl Integrity for Mhash {
         "mhash"
     }
 
+    /// The check reads the chunk's other blocks, then each ancestor chunk up to the first
+    /// whose MAC block is cached: they are known now, so the host may load them together.
+    fn prefetch(&self, m: &Machine, enc: &dyn Encryption, addr: u64) {
+        let Some(mut c) = self.tree.chunk_of(addr) else { return };
+        let line = self.line as u64;
+        let blocks = |c: u64| (0..self.n as u64).map(move |j| self.tree.addr_of(c) + j * line);
+        for a in blocks(c).filter(|&a| a != addr && m.l2.tags.find(a).is_none()) {
+            enc.prefetch(m, a);
+        }
+        while let Some((p, j, _)) = self.mac_slot(c) {
+            if m.l2.tags.find(self.tree.addr_of(p) + j as u64 * line).is_some() {
+                break;
+            }
+            for a in blocks(p).filter(|&a| m.l2.tags.find(a).is_none()) {
+                enc.prefetch(m, a);
+            }
+            c = p;
+        }
+    }
+
     fn verify(
         &mut self,
         m: &mut Machine,
