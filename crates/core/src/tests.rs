@@ -430,6 +430,24 @@ fn naive_and_chash_agree_on_every_attack_outcome_but_naive_reads_whole_paths() {
 }
 
 #[test]
+fn naive_remembers_hashes_only_of_the_exact_bytes_it_checked() {
+    // Every node of the path is checked (and remembered) by a first read; a bit flipped in
+    // any of them afterwards must still be noticed on the next read.
+    let path: Vec<u64> = engine("naive", "none").integrity().metadata_of(0x8000).into_iter().map(|(_, a)| a).collect();
+    assert!(path.len() >= 8);
+    for node in path {
+        let mut e = engine("naive", "none");
+        e.write(0x8000, &pattern(3, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        assert_eq!(read(&mut e, 0x8000, 64).unwrap(), pattern(3, 64));
+        e.flush(0).unwrap();
+        flip(&mut e, node + 9, 3);
+        let err = read(&mut e, 0x8000, 64).unwrap_err();
+        assert!(err.what.contains("tree chunk") || err.addr == 0x8000, "node 0x{:x}: {}", node, err);
+    }
+}
+
+#[test]
 fn space_overheads_follow_000_section_6_2_1() {
     let so = |i: &str| {
         let mut s = crate::Stats::default();
