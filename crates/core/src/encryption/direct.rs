@@ -13,7 +13,8 @@
 //! Memory is all-zero plaintext at power-on: a line whose RV is 0 and whose bytes are all zero
 //! is that initial state (fresh RVs are never 0).
 
-use super::{chunk_arrivals, derive_key, Encryption, Rng, WordBuffer};
+use super::{chunk_arrivals, derive_key, Encryption, Rng};
+use crate::wordbuf::WordBuffer;
 use crate::integrity::chash::MAX_LINE;
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};

@@ -15,8 +15,6 @@ pub mod ocb;
 pub mod otp;
 pub mod tdes;
 
-pub use crate::wordbuf::WordBuffer;
-
 #[cfg(test)]
 mod tests;
 

@@ -19,7 +19,8 @@
 //!
 //! A line whose counter, tag and bytes are all zero is the all-zero initial memory.
 
-use super::{chunk_arrivals, derive_key, Encryption, WordBuffer};
+use super::{chunk_arrivals, derive_key, Encryption};
+use crate::wordbuf::WordBuffer;
 use crate::integrity::chash::MAX_LINE;
 use crate::integrity::IntegrityError;
 use crate::machine::Machine;

@@ -21,7 +21,8 @@
 //! against `des::TdesEde3` by the tests and at construction.
 //! A line whose counter is 0 and whose bytes are all zero is the all-zero initial memory.
 
-use super::{chunk_arrivals, derive_key, Encryption, WordBuffer};
+use super::{chunk_arrivals, derive_key, Encryption};
+use crate::wordbuf::WordBuffer;
 use crate::integrity::chash::MAX_LINE;
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
