@@ -6,6 +6,7 @@
 
 pub mod aes128;
 pub mod hash;
+pub mod md5x4;
 pub mod multiset;
 
 pub use aes128::Aes128;

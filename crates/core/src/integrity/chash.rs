@@ -41,6 +41,10 @@ pub struct Chash {
     roots: Vec<H>,
     /// zero[l]: hash of a chunk at level l of an all-zero subtree (level 0 = top).
     zero: Vec<H>,
+    /// Chunks whose hashes the checks in progress will compare, innermost last. A miss
+    /// checks its chunk and every uncached ancestor; each hash is needed only when the climb
+    /// returns, so they are computed together then (`Hasher::hash_each`).
+    pending: Vec<([u8; MAX_LINE], Option<H>)>,
     // statistics
     hash_loads: u64,
     hash_stores: u64,
@@ -58,7 +62,7 @@ impl Chash {
         let tree = Tree::new(&mut m.layout, "chash tree", line, hasher.len(), p.u64_min("chash.arity", 0)?, "chash.arity")?;
         let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
         let roots = vec![zero[0]; tree.m as usize];
-        Ok(Chash { hasher, tree, roots, zero, hash_loads: 0, hash_stores: 0, checks: 0, root_updates: 0 })
+        Ok(Chash { hasher, tree, roots, zero, pending: Vec::new(), hash_loads: 0, hash_stores: 0, checks: 0, root_updates: 0 })
     }
 
     /// Bring internal chunk `c` into the L2 (checking it against its ancestors if it comes
@@ -77,6 +81,35 @@ impl Chash {
         let v = self.verify(m, enc, addr, plain, t, t_data)?;
         let slot = m.insert(addr, plain, LineKind::Meta, false, v.ready);
         Ok((slot, v.ready))
+    }
+
+    /// Stage `bytes` for hashing with the other chunks of the climb.
+    fn stage(&mut self, bytes: &[u8]) {
+        let mut e = ([0u8; MAX_LINE], None);
+        e.0[..bytes.len()].copy_from_slice(bytes);
+        self.pending.push(e);
+    }
+
+    /// The hash of the innermost staged chunk, unstaged; every staged chunk not hashed yet
+    /// is hashed with it.
+    fn staged_hash(&mut self) -> H {
+        if self.pending.last().is_some_and(|e| e.1.is_none()) {
+            let n = self.tree.chunk as usize;
+            let first = self.pending.iter().position(|e| e.1.is_none()).unwrap();
+            for group in self.pending[first..].chunks_mut(4) {
+                let mut inputs: [&[u8]; 4] = [&[]; 4];
+                for (i, e) in inputs.iter_mut().zip(group.iter()) {
+                    *i = &e.0[..n];
+                }
+                let k = group.len();
+                let mut outs = [[0u8; MAX_HASH_BYTES]; 4];
+                self.hasher.hash_each(&inputs[..k], &mut outs[..k]);
+                for (e, h) in group.iter_mut().zip(outs) {
+                    e.1 = Some(h);
+                }
+            }
+        }
+        self.pending.pop().and_then(|e| e.1).expect("a staged chunk")
     }
 
     /// The hash of chunk `c` held by its parent (or a root register), and when it is known.
@@ -138,8 +171,13 @@ impl Integrity for Chash {
         self.tree.decode_zero_node(c, plain, &self.zero);
         let (slot, t_start) = m.read_buf.acquire(t_data);
         let h_done = m.hash.run(t_start, self.tree.chunk);
-        let h = hash(&self.hasher, plain);
-        let (want, t_want) = self.expected(m, enc, c, t_req)?;
+        self.stage(plain);
+        let expected = self.expected(m, enc, c, t_req);
+        if expected.is_err() {
+            self.pending.pop();
+        }
+        let (want, t_want) = expected?;
+        let h = self.staged_hash();
         self.checks += 1;
         let hb = self.tree.hb;
         super::conclude(m, slot, t_start, same_bytes(&h[..hb], &want[..hb]), h_done.max(t_want) + 1, || IntegrityError {
