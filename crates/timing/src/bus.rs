@@ -34,6 +34,11 @@ pub struct Transfer {
     pub last: Cycle,
 }
 
+/// The transfer of `n` beats of `bc` cycles from bus slot `s` on.
+#[inline]
+fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
+    Transfer { first: s * bc + bc, last: s * bc + n * bc }
+}
 
 #[derive(Clone, Debug)]
 pub struct Bus {
@@ -91,35 +96,38 @@ impl Bus {
     /// Read `bytes` requested at `t`.
     #[inline]
     pub fn read(&mut self, t: Cycle, bytes: u64) -> Transfer {
-        let n = self.beats(bytes);
-        let bc = self.p.beat_cycles;
-        // The first beat can be on the bus once memory has the data.
-        let want = (t + self.p.latency).saturating_sub(bc);
-        let s = self.cal.reserve(want.div_ceil(bc), n);
-        let start = s * bc;
-        self.queue_cycles += start.saturating_sub(want);
-        self.busy_cycles += n * bc;
-        self.read_bytes += n * self.p.width;
-        self.reads += 1;
-        Transfer { first: start + bc, last: start + n * bc }
+        let (n, want, bc) = (self.beats(bytes), self.read_want(t), self.p.beat_cycles);
+        let tr = transfer(self.cal.reserve(want.div_ceil(bc), n), n, bc);
+        self.count_reads(1, n, (tr.first - bc).saturating_sub(want));
+        tr
     }
 
     /// Read `k` transfers of `bytes` each, all requested at `t`: the same as `k` calls of
     /// `read`, booked in one search; `f` gets each transfer in order.
     pub fn read_many(&mut self, t: Cycle, bytes: u64, k: usize, mut f: impl FnMut(Transfer)) {
-        let n = self.beats(bytes);
-        let bc = self.p.beat_cycles;
-        let want = (t + self.p.latency).saturating_sub(bc);
-        let (mut queued, p) = (0, self.p);
+        let (n, want, bc) = (self.beats(bytes), self.read_want(t), self.p.beat_cycles);
+        let mut queued = 0;
         self.cal.reserve_many(want.div_ceil(bc), n, k, |s| {
-            let start = s * bc;
-            queued += start.saturating_sub(want);
-            f(Transfer { first: start + bc, last: start + n * bc });
+            let tr = transfer(s, n, bc);
+            queued += (tr.first - bc).saturating_sub(want);
+            f(tr);
         });
+        self.count_reads(k as u64, n, queued);
+    }
+
+    /// The cycle a read requested at `t` wants its first beat on the bus: once memory has
+    /// the data.
+    #[inline]
+    fn read_want(&self, t: Cycle) -> Cycle {
+        (t + self.p.latency).saturating_sub(self.p.beat_cycles)
+    }
+
+    #[inline]
+    fn count_reads(&mut self, k: u64, n: u64, queued: Cycle) {
         self.queue_cycles += queued;
-        self.busy_cycles += k as u64 * n * bc;
-        self.read_bytes += k as u64 * n * p.width;
-        self.reads += k as u64;
+        self.busy_cycles += k * n * self.p.beat_cycles;
+        self.read_bytes += k * n * self.p.width;
+        self.reads += k;
     }
 
     /// Write `bytes` issued at `t`; returns when it is on memory (writers do not wait for it).
@@ -127,33 +135,26 @@ impl Bus {
     /// cycles from `t` on, one by one, filling gaps between reads rather than splitting them.
     #[inline]
     pub fn write(&mut self, t: Cycle, bytes: u64) -> Cycle {
-        let n = self.beats(bytes);
-        let bc = self.p.beat_cycles;
-        let from = (t + self.p.write_delay).div_ceil(bc);
-        let last = self.cal.reserve_each(from, n);
-        self.busy_cycles += n * bc;
-        self.write_bytes += n * self.p.width;
-        self.writes += 1;
-        (last + 1) * bc
+        self.write_many(t, bytes, 1)
     }
-
 
     /// Write `k` transfers of `bytes` each, all issued at `t`: the same as `k` calls of
     /// `write` (their beats take the first free bus cycles, in order), booked in one pass.
     /// Returns when the last is on memory.
+    #[inline]
     pub fn write_many(&mut self, t: Cycle, bytes: u64, k: usize) -> Cycle {
         if k == 0 {
             return t;
         }
-        let n = self.beats(bytes);
+        let n = self.beats(bytes) * k as u64;
         let bc = self.p.beat_cycles;
-        let from = (t + self.p.write_delay).div_ceil(bc);
-        let last = self.cal.reserve_each(from, k as u64 * n);
-        self.busy_cycles += k as u64 * n * bc;
-        self.write_bytes += k as u64 * n * self.p.width;
+        let last = self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n);
+        self.busy_cycles += n * bc;
+        self.write_bytes += n * self.p.width;
         self.writes += k as u64;
         (last + 1) * bc
-    }}
+    }
+}
 
 #[cfg(test)]
 mod tests {

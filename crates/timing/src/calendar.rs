@@ -226,28 +226,51 @@ impl Calendar {
         *e = if e.0 <= s && s <= e.1 { (e.0, r.max(e.1)) } else { (s, r) };
     }
 
-    /// Book the earliest `n` consecutive free slots at or after slot `from`.
+    /// Where a search for slots wanted from `from` starts: not before the window nor inside
+    /// the booked stretch at its start.
     #[inline]
-    pub fn reserve(&mut self, from: u64, n: u64) -> u64 {
-        let s = from.max(self.base).max(self.dense);
-        let r = if n > 64 {
-            self.fit_long(s, n)
-        } else if s + n <= self.base + WINDOW && self.run_free(s, n) {
+    fn start(&self, from: u64) -> u64 {
+        from.max(self.base).max(self.dense)
+    }
+
+    /// The first slot ≥ `s` (a search start) beginning a run of `n` ≤ 64 free slots.
+    #[inline]
+    fn first_fit(&mut self, s: u64, n: u64) -> u64 {
+        if s + n <= self.base + WINDOW && self.run_free(s, n) {
             // Most engine bookings and many bus ones find their wanted slots free.
             s
         } else {
-            let r = self.fit(self.skip_known(s, n), n);
-            // Once [r, r + n) is booked no run of n starts in it either (each would hold slot
-            // r + n − 1): the next search from here, e.g. the next read of a path requested
-            // at the same time, starts right after this one.
-            self.learn(s, r + n, n);
+            self.fit(self.skip_known(s, n), n)
+        }
+    }
+
+    /// Slots up to `end` were just booked, the lowest at `lowest`.
+    #[inline]
+    fn booked(&mut self, lowest: u64, end: u64) {
+        self.end = self.end.max(end);
+        if lowest <= self.dense {
+            self.dense = self.first_free(self.dense, self.base + WINDOW);
+        }
+    }
+
+    /// Book the earliest `n` consecutive free slots at or after slot `from`.
+    #[inline]
+    pub fn reserve(&mut self, from: u64, n: u64) -> u64 {
+        let s = self.start(from);
+        let r = if n > 64 {
+            self.fit_long(s, n)
+        } else {
+            let r = self.first_fit(s, n);
+            if r != s {
+                // Once [r, r + n) is booked no run of n starts in it either (each would hold
+                // slot r + n − 1): the next search from here, e.g. the next read of a path
+                // requested at the same time, starts right after this one.
+                self.learn(s, r + n, n);
+            }
             r
         };
         self.book(r, n);
-        self.end = self.end.max(r + n);
-        if r <= self.dense {
-            self.dense = self.first_free(self.dense, self.base + WINDOW);
-        }
+        self.booked(r, r + n);
         r
     }
 
@@ -260,25 +283,19 @@ impl Calendar {
             (0..k).for_each(|_| f(self.reserve(from, n)));
             return;
         }
-        let first = from.max(self.base).max(self.dense);
-        let mut s = first;
-        let mut lowest = u64::MAX;
+        let first = self.start(from);
+        let (mut s, mut lowest) = (first, first);
         for j in 0..k {
-            let r = if s + n <= self.base + WINDOW && self.run_free(s, n) {
-                s
-            } else {
-                self.fit(if j == 0 { self.skip_known(s, n) } else { s }, n)
-            };
+            let r = self.first_fit(s, n);
             self.book(r, n);
-            lowest = lowest.min(r);
+            if j == 0 {
+                lowest = r; // the runs ascend
+            }
             f(r);
             s = r + n;
         }
         self.learn(first, s, n);
-        self.end = self.end.max(s);
-        if lowest <= self.dense {
-            self.dense = self.first_free(self.dense, self.base + WINDOW);
-        }
+        self.booked(lowest, s);
     }
 
     /// Book a run of `n` slots wanted from each of `froms`, as one `reserve` each in order
@@ -305,7 +322,7 @@ impl Calendar {
         if n == 0 {
             return from;
         }
-        let first = from.max(self.base).max(self.dense);
+        let first = self.start(from);
         let (mut s, mut left, mut last) = (self.skip_known(first, 1), n, first);
         while left > 0 {
             let b = s % 64;
@@ -325,10 +342,7 @@ impl Calendar {
         }
         // Every slot from `first` to `last` is booked now.
         self.learn(first, last + 1, 1);
-        self.end = self.end.max(last + 1);
-        if first <= self.dense {
-            self.dense = self.first_free(self.dense, self.base + WINDOW);
-        }
+        self.booked(first, last + 1);
         last
     }
 }
