@@ -13,14 +13,9 @@ use crate::Cycle;
 const SLOT_BYTES: u64 = 16;
 const FX: u64 = 1024;
 
-/// The first slot of `slot_fx`/1024 cycles whose start is at or after cycle `t`.
-#[inline]
-fn slot_at(t: Cycle, slot_fx: u64) -> u64 {
-    (t * FX).div_ceil(slot_fx)
-}
-
-#[derive(Clone, Debug)]
-pub struct Pipe {
+/// How an engine turns bytes into occupied slots and slots into cycles.
+#[derive(Clone, Copy, Debug)]
+struct Rate {
     latency: Cycle,
     /// Cycles per slot, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
     slot_fx: u64,
@@ -28,8 +23,39 @@ pub struct Pipe {
     slot_bytes: u64,
     /// Slots per unit (a unit leaves `latency` cycles after it entered).
     unit_slots: u64,
-    cal: Calendar,
     unit_bytes: u64,
+}
+
+impl Rate {
+    #[inline]
+    fn slots(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.slot_bytes).max(1)
+    }
+
+    /// The first slot whose start is at or after cycle `t`.
+    #[inline]
+    fn slot_at(&self, t: Cycle) -> u64 {
+        (t * FX).div_ceil(self.slot_fx)
+    }
+
+    /// The cycle slot `s` starts.
+    #[inline]
+    fn start(&self, s: u64) -> Cycle {
+        (s * self.slot_fx).div_ceil(FX)
+    }
+
+    /// Completion of an operation of `n` slots entering at `start`: the last unit enters one
+    /// unit-time before the occupancy ends.
+    #[inline]
+    fn done(&self, start: Cycle, n: u64) -> Cycle {
+        start + (n.saturating_sub(self.unit_slots) * self.slot_fx).div_ceil(FX) + self.latency
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Pipe {
+    rate: Rate,
+    cal: Calendar,
     pub units: u64,
     pub ops: u64,
     /// Cycles operations waited for the engine to accept them.
@@ -42,26 +68,17 @@ impl Pipe {
         assert!(bytes_per_cycle > 0.0 && unit_bytes > 0);
         let slot_bytes = SLOT_BYTES.min(unit_bytes);
         let slot_fx = ((slot_bytes as f64 / bytes_per_cycle) * FX as f64).round().max(1.0) as u64;
-        Pipe {
-            latency,
-            slot_fx,
-            slot_bytes,
-            unit_slots: unit_bytes.div_ceil(slot_bytes).max(1),
-            cal: Calendar::new(),
-            unit_bytes,
-            units: 0,
-            ops: 0,
-            wait_cycles: 0,
-        }
+        let rate = Rate { latency, slot_fx, slot_bytes, unit_slots: unit_bytes.div_ceil(slot_bytes).max(1), unit_bytes };
+        Pipe { rate, cal: Calendar::new(), units: 0, ops: 0, wait_cycles: 0 }
     }
 
     pub fn latency(&self) -> Cycle {
-        self.latency
+        self.rate.latency
     }
 
     /// Cycle from which the engine accepts new work without waiting.
     pub fn free_at(&self) -> Cycle {
-        (self.cal.end() * self.slot_fx).div_ceil(FX)
+        self.rate.start(self.cal.end())
     }
 
     pub fn reset_stats(&mut self) {
@@ -69,51 +86,38 @@ impl Pipe {
     }
 
     pub fn unit_bytes(&self) -> u64 {
-        self.unit_bytes
+        self.rate.unit_bytes
     }
 
     /// Issue an operation over `bytes` whose input is ready at `t`; returns its completion.
     #[inline]
     pub fn run(&mut self, t: Cycle, bytes: u64) -> Cycle {
-        let n = self.slots(bytes);
-        let s = self.cal.reserve(slot_at(t, self.slot_fx), n);
-        self.issued(t, s, n, bytes)
+        let (r, n) = (self.rate, self.rate.slots(bytes));
+        let start = r.start(self.cal.reserve(r.slot_at(t), n));
+        self.count(1, start.saturating_sub(t), bytes);
+        r.done(start, n)
     }
 
     /// Issue operations over `bytes` each whose inputs are ready at `ready`, as one `run`
     /// each in order would (fastest when ascending); returns the latest completion.
     pub fn run_in_order(&mut self, ready: &[Cycle], bytes: u64) -> Cycle {
-        let n = self.slots(bytes);
-        let mut done = 0;
-        let mut starts = [0u64; 64];
-        for part in ready.chunks(starts.len()) {
-            let mut i = 0;
-            let slot_fx = self.slot_fx;
-            self.cal.reserve_in_order(part.iter().map(|&t| slot_at(t, slot_fx)), n, |s| {
-                starts[i] = s;
-                i += 1;
-            });
-            for (&t, &s) in part.iter().zip(&starts) {
-                done = done.max(self.issued(t, s, n, bytes));
-            }
-        }
+        let (r, n) = (self.rate, self.rate.slots(bytes));
+        let (mut done, mut waited, mut t) = (0, 0, ready.iter());
+        self.cal.reserve_in_order(ready.iter().map(|&t| r.slot_at(t)), n, |s| {
+            let start = r.start(s);
+            waited += start.saturating_sub(*t.next().expect("one start per request"));
+            done = done.max(r.done(start, n));
+        });
+        self.count(ready.len() as u64, waited, bytes);
         done
     }
 
+    /// Account `k` operations over `bytes` each that waited `waited` cycles in all.
     #[inline]
-    fn slots(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.slot_bytes).max(1)
-    }
-
-    /// Account an operation ready at `t` booked at slot `s` for `n` slots; its completion.
-    #[inline]
-    fn issued(&mut self, t: Cycle, s: u64, n: u64, bytes: u64) -> Cycle {
-        let start = (s * self.slot_fx).div_ceil(FX);
-        self.wait_cycles += start.saturating_sub(t);
-        self.units += bytes.div_ceil(self.unit_bytes);
-        self.ops += 1;
-        // The last unit enters one unit-time before the occupancy ends.
-        start + (n.saturating_sub(self.unit_slots) * self.slot_fx).div_ceil(FX) + self.latency
+    fn count(&mut self, k: u64, waited: Cycle, bytes: u64) {
+        self.wait_cycles += waited;
+        self.units += k * bytes.div_ceil(self.rate.unit_bytes);
+        self.ops += k;
     }
 
     /// Issue units whose inputs become ready at the given times (in order), e.g. CBC
@@ -122,7 +126,7 @@ impl Pipe {
     pub fn run_each(&mut self, ready: impl IntoIterator<Item = Cycle>) -> Cycle {
         let mut done = 0;
         for t in ready {
-            done = self.run(t, self.unit_bytes);
+            done = self.run(t, self.rate.unit_bytes);
         }
         done
     }
