@@ -1,6 +1,7 @@
 //! Simulator speed: simulated instructions per second for the baseline and for full
 //! protection on each built-in workload. Speed targets are checked here, not in tests.
 
+use crate::run::simulated;
 use crate::{configure, run, RunOptions};
 use secmem_core::Stats;
 use secmem_core::encryption::ENCRYPTION_SCHEMES;
@@ -65,16 +66,16 @@ pub fn bench(
                     seconds: s.get_f64("sim.wall_seconds").unwrap_or(0.0),
                     instr_per_sec: s.get_f64("sim.instructions_per_second").unwrap_or(0.0),
                 };
-                let simulated = without_wall_time(s);
+                let sim_stats = simulated(&s);
                 if let Some((b, bs)) = &best {
-                    if *bs != simulated {
+                    if *bs != sim_stats {
                         return Err(format!("{} {}+{}: two runs of the same input gave different statistics", w, i, e));
                     }
                     if b.instr_per_sec >= row.instr_per_sec {
                         continue;
                     }
                 }
-                best = Some((row, simulated));
+                best = Some((row, sim_stats));
             }
             let (row, _) = best.expect("repeat ≥ 1");
             report(&row);
@@ -82,11 +83,6 @@ pub fn bench(
         }
     }
     Ok(rows)
-}
-
-/// A run's statistics without the host-side `sim.*` figures (wall time, speed).
-fn without_wall_time(s: Stats) -> Stats {
-    Stats(s.0.into_iter().filter(|(k, _)| k != "sim.wall_seconds" && k != "sim.instructions_per_second").collect())
 }
 
 pub fn default_workloads() -> Vec<String> {

@@ -131,6 +131,12 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     Ok(RunResult { stats: s, error })
 }
 
+/// A run's statistics without the host's own figures (`sim.*`: wall time, speed): what the
+/// simulated machine did, identical for identical inputs.
+pub fn simulated(s: &Stats) -> Stats {
+    Stats(s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect())
+}
+
 /// A one-line progress bar on stderr, shown only on a terminal and after two seconds.
 struct Progress {
     on: bool,
