@@ -84,9 +84,10 @@ impl Direct {
         self.rv_base + addr / self.line * self.rv_bytes
     }
 
-    fn read_rv(&self, m: &Machine, addr: u64) -> u64 {
+    /// The random vector stored at `ra` (an `rv_addr`).
+    fn read_rv(&self, m: &Machine, ra: u64) -> u64 {
         let mut b = [0u8; 8];
-        m.mem.read(self.rv_addr(addr), &mut b[..self.rv_bytes as usize]);
+        m.mem.read(ra, &mut b[..self.rv_bytes as usize]);
         u64::from_le_bytes(b)
     }
 
@@ -111,13 +112,14 @@ impl Encryption for Direct {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
+        let ra = self.rv_addr(addr);
         // Line and random vector are read one after the other: let the host load both at once.
-        self.prefetch(m, addr);
+        m.mem.prefetch(ra);
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         // The RV is needed only for the first chunk's final XOR: fetched after the line.
-        let t_rv = self.rv_buf.read(m, self.rv_addr(addr), self.rv_bytes, t);
-        let rv = self.read_rv(m, addr);
+        let t_rv = self.rv_buf.read(m, ra, self.rv_bytes, t);
+        let rv = self.read_rv(m, ra);
         let mut arrive = [0; MAX_LINE / 16];
         let n = out.len() / 16;
         chunk_arrivals(m, tr, 16, &mut arrive[..n]);

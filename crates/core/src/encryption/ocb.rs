@@ -153,9 +153,10 @@ impl Encryption for Ocb {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
+        let (ca, ga) = (self.ctr_addr(addr), self.tag_addr(addr));
         // Counter, line and tag are read one after another: let the host load them at once.
-        self.prefetch(m, addr);
-        let ca = self.ctr_addr(addr);
+        m.mem.prefetch(addr);
+        m.mem.prefetch(ga);
         let t_ctr = self.ctr_buf.read(m, ca, B_CTR, t);
         let tr = m.bus.read(t, out.len() as u64);
         let t_tag = m.bus.read(t, self.tag_bytes).last;
@@ -163,7 +164,7 @@ impl Encryption for Ocb {
         m.mem.read(addr, out);
         let mut tag = [0u8; 16];
         let tag = &mut tag[..self.tag_bytes as usize];
-        m.mem.read(self.tag_addr(addr), tag);
+        m.mem.read(ga, tag);
         // Offsets need the nonce; each chunk is deciphered once it and its offset are here.
         let t_off = m.aes.run(t_ctr, 16);
         let mut arrive = [0; MAX_LINE / 16];

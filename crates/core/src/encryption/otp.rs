@@ -280,9 +280,9 @@ impl Encryption for Otp {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
-        // The stamp is read first and the line after it: let the host load both at once.
-        self.prefetch(m, addr);
         let ta = self.ts_addr(addr);
+        // The stamp is read first and the line after it: let the host load both at once.
+        m.mem.prefetch(addr);
         let cached = self.ts_cache.as_mut().and_then(|c| c.get(ta));
         let (ts, t_ts, tr) = match cached {
             // On chip: no bus read, the pad starts at request time (Fig. 7c).

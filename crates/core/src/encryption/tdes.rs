@@ -366,12 +366,12 @@ impl Encryption for Tdes {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
         self.reads += 1;
+        let ca = self.ctr_addr(addr);
         // Line and counter are read one after the other: let the host load both at once.
-        self.prefetch(m, addr);
+        m.mem.prefetch(ca);
         let tr = m.bus.read(t, out.len() as u64);
         m.mem.read(addr, out);
         // The counter only feeds the whitening, XORed after the cipher: fetched after the line.
-        let ca = self.ctr_addr(addr);
         let t_ctr = self.ctr_buf.read(m, ca, B_CTR, t);
         let ctr = m.mem.read_u32(ca);
         let mut arrive = [0; MAX_LINE / 8];
