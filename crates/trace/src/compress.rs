@@ -130,7 +130,6 @@ pub(crate) fn peek(path: &str, max: usize) -> Result<(Compression, Vec<u8>), Tra
     Ok((d.compression, buf))
 }
 
-/// Rebuild an error to report it again (readers repeat their first error on every later call).
 /// A reader's errors are sticky: hand out `r`, remembering its error in `failed` so that
 /// every later call repeats it (readers check `failed` first).
 pub(crate) fn remember(failed: &mut Option<TraceError>, r: Result<bool, TraceError>) -> Result<bool, TraceError> {
@@ -141,6 +140,7 @@ pub(crate) fn remember(failed: &mut Option<TraceError>, r: Result<bool, TraceErr
     })
 }
 
+/// Rebuild an error to report it again (readers repeat their first error on every later call).
 pub(crate) fn repeat_err(e: &TraceError) -> TraceError {
     match e {
         TraceError::Corrupt { path, offset, what } => TraceError::Corrupt {

@@ -159,9 +159,9 @@ impl TraceCommand {
         TraceCommand { argv: argv.into_iter().map(Into::into).collect(), stdin: ProgramIo::Null, ..TraceCommand::default() }
     }
 
-    /// The program's path as it will be run, or a one-line error.
-    /// The program's path (checked to exist and be executable), after checking that the
-    /// working directory exists: every reason the command cannot start, in one place.
+    /// The program's path as it will be run (checked to exist and be executable), after
+    /// checking that the working directory exists, or a one-line error: every reason the
+    /// command cannot start, in one place.
     pub fn resolve_program(&self) -> Result<PathBuf, String> {
         if let Some(d) = &self.cwd {
             if !d.is_dir() {
