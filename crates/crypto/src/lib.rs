@@ -7,7 +7,11 @@
 pub mod aes128;
 pub mod hash;
 pub mod md5x4;
+pub mod modes;
 pub mod multiset;
+pub mod tdes;
+#[cfg(test)]
+mod testutil;
 
 pub use aes128::Aes128;
 pub use hash::{HashAlg, Hasher, MAX_HASH_BYTES};

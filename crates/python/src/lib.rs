@@ -312,7 +312,7 @@ impl SecureMemory {
 
     /// Where the metadata protecting `addr` lives: (description, address) pairs.
     fn metadata(&self, addr: u64) -> Vec<(String, u64)> {
-        self.eng.metadata_of(addr)
+        self.eng.metadata_of(addr).into_iter().map(|m| (m.kind.to_string(), m.addr)).collect()
     }
 
     /// The unprotected DMA region as (base, size).

@@ -152,8 +152,19 @@ impl MemoryModel for Bus {
         Bus::read_many(self, t, bytes, addrs.len(), f)
     }
 
+    /// One transfer: the first piece takes whole beats, the second follows on the next beat.
+    fn read_pair(&mut self, _a: u64, a_bytes: u64, _b: u64, b_bytes: u64, t: Cycle) -> (Transfer, Transfer) {
+        let (na, bc) = (self.beats(a_bytes), self.p.beat_cycles);
+        let tr = Bus::read(self, t, na * self.p.width + b_bytes);
+        (Transfer { first: tr.first, last: tr.first + (na - 1) * bc }, Transfer { first: tr.first + na * bc, last: tr.last })
+    }
+
     fn write(&mut self, _addr: u64, bytes: u64, t: Cycle) -> Cycle {
         Bus::write(self, t, bytes)
+    }
+
+    fn write_pair(&mut self, _a: u64, a_bytes: u64, _b: u64, b_bytes: u64, t: Cycle) -> Cycle {
+        Bus::write(self, t, self.beats(a_bytes) * self.p.width + b_bytes)
     }
 
     fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
@@ -258,6 +269,17 @@ mod tests {
         }
         assert_eq!(a.c, b.c);
         assert_eq!(a.free_at(), b.free_at());
+    }
+
+    #[test]
+    fn a_pair_is_one_transfer_whose_second_piece_follows_the_first() {
+        let mut b = table1();
+        let (ts, line) = MemoryModel::read_pair(&mut b, 0, 4, 64, 64, 100);
+        assert_eq!((ts.first, ts.last), (180, 180), "a 4-B stamp is one beat");
+        assert_eq!((line.first, line.last), (185, 220));
+        assert_eq!((b.c.reads, b.c.read_bytes), (1, 72));
+        let done = MemoryModel::write_pair(&mut b, 64, 64, 0, 4, 1000);
+        assert_eq!((done, b.c.writes, b.c.write_bytes), (1045, 1, 72));
     }
 
     #[test]

@@ -43,6 +43,12 @@ pub trait MemoryModel: Send {
         }
     }
 
+    /// Two reads back to back as one transfer (a time stamp and the line after it, 000
+    /// Fig. 7b): when each piece has arrived.
+    fn read_pair(&mut self, a: u64, a_bytes: u64, b: u64, b_bytes: u64, t: Cycle) -> (Transfer, Transfer) {
+        (self.read(a, a_bytes, t), self.read(b, b_bytes, t))
+    }
+
     /// A posted write of `bytes` at `addr` issued at `t`: when it is on memory (writers do
     /// not wait for it).
     fn write(&mut self, addr: u64, bytes: u64, t: Cycle) -> Cycle;
@@ -51,6 +57,11 @@ pub trait MemoryModel: Send {
     /// in order. Returns when the last is on memory.
     fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
         addrs.iter().fold(t, |done, &a| done.max(self.write(a, bytes, t)))
+    }
+
+    /// Two posted writes as one transfer (a line and its time stamp): when both are on memory.
+    fn write_pair(&mut self, a: u64, a_bytes: u64, b: u64, b_bytes: u64, t: Cycle) -> Cycle {
+        self.write(a, a_bytes, t).max(self.write(b, b_bytes, t))
     }
 
     /// The data bus's beat (when each chunk of a transfer arrives).
