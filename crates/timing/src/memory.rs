@@ -43,12 +43,13 @@ pub trait MemoryModel: Send {
         }
     }
 
-    /// A posted write of `bytes` at `addr` issued at `t`: when it is on memory (writers do
-    /// not wait for it).
+    /// A posted write of `bytes` at `addr` issued at `t`: when the writer is rid of it
+    /// (writers do not wait for it): on memory, or, with a controller write queue
+    /// (`WriteQueue`), when the queue accepted it.
     fn write(&mut self, addr: u64, bytes: u64, t: Cycle) -> Cycle;
 
     /// Writes of `bytes` at each of `addrs`, all issued at `t`: the same as one `write` each,
-    /// in order. Returns when the last is on memory.
+    /// in order. Returns the latest of their `write` answers.
     fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
         addrs.iter().fold(t, |done, &a| done.max(self.write(a, bytes, t)))
     }
@@ -60,7 +61,7 @@ pub trait MemoryModel: Send {
     /// streaming loops issue the next read this long before the previous one arrives.
     fn latency(&self) -> Cycle;
 
-    /// Cycle from which nothing is booked.
+    /// Cycle from which nothing is booked (queued writes included, as a bound).
     fn free_at(&self) -> Cycle;
 
     fn counters(&self) -> &MemCounters;
