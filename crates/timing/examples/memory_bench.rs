@@ -2,11 +2,16 @@
 //!
 //!     cargo run --release -p secmem-timing --example memory_bench [accesses]
 //!
-//! Three request streams, each at about the data bus's rate: a sequential stream of line
-//! reads; reads of random lines presented in program order with times jittered by up to 4000
-//! cycles (an out-of-order core's view); and the same with a write-back per two reads. Prints
-//! the best of five runs in ns of this thread's CPU time per access (wall time where Linux's
-//! /proc/thread-self/schedstat is missing), so that a shared, loaded machine inflates it less.
+//! Request streams on 004 Table 2's memory at 1:5 (a 64-B line takes the bus 40 cycles):
+//! - stream: sequential line reads, one per 40 cycles (the bus's rate; DRAM row hits);
+//! - random: reads of random lines in 256 MiB, one per 60 cycles on average, presented in
+//!   program order with times jittered by up to 4000 cycles (an out-of-order core's view);
+//! - +writes: the same with a write-back for every two reads;
+//! - saturated: +writes at one access per 45 cycles, more than the DRAM serves when every
+//!   access is a row conflict, so its latencies grow without bound (a worst case).
+//!
+//! Prints the best of five runs in ns of this thread's CPU time per access (wall time where
+//! Linux's /proc/thread-self/schedstat is missing), so that a loaded machine inflates it less.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -35,23 +40,17 @@ fn stream(m: &mut dyn MemoryModel, n: u64) -> Cycle {
     (0..n).fold(0, |acc, k| acc ^ m.read(k * 64, 64, k * 40).last)
 }
 
-fn random(m: &mut dyn MemoryModel, n: u64, writes: bool) -> Cycle {
+/// Random lines, one per `gap` cycles on average, a write for every two reads if `writes`.
+fn random(m: &mut dyn MemoryModel, n: u64, gap: u64, writes: bool) -> Cycle {
     let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
     let mut acc = 0;
     for k in 0..n {
-        let t = (k * 45).saturating_sub(rnd(4000));
+        let t = (k * gap).saturating_sub(rnd(4000));
         let addr = rnd(1 << 28) & !63;
         acc ^= if writes && k % 3 == 2 { m.write(addr, 64, t) } else { m.read(addr, 64, t).last };
     }
     acc
 }
-
-enum Run {
-    Stream,
-    Random,
-    RandomWrites,
-}
-use Run::*;
 
 fn main() {
     let n: u64 = std::env::args().nth(1).map_or(2_000_000, |s| s.parse().expect("accesses: a number"));
@@ -74,24 +73,30 @@ fn main() {
     let dram = |q: usize| -> Box<dyn MemoryModel> { Box::new(Dram::new(table2).unwrap().with_write_queue(q)) };
     type Make<'a> = &'a dyn Fn(usize) -> Box<dyn MemoryModel>;
     let models: [(&str, Make); 2] = [("bus", &bus), ("dram", &dram)];
-    println!("{:>6} {:>10} {:>12} {:>14} {:>20}", "model", "queue", "stream ns", "random ns", "random+writes ns");
+    let runs: [(&str, &dyn Fn(&mut dyn MemoryModel) -> Cycle); 4] = [
+        ("stream", &|m| stream(m, n)),
+        ("random", &|m| random(m, n, 60, false)),
+        ("+writes", &|m| random(m, n, 60, true)),
+        ("saturated", &|m| random(m, n, 45, true)),
+    ];
+    print!("{:>6} {:>6}", "model", "queue");
+    runs.iter().for_each(|(name, _)| print!(" {:>12}", format!("{} ns", name)));
+    println!();
     for (name, make) in models {
         for q in [0, 16] {
-            let mut best = [f64::MAX; 3];
+            let mut best = [f64::MAX; 4];
             for _ in 0..5 {
-                for (i, kind) in [Stream, Random, RandomWrites].into_iter().enumerate() {
+                for (i, (_, run)) in runs.iter().enumerate() {
                     let mut m = make(q);
                     let start = Instant::now();
                     let t0 = cpu_ns(start);
-                    black_box(match kind {
-                        Stream => stream(m.as_mut(), n),
-                        Random => random(m.as_mut(), n, false),
-                        RandomWrites => random(m.as_mut(), n, true),
-                    });
+                    black_box(run(m.as_mut()));
                     best[i] = best[i].min((cpu_ns(start) - t0) as f64 / n as f64);
                 }
             }
-            println!("{:>6} {:>10} {:>12.1} {:>14.1} {:>20.1}", name, q, best[0], best[1], best[2]);
+            print!("{:>6} {:>6}", name, q);
+            best.iter().for_each(|b| print!(" {:>12.1}", b));
+            println!();
         }
     }
 }
