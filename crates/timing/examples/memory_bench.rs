@@ -18,13 +18,11 @@ use std::time::Instant;
 
 use secmem_timing::{Bus, BusParams, Cycle, Dram, DramParams, MemoryModel};
 
-/// Numbers below `m` from a fixed xorshift sequence.
-fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+/// Numbers below `m` from a fixed linear congruential sequence (Knuth's MMIX constants).
+fn lcg(mut x: u64) -> impl FnMut(u64) -> u64 {
     move |m| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
+        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (x >> 33) % m
     }
 }
 
@@ -42,7 +40,7 @@ fn stream(m: &mut dyn MemoryModel, n: u64) -> Cycle {
 
 /// Random lines, one per `gap` cycles on average, a write for every two reads if `writes`.
 fn random(m: &mut dyn MemoryModel, n: u64, gap: u64, writes: bool) -> Cycle {
-    let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
+    let mut rnd = lcg(0x2545_f491_4f6c_dd1d);
     let mut acc = 0;
     for k in 0..n {
         let t = (k * gap).saturating_sub(rnd(4000));

@@ -372,16 +372,7 @@ impl Calendar {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Numbers below `m` from a fixed xorshift sequence.
-    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
-        move |m| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        }
-    }
+    use crate::xorshift;
 
     #[test]
     fn gaps_are_found_across_word_boundaries() {

@@ -407,6 +407,7 @@ impl MemoryModel for Dram {
 mod tests {
     use super::*;
     use crate::bus::{Bus, BusParams};
+    use crate::xorshift;
 
     /// 004 Table 2 at a CPU:memory clock ratio of 1:`clock`: CAS 20, RP 7, RCD 7, an 8-B
     /// bus; 1 channel of 4 banks with 4 KiB rows, 64-B lines interleaved.
@@ -595,16 +596,6 @@ mod tests {
         d.write(at(1, 0, 0), 64, 0);
         // Not booked yet; bounded as a conflict after everything booked: (14 + 1 + 8) clocks.
         assert_eq!(d.free_at(), 170 + 23 * 5);
-    }
-
-    /// Numbers below `m` from a fixed xorshift sequence.
-    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
-        move |m| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        }
     }
 
     /// Random reads and writes with jittered times over a few rows of every bank of a

@@ -24,3 +24,14 @@ pub use write_queue::WriteQueue;
 
 /// Processor cycles.
 pub type Cycle = u64;
+
+/// Numbers below `m` from a fixed xorshift sequence: the tests' random but reproducible inputs.
+#[cfg(test)]
+pub(crate) fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+    move |m| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    }
+}
