@@ -71,7 +71,8 @@ fn main() {
     let dram = |q: usize| -> Box<dyn MemoryModel> { Box::new(Dram::new(table2).unwrap().with_write_queue(q)) };
     type Make<'a> = &'a dyn Fn(usize) -> Box<dyn MemoryModel>;
     let models: [(&str, Make); 2] = [("bus", &bus), ("dram", &dram)];
-    let runs: [(&str, &dyn Fn(&mut dyn MemoryModel) -> Cycle); 4] = [
+    type Run<'a> = &'a dyn Fn(&mut dyn MemoryModel) -> Cycle;
+    let runs: [(&str, Run); 4] = [
         ("stream", &|m| stream(m, n)),
         ("random", &|m| random(m, n, 60, false)),
         ("+writes", &|m| random(m, n, 60, true)),
