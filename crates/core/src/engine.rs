@@ -266,6 +266,7 @@ impl Engine {
             }
         }
         self.enc.drop_cached();
+        self.integ.drop_cached();
         Ok(done)
     }
 

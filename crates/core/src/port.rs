@@ -81,11 +81,6 @@ impl Port {
         self.model.write_many(addrs, n as u64, t)
     }
 
-    /// TEMPORARY: unbooked read for the refactor's identity check.
-    pub fn legacy_peek(&self, addr: u64, out: &mut [u8]) {
-        self.mem.read(addr, out)
-    }
-
     /// A host-side hint, no simulated effect: the line at `addr` will soon be read.
     #[inline]
     pub fn prefetch(&self, addr: u64) {

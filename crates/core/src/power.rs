@@ -153,6 +153,7 @@ impl Engine {
             self.m.l2.invalidate(s);
         }
         self.enc.drop_cached();
+        self.integ.drop_cached();
     }
 
     /// What the adversary reads from the MECU while the system is suspended or off.

@@ -60,21 +60,6 @@ impl WordBuffer {
         true
     }
 
-    /// TEMPORARY (refactor identity check): a tag hit with unknown bytes reads them from memory unbooked, as before.
-    fn legacy(&mut self, port: &mut Port, addr: u64, out: &mut [u8]) -> bool {
-        let Some(tags) = &mut self.tags else { return false };
-        let Some(s) = tags.find(addr & !(WORD - 1)) else { return false };
-        let m = mask(addr, out.len());
-        if self.known[s as usize] & m == m {
-            return false;
-        }
-        self.reads += 1;
-        self.hits += 1;
-        tags.touch(s);
-        port.legacy_peek(addr, out);
-        true
-    }
-
     /// Keep `bytes` at `addr` on chip (the whole fetched word, or what was just written).
     #[inline]
     fn keep(&mut self, addr: u64, bytes: &[u8]) {
@@ -95,9 +80,6 @@ impl WordBuffer {
     /// chip. A miss fetches the whole word through the port when there is a buffer to keep it.
     #[inline]
     pub fn read(&mut self, port: &mut Port, addr: u64, out: &mut [u8], t: Cycle) -> Cycle {
-        if self.legacy(port, addr, out) {
-            return t + 1;
-        }
         if self.lookup(addr, out) {
             return t + 1;
         }
@@ -119,7 +101,7 @@ impl WordBuffer {
     /// bytes are on chip and the line's transfer.
     #[inline]
     pub fn read_with_line(&mut self, port: &mut Port, addr: u64, out: &mut [u8], line_addr: u64, line: &mut [u8], t: Cycle) -> (Cycle, Transfer) {
-        if self.legacy(port, addr, out) || self.lookup(addr, out) {
+        if self.lookup(addr, out) {
             return (t + 1, port.read(line_addr, line, t));
         }
         if self.tags.is_none() {

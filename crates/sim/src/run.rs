@@ -146,7 +146,7 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
 /// The IPC of every `sample.ipc_period` cycles, recorded as the series `sample.ipc` (the
 /// baseline curve of 002 Fig. 4, for any scheme). Windows close at the run loop's polls
 /// (every 256 instructions).
-struct IpcSampler {
+pub(crate) struct IpcSampler {
     period: u64,
     next: u64,
     start_cycle: u64,
@@ -155,7 +155,7 @@ struct IpcSampler {
 }
 
 impl IpcSampler {
-    fn new(p: &Params) -> Result<Option<IpcSampler>, ConfigError> {
+    pub(crate) fn new(p: &Params) -> Result<Option<IpcSampler>, ConfigError> {
         let period = p.u64_min("sample.ipc_period", 0)?;
         Ok((period > 0).then_some(IpcSampler { period, next: period, start_cycle: 0, start_instr: 0, series: Vec::new() }))
     }
@@ -221,5 +221,22 @@ impl Progress {
             eprint!("\r{}\r", " ".repeat(90));
             let _ = std::io::stderr().flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ipc_sampler_closes_a_window_at_the_first_poll_past_each_period() {
+        let mut p = secmem_core::Params::from_toml("[sample]\nipc_period = 1000\n", "t").unwrap();
+        let mut s = IpcSampler::new(&p).unwrap().unwrap();
+        for k in 1..=10u64 {
+            s.poll(k * 500, k * 100);
+        }
+        assert_eq!(s.series, [0.2; 5]);
+        p.set("sample.ipc_period", "0").unwrap();
+        assert!(IpcSampler::new(&p).unwrap().is_none());
     }
 }

@@ -24,7 +24,7 @@ use crate::machine::{Machine, Victim};
 use crate::mem::PAGE;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
-use crate::wordbuf::TsBuffer;
+use crate::wordbuf::{TsBuffer, WordBuffer};
 use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
 use secmem_timing::Cycle;
 
@@ -38,6 +38,7 @@ pub struct Lhash {
     line: u64,
     data_size: u64,
     ts_buf: TsBuffer,
+    pt_buf: WordBuffer,
     /// Off-chip accesses between checks; `None`: only at the end.
     period: Option<u64>,
     since_check: u64,
@@ -82,6 +83,7 @@ impl Lhash {
             line,
             data_size,
             ts_buf: TsBuffer::new(p, "lhash.ts_buffer_entries")?,
+            pt_buf: WordBuffer::new(p.u64_min("lhash.pt_buffer_entries", 0)?, "lhash.pt_buffer_entries")?,
             period,
             since_check: 0,
             read_chunks: 0,
@@ -102,11 +104,14 @@ impl Lhash {
         (self.pt_base + page / 8, 1 << (page % 8))
     }
 
-    fn page_listed(&self, m: &Machine, page: u64) -> bool {
+    /// Whether the page table lists `page` (requested at `t`), and when that is known. The
+    /// table's words are kept on chip once read (`lhash.pt_buffer_entries`), as a page's entry
+    /// comes with its translation.
+    fn page_listed(&mut self, m: &mut Machine, page: u64, t: Cycle) -> (bool, Cycle) {
         let (a, bit) = self.pt_bit(page);
         let mut b = [0u8];
-        m.port.legacy_peek(a, &mut b);
-        b[0] & bit != 0
+        let done = self.pt_buf.read(&mut m.port, a, &mut b, t);
+        (b[0] & bit != 0, done)
     }
 
     /// Add the triple (address ‖ chunk ‖ time stamp) to a log; the bytes hashed.
@@ -131,10 +136,11 @@ impl Lhash {
             done = done.max(self.ts_buf.write(&mut m.port, self.ts_addr(a), ts, h));
             self.added_chunks += 1;
         }
+        // List it: read-modify-write of the table byte (on chip since the lookup).
         let (pa, bit) = self.pt_bit(page);
         let mut b = [0u8];
-        m.port.legacy_peek(pa, &mut b);
-        m.port.write(pa, &[b[0] | bit], t);
+        let t_pt = self.pt_buf.read(&mut m.port, pa, &mut b, t);
+        self.pt_buf.write(&mut m.port, pa, &[b[0] | bit], t_pt);
         self.pages_added += 1;
         Ok(done)
     }
@@ -219,10 +225,14 @@ impl Integrity for Lhash {
             return Ok(Verified { ready: t_data, checked: t_data });
         }
         let page = addr / PAGE;
-        if !self.page_listed(m, page) {
-            self.add_page(m, enc, page, t_req)?;
-            // The line read before the page was added was the old content: read it again.
-            enc.read_line(m, addr, t_req, plain)?;
+        let (listed, t_pt) = self.page_listed(m, page, t_req);
+        let mut t_data = t_data;
+        if !listed {
+            // A page used for the first time: add-chunk every chunk of it. What was read
+            // before is not this program's data: the chunk is the zero just added.
+            self.add_page(m, enc, page, t_pt)?;
+            plain.fill(0);
+            t_data = t_data.max(t_pt);
         }
         let (ts, t_ts) = self.ts_buf.read(&mut m.port, self.ts_addr(addr), t_req);
         let hashed = Self::log(&mut self.read_hash, addr, plain, ts);
@@ -279,6 +289,11 @@ impl Integrity for Lhash {
 
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         vec![Meta::new(MetaKind::LogStamp, self.ts_addr(addr), B_TS), Meta::new(MetaKind::PageTable, self.pt_bit(addr / PAGE).0, 1)]
+    }
+
+    fn drop_cached(&mut self) {
+        self.ts_buf.words.clear();
+        self.pt_buf.clear();
     }
 
     fn space_overhead(&self) -> f64 {

@@ -81,6 +81,9 @@ pub trait Integrity {
         Ok(now)
     }
 
+    /// Forget on-chip copies of untrusted metadata (flush): the next use reads memory.
+    fn drop_cached(&mut self) {}
+
     /// Fraction of the data size used by this scheme's metadata.
     fn space_overhead(&self) -> f64;
 
