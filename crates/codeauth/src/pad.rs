@@ -59,7 +59,7 @@ pub const MAX_ADDR: u64 = 1 << 48;
 pub enum Pad {
     Trivium([u8; 10]),
     /// The expanded AES key, kept so a pad costs no key schedule.
-    Aes(aes::Aes128),
+    Aes(Box<aes::Aes128>),
 }
 
 type AesCtr = ctr::Ctr32BE<aes::Aes128>;
@@ -73,7 +73,7 @@ impl Pad {
     pub fn new(kind: PadKind, keys: &Keys) -> Pad {
         match kind {
             PadKind::Trivium => Pad::Trivium(keys.kt[..10].try_into().unwrap()),
-            PadKind::Aes => Pad::Aes(aes::Aes128::new(&keys.kt.into())),
+            PadKind::Aes => Pad::Aes(Box::new(aes::Aes128::new(&keys.kt.into()))),
         }
     }
 

@@ -123,7 +123,7 @@ fn parse<H: FileHeader<Endian = Endianness>>(data: &[u8], block: u32, base: u64)
         let bytes = ph.data(e, data).map_err(|_| Error::Elf(format!("segment at {vaddr:#x} lies outside the file (truncated?)")))?;
         code.push((start, bytes.to_vec(), memsz));
     }
-    build(code, block, load_end, u64::from(h.e_entry(e).into()).wrapping_add(base), pie)
+    build(code, block, load_end, Into::<u64>::into(h.e_entry(e)).wrapping_add(base), pie)
 }
 
 /// Block the `(start, file bytes, memory size)` ranges, merging ranges that share a block.
