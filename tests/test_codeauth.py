@@ -260,6 +260,10 @@ def test_tsr_refuses_forged_proofs_changed_programs_and_wrong_keys(repo):
         tsr.register(srv.url, "not-a-token", prog, "x")
     with pytest.raises(tsr.TsrError, match="400.*ELF"):
         tsr.register(srv.url, token, b"#!/bin/sh\n", "script")
+    with pytest.raises(tsr.TsrError, match="400.*'base' is not an address"):
+        tsr.register(srv.url, token, prog, "x", base=-1)
+    with pytest.raises(tsr.TsrError, match="400.*block size"):
+        tsr.register(srv.url, token, prog, "x", block=48)
 
 
 def test_tsr_from_the_command_line(tmp_path, cli):

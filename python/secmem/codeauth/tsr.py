@@ -289,9 +289,10 @@ class _Handler(BaseHTTPRequestHandler):
             content = base64.b64decode(_field(b, "content", str), validate=True)
         except ValueError:
             raise _Refused(400, "field 'content' is not base64") from None
-        tp = b.get("tp")
-        if tp is not None and not isinstance(tp, int):
-            raise _Refused(400, "field 'tp' is not an integer")
+        tp, base = b.get("tp"), b.get("base", 0)
+        for name, v in (("tp", tp), ("base", base)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise _Refused(400, f"field {name!r} is not an address")
         return self.repo.register(
             owner,
             _field(b, "name", str),
@@ -300,7 +301,7 @@ class _Handler(BaseHTTPRequestHandler):
             _field(b, "width", int),
             _field(b, "pad", str),
             tp,
-            b.get("base", 0) if isinstance(b.get("base", 0), int) else 0,
+            base or 0,
         )
 
     def _known(self, b: dict):
