@@ -337,15 +337,9 @@ pub fn clmul64_hw(a: u64, b: u64) -> Option<u128> {
 mod tests {
     use super::*;
 
-    /// xorshift64*: test inputs without a dependency.
-    struct Rng(u64);
+    use crate::TestRng as Rng;
+
     impl Rng {
-        fn u64(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
         fn elem(&mut self, f: &Field) -> u128 {
             (((self.u64() as u128) << 64) | self.u64() as u128) & f.mask()
         }

@@ -106,18 +106,7 @@ fn bits(data: &[u8], off: usize, w: u32) -> u128 {
 mod tests {
     use super::*;
 
-    struct Rng(u64);
-    impl Rng {
-        fn u64(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn bytes(&mut self, n: usize) -> Vec<u8> {
-            (0..n).map(|_| self.u64() as u8).collect()
-        }
-    }
+    use crate::TestRng as Rng;
 
     /// Def. 1 spelled out with the generic bit reader and one multiplication per pair.
     fn pr_ref(f: &Field, msg: &[u8], key: &[u8]) -> u128 {
