@@ -76,6 +76,11 @@ pub fn pr(field: &Field, msg: &[u8], key: &[u8]) -> Result<u128, KeyTooShort> {
 #[inline(always)]
 fn word_le<const N: usize>(data: &[u8], i: usize) -> u128 {
     let start = i * N;
+    if let Some(w) = data.get(start..start + 16) {
+        // One 16-byte load, masked: a 10-byte copy is a library call.
+        let v = u128::from_le_bytes(w.try_into().unwrap());
+        return if N == 16 { v } else { v & ((1u128 << (8 * N)) - 1) };
+    }
     let mut b = [0u8; 16];
     if start + N <= data.len() {
         b[..N].copy_from_slice(&data[start..start + N]);
