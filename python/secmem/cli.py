@@ -7,6 +7,7 @@ import json
 import sys
 
 from . import _core, tracing
+from .codeauth import cli as codeauth_cli
 from ._args import count as _count
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
@@ -418,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     tracing.add_bench_tracer_parser(sub)
+    codeauth_cli.add_parser(sub)
     return p
 
 

@@ -8,6 +8,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
 
+mod codeauth;
 mod readers;
 mod tracer;
 
@@ -405,6 +406,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
     readers::register(m)?;
     tracer::register(m)?;
+    codeauth::register(m)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;
