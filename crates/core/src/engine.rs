@@ -10,15 +10,44 @@ use crate::machine::Machine;
 use crate::mem::{UntrustedMemory, PAGE};
 use crate::params::{ConfigError, Params};
 use crate::port::{Adversary, Port};
+use crate::speculation::Speculation;
 use crate::stats::{ratio, Stats};
 use secmem_timing::{Bus, BusParams, Cycle, MemoryModel, Pipe};
+
+/// What an access to the L2 is for. Counted apart (`l2.<kind>_accesses`), and a scheme may
+/// treat kinds differently (code authentication checks instruction fetches, seed 001).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    /// An instruction fetch (an L1I miss).
+    Fetch,
+    Load,
+    Store,
+    /// A page-table walk's read.
+    Walk,
+}
+
+impl AccessKind {
+    pub const ALL: [AccessKind; 4] = [AccessKind::Fetch, AccessKind::Load, AccessKind::Store, AccessKind::Walk];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::Fetch => "fetch",
+            AccessKind::Load => "load",
+            AccessKind::Store => "store",
+            AccessKind::Walk => "walk",
+        }
+    }
+}
 
 /// Result of one L2 access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub hit: bool,
-    /// When the requested data can be used.
+    /// When the requested data can be used (speculatively, where the machine allows it:
+    /// `speculation.use_before_verify`).
     pub ready: Cycle,
+    /// When the check of the data is complete (integrity, authentication).
+    pub verified: Cycle,
 }
 
 pub struct Engine {
@@ -65,6 +94,7 @@ impl Engine {
         let l2 = TrustedCache::new(l2_size, ways, line).map_err(|e| ConfigError(format!("l2: {}", e)))?;
         let aes = Pipe::new(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / hz, 16);
         let hash = Pipe::new(p.u64_min("hash.latency", 1)?, p.rate("hash.throughput")? / hz, 64);
+        let spec = Speculation::new(p, line)?;
         let mut m = Machine::new(
             Port::new(UntrustedMemory::new(0), memory_model(p, hz)?),
             aes,
@@ -76,6 +106,7 @@ impl Engine {
             p.u64_min("hash.read_buffer", 1)? as usize,
             p.u64_min("hash.write_buffer", 1)? as usize,
         );
+        m.spec = spec;
         let iname = p.str("integrity")?;
         let ename = p.str("encryption")?;
         let integ = integrity::build(&iname, p, &mut m, seed)?;
@@ -161,22 +192,33 @@ impl Engine {
     /// Make the data line holding `addr` present in the L2 (ReadAndCheck / write-allocate).
     /// It is there for `read_cached`/`write_cached` until `settle` runs: lines displaced meanwhile
     /// wait in the write buffer, and writing them back may in turn displace this one.
-    pub fn access(&mut self, addr: u64, t: Cycle) -> Result<Outcome, IntegrityError> {
+    pub fn access(&mut self, addr: u64, kind: AccessKind, t: Cycle) -> Result<Outcome, IntegrityError> {
         let line = addr & !(self.line - 1);
         self.m.counters.data_accesses += 1;
+        self.m.counters.kinds[kind as usize].0 += 1;
         if let Some(slot) = self.m.lookup(line) {
             let ready = (t + self.m.l2_latency).max(self.m.l2.ready(slot));
-            return Ok(Outcome { hit: true, ready });
+            return Ok(self.outcome(true, ready, self.m.l2.verified(slot)));
         }
         self.m.counters.data_misses += 1;
+        self.m.counters.kinds[kind as usize].1 += 1;
         let t_req = t + self.m.l2_latency;
         self.integ.prefetch(&self.m, &*self.enc, line);
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
-        self.m.insert(line, plain, LineKind::Data, false, v.ready);
-        Ok(Outcome { hit: false, ready: v.ready })
+        let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
+        self.m.l2.set_verified(slot, v.checked.max(v.ready));
+        Ok(self.outcome(false, v.ready, v.checked))
+    }
+
+    /// An access's outcome: data usable at `ready`, checked at `verified`; the core waits for
+    /// the check unless the machine lets it use data before (003 §4.3).
+    #[inline]
+    fn outcome(&self, hit: bool, ready: Cycle, verified: Cycle) -> Outcome {
+        let verified = verified.max(ready);
+        Outcome { hit, ready: if self.m.spec.use_before_verify { ready } else { verified }, verified }
     }
 
     /// Write back whatever the last access displaced; returns when the write buffer accepted
@@ -216,7 +258,7 @@ impl Engine {
         while pos < out.len() {
             let a = addr + pos as u64;
             let n = ((self.line - (a & (self.line - 1))) as usize).min(out.len() - pos);
-            done = done.max(self.access(a, t)?.ready);
+            done = done.max(self.access(a, AccessKind::Load, t)?.ready);
             self.read_cached(a, &mut out[pos..pos + n]);
             done = done.max(self.settle()?);
             pos += n;
@@ -231,7 +273,7 @@ impl Engine {
         while pos < data.len() {
             let a = addr + pos as u64;
             let n = ((self.line - (a & (self.line - 1))) as usize).min(data.len() - pos);
-            done = done.max(self.access(a, t)?.ready);
+            done = done.max(self.access(a, AccessKind::Store, t)?.ready);
             self.write_cached(a, &data[pos..pos + n]);
             done = done.max(self.settle()?);
             pos += n;
@@ -281,7 +323,7 @@ impl Engine {
         let mut n = 0;
         for page in self.m.port.touched_pages(0, self.data_size) {
             for a in (page..page + PAGE).step_by(self.line as usize) {
-                self.access(a, t)?;
+                self.access(a, AccessKind::Load, t)?;
                 self.settle()?;
                 n += 1;
             }
@@ -345,6 +387,11 @@ impl Engine {
         out.int("l2.meta_accesses", c.meta_accesses);
         out.int("l2.meta_misses", c.meta_misses);
         out.float("l2.meta_miss_rate", ratio(c.meta_misses, c.meta_accesses));
+        for k in AccessKind::ALL {
+            let (a, miss) = c.kinds[k as usize];
+            out.int(&format!("l2.{}_accesses", k.name()), a);
+            out.int(&format!("l2.{}_misses", k.name()), miss);
+        }
         out.int("l2.data_writebacks", c.data_writebacks);
         out.int("l2.meta_writebacks", c.meta_writebacks);
         let c = *self.m.port.counters();

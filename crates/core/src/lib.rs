@@ -13,10 +13,11 @@ pub mod mem;
 pub mod params;
 pub mod port;
 pub mod power;
+pub mod speculation;
 pub mod stats;
 pub mod wordbuf;
 
-pub use engine::{Engine, Outcome};
+pub use engine::{AccessKind, Engine, Outcome};
 pub use integrity::IntegrityError;
 pub use mem::{Snapshot, UntrustedMemory};
 pub use params::{ConfigError, Params};

@@ -6,6 +6,7 @@
 use crate::cache::{LineKind, TrustedCache};
 use crate::layout::Layout;
 use crate::port::Port;
+use crate::speculation::Speculation;
 use secmem_timing::{Cycle, Pipe, Slots};
 
 /// A line leaving the L2, held in the write buffer until its scheme has written it back.
@@ -21,6 +22,8 @@ pub struct Victim {
 pub struct L2Counters {
     pub data_accesses: u64,
     pub data_misses: u64,
+    /// (accesses, misses) per `AccessKind`.
+    pub kinds: [(u64, u64); 4],
     pub meta_accesses: u64,
     pub meta_misses: u64,
     pub data_writebacks: u64,
@@ -31,6 +34,8 @@ pub struct L2Counters {
 pub struct Machine {
     /// Untrusted memory, reachable only through transfers that are timed.
     pub port: Port,
+    /// The speculation stage: on-chip predictors and whether data is used before its check.
+    pub spec: Speculation,
     pub aes: Pipe,
     pub hash: Pipe,
     pub l2: TrustedCache,
@@ -66,6 +71,7 @@ impl Machine {
     ) -> Machine {
         Machine {
             port,
+            spec: Speculation::none(),
             aes,
             hash,
             l2,

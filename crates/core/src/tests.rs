@@ -2,7 +2,7 @@
 
 use crate::layout::MetaKind;
 use crate::testutil::{params, pattern};
-use crate::Engine;
+use crate::{AccessKind, Engine};
 
 const SCHEMES: [(&str, &str); 4] = [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")];
 
@@ -253,7 +253,7 @@ fn protected_misses_take_longer_and_move_more_bytes() {
         let mut e = engine(integ, enc);
         let mut t = 0;
         for k in 0..2000u64 {
-            let o = e.access(k * 4096 * 3 % (48 << 20), t).unwrap();
+            let o = e.access(k * 4096 * 3 % (48 << 20), AccessKind::Load, t).unwrap();
             e.write_cached(k * 4096 * 3 % (48 << 20), &[k as u8]);
             t = o.ready.max(e.settle().unwrap());
         }
@@ -514,4 +514,42 @@ fn an_ocb_tag_mismatch_is_an_integrity_error_on_the_read_even_without_integrity(
     e.write(0x7000, b"fine", 0).unwrap();
     e.flush(0).unwrap();
     assert_eq!(read(&mut e, 0x7000, 4).unwrap(), b"fine");
+}
+
+#[test]
+fn data_waits_for_its_check_only_where_the_machine_says_so() {
+    // 003 §4.3: chash returns data for speculative use while the check completes; with
+    // speculation.use_before_verify off (001, 004: issue only after authentication) the same
+    // miss is usable only once verified.
+    let t = 1000;
+    let miss = |spec: &str| {
+        let mut e = Engine::new(&params("chash", "otp", &[&format!("speculation.use_before_verify={}", spec)]), 7).unwrap();
+        e.write(0x10_0000, b"x", 0).unwrap();
+        e.flush(0).unwrap();
+        let o = e.access(0x10_0000, AccessKind::Load, t).unwrap();
+        assert!(!o.hit);
+        o
+    };
+    let (early, late) = (miss("true"), miss("false"));
+    assert_eq!(early.verified, late.verified, "the check itself takes as long either way");
+    assert!(early.ready < early.verified, "chash's check outlasts the data's arrival: {:?}", early);
+    assert_eq!(late.ready, late.verified);
+}
+
+#[test]
+fn accesses_are_counted_by_kind() {
+    let mut e = engine("none", "none");
+    for (k, kind) in [(0u64, AccessKind::Fetch), (1, AccessKind::Load), (2, AccessKind::Store), (3, AccessKind::Walk), (4, AccessKind::Load)] {
+        e.access(k * 4096, kind, 0).unwrap();
+        e.settle().unwrap();
+    }
+    e.access(4096, AccessKind::Load, 0).unwrap();
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    let get = |k: &str| s.get_f64(k).unwrap();
+    assert_eq!((get("l2.fetch_accesses"), get("l2.fetch_misses")), (1.0, 1.0));
+    assert_eq!((get("l2.load_accesses"), get("l2.load_misses")), (3.0, 2.0));
+    assert_eq!((get("l2.store_accesses"), get("l2.walk_accesses")), (1.0, 1.0));
+    assert_eq!(get("l2.accesses"), 6.0);
+    assert_eq!(get("l2.misses"), 5.0);
 }

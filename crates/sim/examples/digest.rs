@@ -25,8 +25,8 @@ fn main() {
     }
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let extra: Vec<(&str, &str, &str, &str, Vec<String>)> = vec![
-        ("suh2003", "chase", "chash", "otp", s(&["otp.ts_cache_entries=64", "otp.speculate=true"])),
-        ("suh2003", "stream", "none", "otp", s(&["otp.speculate=true"])),
+        ("suh2003", "chase", "chash", "otp", s(&["otp.ts_cache_entries=64", "speculation.stamps=true"])),
+        ("suh2003", "stream", "none", "otp", s(&["speculation.stamps=true"])),
         ("suh2003", "mix", "lhash", "otp", s(&["lhash.check_period=20000"])),
         ("suh2003", "hot", "chash", "mecu", s(&["mecu.resume_period=200000", "mecu.lines_per_block=4"])),
         ("suh2003", "stream", "chash", "otp", s(&["memory.write_delay=200"])),

@@ -14,11 +14,10 @@
 //! - `otp.ts_cache_entries` > 0: a set-associative on-chip cache of stamp values (trusted
 //!   copies, written through on every write-back). A hit needs no bus read and the pad starts
 //!   at request time.
-//! - `otp.speculate`: on a cache miss the pad is started at request time for a predicted
-//!   stamp: the last stamp a read found in the same page, advanced by the line distance when
-//!   the page's stamps have been rising one per line (written back in a sweep). A page with
-//!   no history is not guessed. The stamp is still fetched to confirm the guess; a wrong
-//!   guess costs a second pad computation (AES bandwidth) from the stamp's arrival.
+//! - `speculation.stamps`: on a cache miss the pad is started at request time for the stamp
+//!   the speculation stage predicts (`speculation::stamp`). The stamp is still fetched to
+//!   confirm the guess; a wrong guess costs a second pad computation (AES bandwidth) from the
+//!   stamp's arrival.
 //!
 //! Memory is all-zero plaintext at power-on; instead of encrypting it all up front, a line
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
@@ -33,8 +32,6 @@ use crate::stats::{ratio, Stats};
 use crate::wordbuf::TsBuffer;
 use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags};
-/// Pages tracked by the stamp predictor.
-const PREDICTOR_PAGES: usize = 4096;
 
 /// On-chip copies of time stamps, one per entry, set-associative (8 ways).
 struct TsCache {
@@ -75,58 +72,6 @@ impl TsCache {
     }
 }
 
-/// Per page: the last (line index, stamp) read and whether stamps rose one per line.
-#[derive(Clone, Copy, Default)]
-struct PageHistory {
-    page: u64,
-    line: u64,
-    ts: u32,
-    sweep: bool,
-}
-
-/// The time-stamp predictor: pages hashed into a table, trained on the stamps reads find.
-struct Predictor {
-    pages: Vec<PageHistory>,
-}
-
-impl Predictor {
-    fn new() -> Predictor {
-        Predictor { pages: vec![PageHistory { page: u64::MAX, ..Default::default() }; PREDICTOR_PAGES] }
-    }
-
-    #[inline]
-    fn split(addr: u64, line: u64) -> (u64, u64, usize) {
-        let page = addr / crate::mem::PAGE;
-        // Hashed: arrays a power-of-two apart must not share entries.
-        let i = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % PREDICTOR_PAGES;
-        (page, (addr % crate::mem::PAGE) / line, i)
-    }
-
-    /// A guess for the stamp of the line at `addr`, if its page was seen.
-    #[inline]
-    fn predict(&self, addr: u64, line: u64) -> Option<u32> {
-        let (page, idx, i) = Self::split(addr, line);
-        let h = &self.pages[i];
-        if h.page != page {
-            return None;
-        }
-        Some(if h.sweep { h.ts.wrapping_add((idx as i64 - h.line as i64) as u32) } else { h.ts })
-    }
-
-    #[inline]
-    fn observe(&mut self, addr: u64, line: u64, ts: u32) {
-        let (page, idx, i) = Self::split(addr, line);
-        let h = &mut self.pages[i];
-        if h.page == page {
-            let dl = idx as i64 - h.line as i64;
-            h.sweep = dl != 0 && ts.wrapping_sub(h.ts) as i32 as i64 == dl;
-        } else {
-            *h = PageHistory { page, line: idx, ts, sweep: false };
-        }
-        (h.line, h.ts) = (idx, ts);
-    }
-}
-
 pub struct Otp {
     aes: Aes128,
     seed: u64,
@@ -140,7 +85,6 @@ pub struct Otp {
     line: u64,
     ts_buf: TsBuffer,
     ts_cache: Option<TsCache>,
-    predictor: Option<Predictor>,
     // statistics
     ts_cache_hits: u64,
     spec_predictions: u64,
@@ -161,7 +105,6 @@ impl Otp {
         }
         let ts_buf = TsBuffer::new(p, "otp.ts_buffer_entries")?;
         let ts_cache = TsCache::new(p.u64_min("otp.ts_cache_entries", 0)?)?;
-        let predictor = p.bool("otp.speculate")?.then(Predictor::new);
         let line = m.line();
         let stamps = m.layout.per_line("otp time stamps", covered, B_TS);
         let k = derive_key(seed, 0x07b0);
@@ -178,7 +121,6 @@ impl Otp {
             line,
             ts_buf,
             ts_cache,
-            predictor,
             ts_cache_hits: 0,
             spec_predictions: 0,
             spec_hits: 0,
@@ -299,16 +241,16 @@ impl Encryption for Otp {
         // at request time on a guess that the stamp then confirms.
         let mut t_pad = None;
         if cached.is_none() {
-            if let Some(pr) = &mut self.predictor {
-                if let Some(guess) = pr.predict(addr, self.line) {
+            if let Some(pr) = &mut m.spec.meta {
+                if let Some(guess) = pr.predict(addr) {
                     self.spec_predictions += 1;
                     let t_guess = m.aes.run(t + 1, out.len() as u64);
-                    if guess == ts {
+                    if guess == ts as u64 {
                         self.spec_hits += 1;
                         t_pad = Some(t_guess);
                     }
                 }
-                pr.observe(addr, self.line, ts);
+                pr.observe(addr, ts as u64);
             }
         }
         let (t_pad, t_start) = match t_pad {

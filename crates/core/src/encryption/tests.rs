@@ -4,7 +4,7 @@
 use crate::encryption::{derive_key, ENCRYPTION_SCHEMES};
 use crate::testutil::{params, pattern};
 use crate::power::PowerError;
-use crate::{Engine, IntegrityError, Stats};
+use crate::{AccessKind, Engine, IntegrityError, Stats};
 
 fn engine(integ: &str, enc: &str, extra: &[&str]) -> Engine {
     Engine::new(&params(integ, enc, extra), 7).unwrap()
@@ -250,7 +250,7 @@ fn otp_time_stamp_cache_and_speculation_keep_data_right_and_start_pads_early() {
     };
     let base = exercise(&[]);
     assert_eq!(base.get_f64("otp.pad_early_fraction"), Some(0.0), "off by default");
-    for opts in [&["otp.ts_cache_entries=1024"][..], &["otp.speculate=true"], &["otp.ts_cache_entries=256", "otp.speculate=true"]] {
+    for opts in [&["otp.ts_cache_entries=1024"][..], &["speculation.stamps=true"], &["otp.ts_cache_entries=256", "speculation.stamps=true"]] {
         let s = exercise(opts);
         assert!(s.get_f64("otp.pad_early_fraction").unwrap() > 0.05, "{:?}: {:?}", opts, s.get("otp.pad_early_fraction"));
         if opts[0].starts_with("otp.ts_cache") {
@@ -258,7 +258,7 @@ fn otp_time_stamp_cache_and_speculation_keep_data_right_and_start_pads_early() {
             // Hits need no bus read of the stamp.
             assert!(s.get_f64("otp.ts_bus_reads").unwrap() < base.get_f64("otp.ts_bus_reads").unwrap(), "{:?}", opts);
         }
-        if opts.len() > 1 || opts[0].starts_with("otp.speculate") {
+        if opts.len() > 1 || opts[0].starts_with("speculation.stamps") {
             assert!(s.get_f64("otp.spec_hits").unwrap() > 0.0);
         }
         // Same functional work, same bus traffic for the lines themselves.
@@ -314,11 +314,11 @@ fn direct_decryption_adds_the_aes_latency_to_every_miss_and_otp_hides_it() {
     let miss = |enc: &str, extra: &[&str]| {
         let mut e = engine("none", enc, extra);
         // A line of the same page first (its stamp in another bus word), long before.
-        e.access(0x9080, 0).unwrap();
-        e.access(0x9000, 1000).unwrap().ready - 1000
+        e.access(0x9080, AccessKind::Load, 0).unwrap();
+        e.access(0x9000, AccessKind::Load, 1000).unwrap().ready - 1000
     };
     let (none, direct, otp) = (miss("none", &[]), miss("direct", &[]), miss("otp", &[]));
-    let spec = miss("otp", &["otp.speculate=true"]);
+    let spec = miss("otp", &["speculation.stamps=true"]);
     // suh2003: L2 10, memory 80, 8 beats of 5 cycles, AES 40, XOR 1.
     assert_eq!(none, 10 + 80 + 35);
     assert_eq!(direct, none + 40 + 1, "the last chunk's decryption follows its arrival");
@@ -330,7 +330,7 @@ fn direct_decryption_adds_the_aes_latency_to_every_miss_and_otp_hides_it() {
         let mut p = params("none", "tdes", &[]);
         p.set("tdes.latency", "96").unwrap();
         let mut e = Engine::new(&p, 1).unwrap();
-        e.access(0x9000, 1000).unwrap().ready - 1000
+        e.access(0x9000, AccessKind::Load, 1000).unwrap().ready - 1000
     };
     // TDES 96 cycles after the last 8-B chunk; the counter's beat (for the whitening offset,
     // computed meanwhile) holds the bus for one beat. Engines book input in slots of one unit
@@ -604,7 +604,7 @@ fn timed_resume_cycles_increment_s_stall_the_core_and_record_series() {
     let mut stalls = 0;
     for k in 0..3000u64 {
         let a = (k * 64 * 37) % (8 << 20);
-        let o = e.access(a, t).unwrap();
+        let o = e.access(a, AccessKind::Load, t).unwrap();
         e.write_cached(a, &[k as u8]);
         t = o.ready.max(e.settle().unwrap()) + 20;
         instr += 50;
