@@ -52,13 +52,17 @@ def test_presets_lists_and_shows():
     assert p.returncode == 0, p.stderr
     names = [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
     assert "suh2003" in names and "gassend2003" in names
+    def values(out):
+        # key = value, then the unit and meaning after two spaces
+        return {k: v.split("  [")[0].strip() for k, v in (line.split(" = ", 1) for line in out.splitlines() if " = " in line)}
+
     p = cli("presets", "gassend2003")
     assert p.returncode == 0, p.stderr
-    params = dict(line.split(" = ", 1) for line in p.stdout.splitlines() if " = " in line)
+    params = values(p.stdout)
     assert params["hash.latency"] == "80"
     assert params["l2.size"] == "1MiB"
     q = cli("presets", "suh2003")
-    assert dict(line.split(" = ", 1) for line in q.stdout.splitlines() if " = " in line)["hash.latency"] == "160"
+    assert values(q.stdout)["hash.latency"] == "160"
 
 
 def test_version():
@@ -391,3 +395,30 @@ def test_a_short_input_is_noted(tmp_path):
 def test_program_must_be_an_argv_list():
     with pytest.raises(TypeError, match="argv list"):
         secmem.run(program="ls")
+
+
+def test_schemes_documents_every_parameter_from_the_declarations():
+    p = cli("schemes")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    for name in secmem._core.integrity_schemes() + secmem._core.encryption_schemes():
+        assert f"\n  {name}: " in out, name
+    for key, unit in [("chash.arity", "children"), ("otp.ts_cache_entries", "entries"), ("mecu.state_lookup", "cycles")]:
+        line = next(line for line in out.splitlines() if line.split()[:1] == [key])
+        assert unit in line, line
+    assert "l2.size" not in out, "the machine is shown only with --all"
+    p = cli("schemes", "--all")
+    assert "l2.size" in p.stdout and "dram.tCAS" in p.stdout and "speculation.use_before_verify" in p.stdout
+    p = cli("schemes", "dram")
+    assert p.returncode == 0 and "memory clocks" in p.stdout
+    p = cli("schemes", "rot13")
+    assert p.returncode == 2 and p.stderr.startswith("secmem: error: unknown scheme or component 'rot13'")
+
+
+def test_presets_show_each_value_with_its_unit_and_meaning():
+    p = cli("presets", "shi2007")
+    assert p.returncode == 0, p.stderr
+    lines = {line.split(" = ", 1)[0]: line for line in p.stdout.splitlines() if " = " in line}
+    assert lines["memory.model"].startswith("memory.model = dram") and "[bus|dram]" in lines["memory.model"]
+    assert "[memory clocks] precharge" in lines["dram.tRP"]
+    assert "[B]" in lines["l2.size"]

@@ -242,14 +242,53 @@ def cmd_workloads(a) -> int:
     return 0
 
 
+def _declared() -> dict:
+    """key -> (component, unit, meaning), from the components' own declarations."""
+    return {k: (c[0], unit, meaning) for c in _core.components() for k, _, unit, meaning in c[4]}
+
+
 def cmd_presets(a) -> int:
     if a.name:
-        for k, v in _core.params(a.name):
-            print(f"{k} = {v}")
+        docs = _declared()
+        values = _core.params(a.name)
+        width = min(max(len(f"{k} = {v}") for k, v in values), 40)
+        for k, v in values:
+            _, unit, meaning = docs.get(k, ("", "", ""))
+            note = f"  [{unit}] {meaning}" if meaning else ""
+            print(f"{k} = {v}".ljust(width) + note)
         return 0
     for name in _core.presets():
         desc = dict(_core.params(name)).get("description", "")
         print(f"  {name:<12} {desc}")
+    return 0
+
+
+def cmd_schemes(a) -> int:
+    """Every scheme (and with --all every part of the machine) with its parameters, from the
+    declarations in the code."""
+    comps = _core.components()
+    if a.name:
+        comps = [c for c in comps if c[0] == a.name]
+        if not comps:
+            names = ", ".join(c[0] for c in _core.components())
+            raise ValueError(f"unknown scheme or component '{a.name}' (choose from {names})")
+    sections = [("integrity", "integrity schemes (--integrity NAME)"), ("encryption", "encryption schemes (--encryption NAME)")]
+    if a.all or a.name:
+        sections.append(("machine", "the machine (presets give these; --set KEY=VALUE overrides any)"))
+    for kind, title in sections:
+        group = [c for c in comps if c[1] == kind]
+        if not group:
+            continue
+        print(title)
+        rows = [p for c in group for p in c[4]]
+        kw = max((len(k) for k, *_ in rows), default=0)
+        uw = min(max((len(u) for _, _, u, _ in rows), default=0), 28)
+        for name, _, summary, source, params in group:
+            print(f"\n  {name}: {summary}" + (f"  [{source}]" if source != "—" else ""))
+            for key, default, unit, meaning in params:
+                shown = "(preset)" if default is None else (default if default != "" else '""')
+                print(f"    {key:<{kw}}  {shown:<10} {unit:<{uw}}  {meaning}")
+        print()
     return 0
 
 
@@ -382,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("presets", help="list machine presets, or show one's parameters")
     pr.add_argument("name", nargs="?")
     pr.set_defaults(func=cmd_presets)
+    sc = sub.add_parser("schemes", help="every scheme and its parameters (units, defaults, meanings)")
+    sc.add_argument("name", nargs="?", help="one scheme or machine component")
+    sc.add_argument("--all", action="store_true", help="the machine's parameters too")
+    sc.set_defaults(func=cmd_schemes)
 
     e = sub.add_parser("export", help="write a built-in workload as a native trace file")
     e.add_argument("workload")

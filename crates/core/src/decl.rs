@@ -9,7 +9,7 @@ use crate::params::{Params, Value};
 /// A declared default. Machine parameters have none: every machine comes from a preset (the
 /// seeds' Table 1s), which must give them.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Default {
+pub enum Def {
     Int(i64),
     Float(f64),
     Bool(bool),
@@ -22,13 +22,13 @@ pub enum Default {
 #[derive(Clone, Copy, Debug)]
 pub struct Param {
     pub key: &'static str,
-    pub default: Default,
+    pub default: Def,
     pub unit: &'static str,
     pub meaning: &'static str,
 }
 
 /// A parameter with a default.
-pub const fn param(key: &'static str, default: Default, unit: &'static str, meaning: &'static str) -> Param {
+pub const fn param(key: &'static str, default: Def, unit: &'static str, meaning: &'static str) -> Param {
     Param { key, default, unit, meaning }
 }
 
@@ -62,14 +62,14 @@ pub struct Component {
     pub params: &'static [Param],
 }
 
-impl Default {
+impl Def {
     pub fn value(self) -> Option<Value> {
         match self {
-            Default::Int(v) => Some(Value::Int(v)),
-            Default::Float(v) => Some(Value::Float(v)),
-            Default::Bool(v) => Some(Value::Bool(v)),
-            Default::Str(v) => Some(Value::Str(v.to_string())),
-            Default::Preset => None,
+            Def::Int(v) => Some(Value::Int(v)),
+            Def::Float(v) => Some(Value::Float(v)),
+            Def::Bool(v) => Some(Value::Bool(v)),
+            Def::Str(v) => Some(Value::Str(v.to_string())),
+            Def::Preset => None,
         }
     }
 }

@@ -12,6 +12,8 @@ use crate::params::{ConfigError, Params};
 use crate::port::{Adversary, Port};
 use crate::speculation::Speculation;
 use crate::stats::{ratio, Stats};
+use crate::decl::{param, Component, Def, Kind};
+use secmem_timing::dram::{Dram, DramParams};
 use secmem_timing::{Bus, BusParams, Cycle, MemoryModel, Pipe};
 
 /// What an access to the L2 is for. Counted apart (`l2.<kind>_accesses`), and a scheme may
@@ -60,16 +62,126 @@ pub struct Engine {
     pub(crate) dma: (u64, u64),
 }
 
+/// The parts of the machine the engine reads, declared like the schemes.
+pub const MACHINE: &[Component] = &[
+    Component {
+        name: "schemes",
+        kind: Kind::Machine,
+        summary: "which protection the machine runs",
+        source: "—",
+        params: &[
+            param("integrity", Def::Preset, "scheme", "the integrity scheme (secmem schemes lists them)"),
+            param("encryption", Def::Preset, "scheme", "the encryption scheme"),
+            param("description", Def::Str(""), "text", "what the preset is"),
+        ],
+    },
+    Component {
+        name: "l2",
+        kind: Kind::Machine,
+        summary: "the trusted last-level cache: data and tree chunks compete for it",
+        source: "000/003 Table 1",
+        params: &[
+            param("l2.size", Def::Preset, "B", "capacity"),
+            param("l2.ways", Def::Preset, "ways", "associativity (LRU)"),
+            param("l2.line", Def::Preset, "B", "line = tree chunk: a power of two from 16 B to 256 B"),
+            param("l2.latency", Def::Preset, "cycles", "hit latency"),
+        ],
+    },
+    Component {
+        name: "memory",
+        kind: Kind::Machine,
+        summary: "untrusted memory behind the timed port: a bus with a fixed latency, or DRAM banks and rows",
+        source: "000/003 Table 1; 004 Table 2",
+        params: &[
+            param("memory.size", Def::Preset, "B", "protected physical memory (sparse: only touched pages cost)"),
+            param("memory.model", Def::Str("bus"), "bus|dram", "bus: fixed first-chunk latency and one shared data bus; dram: channels, banks and rows (docs/memory.md)"),
+            param("memory.latency", Def::Preset, "cycles", "bus model: request to the first chunk"),
+            param("memory.bus_clock", Def::Preset, "Hz", "data bus clock (one beat per clock); with dram, also the memory clock"),
+            param("memory.bus_width", Def::Preset, "B", "bytes per beat"),
+            param("memory.write_delay", Def::Int(0), "cycles", "a posted write waits this long before it may take the bus, so reads go first"),
+            param("memory.write_queue", Def::Int(0), "entries", "controller write queue: posted writes drain when reads leave the bus idle or the queue is full (0: none)"),
+            param("memory.dma_size", Def::Str("1MiB"), "B", "unprotected region for untrusted I/O (003 §4.6.1)"),
+        ],
+    },
+    Component {
+        name: "dram",
+        kind: Kind::Machine,
+        summary: "DRAM geometry and timings for memory.model = dram (open-page policy)",
+        source: "004 Table 2",
+        params: &[
+            param("dram.channels", Def::Int(1), "channels", "each with its banks and data bus (a power of two)"),
+            param("dram.banks", Def::Int(4), "banks", "per channel (a power of two)"),
+            param("dram.row_bytes", Def::Str("4KiB"), "B", "one row (page) of a bank"),
+            param("dram.interleave", Def::Str("64B"), "B", "bytes mapped to one channel and bank before the next"),
+            param("dram.tRP", Def::Int(7), "memory clocks", "precharge"),
+            param("dram.tRCD", Def::Int(7), "memory clocks", "activate to column command"),
+            param("dram.tCAS", Def::Int(20), "memory clocks", "column command to the first beat"),
+        ],
+    },
+    Component {
+        name: "aes",
+        kind: Kind::Machine,
+        summary: "the pipelined AES engine",
+        source: "000 Table 1",
+        params: &[
+            param("aes.latency", Def::Preset, "cycles", "one block"),
+            param("aes.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("aes.xor_latency", Def::Preset, "cycles", "XOR of a pad or IV with a chunk"),
+        ],
+    },
+    Component {
+        name: "hash",
+        kind: Kind::Machine,
+        summary: "the pipelined hash engine and its read and write buffers",
+        source: "003 Table 1, Fig. 2",
+        params: &[
+            param("hash.latency", Def::Preset, "cycles", "one 64-B chunk"),
+            param("hash.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("hash.read_buffer", Def::Preset, "entries", "fetched chunks waiting for their check"),
+            param("hash.write_buffer", Def::Preset, "entries", "evicted chunks waiting to be hashed and written"),
+        ],
+    },
+    Component {
+        name: "speculation",
+        kind: Kind::Machine,
+        summary: "the speculation stage between the cipher and the core",
+        source: "003 §4.3; 000 §4.4",
+        params: &[
+            param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
+            param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
+        ],
+    },
+];
+
 /// The memory model behind the port, as the parameters choose it.
 fn memory_model(p: &Params, hz: f64) -> Result<Box<dyn MemoryModel>, ConfigError> {
     let bus_hz = p.freq("memory.bus_clock")?;
     let beat = (hz / bus_hz).round().max(1.0) as Cycle;
-    Ok(Box::new(Bus::new(BusParams {
-        latency: p.u64_min("memory.latency", 1)?,
-        width: p.size("memory.bus_width")?,
-        beat_cycles: beat,
-        write_delay: p.u64_min("memory.write_delay", 0)?,
-    })))
+    let width = p.size("memory.bus_width")?;
+    let write_delay = p.u64_min("memory.write_delay", 0)?;
+    let queue = p.u64_min("memory.write_queue", 0)? as usize;
+    Ok(match p.choice("memory.model", &["bus", "dram"])?.as_str() {
+        "dram" => {
+            let d = Dram::new(DramParams {
+                channels: p.u64_min("dram.channels", 1)?,
+                banks: p.u64_min("dram.banks", 1)?,
+                row_bytes: p.size("dram.row_bytes")?,
+                interleave: p.size("dram.interleave")?,
+                t_rp: p.u64_min("dram.tRP", 0)?,
+                t_rcd: p.u64_min("dram.tRCD", 0)?,
+                t_cas: p.u64_min("dram.tCAS", 0)?,
+                clock: beat,
+                width,
+                write_delay,
+            })
+            .map_err(ConfigError)?;
+            Box::new(d.with_write_queue(queue))
+        }
+        _ => Box::new(
+            Bus::new(BusParams { latency: p.u64_min("memory.latency", 1)?, width, beat_cycles: beat, write_delay })
+                .with_write_queue(queue),
+        ),
+    })
 }
 
 /// Processor cycles per second from `core.clock`.
@@ -402,6 +514,8 @@ impl Engine {
         out.int("mem.bus_busy_cycles", c.busy_cycles);
         out.int("mem.bus_queue_cycles", c.queue_cycles);
         out.int("mem.resident_bytes", self.m.port.resident_bytes());
+        out.str("mem.model", self.m.port.model().name());
+        self.m.port.model().extra_stats(&mut |k, v| out.int(&format!("mem.{}", k), v));
         out.int("aes.units", self.m.aes.units);
         out.int("aes.wait_cycles", self.m.aes.wait_cycles);
         out.int("hash.ops", self.m.hash.ops);

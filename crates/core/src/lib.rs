@@ -4,6 +4,7 @@
 
 pub mod adversary;
 pub mod cache;
+pub mod decl;
 pub mod encryption;
 pub mod engine;
 pub mod integrity;

@@ -98,12 +98,12 @@ impl Params {
     }
 
     fn nearest(&self, key: &str) -> Option<&str> {
-        self.map
-            .keys()
-            .map(|k| (edit_distance(k, key), k))
-            .filter(|(d, _)| *d <= 3)
-            .min()
-            .map(|(_, k)| k.as_str())
+        nearest(self.map.keys().map(|k| k.as_str()), key)
+    }
+
+    /// Set `key` to `v` whether or not it exists (declarations and presets build the map).
+    pub fn insert(&mut self, key: &str, v: Value) {
+        self.map.insert(key.to_string(), v);
     }
 
     pub fn contains(&self, key: &str) -> bool {
@@ -128,11 +128,11 @@ impl Params {
         self.read.lock().unwrap().clone()
     }
 
-    /// Refuse keys of `self` that `schema` (the full default machine) does not know.
-    pub fn check_known(&self, schema: &Params, origin: &str) -> Result<(), ConfigError> {
+    /// Refuse keys of `self` that are not among `known` (every declared key).
+    pub fn check_known(&self, known: &[&str], origin: &str) -> Result<(), ConfigError> {
         for k in self.map.keys() {
-            if !schema.map.contains_key(k) && k != "inherit" && k != "description" {
-                let hint = schema.nearest(k).map(|n| format!(" (did you mean '{}'?)", n)).unwrap_or_default();
+            if !known.contains(&k.as_str()) && k != "inherit" {
+                let hint = nearest(known.iter().copied(), k).map(|n| format!(" (did you mean '{}'?)", n)).unwrap_or_default();
                 return Err(ConfigError(format!("{}: unknown parameter '{}'{}", origin, k, hint)));
             }
         }
@@ -286,6 +286,11 @@ pub fn parse_size(s: &str) -> Option<u64> {
         }
     }
     lower.parse::<u64>().ok()
+}
+
+/// The key of `keys` nearest to `key` (a typo's likely intent), if near enough.
+fn nearest<'a>(keys: impl Iterator<Item = &'a str>, key: &str) -> Option<&'a str> {
+    keys.map(|k| (edit_distance(k, key), k)).filter(|(d, _)| *d <= 3).min().map(|(_, k)| k)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {

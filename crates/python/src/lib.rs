@@ -129,6 +129,25 @@ fn encryption_schemes() -> Vec<String> {
     secmem_core::encryption::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
 }
 
+/// Every declared component, as (name, kind, summary, source, parameters), each parameter as
+/// (key, default or None when the preset gives it, unit, meaning): what `secmem schemes` and
+/// `secmem presets NAME` print.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn components() -> Vec<(String, String, String, String, Vec<(String, Option<String>, String, String)>)> {
+    secmem_sim::components()
+        .into_iter()
+        .map(|c| {
+            let params = c
+                .params
+                .iter()
+                .map(|d| (d.key.to_string(), d.default.value().map(|v| v.to_string()), d.unit.to_string(), d.meaning.to_string()))
+                .collect();
+            (c.name.to_string(), c.kind.name().to_string(), c.summary.to_string(), c.source.to_string(), params)
+        })
+        .collect()
+}
+
 /// Every parameter of a preset (after --integrity/--encryption/--set) as key → text.
 #[pyfunction]
 #[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new()))]
@@ -400,6 +419,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(encryption_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
+    m.add_function(wrap_pyfunction!(components, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;

@@ -1,6 +1,7 @@
 //! The seeds' machines as data (`configs/*.toml`), built into the binary so a fresh install
 //! needs no files; a path to a TOML file works too.
 
+use secmem_core::decl::{self, Component};
 use secmem_core::{ConfigError, Params};
 
 pub const PRESETS: &[(&str, &str)] = &[
@@ -16,13 +17,25 @@ pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|(n, _)| *n).collect()
 }
 
-/// Load a preset by name or path, following `inherit`.
+/// Every component's declaration: the machine's parts and every scheme.
+pub fn components() -> Vec<&'static Component> {
+    let mut v: Vec<&'static Component> = secmem_core::engine::MACHINE.iter().collect();
+    v.extend(crate::params::CORE.iter());
+    v.extend(secmem_core::integrity::SCHEMES.iter().map(|s| s.decl));
+    v.extend(secmem_core::encryption::SCHEMES.iter().map(|s| s.decl));
+    v
+}
+
+/// Load a preset by name or path, following `inherit`, over the declared defaults: a
+/// preset only overrides.
 pub fn load(name_or_path: &str) -> Result<Params, ConfigError> {
-    let p = load_depth(name_or_path, 0)?;
-    if name_or_path != DEFAULT_PRESET {
-        // A typo in a preset file must not silently do nothing.
-        p.check_known(&load_depth(DEFAULT_PRESET, 0)?, name_or_path)?;
-    }
+    let own = load_depth(name_or_path, 0)?;
+    let all = components();
+    // A typo in a preset file must not silently do nothing.
+    let known: Vec<&str> = all.iter().flat_map(|c| c.params.iter().map(|p| p.key)).collect();
+    own.check_known(&known, name_or_path)?;
+    let mut p = decl::defaults(all);
+    p.overlay(&own);
     Ok(p)
 }
 

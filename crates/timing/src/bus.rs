@@ -215,7 +215,7 @@ impl MemoryModel for Bus {
         Bus::reset_stats(self)
     }
 
-    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, u64)) {
         self.wq.stats(out)
     }
 
@@ -384,7 +384,7 @@ mod tests {
         assert_eq!(b.write(100, 64), 555);
         let mut s = Vec::new();
         b.extra_stats(&mut |k, v| s.push((k, v)));
-        assert_eq!(s, vec![("write_queue_full_waits", 2.0), ("write_queue_wait_cycles", 415.0 + 455.0)]);
+        assert_eq!(s, vec![("write_queue_full_waits", 2), ("write_queue_wait_cycles", 415 + 455)]);
         assert_eq!(b.free_at(), 555 + 2 * 45, "two writes still queued");
     }
 

@@ -391,10 +391,10 @@ impl MemoryModel for Dram {
         Dram::reset_stats(self)
     }
 
-    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, f64)) {
-        out("dram_row_hits", self.rows.hits as f64);
-        out("dram_row_misses", self.rows.misses as f64);
-        out("dram_row_conflicts", self.rows.conflicts as f64);
+    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        out("dram_row_hits", self.rows.hits);
+        out("dram_row_misses", self.rows.misses);
+        out("dram_row_conflicts", self.rows.conflicts);
         self.wq.stats(out);
     }
 
@@ -707,17 +707,17 @@ mod tests {
         let mut s = Vec::new();
         d.extra_stats(&mut |k, v| s.push((k, v)));
         let expect = [
-            ("dram_row_hits", 1.0),
-            ("dram_row_misses", 2.0),
-            ("dram_row_conflicts", 1.0),
-            ("write_queue_full_waits", 1.0),
-            ("write_queue_wait_cycles", 75.0),
+            ("dram_row_hits", 1),
+            ("dram_row_misses", 2),
+            ("dram_row_conflicts", 1),
+            ("write_queue_full_waits", 1),
+            ("write_queue_wait_cycles", 75),
         ];
         assert_eq!(s, expect);
         d.reset_stats();
         s.clear();
         d.extra_stats(&mut |k, v| s.push((k, v)));
-        assert!(s.iter().all(|&(_, v)| v == 0.0), "{:?}", s);
+        assert!(s.iter().all(|&(_, v)| v == 0), "{:?}", s);
         assert_eq!(d.name(), "dram");
     }
 

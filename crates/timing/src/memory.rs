@@ -81,7 +81,7 @@ pub trait MemoryModel: Send {
     fn reset_stats(&mut self);
 
     /// The model's own statistics (`mem.<name>`), e.g. row hits.
-    fn extra_stats(&self, _out: &mut dyn FnMut(&'static str, f64)) {}
+    fn extra_stats(&self, _out: &mut dyn FnMut(&'static str, u64)) {}
 
     /// The model's name (`bus`, `dram`), reported as `mem.model`.
     fn name(&self) -> &'static str;

@@ -90,10 +90,10 @@ impl WriteQueue {
     }
 
     /// `mem.write_queue_*` statistics, when there is a queue.
-    pub fn stats(&self, out: &mut dyn FnMut(&'static str, f64)) {
+    pub fn stats(&self, out: &mut dyn FnMut(&'static str, u64)) {
         if self.enabled() {
-            out("write_queue_full_waits", self.full_waits as f64);
-            out("write_queue_wait_cycles", self.wait_cycles as f64);
+            out("write_queue_full_waits", self.full_waits);
+            out("write_queue_wait_cycles", self.wait_cycles);
         }
     }
 }

@@ -24,6 +24,19 @@ use crate::stats::{ratio, Stats};
 use aes::cipher::KeyInit;
 use secmem_crypto::modes::{cbc_decrypt, cbc_encrypt};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// direct's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "direct",
+    kind: Kind::Encryption,
+    summary: "AES-CBC over the line with IV = (address, random vector); the whole AES latency adds to a miss",
+    source: "000 §4.2, Fig. 4",
+    params: &[
+        param("direct.rv_bytes", Def::Int(4), "B", "random vector per line in IV = (address, RV): 1, 2, 4 or 8 (000 §4.2, §6.3.1)"),
+        param("direct.rv_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of random vectors, like the time-stamp buffer"),
+    ],
+};
 
 pub struct Direct {
     aes: aes::Aes128,

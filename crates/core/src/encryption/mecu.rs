@@ -41,6 +41,23 @@ use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// mecu's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "mecu",
+    kind: Kind::Encryption,
+    summary: "the memory encryption control unit for non-volatile memory: pads F_k(a, s_a), a global state counter, lazy re-encryption after resume",
+    source: "002 §4",
+    params: &[
+        param("mecu.lines_per_block", Def::Int(256), "lines", "N: cache lines sharing one stamp (002 §4.2, §5.2.3)"),
+        param("mecu.state_bits", Def::Int(16), "bits", "global state counter s and stamps s_a (002 §4.1)"),
+        param("mecu.state_lookup", Def::Int(3), "cycles", "to read s_a from the MECU (002 Table 1)"),
+        param("mecu.s_on_device", Def::Bool(true), "bool", "s kept on the removable key device (false: on the MECU, 002 §4.3)"),
+        param("mecu.capacitor", Def::Bool(true), "bool", "capacitors finish a block re-encryption on power failure (002 §6.4)"),
+        param("mecu.resume_period", Def::Int(0), "cycles", "between simulated suspend/resume cycles in timed runs (0: never; 002 §5.2: 100 M)"),
+    ],
+};
 
 const CHUNK: usize = 4096;
 /// A resume cycle stalled for re-encryption this much of its length is counted as saturated:

@@ -2,6 +2,7 @@
 //! L2 and the bus (seed 000 §2): it moves every line, data or metadata, in and out of
 //! untrusted memory.
 
+use crate::decl::Component;
 use crate::integrity::IntegrityError;
 use crate::layout::{Meta, MAX_LINE};
 use crate::machine::Machine;
@@ -106,26 +107,44 @@ pub trait Encryption {
     }
 }
 
-pub const ENCRYPTION_SCHEMES: &[&str] = &["none", "direct", "otp", "ocb", "tdes", "mecu"];
+/// A registered encryption scheme: its declaration and how to build it.
+pub struct EncryptionScheme {
+    pub decl: &'static Component,
+    /// Build it over the lines of [0, `covered`) (data and integrity metadata), placing its
+    /// metadata in `m`'s layout; `seed` fixes keys and random vectors.
+    pub build: fn(&Params, &mut Machine, u64, u64) -> Result<Box<dyn Encryption>, ConfigError>,
+}
+
+/// Every encryption scheme; `build` and `secmem schemes` know them from here alone.
+pub const SCHEMES: &[EncryptionScheme] = &[
+    EncryptionScheme { decl: &none::DECL, build: |_, _, _, _| Ok(Box::new(none::NoEncryption)) },
+    EncryptionScheme { decl: &direct::DECL, build: |p, m, c, seed| Ok(Box::new(direct::Direct::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &otp::DECL, build: |p, m, c, seed| Ok(Box::new(otp::Otp::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &ocb::DECL, build: |p, m, c, seed| Ok(Box::new(ocb::Ocb::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &tdes::DECL, build: |p, m, c, seed| Ok(Box::new(tdes::Tdes::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &mecu::DECL, build: |p, m, c, seed| Ok(Box::new(mecu::Mecu::new(p, m, c, seed)?)) },
+];
+
+const NAMES: [&str; SCHEMES.len()] = {
+    let mut n = [""; SCHEMES.len()];
+    let mut i = 0;
+    while i < n.len() {
+        n[i] = SCHEMES[i].decl.name;
+        i += 1;
+    }
+    n
+};
+
+/// The schemes' names, in registration order.
+pub const ENCRYPTION_SCHEMES: &[&str] = &NAMES;
 
 /// Build the scheme named by `encryption`. `covered` is the end of the address range whose
 /// lines it must carry (data and integrity metadata).
 pub fn build(name: &str, p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Box<dyn Encryption>, ConfigError> {
-    Ok(match name {
-        "none" => Box::new(none::NoEncryption),
-        "direct" => Box::new(direct::Direct::new(p, m, covered, seed)?),
-        "otp" => Box::new(otp::Otp::new(p, m, covered, seed)?),
-        "ocb" => Box::new(ocb::Ocb::new(p, m, covered, seed)?),
-        "tdes" => Box::new(tdes::Tdes::new(p, m, covered, seed)?),
-        "mecu" => Box::new(mecu::Mecu::new(p, m, covered, seed)?),
-        other => {
-            return Err(ConfigError(format!(
-                "unknown encryption scheme '{}' (choose from {})",
-                other,
-                ENCRYPTION_SCHEMES.join(", ")
-            )))
-        }
-    })
+    match SCHEMES.iter().find(|s| s.decl.name == name) {
+        Some(s) => (s.build)(p, m, covered, seed),
+        None => Err(ConfigError(format!("unknown encryption scheme '{}' (choose from {})", name, ENCRYPTION_SCHEMES.join(", ")))),
+    }
 }
 
 /// The on-chip sequence the nonce counters of ocb and tdes are drawn from at each dirty

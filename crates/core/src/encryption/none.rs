@@ -6,6 +6,17 @@ use crate::layout::MAX_LINE;
 use crate::machine::Machine;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
+use crate::decl::{Component, Kind};
+
+/// none's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "none",
+    kind: Kind::Encryption,
+    summary: "no encryption: lines cross the bus as plaintext",
+    source: "—",
+    params: &[
+    ],
+};
 
 pub struct NoEncryption;
 

@@ -31,6 +31,20 @@ use crate::stats::{ratio, Stats};
 use crate::wordbuf::WordBuffer;
 use secmem_crypto::modes::OcbAes;
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// ocb's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "ocb",
+    kind: Kind::Encryption,
+    summary: "OCB3 authenticated encryption of every line; its tag is the line's MAC",
+    source: "004 §2.1, Fig. 1; RFC 7253",
+    params: &[
+        param("ocb.tag_bytes", Def::Int(8), "B", "OCB3 tag per line: 8 or 16"),
+        param("ocb.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
+        param("ocb.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
+    ],
+};
 
 pub struct Ocb {
     cipher: OcbAes,

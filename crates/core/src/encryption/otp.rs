@@ -32,6 +32,20 @@ use crate::stats::{ratio, Stats};
 use crate::wordbuf::TsBuffer;
 use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags};
+use crate::decl::{param, Component, Def, Kind};
+
+/// otp's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "otp",
+    kind: Kind::Encryption,
+    summary: "one-time-pad (counter-mode) encryption with per-line time stamps: the pad is computed while the line is on the bus",
+    source: "000 §4.3, Figs. 5–7",
+    params: &[
+        param("otp.ts_bits", Def::Int(32), "bits", "time-stamp width; TIMER wrapping re-keys and re-encrypts memory"),
+        param("otp.ts_buffer_entries", Def::Int(32), "entries", "time-stamp buffer of 8-B words (000 Table 1: 32 entries)"),
+        param("otp.ts_cache_entries", Def::Int(0), "entries", "on-chip cache of time-stamp values (000 §4.4, Fig. 7c); 0: none"),
+    ],
+};
 
 /// On-chip copies of time stamps, one per entry, set-associative (8 ways).
 struct TsCache {

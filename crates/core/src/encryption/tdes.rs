@@ -29,6 +29,21 @@ use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_timing::{Cycle, Pipe};
 use secmem_crypto::tdes::{agrees_with_rustcrypto, FastTdes};
+use crate::decl::{param, Component, Def, Kind};
+
+/// tdes's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "tdes",
+    kind: Kind::Encryption,
+    summary: "Triple-DES (EDE3) in a parallelizable mode over 64-bit chunks",
+    source: "004 §3.2.1",
+    params: &[
+        param("tdes.latency", Def::Int(96), "cycles", "Triple-DES latency: 96 ns at 1 GHz, 48 stages (004 §4, Table 2)"),
+        param("tdes.throughput", Def::Str("2.5GB/s"), "B/s", "pipelined TDES throughput: 20 Gbit/s (004 §4)"),
+        param("tdes.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
+        param("tdes.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
+    ],
+};
 
 const CHUNK: u64 = 8;
 

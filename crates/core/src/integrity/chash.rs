@@ -23,6 +23,20 @@ use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::{HashAlg, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// chash's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "chash",
+    kind: Kind::Integrity,
+    summary: "the hash tree merged with the L2: a chunk brought in is checked up to its first cached ancestor; data is used while the check completes",
+    source: "003 §4.3; CHTree in 000 §3.1",
+    params: &[
+        param("chash.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the tree hash (md5: the seeds' one-block MD5 compression over the 64-B chunk)"),
+        param("chash.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent (128-bit hashes)"),
+        param("chash.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk (64 B / 16 B = 4)"),
+    ],
+};
 
 
 /// The tree hash chosen by `{scheme}.hash` / `{scheme}.hash_bytes`.

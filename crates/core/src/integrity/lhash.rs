@@ -27,6 +27,22 @@ use crate::stats::Stats;
 use crate::wordbuf::{TsBuffer, WordBuffer};
 use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// lhash's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "lhash",
+    kind: Kind::Integrity,
+    summary: "log-hash checking with incremental multiset hashes of (address, chunk, time stamp); memory is checked at the end or every T accesses",
+    source: "000 §3.2, Fig. 3",
+    params: &[
+        param("lhash.multiset", Def::Str("add"), "add|xor|mu", "the multiset hash: MSet-Add-Hash over keyed MD5 (000 §3.2), XOR or Mu"),
+        param("lhash.check_period", Def::Str("end"), "accesses|end", "off-chip accesses between integrity checks, or \"end\" (certified execution)"),
+        param("lhash.ts_bits", Def::Int(32), "bits", "time-stamp width; TIMER nearing its limit forces a check"),
+        param("lhash.ts_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of time stamps (000 Table 1)"),
+        param("lhash.pt_buffer_entries", Def::Int(16), "entries", "on-chip 8-B words of the untrusted page table (not in 000: a page's entry comes with its translation)"),
+    ],
+};
 
 pub struct Lhash {
     read_hash: Multiset,

@@ -15,6 +15,19 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// mac's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "mac",
+    kind: Kind::Integrity,
+    summary: "a MAC of each block and its address, XOM style: detects tampering and splicing, not replay",
+    source: "003 §3.3, 000 §3",
+    params: &[
+        param("mac.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of (key ‖ address ‖ block)"),
+        param("mac.hash_bytes", Def::Int(16), "B", "bytes of each MAC kept (truncated hash)"),
+    ],
+};
 
 pub struct Mac {
     hasher: Hasher,

@@ -20,6 +20,21 @@ use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::{Aes128, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// mhash's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "mhash",
+    kind: Kind::Integrity,
+    summary: "several cache blocks per tree chunk under an incremental MAC; a dirty block updates its parent MAC alone",
+    source: "003 §4.4",
+    params: &[
+        param("mhash.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of one block inside the MAC"),
+        param("mhash.hash_bytes", Def::Int(16), "B", "bytes of each MAC: one AES block, 16"),
+        param("mhash.blocks_per_chunk", Def::Int(2), "blocks", "L2 blocks per tree chunk (003 Fig. 8: two 64-B blocks per 128-B chunk)"),
+        param("mhash.arity", Def::Int(0), "children", "MACs per tree chunk; 0: as many as fit a chunk"),
+    ],
+};
 
 /// Largest chunk (blocks_per_chunk × line).
 pub const MAX_CHUNK: usize = 2048;

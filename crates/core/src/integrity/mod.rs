@@ -1,5 +1,6 @@
 //! Integrity verification: one trait, one module per scheme of seeds 000/003.
 
+use crate::decl::Component;
 use crate::encryption::Encryption;
 use crate::layout::{Meta, MetaKind};
 use crate::machine::{Machine, Victim};
@@ -99,22 +100,41 @@ pub trait Integrity {
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 
-pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash", "mhash", "lhash"];
+/// A registered integrity scheme: its declaration and how to build it.
+pub struct IntegrityScheme {
+    pub decl: &'static Component,
+    /// Build it from its parameters, placing its metadata in `m`'s layout; `seed` fixes keys.
+    pub build: fn(&Params, &mut Machine, u64) -> Result<Box<dyn Integrity>, ConfigError>,
+}
+
+/// Every integrity scheme; `build` and `secmem schemes` know them from here alone.
+pub const SCHEMES: &[IntegrityScheme] = &[
+    IntegrityScheme { decl: &none::DECL, build: |_, _, _| Ok(Box::new(none::NoIntegrity)) },
+    IntegrityScheme { decl: &mac::DECL, build: |p, m, seed| Ok(Box::new(mac::Mac::new(p, m, seed)?)) },
+    IntegrityScheme { decl: &naive::DECL, build: |p, m, _| Ok(Box::new(naive::Naive::new(p, m)?)) },
+    IntegrityScheme { decl: &chash::DECL, build: |p, m, _| Ok(Box::new(chash::Chash::new(p, m)?)) },
+    IntegrityScheme { decl: &mhash::DECL, build: |p, m, seed| Ok(Box::new(mhash::Mhash::new(p, m, seed)?)) },
+    IntegrityScheme { decl: &lhash::DECL, build: |p, m, seed| Ok(Box::new(lhash::Lhash::new(p, m, seed)?)) },
+];
+
+const NAMES: [&str; SCHEMES.len()] = {
+    let mut n = [""; SCHEMES.len()];
+    let mut i = 0;
+    while i < n.len() {
+        n[i] = SCHEMES[i].decl.name;
+        i += 1;
+    }
+    n
+};
+
+/// The schemes' names, in registration order.
+pub const INTEGRITY_SCHEMES: &[&str] = &NAMES;
 
 /// Build the scheme named by `integrity`, reading its own parameters.
 pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
-    match name {
-        "none" => Ok(Box::new(none::NoIntegrity)),
-        "mac" => Ok(Box::new(mac::Mac::new(p, m, seed)?)),
-        "naive" => Ok(Box::new(naive::Naive::new(p, m)?)),
-        "lhash" => Ok(Box::new(lhash::Lhash::new(p, m, seed)?)),
-        "mhash" => Ok(Box::new(mhash::Mhash::new(p, m, seed)?)),
-        "chash" => Ok(Box::new(chash::Chash::new(p, m)?)),
-        other => Err(ConfigError(format!(
-            "unknown integrity scheme '{}' (choose from {})",
-            other,
-            INTEGRITY_SCHEMES.join(", ")
-        ))),
+    match SCHEMES.iter().find(|s| s.decl.name == name) {
+        Some(s) => (s.build)(p, m, seed),
+        None => Err(ConfigError(format!("unknown integrity scheme '{}' (choose from {})", name, INTEGRITY_SCHEMES.join(", ")))),
     }
 }
 

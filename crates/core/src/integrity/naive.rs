@@ -14,6 +14,20 @@ use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Hasher;
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// naive's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "naive",
+    kind: Kind::Integrity,
+    summary: "a hash tree between the L2 and memory: every miss reads and checks the whole path to the root, every dirty write-back rewrites it",
+    source: "003 §4.2",
+    params: &[
+        param("naive.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the tree hash (md5: the seeds' one-block MD5 compression)"),
+        param("naive.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent"),
+        param("naive.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk"),
+    ],
+};
 
 const MEMO: usize = 4096;
 
