@@ -403,12 +403,7 @@ mod tests {
     use super::*;
 
     fn params(integ: &str, enc: &str) -> Params {
-        let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
-        p.set("integrity", integ).unwrap();
-        p.set("encryption", enc).unwrap();
-        p.set("l2.size", "32KiB").unwrap();
-        p.set("memory.size", "64MiB").unwrap();
-        p
+        crate::testutil::params(integ, enc, &["l2.size=32KiB"])
     }
 
     #[test]

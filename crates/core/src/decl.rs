@@ -92,3 +92,12 @@ pub fn defaults<'a>(components: impl IntoIterator<Item = &'a Component>) -> Para
 pub fn find<'a>(components: impl IntoIterator<Item = &'a Component>, key: &str) -> Option<(&'a Component, &'a Param)> {
     components.into_iter().find_map(|c| c.params.iter().find(|p| p.key == key).map(|p| (c, p)))
 }
+
+/// The engine's components: the machine parts it reads and every scheme (the core model
+/// adds its own, `secmem_sim::components`).
+pub fn engine_components() -> Vec<&'static Component> {
+    let mut v: Vec<&'static Component> = crate::engine::MACHINE.iter().collect();
+    v.extend(crate::integrity::SCHEMES.iter().map(|s| s.decl));
+    v.extend(crate::encryption::SCHEMES.iter().map(|s| s.decl));
+    v
+}

@@ -27,4 +27,6 @@ pub use stats::{Stat, Stats};
 #[cfg(test)]
 mod testutil;
 #[cfg(test)]
+mod security_tests;
+#[cfg(test)]
 mod tests;

@@ -19,10 +19,8 @@ pub fn preset_names() -> Vec<&'static str> {
 
 /// Every component's declaration: the machine's parts and every scheme.
 pub fn components() -> Vec<&'static Component> {
-    let mut v: Vec<&'static Component> = secmem_core::engine::MACHINE.iter().collect();
+    let mut v = decl::engine_components();
     v.extend(crate::params::CORE.iter());
-    v.extend(secmem_core::integrity::SCHEMES.iter().map(|s| s.decl));
-    v.extend(secmem_core::encryption::SCHEMES.iter().map(|s| s.decl));
     v
 }
 

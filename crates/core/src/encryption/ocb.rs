@@ -53,6 +53,9 @@ pub struct Ocb {
     tags: PerLine,
     ctr_buf: WordBuffer,
     nonces: NonceCounter,
+    /// Test builds: every (address, counter) encrypted under, which must never repeat.
+    #[cfg(test)]
+    nonces_used: std::collections::HashSet<(u64, u64)>,
     // statistics
     reads: u64,
     writes: u64,
@@ -76,6 +79,8 @@ impl Ocb {
             tags,
             ctr_buf,
             nonces: NonceCounter::new(p, "ocb")?,
+            #[cfg(test)]
+            nonces_used: Default::default(),
             reads: 0,
             writes: 0,
             tag_failures: 0,
@@ -151,6 +156,8 @@ impl Encryption for Ocb {
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let ctr = self.nonces.next(addr, "ocb")?;
+        #[cfg(test)]
+        assert!(self.nonces_used.insert((addr, ctr as u64)), "ocb reused the nonce {:?}", (addr, ctr as u64));
         let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);

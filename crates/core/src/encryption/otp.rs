@@ -109,6 +109,10 @@ pub struct Otp {
     pad_exposed: u64,
     reencryptions: u64,
     reencrypted_lines: u64,
+    /// Test builds: every (key epoch, address, stamp) a pad was made from for a write, which
+    /// must never repeat.
+    #[cfg(test)]
+    nonces_used: std::collections::HashSet<(u64, u64, u32)>,
 }
 
 impl Otp {
@@ -144,6 +148,8 @@ impl Otp {
             pad_exposed: 0,
             reencryptions: 0,
             reencrypted_lines: 0,
+            #[cfg(test)]
+            nonces_used: Default::default(),
         })
     }
 
@@ -290,6 +296,8 @@ impl Encryption for Otp {
         }
         self.timer += 1;
         let ts = self.timer as u32;
+        #[cfg(test)]
+        assert!(self.nonces_used.insert((self.key_epoch, addr, ts)), "otp reused the pad of stamp {} at {:#x}", ts, addr);
         let t_pad = m.aes.run(t, plain.len() as u64);
         let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];

@@ -75,6 +75,9 @@ pub struct Tdes {
     line: u64,
     ctr_buf: WordBuffer,
     nonces: NonceCounter,
+    /// Test builds: every (address, counter) encrypted under, which must never repeat.
+    #[cfg(test)]
+    nonces_used: std::collections::HashSet<(u64, u64)>,
     // statistics
     reads: u64,
     writes: u64,
@@ -111,7 +114,21 @@ impl Tdes {
             *o = gf_mul(l, i as u64 + 1);
         }
         let nonces = NonceCounter::new(p, "tdes")?;
-        Ok(Tdes { data, tweak, offsets, engine, ctrs, line, ctr_buf, nonces, reads: 0, writes: 0, exposed: 0 })
+        Ok(Tdes {
+            data,
+            tweak,
+            offsets,
+            engine,
+            ctrs,
+            line,
+            ctr_buf,
+            nonces,
+            #[cfg(test)]
+            nonces_used: Default::default(),
+            reads: 0,
+            writes: 0,
+            exposed: 0,
+        })
     }
 
     pub fn ctr_addr(&self, addr: u64) -> u64 {
@@ -179,6 +196,8 @@ impl Encryption for Tdes {
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let ctr = self.nonces.next(addr, "tdes")?;
+        #[cfg(test)]
+        assert!(self.nonces_used.insert((addr, ctr as u64)), "tdes reused the nonce {:?}", (addr, ctr as u64));
         let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);
