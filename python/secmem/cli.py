@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import _core, tracing
+from . import _core, cli_sweep, tracing
 from ._args import count as _count
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
@@ -418,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     tracing.add_bench_tracer_parser(sub)
+    cli_sweep.add_sweep_parser(sub)
+    cli_sweep.add_results_parser(sub)
     return p
 
 
