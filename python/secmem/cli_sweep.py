@@ -149,7 +149,8 @@ def cmd_sweep(a) -> int:
     if len(failed):
         first = failed.iloc[0]
         print(
-            f"secmem: error: {len(failed)} of {len(df)} points failed (first: {points[failed.index[0]].label()}: {first['error']})",
+            f"secmem: error: {len(failed)} of {len(df)} points failed (first: {points[failed.index[0]].label()}: {first['error']}); "
+            "`secmem results --where status=failed` lists them",
             file=sys.stderr,
         )
         return 1

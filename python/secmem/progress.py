@@ -13,6 +13,10 @@ import sys
 import time
 from typing import Optional, TextIO
 
+# Off a terminal, at most one line per this many seconds (and none for work shorter than
+# that): logs of batch jobs stay short.
+LINE_INTERVAL = 10.0
+
 
 def _duration(s: float) -> str:
     s = int(round(s))
@@ -26,7 +30,8 @@ def _duration(s: float) -> str:
 class Progress:
     """``total`` items of ``what``. ``enabled=False`` prints nothing at all; ``stream``
     defaults to stderr. On a terminal the bar names what is running and shows rich's ETA; off
-    a terminal each finished item is one line ``secmem: what [k/total] label (Ns), ETA …``."""
+    a terminal a line ``secmem: what [k/total] label (Ns) note, ETA …`` at most every
+    LINE_INTERVAL seconds."""
 
     def __init__(self, total: int, what: str, enabled: bool = True, stream: Optional[TextIO] = None):
         self.total = max(int(total), 0)
@@ -35,6 +40,7 @@ class Progress:
         self.enabled = enabled and self.total > 0
         self.count = 0
         self.start = time.monotonic()
+        self._printed = self.start
         self._rich = None
         self._task = None
         self._running: list = []
@@ -102,6 +108,12 @@ class Progress:
             if note:
                 self._rich.console.print(f"{label}: {note}")
             return
+        now = time.monotonic()
+        if now - self._printed < LINE_INTERVAL and self.count < self.total:
+            return
+        if self._printed == self.start and self.count == self.total:
+            return  # short work: nothing to report
+        self._printed = now
         took = f" ({seconds:.1f}s)" if seconds is not None else ""
         eta = self.eta()
         tail = f", ETA {_duration(eta)}" if eta is not None and self.count < self.total else ""

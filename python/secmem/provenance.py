@@ -81,6 +81,7 @@ def _program_digest(argv: Sequence[str], env: Optional[dict], cwd: Optional[str]
 
 def workload_identity(
     workload: Optional[str] = None,
+    *,
     trace: Optional[str] = None,
     program: Optional[Sequence[str]] = None,
     seed: int = 1,
@@ -92,7 +93,8 @@ def workload_identity(
     ``trace`` or ``program``. Raises ``ConfigError`` for an unknown workload and ``OSError``
     for a missing trace file."""
     if trace is not None:
-        return {"kind": "trace", "name": trace, "digest": file_digest(trace)}
+        regular = trace not in ("-", "/dev/stdin") and os.path.isfile(trace)
+        return {"kind": "trace", "name": trace, "digest": file_digest(trace) if regular else None}
     if program is not None:
         return {"kind": "program", "name": shlex.join(program), "digest": _program_digest(program, env, cwd, stdin)}
     name = workload or "mix"
@@ -161,3 +163,45 @@ def block(wall_seconds: Optional[float] = None, date: Optional[str] = None) -> d
         "wall_seconds": wall_seconds,
         "python": platform.python_version(),
     }
+
+
+def document(result, wall_seconds: Optional[float] = None, **identity) -> dict:
+    """What ``secmem run --json`` writes: ``{stats, config, error, provenance, workload}``
+    (``identity``: the run's ``workload``/``trace``/``program``/``seed``)."""
+    return {
+        "stats": result.stats,
+        "config": result.config,
+        "error": result.error,
+        "provenance": block(wall_seconds=wall_seconds),
+        "workload": workload_identity(**identity),
+    }
+
+
+def load_result(path: str):
+    """Read back a result saved by ``secmem run --json`` (a :class:`secmem.Result` with
+    ``.provenance`` and ``.workload_identity``) or ``secmem compare --json`` (a DataFrame
+    whose ``attrs`` hold ``provenance`` and ``workloads``). Raises ValueError naming the file
+    when it is neither."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if isinstance(doc, dict) and isinstance(doc.get("stats"), dict):
+        from .api import Result
+
+        return Result(
+            stats=doc["stats"],
+            error=doc.get("error"),
+            config=doc.get("config") or {},
+            provenance=doc.get("provenance") or {},
+            workload_identity=doc.get("workload") or {},
+        )
+    if isinstance(doc, dict) and isinstance(doc.get("rows"), list):
+        from .comparison import Comparison, order
+
+        df = order(Comparison(doc["rows"]))
+        df.attrs["provenance"] = doc.get("provenance") or {}
+        df.attrs["workloads"] = doc.get("workloads") or []
+        return df
+    raise ValueError(f"{path}: not a secmem result (expected the JSON of `secmem run --json` or `secmem compare --json`)")
