@@ -418,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     tracing.add_bench_tracer_parser(sub)
     cli_sweep.add_sweep_parser(sub)
     cli_sweep.add_results_parser(sub)
+    cli_sweep.add_reproduce_parser(sub)
     return p
 
 

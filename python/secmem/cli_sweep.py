@@ -211,3 +211,56 @@ def cmd_results(a) -> int:
     print(table.render(recs, spec))
     print(f"\n{len(df)} of {len(store.status())} points in {store.path}" + (f"; wrote {a.csv}" if a.csv else ""))
     return 0
+
+
+# ---------------------------------------------------------------------------------------
+# secmem reproduce
+
+
+def add_reproduce_parser(sub) -> None:
+    r = sub.add_parser(
+        "reproduce",
+        help="the seed papers' tables and figures: simulate, plot, and report beside the published values",
+        description="Without an id, list what can be reproduced. With ids (or --all), run the sweeps they need "
+        "(points already in the store are read back), then write CSVs, plots and an HTML report into --out.",
+    )
+    r.add_argument("ids", nargs="*", metavar="ID", help="e.g. 003-fig3 000-table2 (see `secmem reproduce`)")
+    r.add_argument("--all", action="store_true", help="every table and figure, in one report")
+    r.add_argument("--scale", choices=["laptop", "full"], default="laptop",
+                   help="laptop: minutes per figure on two cores (default); full: the papers' instruction counts")
+    r.add_argument("--out", "-o", default="secmem-reproduce", help="directory for CSVs, plots and the report (default %(default)s)")
+    _add_exec(r)
+    r.set_defaults(func=cmd_reproduce)
+
+
+def cmd_reproduce(a) -> int:
+    from . import reproduce
+    from .reproduce.registry import REPRODUCED, VERDICTS
+
+    if not a.ids and not a.all:
+        scale = reproduce.SCALES[a.scale]
+        rows = []
+        for f in reproduce.figures():
+            pts = f.points(reproduce.registry.load_paper(f.seed), scale)
+            rows.append({"id": f.id, "source": f.source, "points": len(pts), "title": f.title})
+        print(table.render(rows, [("id", "id", None), ("source", "source", None), ("points", "points", None), ("title", "title", None)]))
+        print(f"\n{len(rows)} reproducible tables and figures (points at {a.scale} scale). "
+              "`secmem reproduce ID` runs one, `secmem reproduce --all` all of them.")
+        return 0
+    ids = [f.id for f in reproduce.figures()] if a.all else a.ids
+    for i in ids:
+        reproduce.get(i)  # unknown ids fail before anything runs
+    outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
+                             progress=True, recompute=a.recompute)
+    rows = []
+    for o in outcomes:
+        c = o.counts()
+        rows.append({"id": o.figure.id, **{v: c[v] or None for v in VERDICTS}, "sim": o.sim_seconds})
+    print(table.render(rows, [("id", "id", None)] + [(v, v, None) for v in VERDICTS] + [("simulated s", "sim", ".0f")]))
+    print(f"\nreport: {outcomes[0].files['HTML report']}")
+    failed = [(o.figure.id, l, e) for o in outcomes for l, e in o.data.failures()]
+    if failed:
+        fid, label, err = failed[0]
+        print(f"secmem: error: {len(failed)} point(s) failed (first: {fid}: {label}: {err}); their rows say 'not run'", file=sys.stderr)
+        return 1
+    return 0
