@@ -1,13 +1,11 @@
 """Sweeps through a real Dask cluster, the results store and provenance (issue 14).
 
-One local Dask cluster of two worker processes serves the module (``--scheduler``); the
-kill test starts a sweep with its own local cluster in a subprocess and SIGKILLs it.
+One local Dask cluster of two worker processes (conftest's ``scheduler``) serves the tests;
+the kill test starts a sweep with its own local cluster in a subprocess and SIGKILLs it.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import os
 import signal
@@ -25,16 +23,6 @@ from secmem.sweep import grid, load_grid_file, plan
 from conftest import _env, assert_clean_error, cli
 
 N = "40k"
-
-
-@pytest.fixture(scope="module")
-def scheduler():
-    from dask.distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR
-    ) as c:
-        yield c.scheduler_address
 
 
 def _points_files(store):

@@ -9,7 +9,7 @@ import os
 import sys
 
 from . import _core, table
-from .results import StoreError, default_path, filter_frame, open_store
+from .results import StoreError, default_path, filter_frame, for_csv, open_store
 from .sweep import AXES, execute, frame, grid, load_grid_file, plan
 
 
@@ -160,7 +160,7 @@ def cmd_sweep(a) -> int:
 def _write_csv(df, path: str) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
-        df.to_csv(tmp, index=False)
+        for_csv(df).to_csv(tmp, index=False)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -190,7 +190,7 @@ def cmd_results(a) -> int:
         return 0
     df = filter_frame(store.frame(), a.where)
     if a.csv == "-":
-        df.to_csv(sys.stdout, index=False)
+        for_csv(df).to_csv(sys.stdout, index=False)
         return 0
     if a.csv:
         _write_csv(df, a.csv)
@@ -226,8 +226,9 @@ def add_reproduce_parser(sub) -> None:
     )
     r.add_argument("ids", nargs="*", metavar="ID", help="e.g. 003-fig3 000-table2 (see `secmem reproduce`)")
     r.add_argument("--all", action="store_true", help="every table and figure, in one report")
-    r.add_argument("--scale", choices=["laptop", "full"], default="laptop",
-                   help="laptop: minutes per figure on two cores (default); full: the papers' instruction counts")
+    r.add_argument("--scale", choices=["laptop", "full", "smoke"], default="laptop",
+                   help="laptop: minutes per figure on two cores (default); full: the papers' instruction counts; "
+                   "smoke: seconds, to check the pipeline (not comparable with the papers)")
     r.add_argument("--out", "-o", default="secmem-reproduce", help="directory for CSVs, plots and the report (default %(default)s)")
     _add_exec(r)
     r.set_defaults(func=cmd_reproduce)

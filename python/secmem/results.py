@@ -295,6 +295,16 @@ class Store:
                         pass
 
 
+def for_csv(df):
+    """A copy whose series statistics (lists, arrays) are JSON lists: CSV would otherwise get
+    numpy's shortened repr ("[0.1 0.2 ... 0.9]")."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object and out[c].map(lambda v: hasattr(v, "__len__") and not isinstance(v, (str, bytes))).any():
+            out[c] = out[c].map(lambda v: json.dumps([float(x) for x in v]) if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) else v)
+    return out
+
+
 def filter_frame(df, where: Iterable[str]):
     """Rows of ``df`` matching every ``COLUMN=VALUE`` (compared as text; ``COLUMN~TEXT``
     keeps rows whose text contains TEXT). Unknown columns raise StoreError."""

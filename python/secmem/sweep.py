@@ -342,7 +342,7 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None):
         processes=True,
         dashboard_address=None,
         memory_limit=0,
-        silence_logs=logging.ERROR,
+        silence_logs=logging.CRITICAL,
     )
     client = Client(cluster)
     try:
@@ -373,7 +373,9 @@ def execute(
     t0 = time.monotonic()
     uniq = list({pl.key: pl for pl in planned}.values())
     have = {} if recompute else store.status()
-    todo = [pl for pl in uniq if have.get(pl.key) != "ok"]
+    # In key order, which is a pseudo-random order: long and short points mix, so the ETA
+    # (time so far per point finished) is fair from the start.
+    todo = sorted((pl for pl in uniq if have.get(pl.key) != "ok"), key=lambda pl: pl.key)
     s = Summary(points=len(uniq), stored=len(uniq) - len(todo))
     if not todo:
         s.wall_seconds = time.monotonic() - t0
@@ -411,12 +413,13 @@ def execute(
     return s
 
 
-def frame(planned: Sequence[Planned], store: Store):
-    """The store's rows of ``planned``, in plan order (one row per point)."""
+def frame(planned: Sequence[Planned], store: Store, whole=None):
+    """The store's rows of ``planned``, in plan order (one row per point). ``whole``: the
+    store's frame already read (callers taking several slices read it once)."""
     import pandas as pd
 
     keys = [pl.key for pl in planned]
-    df = store.frame()
+    df = store.frame() if whole is None else whole
     if df.empty:
         return pd.DataFrame({"key": keys})
     df = df.set_index("key", drop=False)

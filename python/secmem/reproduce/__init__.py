@@ -67,9 +67,10 @@ def run(
     except OSError as e:
         raise OSError(f"{out}: {e.strerror or e}") from None
     outcomes = []
+    whole = st.frame()
     for f in figs:
         paper = papers[f.seed]
-        df = frame(planned[f.id], st)
+        df = frame(planned[f.id], st, whole)
         data = Data(planned[f.id], df, sc)
         o = Outcome(f, paper, data, f.rows(data, paper, sc))
         o.sim_seconds = float(df["wall_seconds"].fillna(0).sum()) if "wall_seconds" in df else 0.0

@@ -48,6 +48,11 @@ def _overheads(d: Data, workloads, scheme, configs) -> Optional[list]:
     return _all(None if (n := d.norm(w, scheme, sets=c)) is None else 1 - n for w in workloads for c in configs)
 
 
+def _cells(workloads, configs) -> list:
+    """(workload, configuration) pairs in the order _overheads lists them."""
+    return [(w, c) for w in workloads for c in configs]
+
+
 def _size_label(c: dict) -> str:
     return ", ".join(str(v) for v in c.values()) or "default"
 
@@ -104,14 +109,17 @@ def _fig9_rows(d: Data, paper: Paper, scale: Scale):
     v = paper.value("000-fig9", "lhash_beats_chtree")
     wins = None if ch is None else sum(l <= c + 1e-12 for l, c in zip(lh, ch))
     rows.append(Row("LHash (checked at the end) beats CHTree in every workload and L2 configuration", v, None,
-                    "-" if wins is None else f"{wins} of {len(ch)} cells", _trend(lambda: wins == len(ch), ch, lh),
-                    cause="footprint"))
+                    "-" if wins is None else f"{wins} of {len(ch)} cells" + "".join(
+                        f"; loses on {c[0]}, {_size_label(c[1])}" for c, l, h in zip(_cells(ws, _FIG9_CONFIGS), lh, ch) if l > h + 1e-12),
+                    _trend(lambda: wins == len(ch), ch, lh), cause="lhash_pages"))
     v = paper.value("000-fig9", "lhash_worst")
     got = None if lh is None else max(lh)
-    rows.append(Row("LHash's worst-case overhead", v, got, _pct(got), _trend(lambda: got <= max(ch), lh, ch), upper=True))
+    rows.append(Row("LHash's worst-case overhead", v, got, _pct(got), _trend(lambda: got <= max(ch), lh, ch), upper=True,
+                    cause="lhash_pages"))
     v = paper.value("000-fig9", "lhash_typical")
     got = None if lh is None else median(lh)
-    rows.append(Row("LHash's typical (median) overhead", v, got, _pct(got), _trend(lambda: got <= median(ch), lh, ch), upper=True))
+    rows.append(Row("LHash's typical (median) overhead", v, got, _pct(got), _trend(lambda: got <= median(ch), lh, ch), upper=True,
+                    cause="lhash_pages"))
     v = paper.value("000-fig9", "chtree_worst")
     got = None if ch is None else max(ch)
     rows.append(Row("CHTree's worst-case overhead", v, got, _pct(got), _trend(lambda: got > max(lh), ch, lh), cause="footprint"))
@@ -178,7 +186,7 @@ def _fig10_rows(d: Data, paper: Paper, scale: Scale):
     rows = [Row("LHash's extra off-chip traffic over the baseline (1 MB L2, 64-B blocks), mean of the workloads", v,
                 None if extra is None else mean(extra),
                 "-" if extra is None else " / ".join(f"{w} {_pct(x)}" for w, x in zip(ws, extra)),
-                _trend(lambda: all(x > 0 for x in extra), extra), cause="footprint")]
+                _trend(lambda: all(x > 0 for x in extra), extra), cause="lhash_pages")]
     v = paper.value("000-fig10", "chtree_more")
     rows.append(Row("CHTree moves more data than LHash on every workload", v, None,
                     "-" if ch is None else " / ".join(f"{w} {c:.2f}x vs {l:.2f}x" for w, c, l in zip(ws, ch, lh)),
@@ -230,7 +238,7 @@ def _fig11_rows(d: Data, paper: Paper, scale: Scale):
     for b in _FIG11:
         w = paper.stand_in(b).workload
         ch = d.norm(w, "chash+none")
-        lh = _all(d.norm(w, "lhash+none", sets={"lhash.check_period": p}) for p in _PERIODS)
+        lh = _all(d.norm(w, "lhash+none", sets={"lhash.check_period": p}, base_sets={}) for p in _PERIODS)
         end = d.norm(w, "lhash+none")
         checks = _all(d.get(w, "lhash+none", "lhash.checks", {"lhash.check_period": p}) for p in _PERIODS)
         rows.append(Row(f"{b} ({w}): LHash checked every {_PERIODS[0]} accesses is slower than CHTree", paper.value("000-fig11", "frequent_infeasible"),
@@ -254,7 +262,7 @@ def _fig11_plot(d, paper, fig):
         ax = fig.add_subplot(1, 2, i + 1)
         ch, end = d.norm(w, "chash+none"), d.norm(w, "lhash+none")
         refs = [(y, lab) for y, lab in ((ch, "CHTree"), (end, "LHash run-time")) if y is not None]
-        plots.lines(ax, _PERIOD_N, {"LHash": [d.norm(w, "lhash+none", sets={"lhash.check_period": p}) for p in _PERIODS]},
+        plots.lines(ax, _PERIOD_N, {"LHash": [d.norm(w, "lhash+none", sets={"lhash.check_period": p}, base_sets={}) for p in _PERIODS]},
                     "check period (off-chip accesses)", "IPC / baseline" if i == 0 else "", _label(paper, w), logx=True,
                     refs=refs, vrefs=[(1e6, "paper: crossover ~10^6")])
 
@@ -379,7 +387,7 @@ _FIG3_CONFIGS = [{"l2.size": s, "l2.line": b} for b in ("64B", "128B") for s in 
 def _fig3_rows(d: Data, paper: Paper, scale: Scale):
     ws = _names(paper, SPEC)
     ch = _overheads(d, ws, "chash+none", _FIG3_CONFIGS)
-    cells = [(w, c) for w in ws for c in _FIG3_CONFIGS]
+    cells = _cells(ws, _FIG3_CONFIGS)
     slow = _all((d.get(w, "none+none", sets=c) / n if (n := d.get(w, "naive+none", sets=c)) else None) for w, c in cells)
     v = lambda k: paper.value("003-fig3", k)
     rows = []
@@ -617,46 +625,66 @@ _LINES = [1, 16, 256, 4096, 65536]
 # Baseline IPC of each built-in workload on enck2008 (measured, from a cold start): how many
 # instructions cover the resume cycles a figure needs (with a margin; a run covering fewer is
 # reported with the resume cycles it has).
-_IPC_ENCK = {"stream": 0.75, "mix": 0.09, "hot": 0.8, "chase": 0.03}
+_IPC_ENCK = {"stream": 0.75, "hot": 0.8, "chase": 0.03}
 _MARGIN = 1.2
-
-
-def _mecu_points(paper, scale, workloads, lines, period, periods, sample=None, base=False):
-    out = []
-    for w in workloads:
-        n = int(period * periods * _IPC_ENCK[w] * _MARGIN)
-        extra = (("sample.ipc_period", str(sample)),) if sample else ()
-        if base:
-            out.append(Point(workload=w, integrity="none", encryption="none", preset=paper.preset, sets=extra,
-                             instructions=n, warmup=0))
-        for k in lines:
-            out.append(Point(workload=w, integrity="none", encryption="mecu", preset=paper.preset, instructions=n, warmup=0,
-                             sets=(("mecu.lines_per_block", str(k)), ("mecu.resume_period", str(period))) + extra))
-    return out
+_CYCLES_SHORT = 10  # Figs. 4-6: resume cycles simulated
+_CYCLES_LONG = 5  # Fig. 7, Table 2
 
 
 def _period_short(scale):
     """Figs. 4-6: a suspend/resume every 100 M cycles, 10 of them (laptop: every 10 M)."""
-    return 100_000_000 if scale.full else 10_000_000
+    return scale.period_short
 
 
 def _period_long(scale):
     """Fig. 7, Table 2: every 1 G cycles, 5 resume cycles (laptop: every 20 M)."""
-    return 1_000_000_000 if scale.full else 20_000_000
+    return scale.period_long
 
 
-def _mecu_sets(k, period, sample=None):
-    s = {"mecu.lines_per_block": str(k), "mecu.resume_period": str(period)}
-    if sample:
-        s["sample.ipc_period"] = str(sample)
-    return s
+def _mecu_sets(k, period):
+    return {"mecu.lines_per_block": str(k), "mecu.resume_period": str(period)}
 
 
-_Q_WORKLOADS = ("bzip2", "gcc", "parser", "twolf")
+def _base_sets(period):
+    """The baseline, without a MECU, its IPC sampled once per resume period."""
+    return {"sample.ipc_period": str(period)}
+
+
+def _mecu_points(paper, scale, workloads, lines, period, periods, base=False):
+    out = []
+    for w in workloads:
+        n = int(period * periods * _IPC_ENCK[w] * _MARGIN)
+        if base:
+            out.append(Point(workload=w, integrity="none", encryption="none", preset=paper.preset,
+                             sets=tuple(_base_sets(period).items()), instructions=n, warmup=0))
+        for k in lines:
+            out.append(Point(workload=w, integrity="none", encryption="mecu", preset=paper.preset, instructions=n, warmup=0,
+                             sets=tuple(_mecu_sets(k, period).items())))
+    return out
+
+
+def _per_cycle(d, w, k, period, cycles):
+    """IPC per resume cycle, the first ``cycles`` of them: with a MECU of k lines per block, or
+    (k None) the baseline's IPC over the same windows of ``period`` cycles. None if failed."""
+    if k is None:
+        v = d.get(w, "none+none", "sample.ipc", _base_sets(period))
+        return None if v is None else list(v)[:cycles]
+    v = d.get(w, "none+mecu", "mecu.ipc_per_resume_cycle", _mecu_sets(k, period))
+    if v is None:
+        return None
+    v = list(v)
+    # at warm-up 0 the MECU closes an empty window at cycle 0 before the first real one
+    if v and v[0] == 0:
+        v = v[1:]
+    return v[:cycles]
+
+
+_Q_WORKLOADS = ("bzip2", "gcc", "twolf")
 
 
 def _quiescence_points(benchmarks):
-    return lambda paper, scale: _mecu_points(paper, scale, _names(paper, benchmarks), _LINES, _period_long(scale), 5)
+    return lambda paper, scale: _mecu_points(paper, scale, list(dict.fromkeys(_names(paper, benchmarks))), _LINES,
+                                             _period_long(scale), _CYCLES_LONG)
 
 
 def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
@@ -691,106 +719,80 @@ def _t2_rows(d: Data, paper: Paper, scale: Scale):
 def _t2_plot(d, paper, fig):
     t = paper.table("002-table2")
     w = paper.stand_in("bzip2").workload
-    scale = d.scale
     ax = fig.add_subplot(1, 2, 1)
-    plots.bars(ax, [f"{k:,}" for k in t["lines"]], {"secmem": [_q(d, w, k, scale, "mecu.state_storage_bytes") for k in t["lines"]]},
+    plots.bars(ax, [f"{k:,}" for k in t["lines"]], {"secmem": [_q(d, w, k, d.scale, "mecu.state_storage_bytes") for k in t["lines"]]},
                "state storage (bytes)", "in-MECU storage", paper={"secmem": t["storage_bytes"]}, log=True)
     ax = fig.add_subplot(1, 2, 2)
-    qs = [_q(d, w, k, scale) for k in t["lines"]]
+    qs = [_q(d, w, k, d.scale) for k in t["lines"]]
     q0, p0 = qs[0], t["quiescence_1000MHz"][0]
     plots.lines(ax, t["lines"], {f"secmem ({w})": [q / q0 if q is not None and q0 else None for q in qs],
                                  "paper (bzip2)": [p / p0 for p in t["quiescence_1000MHz"]]},
                 "lines per block", "time to quiescence / at 1 line", "time to quiescence (relative)", logx=True)
 
 
-def _fig4_002_points(paper, scale):
-    period = _period_short(scale)
-    return _mecu_points(paper, scale, _names(paper, ["bzip2"]), [256, 65536], period, 10, sample=period // 100, base=True)
-
-
-def _ipc_windows(d, w, k, scale):
-    period = _period_short(scale)
-    if k is None:
-        return d.get(w, "none+none", "sample.ipc", {"sample.ipc_period": str(period // 100)})
-    return d.get(w, "none+mecu", "sample.ipc", _mecu_sets(k, period, period // 100))
+def _short_points(benchmark, lines):
+    return lambda paper, scale: _mecu_points(paper, scale, _names(paper, [benchmark]), lines, _period_short(scale),
+                                             _CYCLES_SHORT, base=True)
 
 
 def _fig4_002_rows(d: Data, paper: Paper, scale: Scale):
     w = paper.stand_in("bzip2").workload
     period = _period_short(scale)
-    base = _ipc_windows(d, w, None, scale)
-    s256, s64k = _ipc_windows(d, w, 256, scale), _ipc_windows(d, w, 65536, scale)
-    stalls = {k: d.get(w, "none+mecu", "mecu.stall_cycles_per_resume", _mecu_sets(k, period, period // 100)) for k in (256, 65536)}
-    m = lambda xs: None if xs is None else mean(list(xs))
-    r256 = None if base is None or s256 is None else m(s256) / m(base)
-    r64k = None if base is None or s64k is None else m(s64k) / m(base)
-    share = {k: None if v is None else v / period for k, v in stalls.items()}
+    ipc = {k: _per_cycle(d, w, k, period, _CYCLES_SHORT) for k in (None, 256, 65536)}
+    stall = {k: d.get(w, "none+mecu", "mecu.stall_cycles_per_resume_cycle", _mecu_sets(k, period)) for k in (256, 65536)}
+    share = {k: None if v is None else mean(list(v)[1:_CYCLES_SHORT + 1] or [0]) / period for k, v in stall.items()}
+    rel = {k: None if ipc[k] is None or ipc[None] is None else mean(ipc[k]) / mean(ipc[None]) for k in (256, 65536)}
+    text = lambda k: "-" if rel[k] is None else f"IPC {rel[k]:.3f} of no MECU; stalled {_pct(share[k])} of each resume cycle"
     return [
-        Row("256-line blocks: mean IPC within 10% of no MECU", paper.value("002-fig4", "brief_256"), None,
-            "-" if r256 is None else f"{r256:.3f} of no MECU; stalls {_pct(share[256])} of each resume cycle",
-            _trend(lambda: r256 >= 0.9, r256)),
-        Row("65,536-line blocks: longer stalls after each resume than 256-line blocks, and a lower mean IPC",
-            paper.value("002-fig4", "long_65536"), None,
-            "-" if r64k is None else f"{r64k:.3f} of no MECU; stalls {_pct(share[65536])} of each resume cycle",
-            _trend(lambda: share[65536] > 2 * share[256] and r64k < r256, r64k, r256, share[256], share[65536]),
-            cause="laptop_scale"),
+        Row("256-line blocks: mean IPC over the resume cycles within 10% of no MECU", paper.value("002-fig4", "brief_256"), None,
+            text(256), _trend(lambda: rel[256] >= 0.9, rel[256]), cause="laptop_scale"),
+        Row("65,536-line blocks: a larger share of each resume cycle stalled than with 256-line blocks, and a lower IPC",
+            paper.value("002-fig4", "long_65536"), None, text(65536),
+            _trend(lambda: share[65536] > share[256] and rel[65536] < rel[256], rel[256], rel[65536], share[256], share[65536])),
     ]
 
 
 def _fig4_002_plot(d, paper, fig):
     w = paper.stand_in("bzip2").workload
     period = _period_short(d.scale)
-    for i, (lab, k) in enumerate((("no MECU", None), ("256 lines per block", 256), ("65,536 lines per block", 65536))):
-        ax = fig.add_subplot(3, 1, i + 1)
-        s = _ipc_windows(d, w, k, d.scale)
-        if s is not None:
-            x = [(j + 1) * period / 100 / period for j in range(len(s))]
-            ax.plot(x, list(s), lw=0.7)
-        for r in range(1, 11):
-            ax.axvline(r, color="grey", lw=0.5, ls=":")
-        ax.set_ylabel("IPC", fontsize=8)
-        ax.set_title(f"{w} ({lab})", fontsize=9)
-        ax.tick_params(labelsize=8)
-    ax.set_xlabel(f"time (resume periods of {period / 1e6:g} M cycles)", fontsize=8)
-
-
-def _decrease_points(benchmark):
-    def pts(paper, scale):
-        period = _period_short(scale)
-        return _mecu_points(paper, scale, _names(paper, [benchmark]), _LINES, period, 10, sample=period // 100, base=True)
-
-    return pts
+    ax = fig.add_subplot(1, 2, 1)
+    cycles = list(range(1, _CYCLES_SHORT + 1))
+    plots.lines(ax, cycles, {lab: _per_cycle(d, w, k, period, _CYCLES_SHORT) or [] for lab, k in
+                             (("no MECU", None), ("256 lines/block", 256), ("65,536 lines/block", 65536))},
+                f"resume cycle ({period / 1e6:g} M cycles each)", "IPC", f"{w} (bzip2)")
+    ax = fig.add_subplot(1, 2, 2)
+    series = {}
+    for lab, k in (("256 lines/block", 256), ("65,536 lines/block", 65536)):
+        v = d.get(w, "none+mecu", "mecu.stall_cycles_per_resume_cycle", _mecu_sets(k, period))
+        series[lab] = [] if v is None else [x / period for x in list(v)[1:_CYCLES_SHORT + 1]]
+    plots.lines(ax, cycles, series, "resume cycle", "share of the cycle stalled re-encrypting", "stalls")
 
 
 def _per_cycle_decrease(d, w, k, scale):
     """1 - IPC per resume cycle with blocks of k lines / the baseline's IPC over the same cycles."""
     period = _period_short(scale)
-    mecu = d.get(w, "none+mecu", "mecu.ipc_per_resume_cycle", _mecu_sets(k, period, period // 100))
-    base = d.get(w, "none+none", "sample.ipc", {"sample.ipc_period": str(period // 100)})
+    mecu, base = _per_cycle(d, w, k, period, _CYCLES_SHORT), _per_cycle(d, w, None, period, _CYCLES_SHORT)
     if mecu is None or base is None:
         return None
-    base = list(base)
-    per = [mean(base[i * 100:(i + 1) * 100]) for i in range(len(base) // 100)]
-    return [1 - m / b for m, b in zip(list(mecu), per) if b]
+    return [1 - m / b if b else None for m, b in zip(mecu, base)]
 
 
 def _decrease_rows(benchmark, keys):
     def rows(d: Data, paper: Paper, scale: Scale):
         w = paper.stand_in(benchmark).workload
         dec = {k: _per_cycle_decrease(d, w, k, scale) for k in _LINES}
-        worst = {k: None if v is None or not v[1:] else max(v[1:]) for k, v in dec.items()}  # cycle 1 has no re-encryption
+        # the worst resume cycle after the first (which re-encrypts nothing): (decrease, cycle)
+        worst = {k: None if v is None or not v[1:] else max((x, i + 1) for i, x in enumerate(v) if i > 0 and x is not None)
+                 for k, v in dec.items()}
         out = []
-        for key, k in keys:
-            ks = (1, 16, 256) if k == "<=256" else (k,)
-            cands = [(worst[j], j) for j in ks]
-            got = None if any(x is None for x, _ in cands) else max(cands)[0]
-            at = None if got is None else 1 + max(range(1, len(dec[max(cands)[1]])), key=lambda i: dec[max(cands)[1]][i])
-            blocks = "256 lines or fewer" if k == "<=256" else f"{k:,} lines"
+        for key, ks in keys:
+            got = None if any(worst[j] is None for j in ks) else max(worst[j] for j in ks)
+            blocks = "256 lines or fewer" if len(ks) > 1 else f"{ks[0]:,} lines"
             out.append(Row(f"largest IPC decrease in a resume cycle, blocks of {blocks} ({w} for {benchmark})",
-                           paper.value(f"002-{'fig5' if benchmark == 'bzip2' else 'fig6'}", key), got,
-                           "-" if got is None else f"{_pct(got)} (resume cycle {at})",
-                           _trend(lambda: got > 0, got), cause="laptop_scale"))
-        ws = [worst[k] for k in _LINES]
+                           paper.value(f"002-{'fig5' if benchmark == 'bzip2' else 'fig6'}", key), got and got[0],
+                           "-" if got is None else f"{_pct(got[0])} (resume cycle {got[1]})",
+                           _trend(lambda: got[0] > 0, got), cause="laptop_scale"))
+        ws = [None if worst[k] is None else worst[k][0] for k in _LINES]
         grows = None if any(x is None for x in ws) else all(b >= a - 0.01 for a, b in zip(ws, ws[1:]))
         out.append(Row(f"{w} ({benchmark}): the largest decrease grows with the block size", paper.value("002-fig5", "grows"), None,
                        "-" if grows is None else ", ".join(f"{k:,}: {_pct(x)}" for k, x in zip(_LINES, ws)), _trend(grows, grows)))
@@ -806,7 +808,7 @@ def _decrease_plot(benchmark):
         dec = {f"{k:,} lines": _per_cycle_decrease(d, w, k, d.scale) for k in _LINES}
         n = max((len(v) for v in dec.values() if v), default=0)
         plots.bars(ax, [str(i + 1) for i in range(n)],
-                   {k: [(v[i] * 100 if v and i < len(v) else None) for i in range(n)] for k, v in dec.items()},
+                   {k: [(v[i] * 100 if v and i < len(v) and v[i] is not None else None) for i in range(n)] for k, v in dec.items()},
                    "% decrease in IPC", f"{w} ({benchmark}): per resume cycle")
         ax.set_xlabel("resume cycle", fontsize=8)
 
@@ -824,7 +826,7 @@ def _fig7_002_rows(d: Data, paper: Paper, scale: Scale):
     a = _q(d, paper.stand_in("bzip2").workload, 65536, scale, "mecu.time_to_quiescence_cycles")
     b = _q(d, paper.stand_in("parser").workload, 4096, scale, "mecu.time_to_quiescence_cycles")
     r = None if a is None or not b else a / b
-    rows.append(Row("time to quiescence of bzip2's stand-in at 65,536 lines over parser's at 4,096",
+    rows.append(Row(f"time to quiescence of bzip2's stand-in at 65,536 lines over parser's ({paper.stand_in('parser').workload}) at 4,096",
                     paper.value("002-fig7", "bzip2_vs_parser"), r, "-" if r is None else f"{r:.2f}", _trend(lambda: r > 1, r),
                     cause="footprint"))
     return rows
@@ -838,23 +840,27 @@ def _fig7_002_plot(d, paper, fig):
                 for k in _LINES}, "time to quiescence (M cycles)", "lines per block")
 
 
+def _short(scale):
+    return f"a suspend/resume every {_period_short(scale) / 1e6:g} M cycles, {_CYCLES_SHORT} resume cycles"
+
+
+def _long(scale):
+    return f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, {_CYCLES_LONG} resume cycles"
+
+
 FIGURES_002 = [
     Figure("002-table2", "002", "System-level MECU impact: state storage and time to quiescence against the block size",
-           "Table 2, §4.2, §5.2.3", _quiescence_points(["bzip2"]), _t2_rows, _t2_plot, size=(10, 3.4),
-           ask=lambda paper, scale: f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, 5 resume cycles"),
-    Figure("002-fig4", "002", "IPC over time with and without a MECU (bzip2), a suspend/resume every period", "Figure 4, §5.2.1",
-           _fig4_002_points, _fig4_002_rows, _fig4_002_plot, size=(10, 6),
-           ask=lambda paper, scale: f"a suspend/resume every {_period_short(scale) / 1e6:g} M cycles, 10 resume cycles, "
-                                    f"IPC sampled every {_period_short(scale) / 100 / 1e3:g} k cycles"),
+           "Table 2, §4.2, §5.2.3", _quiescence_points(["bzip2"]), _t2_rows, _t2_plot, lambda p, s: _long(s), size=(10, 3.4)),
+    Figure("002-fig4", "002", "IPC over time with and without a MECU (bzip2), per resume cycle", "Figure 4, §5.2.1",
+           _short_points("bzip2", [256, 65536]), _fig4_002_rows, _fig4_002_plot, lambda p, s: _short(s), size=(10, 3.4)),
     Figure("002-fig5", "002", "Percent decrease in IPC per resume cycle against the block size (bzip2)", "Figure 5, §5.2.1",
-           _decrease_points("bzip2"), _decrease_rows("bzip2", [("max_256", "<=256")]), _decrease_plot("bzip2"), size=(9, 3.4),
-           ask=lambda paper, scale: f"a suspend/resume every {_period_short(scale) / 1e6:g} M cycles, 10 resume cycles"),
+           _short_points("bzip2", _LINES), _decrease_rows("bzip2", [("max_256", (1, 16, 256))]), _decrease_plot("bzip2"),
+           lambda p, s: _short(s), size=(9, 3.4)),
     Figure("002-fig6", "002", "Percent decrease in IPC per resume cycle against the block size (gcc)", "Figure 6, §5.2.1",
-           _decrease_points("gcc"), _decrease_rows("gcc", [("max_4096", 4096), ("max_256", 256)]), _decrease_plot("gcc"),
-           size=(9, 3.4), ask=lambda paper, scale: f"a suspend/resume every {_period_short(scale) / 1e6:g} M cycles, 10 resume cycles"),
+           _short_points("gcc", _LINES), _decrease_rows("gcc", [("max_4096", (4096,)), ("max_256", (256,))]), _decrease_plot("gcc"),
+           lambda p, s: _short(s), size=(9, 3.4)),
     Figure("002-fig7", "002", "Average time to quiescence per program and block size", "Figure 7, §5.2.2",
-           _quiescence_points(_Q_WORKLOADS), _fig7_002_rows, _fig7_002_plot, size=(9, 3.4),
-           ask=lambda paper, scale: f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, 5 resume cycles"),
+           _quiescence_points(_Q_WORKLOADS + ("parser",)), _fig7_002_rows, _fig7_002_plot, lambda p, s: _long(s), size=(9, 3.4)),
 ]
 
 FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002

@@ -45,7 +45,8 @@ def bars(ax, groups: Sequence[str], series: dict, ylabel: str = "", title: str =
     if title:
         ax.set_title(title, fontsize=9)
     ax.tick_params(labelsize=8)
-    ax.legend(fontsize=7, frameon=False)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, frameon=False)
 
 
 def lines(ax, x: Sequence, series: dict, xlabel: str = "", ylabel: str = "", title: str = "", logx: bool = False,
@@ -71,4 +72,5 @@ def lines(ax, x: Sequence, series: dict, xlabel: str = "", ylabel: str = "", tit
     if title:
         ax.set_title(title, fontsize=9)
     ax.tick_params(labelsize=8)
-    ax.legend(fontsize=7, frameon=False)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, frameon=False)

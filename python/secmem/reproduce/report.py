@@ -10,9 +10,10 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
-from .registry import DIFFERS, NOT_RUN, REPRODUCED, TREND_ONLY, VERDICTS, Data, Figure, Paper, Row, Scale
+from ..results import for_csv
+from .registry import REPRODUCED, VERDICTS, Data, Figure, Paper, Row, Scale
 
 # Columns of a figure's points CSV before its statistics.
 POINT_COLUMNS = ("workload", "integrity", "encryption", "preset", "sets", "requested_instructions", "warmup", "skip", "seed",
@@ -53,7 +54,7 @@ def write_points_csv(o: Outcome, path: Path) -> None:
     stats = [c for c in df.columns if c not in POINT_COLUMNS and not c.startswith("config.")]
     cols = [c for c in POINT_COLUMNS if c in df.columns] + stats
     buf = io.StringIO()
-    df[cols].to_csv(buf, index=False)
+    for_csv(df[cols]).to_csv(buf, index=False)
     _atomic_text(path, buf.getvalue())
 
 
