@@ -18,7 +18,7 @@ import pytest
 import secmem
 from secmem import provenance
 from secmem.results import Store, StoreError, point_key
-from secmem.sweep import grid, load_grid_file, plan
+from secmem.sweep import grid, load_grid_file
 
 from conftest import _env, assert_clean_error, cli
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -236,7 +235,7 @@ def add_reproduce_parser(sub) -> None:
 
 def cmd_reproduce(a) -> int:
     from . import reproduce
-    from .reproduce.registry import REPRODUCED, VERDICTS
+    from .reproduce.registry import VERDICTS
 
     if not a.ids and not a.all:
         scale = reproduce.SCALES[a.scale]

@@ -63,7 +63,7 @@ def _builtin_digest(name: str, seed: int) -> str:
         return _sha256_file(path)
 
 
-def _json_digest(obj) -> str:
+def json_digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -76,7 +76,7 @@ def _program_digest(argv: Sequence[str], env: Optional[dict], cwd: Optional[str]
         full = p if os.path.isabs(p) or cwd is None else os.path.join(cwd, p)
         if os.path.isfile(full):
             files[p] = file_digest(full)
-    return _json_digest({"argv": list(argv), "env": sorted((env or {}).items()), "cwd": cwd, "files": files})
+    return json_digest({"argv": list(argv), "env": sorted((env or {}).items()), "cwd": cwd, "files": files})
 
 
 def workload_identity(
@@ -105,7 +105,7 @@ def workload_identity(
     if name not in suite.names():
         raise _core.ConfigError(f"unknown workload '{name}'")
     c = suite.command(name)  # SuiteError (a ValueError) when not installed
-    digest = _json_digest(
+    digest = json_digest(
         {
             "suite": _program_digest(list(c.argv), c.env, c.cwd, c.stdin),
             "reads": {os.path.basename(f): file_digest(f) for f in c.reads},

@@ -31,8 +31,7 @@ import platform
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional, Sequence
 
 from . import _core, provenance
@@ -290,7 +289,7 @@ def row(pl: Planned, result: dict, command: Optional[str] = None) -> dict:
             "warmup": p.warmup,
             "skip": p.skip,
             "sets": json.dumps(dict(p.sets), sort_keys=True),
-            "config_digest": provenance._json_digest(cfg),
+            "config_digest": provenance.json_digest(cfg),
         }
     )
     return r
@@ -336,14 +335,21 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None):
             client.close()
         return
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(
-        n_workers=n,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        memory_limit=0,
-        silence_logs=logging.CRITICAL,
-    )
+    try:
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=0,
+            silence_logs=logging.CRITICAL,
+        )
+    except RuntimeError as e:
+        # Most often a script without a main guard: spawned workers import it again.
+        raise RuntimeError(
+            f"could not start {n} local Dask worker processes ({e}); in a script, call secmem.sweep "
+            "under `if __name__ == \"__main__\":` (each worker is a new Python process that imports the script)"
+        ) from None
     client = Client(cluster)
     try:
         yield client
@@ -444,7 +450,10 @@ def sweep(
     workload identity, provenance and statistics (see :mod:`secmem.results`). Points already
     in ``store`` (default ``$SECMEM_RESULTS`` or ``./secmem-results``) are not run again.
     ``fixed`` gives single values: ``instructions``, ``warmup``, ``skip``, ``seed``,
-    ``preset``, ``workload``, ``params`` (a dict of parameters)."""
+    ``preset``, ``workload``, ``params`` (a dict of parameters).
+
+    The local cluster's workers are new Python processes that import the calling script: in
+    a script, call ``sweep`` under ``if __name__ == "__main__":``."""
     if isinstance(axes, (str, os.PathLike)):
         axes = load_grid_file(str(axes))
     st = open_store(store)

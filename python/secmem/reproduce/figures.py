@@ -261,10 +261,10 @@ def _fig11_plot(d, paper, fig):
         w = paper.stand_in(b).workload
         ax = fig.add_subplot(1, 2, i + 1)
         ch, end = d.norm(w, "chash+none"), d.norm(w, "lhash+none")
-        refs = [(y, lab) for y, lab in ((ch, "CHTree"), (end, "LHash run-time")) if y is not None]
+        marks = [(y, lab) for y, lab in ((ch, "CHTree"), (end, "LHash run-time")) if y is not None]
         plots.lines(ax, _PERIOD_N, {"LHash": [d.norm(w, "lhash+none", sets={"lhash.check_period": p}, base_sets={}) for p in _PERIODS]},
                     "check period (off-chip accesses)", "IPC / baseline" if i == 0 else "", _label(paper, w), logx=True,
-                    refs=refs, vrefs=[(1e6, "paper: crossover ~10^6")])
+                    marks=marks, vrefs=[(1e6, "paper: crossover ~10^6")])
 
 
 def _enc_rows(d: Data, paper: Paper, scale: Scale):

@@ -8,6 +8,7 @@ import math
 from typing import Optional, Sequence
 
 PAPER_STYLE = dict(color="black", linestyle="--", linewidth=1.0)
+MARK_STYLE = dict(color="grey", linestyle=":", linewidth=1.0)
 
 
 def _ok(v) -> bool:
@@ -50,18 +51,23 @@ def bars(ax, groups: Sequence[str], series: dict, ylabel: str = "", title: str =
 
 
 def lines(ax, x: Sequence, series: dict, xlabel: str = "", ylabel: str = "", title: str = "", logx: bool = False,
-          refs: Sequence[tuple] = (), vrefs: Sequence[tuple] = (), xticklabels: Optional[Sequence[str]] = None) -> None:
-    """Lines over a swept parameter: label -> y values (None skipped)."""
+          refs: Sequence[tuple] = (), vrefs: Sequence[tuple] = (), xticklabels: Optional[Sequence[str]] = None,
+          marks: Sequence[tuple] = ()) -> None:
+    """Lines over a swept parameter: label -> y values (None skipped). ``refs``/``vrefs``:
+    the paper's values as dashed lines; ``marks``: secmem's own reference levels (dotted)."""
     for label, ys in series.items():
         pts = [(a, b) for a, b in zip(x, ys) if _ok(b)]
         if pts:
             ax.plot([a for a, _ in pts], [b for _, b in pts], "o-", ms=3, label=label)
+    for y, label in marks:
+        ax.axhline(y, **MARK_STYLE)
+        ax.annotate(label, (x[-1], y), fontsize=7, ha="right", va="bottom", color="grey")
     for y, label in refs:
         ax.axhline(y, **PAPER_STYLE)
         ax.annotate(label, (x[-1], y), fontsize=7, ha="right", va="bottom")
     for xv, label in vrefs:
         ax.axvline(xv, **PAPER_STYLE)
-        ax.annotate(label, (xv, ax.get_ylim()[1]), fontsize=7, ha="left", va="top", rotation=90)
+        ax.annotate(label, (xv, ax.get_ylim()[0]), fontsize=7, ha="left", va="bottom", rotation=90)
     if logx:
         ax.set_xscale("log")
     if xticklabels is not None:

@@ -75,6 +75,8 @@ def write_plot(o: Outcome, png: Path, svg: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a small, searchable SVG
+
     fig = plt.figure(figsize=o.figure.size)
     try:
         o.figure.plot(o.data, o.paper, fig)
