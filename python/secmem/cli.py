@@ -7,6 +7,7 @@ import json
 import sys
 
 from . import _core, cli_sweep, comparison, provenance, tracing
+from .codeauth import cli as codeauth_cli
 from ._args import count as _count
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
@@ -419,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_sweep.add_sweep_parser(sub)
     cli_sweep.add_results_parser(sub)
     cli_sweep.add_reproduce_parser(sub)
+    codeauth_cli.add_parser(sub)
     return p
 
 

@@ -8,6 +8,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
 
+mod codeauth;
 mod readers;
 mod tracer;
 
@@ -312,7 +313,7 @@ impl SecureMemory {
 
     /// Where the metadata protecting `addr` lives: (description, address) pairs.
     fn metadata(&self, addr: u64) -> Vec<(String, u64)> {
-        self.eng.metadata_of(addr)
+        self.eng.metadata_of(addr).into_iter().map(|m| (m.kind.to_string(), m.addr)).collect()
     }
 
     /// The unprotected DMA region as (base, size).
@@ -405,6 +406,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
     readers::register(m)?;
     tracer::register(m)?;
+    codeauth::register(m)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;
