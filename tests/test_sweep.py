@@ -80,7 +80,7 @@ def test_the_key_changes_with_config_workload_seed_counts_and_only_them(tmp_path
     t = tmp_path / "a.smt"
     assert cli("export", "hot", "-o", t, "--records", "2k").returncode == 0
     d1 = provenance.workload_identity(trace=str(t))["digest"]
-    assert d1 == provenance._sha256_file(str(t))
+    assert d1 == provenance.sha256_file(str(t))
     t2 = tmp_path / "b.smt"
     t.rename(t2)
     assert provenance.workload_identity(trace=str(t2))["digest"] == d1

@@ -35,7 +35,8 @@ from . import _core
 BUILTIN_FINGERPRINT_RECORDS = 4096
 
 
-def _sha256_file(path: str) -> str:
+def sha256_file(path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB pieces."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -46,7 +47,7 @@ def _sha256_file(path: str) -> str:
 @functools.lru_cache(maxsize=256)
 def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     # (size, mtime) in the cache key: a file rewritten in place is hashed again.
-    return _sha256_file(path)
+    return sha256_file(path)
 
 
 def file_digest(path: str) -> str:
@@ -60,7 +61,7 @@ def _builtin_digest(name: str, seed: int) -> str:
     with tempfile.TemporaryDirectory(prefix="secmem-fp-") as d:
         path = os.path.join(d, f"{name}.smt")
         _core.export_workload(name, path, BUILTIN_FINGERPRINT_RECORDS, int(seed))
-        return _sha256_file(path)
+        return sha256_file(path)
 
 
 def json_digest(obj) -> str:

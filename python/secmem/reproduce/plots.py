@@ -42,12 +42,7 @@ def bars(ax, groups: Sequence[str], series: dict, ylabel: str = "", title: str =
         ax.set_yscale("log")
     if ylim:
         ax.set_ylim(*ylim)
-    ax.set_ylabel(ylabel, fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=9)
-    ax.tick_params(labelsize=8)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, frameon=False)
+    _finish(ax, "", ylabel, title)
 
 
 def lines(ax, x: Sequence, series: dict, xlabel: str = "", ylabel: str = "", title: str = "", logx: bool = False,
@@ -73,7 +68,13 @@ def lines(ax, x: Sequence, series: dict, xlabel: str = "", ylabel: str = "", tit
     if xticklabels is not None:
         ax.set_xticks(list(x))
         ax.set_xticklabels(xticklabels, fontsize=8)
-    ax.set_xlabel(xlabel, fontsize=8)
+    _finish(ax, xlabel, ylabel, title)
+
+
+def _finish(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Labels, title and legend in the report's small type."""
+    if xlabel:
+        ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
     if title:
         ax.set_title(title, fontsize=9)
