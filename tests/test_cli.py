@@ -271,7 +271,10 @@ def test_compare_prints_table_normalized_to_baseline(tmp_path):
         if k != ("none", "none"):
             assert float(f[3]) < 1.0, f
     assert float(rows[("chash", "otp")][7]) > 0  # hash loads per miss
-    recs = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["provenance"]["command"].startswith("secmem compare -w chase")
+    assert doc["workloads"][0]["kind"] == "builtin" and doc["workloads"][0]["name"] == "chase"
+    recs = doc["rows"]
     assert len(recs) == 4
     base = [r for r in recs if r["integrity"] == "none" and r["encryption"] == "none"]
     assert base[0]["normalized_ipc"] == 1.0
@@ -378,7 +381,7 @@ def test_attack_refuses_an_unknown_scheme_in_one_line():
 def test_compare_json_to_stdout_is_only_json():
     p = cli("compare", "-w", "hot", "-n", "20k", "--warmup", "0", "--schemes", "chash+none", "--json", "-")
     assert p.returncode == 0, p.stderr
-    rows = json.loads(p.stdout)
+    rows = json.loads(p.stdout)["rows"]
     assert [r["integrity"] for r in rows] == ["none", "chash"] and rows[1]["instructions"] == 20_000
 
 

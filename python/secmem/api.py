@@ -24,6 +24,9 @@ class Result:
     stats: dict
     error: Optional[str] = None
     config: dict = field(default_factory=dict)
+    # Filled when saved (``run --json``) and by ``secmem.load_result``: see secmem.provenance.
+    provenance: dict = field(default_factory=dict)
+    workload_identity: dict = field(default_factory=dict)
 
     def __getitem__(self, key):
         return self.stats[key]
@@ -124,41 +127,17 @@ def run(
 
 
 def compare(
-    workload: Optional[str] = None,
-    schemes: Iterable[tuple] = (("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")),
+    workload=None,
+    schemes: Optional[Iterable[tuple]] = None,
     **kwargs,
 ):
-    """Run one workload under several (integrity, encryption) pairs; a pandas DataFrame with
-    IPC normalized to the unprotected baseline, L2 miss rate and memory traffic."""
-    import pandas as pd
+    """Run one workload, or each of a list, under several (integrity, encryption) pairs; a
+    DataFrame (printed whole) with IPC normalized to the unprotected baseline, L2 miss rate
+    and memory traffic, and with several workloads a geometric-mean row per pair. ``schemes``
+    defaults to none+none, chash+none, none+otp, chash+otp."""
+    from .comparison import DEFAULT_SCHEMES, compare as _compare
 
-    rows = []
-    results = []
-    for integ, enc in schemes:
-        r = run(workload, integrity=integ, encryption=enc, **kwargs)
-        if r.error:
-            raise RuntimeError(f"{integ}+{enc}: {r.error}")
-        results.append(r)
-    base = next((r for r in results if r.stats["integrity"] == "none" and r.stats["encryption"] == "none"), None)
-    base = base or run(workload, integrity="none", encryption="none", **kwargs)
-    for r in results:
-        s = r.stats
-        traffic = s["mem.read_bytes"] + s["mem.write_bytes"]
-        base_traffic = base.stats["mem.read_bytes"] + base.stats["mem.write_bytes"]
-        rows.append(
-            {
-                "integrity": s["integrity"],
-                "encryption": s["encryption"],
-                "instructions": s["instructions"],
-                "ipc": s["ipc"],
-                "normalized_ipc": s["ipc"] / base.stats["ipc"] if base.stats["ipc"] else 0.0,
-                "l2_miss_rate": s["l2.miss_rate"],
-                "mem_bytes_per_instr": traffic / max(s["instructions"], 1),
-                "normalized_traffic": traffic / base_traffic if base_traffic else 0.0,
-                "hash_loads_per_miss": s.get("chash.hash_loads_per_miss", 0.0),
-            }
-        )
-    return pd.DataFrame(rows)
+    return _compare(workload, DEFAULT_SCHEMES if schemes is None else schemes, **kwargs)
 
 
 def workloads() -> list:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import _core, tracing
+from . import _core, cli_sweep, comparison, provenance, tracing
 from .codeauth import cli as codeauth_cli
 from ._args import count as _count
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
@@ -131,12 +131,13 @@ def _write_json(path: str, obj) -> None:
 
 
 def cmd_run(a) -> int:
+    program = _program(a.program)
     r = run(
         a.workload,
         trace=a.trace,
         trace_format=a.trace_format,
         skip=_count(a.skip, "skip"),
-        program=_program(a.program),
+        program=program,
         integrity=a.integrity,
         encryption=a.encryption,
         preset=a.preset,
@@ -148,7 +149,8 @@ def cmd_run(a) -> int:
     )
     wanted = _count(a.instructions, "instructions")
     if a.json:
-        _write_json(a.json, {"stats": r.stats, "config": r.config, "error": r.error})
+        ident = dict(workload=a.workload, trace=a.trace, program=program, seed=a.seed)
+        _write_json(a.json, provenance.document(r, r.stats.get("sim.wall_seconds"), **ident))
     measured = r.stats.get("instructions", 0)
     if a.json != "-":
         print(summary(r.stats, a.preset))
@@ -177,6 +179,7 @@ def cmd_compare(a) -> int:
     schemes = _parse_schemes(a.schemes)
     if ("none", "none") not in schemes:
         schemes.insert(0, ("none", "none"))
+    workloads = [w.strip() for w in a.workload.split(",")] if a.workload else [None]
     kwargs = dict(
         trace=a.trace,
         trace_format=a.trace_format,
@@ -187,24 +190,19 @@ def cmd_compare(a) -> int:
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
-        progress=True,
     )
-    df = compare(a.workload, schemes=schemes, **kwargs)
-    if a.json == "-":
-        _write_json(a.json, df.to_dict(orient="records"))
-        return 0
-    name = a.trace or a.workload or (" ".join(kwargs["program"]) if kwargs["program"] else DEFAULT_WORKLOAD)
-    print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
-    print(
-        f"  {'integrity':<10} {'encryption':<10} {'IPC':>8} {'norm. IPC':>10} {'L2 miss':>8} {'B/instr':>8} {'norm. traffic':>14} {'hash loads/miss':>16}"
-    )
-    for _, r in df.iterrows():
-        print(
-            f"  {r.integrity:<10} {r.encryption:<10} {r.ipc:>8.4f} {r.normalized_ipc:>10.3f} {r.l2_miss_rate * 100:>7.2f}% "
-            f"{r.mem_bytes_per_instr:>8.2f} {r.normalized_traffic:>14.3f} {r.hash_loads_per_miss:>16.2f}"
-        )
+    if len(workloads) > 1 and (a.trace or kwargs["program"]):
+        raise _core.ConfigError("compare several workloads (-w a,b,c) or one trace or program, not both")
+    df = compare(workloads if len(workloads) > 1 else workloads[0], schemes=schemes, progress=a.json != "-", **kwargs)
     if a.json:
-        _write_json(a.json, df.to_dict(orient="records"))
+        ids = [provenance.workload_identity(workload=w, trace=a.trace, program=kwargs["program"], seed=a.seed) for w in workloads]
+        doc = {"provenance": df.attrs["provenance"], "workloads": ids, "rows": comparison.records(df)}
+        _write_json(a.json, doc)
+        if a.json == "-":
+            return 0
+    name = a.trace or ", ".join(w or DEFAULT_WORKLOAD for w in workloads) if not kwargs["program"] else " ".join(kwargs["program"])
+    print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
+    print(comparison.render(df))
     return 0
 
 
@@ -462,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     tracing.add_bench_tracer_parser(sub)
+    cli_sweep.add_sweep_parser(sub)
+    cli_sweep.add_results_parser(sub)
+    cli_sweep.add_reproduce_parser(sub)
     codeauth_cli.add_parser(sub)
     return p
 
