@@ -378,12 +378,12 @@ def test_compare_json_to_stdout_is_only_json():
     assert [r["integrity"] for r in rows] == ["none", "chash"] and rows[1]["instructions"] == 20_000
 
 
-def test_a_short_input_is_noted(tmp_path):
+def test_a_short_input_is_an_error(tmp_path):
     t = tmp_path / "short.smt"
     assert cli("export", "hot", "-o", str(t), "--records", "30k").returncode == 0
     p = cli("run", "--trace", str(t), "-n", "100k", "--warmup", "10k")
-    assert p.returncode == 0, p.stderr
-    assert "note: the input ended after 20,000 of the 100,000 instructions" in p.stderr
+    assert p.returncode == 1, p.stderr
+    assert "error: the input ended after 20,000 of the 100,000 instructions" in p.stderr
     p = cli("run", "--trace", str(t), "-n", "100k", "--warmup", "50k")
     assert p.returncode == 1 and "before the warm-up" in p.stderr
 

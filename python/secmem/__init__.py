@@ -10,12 +10,13 @@ memory; the same operations are timed by a cycle-level model of the processor.
 """
 
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Result, SecureMemory, Untrusted, compare, presets, run, workloads
+from .api import Interrupted, Result, SecureMemory, Untrusted, compare, presets, run, workloads
 from .traces import TraceError, open_trace
 
 __all__ = [
     "ConfigError",
     "IntegrityError",
+    "Interrupted",
     "Result",
     "SecureMemory",
     "TraceError",

@@ -79,7 +79,8 @@ impl Engine {
         let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
         let dma_size = p.size("memory.dma_size")?;
         let dma = (m.layout.alloc("dma (unprotected)", dma_size), dma_size);
-        m.mem = UntrustedMemory::new(m.layout.end());
+        m.mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
+            .map_err(|e| ConfigError(format!("memory.size: {}", e)))?;
         Ok(Engine { m, integ, enc, line, data_size, dma })
     }
 
@@ -124,7 +125,7 @@ impl Engine {
     /// cannot be tricked into taking unchecked data for checked data.
     pub fn read_without_checking(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String> {
         let (base, size) = self.dma;
-        if addr < base || addr + out.len() as u64 > base + size {
+        if addr < base || addr.checked_add(out.len() as u64).is_none_or(|end| end > base + size) {
             return Err(format!(
                 "ReadWithoutChecking of 0x{:x}+{} outside the unprotected region 0x{:x}+{}",
                 addr,
@@ -137,8 +138,12 @@ impl Engine {
         Ok(self.m.bus.read(t, out.len() as u64).last)
     }
 
-    /// Every piece of metadata protecting `addr`'s line, integrity first, as (what, address).
+    /// Every piece of metadata protecting `addr`'s line, integrity first, as (what, address);
+    /// none outside program memory, which nothing protects.
     pub fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+        if addr >= self.data_size {
+            return Vec::new();
+        }
         let mut v = self.integ.metadata_of(addr);
         v.extend(self.enc.metadata_of(addr));
         v
