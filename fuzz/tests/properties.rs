@@ -28,7 +28,7 @@ proptest! {
     }
 
     #[test]
-    fn no_accepted_size_exceeds_the_ceiling(text in "[0-9]{1,16}(\\\\.[0-9]{1,3})?(B|KiB|MiB|GiB|TiB|kB|MB|GB)?") {
+    fn no_accepted_size_exceeds_the_ceiling(text in "[0-9]{1,16}(\\.[0-9]{1,3})?(B|KiB|MiB|GiB|TiB|kB|MB|GB)?") {
         let mut p = Params::from_toml("[memory]\nsize = 1\n", "t").unwrap();
         p.set("memory.size", &text).unwrap();
         if let Ok(b) = p.size("memory.size") {

@@ -15,7 +15,8 @@ Size = Union[int, str]
 
 
 def _sets(params: Optional[dict]) -> list:
-    return [f"{k}={v}" for k, v in (params or {}).items()]
+    # Python's True/False as the parameters' true/false.
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (params or {}).items()]
 
 
 def _whole(v, name: str) -> int:

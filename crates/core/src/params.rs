@@ -308,12 +308,25 @@ pub fn parse_count(s: &str) -> Option<u64> {
     if let Ok(v) = num.parse::<u64>() {
         return v.checked_mul(mult);
     }
-    whole(num.parse::<f64>().ok()? * mult as f64)
+    whole(num, mult)
 }
 
-/// `v` if it is a whole number that fits a u64 (a count of "1.5" is refused, "1.5k" is not).
-fn whole(v: f64) -> Option<u64> {
-    (v >= 0.0 && v.fract() == 0.0 && v < u64::MAX as f64).then_some(v as u64)
+/// `num` (digits with an optional decimal fraction) times `mult`, computed exactly, if that
+/// is a whole number that fits a u64: a count of "1.5" is refused, "1.5k" is not.
+fn whole(num: &str, mult: u64) -> Option<u64> {
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |d: &str| d.bytes().all(|c| c.is_ascii_digit());
+    if int.is_empty() && frac.is_empty() || !digits(int) || !digits(frac) || frac.len() > 18 {
+        return None;
+    }
+    let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let scale = 10u128.pow(frac.len() as u32);
+    let frac: u128 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    let scaled = frac * mult as u128;
+    if scaled % scale != 0 {
+        return None;
+    }
+    u64::try_from(int.checked_mul(mult as u128)? + scaled / scale).ok()
 }
 
 pub fn parse_size(s: &str) -> Option<u64> {
@@ -335,7 +348,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
             if let Ok(v) = num.parse::<u64>() {
                 return v.checked_mul(mult);
             }
-            return whole(num.parse::<f64>().ok()? * mult as f64);
+            return whole(num, mult);
         }
     }
     lower.parse::<u64>().ok()
