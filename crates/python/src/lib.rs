@@ -148,15 +148,18 @@ fn params(preset: &str, integrity: Option<&str>, encryption: Option<&str>, sets:
 fn export_workload(py: Python<'_>, workload: &str, path: &str, records: u64, seed: u64) -> PyResult<u64> {
     py.detach(|| -> Result<u64, String> {
         let mut src = secmem_trace::workloads::builtin(workload, seed).map_err(|e| e.to_string())?;
-        let mut w = secmem_trace::native::NativeWriter::create(path).map_err(|e| e.to_string())?;
-        let mut ins = secmem_trace::Instr::default();
-        let mut n = 0;
-        while n < records && src.next_into(&mut ins).map_err(|e| e.to_string())? {
-            w.write(&ins).map_err(|e| e.to_string())?;
-            n += !ins.external as u64;
-        }
-        w.finish().map_err(|e| e.to_string())?;
-        Ok(n)
+        secmem_trace::native::write_atomically(std::path::Path::new(path), |tmp| {
+            let mut w = secmem_trace::native::NativeWriter::create(tmp)?;
+            let mut ins = secmem_trace::Instr::default();
+            let mut n = 0;
+            while n < records && src.next_into(&mut ins)? {
+                w.write(&ins)?;
+                n += !ins.external as u64;
+            }
+            w.finish()?;
+            Ok(n)
+        })
+        .map_err(|e| e.to_string())
     })
     .map_err(cfg_err)
 }
