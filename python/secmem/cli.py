@@ -7,6 +7,7 @@ import json
 import sys
 
 from . import _core, tracing
+from .codeauth import cli as codeauth_cli
 from ._args import count as _count
 from ._args import seed as _seed
 from ._files import Output
@@ -432,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     tracing.add_bench_tracer_parser(sub)
+    codeauth_cli.add_parser(sub)
     return p
 
 

@@ -362,12 +362,12 @@ impl Engine {
         out.int("l2.data_writebacks", c.data_writebacks);
         out.int("l2.meta_writebacks", c.meta_writebacks);
         let b = &self.m.bus;
-        out.int("mem.read_bytes", b.read_bytes);
-        out.int("mem.write_bytes", b.write_bytes);
-        out.int("mem.reads", b.reads);
-        out.int("mem.writes", b.writes);
-        out.int("mem.bus_busy_cycles", b.busy_cycles);
-        out.int("mem.bus_queue_cycles", b.queue_cycles);
+        out.int("mem.read_bytes", b.c.read_bytes);
+        out.int("mem.write_bytes", b.c.write_bytes);
+        out.int("mem.reads", b.c.reads);
+        out.int("mem.writes", b.c.writes);
+        out.int("mem.bus_busy_cycles", b.c.busy_cycles);
+        out.int("mem.bus_queue_cycles", b.c.queue_cycles);
         out.int("mem.resident_bytes", self.m.mem.resident_bytes());
         out.int("aes.units", self.m.aes.units);
         out.int("aes.wait_cycles", self.m.aes.wait_cycles);

@@ -9,6 +9,7 @@ use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
 use std::sync::{Mutex, MutexGuard};
 
+mod codeauth;
 mod interrupt;
 mod readers;
 mod tracer;
@@ -464,6 +465,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
     readers::register(m)?;
     tracer::register(m)?;
+    codeauth::register(m)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;

@@ -150,10 +150,10 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     // Schemes that verify at the end (lhash's certified execution) do it now, after the
     // measured statistics were taken: its cost is reported apart, not mixed into them.
     if error.is_none() {
-        let (t0, bytes0) = (core.now(), eng.machine().bus.read_bytes + eng.machine().bus.write_bytes);
+        let (t0, bytes0) = (core.now(), eng.machine().bus.c.read_bytes + eng.machine().bus.c.write_bytes);
         match eng.finish(t0) {
             Ok(done) => {
-                let b = eng.machine().bus.read_bytes + eng.machine().bus.write_bytes - bytes0;
+                let b = eng.machine().bus.c.read_bytes + eng.machine().bus.c.write_bytes - bytes0;
                 s.int("integrity.final_check_cycles", done - t0);
                 s.int("integrity.final_check_bytes", b);
             }

@@ -12,6 +12,7 @@
 //! whatever was presented before it.
 
 use crate::calendar::Calendar;
+use crate::memory::{Beat, MemCounters, MemoryModel};
 use crate::Cycle;
 
 #[derive(Clone, Copy, Debug)]
@@ -45,13 +46,8 @@ pub struct Bus {
     p: BusParams,
     /// Bus cycles booked.
     cal: Calendar,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub busy_cycles: u64,
-    /// Cycles reads waited for the data bus beyond the DRAM latency.
-    pub queue_cycles: u64,
+    /// `queue_cycles`: cycles reads waited for the data bus beyond the memory latency.
+    pub c: MemCounters,
 }
 
 impl Bus {
@@ -62,16 +58,7 @@ impl Bus {
 
     pub fn new(p: BusParams) -> Bus {
         assert!(p.width > 0 && p.beat_cycles > 0);
-        Bus {
-            p,
-            cal: Calendar::new(),
-            read_bytes: 0,
-            write_bytes: 0,
-            reads: 0,
-            writes: 0,
-            busy_cycles: 0,
-            queue_cycles: 0,
-        }
+        Bus { p, cal: Calendar::new(), c: MemCounters::default() }
     }
 
     pub fn params(&self) -> BusParams {
@@ -84,8 +71,7 @@ impl Bus {
     }
 
     pub fn reset_stats(&mut self) {
-        (self.read_bytes, self.write_bytes, self.reads, self.writes) = (0, 0, 0, 0);
-        (self.busy_cycles, self.queue_cycles) = (0, 0);
+        self.c = MemCounters::default();
     }
 
     #[inline]
@@ -124,10 +110,10 @@ impl Bus {
 
     #[inline]
     fn count_reads(&mut self, k: u64, n: u64, queued: Cycle) {
-        self.queue_cycles += queued;
-        self.busy_cycles += k * n * self.p.beat_cycles;
-        self.read_bytes += k * n * self.p.width;
-        self.reads += k;
+        self.c.queue_cycles += queued;
+        self.c.busy_cycles += k * n * self.p.beat_cycles;
+        self.c.read_bytes += k * n * self.p.width;
+        self.c.reads += k;
     }
 
     /// Write `bytes` issued at `t`; returns when it is on memory (writers do not wait for it).
@@ -149,10 +135,53 @@ impl Bus {
         let n = self.beats(bytes) * k as u64;
         let bc = self.p.beat_cycles;
         let last = self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n);
-        self.busy_cycles += n * bc;
-        self.write_bytes += n * self.p.width;
-        self.writes += k as u64;
+        self.c.busy_cycles += n * bc;
+        self.c.write_bytes += n * self.p.width;
+        self.c.writes += k as u64;
         (last + 1) * bc
+    }
+}
+
+/// The bus ignores addresses: memory is one pipelined device behind it.
+impl MemoryModel for Bus {
+    fn read(&mut self, _addr: u64, bytes: u64, t: Cycle) -> Transfer {
+        Bus::read(self, t, bytes)
+    }
+
+    fn read_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle, f: &mut dyn FnMut(Transfer)) {
+        Bus::read_many(self, t, bytes, addrs.len(), f)
+    }
+
+    fn write(&mut self, _addr: u64, bytes: u64, t: Cycle) -> Cycle {
+        Bus::write(self, t, bytes)
+    }
+
+    fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
+        Bus::write_many(self, t, bytes, addrs.len())
+    }
+
+    fn beat(&self) -> Beat {
+        Beat { width: self.p.width, cycles: self.p.beat_cycles }
+    }
+
+    fn latency(&self) -> Cycle {
+        self.p.latency
+    }
+
+    fn free_at(&self) -> Cycle {
+        Bus::free_at(self)
+    }
+
+    fn counters(&self) -> &MemCounters {
+        &self.c
+    }
+
+    fn reset_stats(&mut self) {
+        Bus::reset_stats(self)
+    }
+
+    fn name(&self) -> &'static str {
+        "bus"
     }
 }
 
@@ -170,7 +199,7 @@ mod tests {
         let t = b.read(100, 64);
         assert_eq!(t.first, 180);
         assert_eq!(t.last, 215);
-        assert_eq!(b.read_bytes, 64);
+        assert_eq!(b.c.read_bytes, 64);
     }
 
     #[test]
@@ -179,7 +208,7 @@ mod tests {
         let a = b.read(0, 64);
         let c = b.read(0, 64);
         assert_eq!(c.first, a.last + 5, "second transfer starts when the first frees the bus");
-        assert_eq!(b.queue_cycles, 40);
+        assert_eq!(b.c.queue_cycles, 40);
     }
 
     #[test]
@@ -187,7 +216,7 @@ mod tests {
         let mut b = table1();
         let t = b.read(0, 4);
         assert_eq!(t.last - t.first, 0);
-        assert_eq!(b.read_bytes, 8, "a 4-byte time stamp costs a full 8-byte beat");
+        assert_eq!(b.c.read_bytes, 8, "a 4-byte time stamp costs a full 8-byte beat");
         assert_eq!(b.write(1000, 64), 1040);
     }
 
@@ -197,7 +226,7 @@ mod tests {
         b.write(5000, 64);
         let r = b.read(100, 64);
         assert_eq!(r.first, 180, "the bus was free at 175");
-        assert_eq!(b.queue_cycles, 0);
+        assert_eq!(b.c.queue_cycles, 0);
         // A read overlapping the booked write goes after it.
         let r = b.read(4930, 64);
         assert_eq!(r.first, 5045);
@@ -215,7 +244,7 @@ mod tests {
             b.read_many(t, 64, 13, |tr| batch.push(tr));
             assert_eq!(singles, batch);
         }
-        assert_eq!((a.reads, a.read_bytes, a.busy_cycles, a.queue_cycles), (b.reads, b.read_bytes, b.busy_cycles, b.queue_cycles));
+        assert_eq!(a.c, b.c);
     }
 
     #[test]
@@ -227,7 +256,7 @@ mod tests {
             let singles = (0..14).map(|_| a.write(t, 64)).max().unwrap();
             assert_eq!(singles, b.write_many(t, 64, 14));
         }
-        assert_eq!((a.writes, a.write_bytes, a.busy_cycles), (b.writes, b.write_bytes, b.busy_cycles));
+        assert_eq!(a.c, b.c);
         assert_eq!(a.free_at(), b.free_at());
     }
 
@@ -239,7 +268,7 @@ mod tests {
             last = b.read(0, 64).last;
         }
         assert_eq!(last, 75 + 1000 * 40);
-        assert_eq!(b.busy_cycles, 40_000);
+        assert_eq!(b.c.busy_cycles, 40_000);
     }
 
     #[test]
@@ -254,7 +283,7 @@ mod tests {
             let r = b.read(0, 64);
             assert!(r.first >= end, "{} < {}", r.first, end);
         }
-        assert_eq!(b.busy_cycles, 20_000 * 5 + 20_000 * 40);
+        assert_eq!(b.c.busy_cycles, 20_000 * 5 + 20_000 * 40);
     }
 
     #[test]

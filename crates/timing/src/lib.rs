@@ -6,12 +6,14 @@
 
 pub mod bus;
 pub mod calendar;
+pub mod memory;
 pub mod pipe;
 pub mod slots;
 pub mod tags;
 
 pub use bus::{Bus, BusParams, Transfer};
 pub use calendar::Calendar;
+pub use memory::{Beat, MemCounters, MemoryModel};
 pub use pipe::Pipe;
 pub use slots::Slots;
 pub use tags::{Tags, NO_SLOT};
