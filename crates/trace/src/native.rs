@@ -847,6 +847,9 @@ impl NativeReader {
                         Err(Bad) => parse_instr(s, &self.codec, out)?,
                     };
                     self.codec.commit(out, full);
+                    if let Some(why) = out.wrapping_access() {
+                        return Err(self.s.fail(at, why));
+                    }
                     out.thread = self.thread;
                     self.count += 1;
                     return Ok(true);
