@@ -1,7 +1,6 @@
 //! Writes the seed inputs of every target into corpus/TARGET/seed-*: small valid inputs of
 //! each format, from which the fuzzer mutates. `cargo run --example seeds` (then commit).
 
-use std::io::Write;
 use std::path::Path;
 
 use secmem_trace::champsim::ChampSimRecord;
@@ -60,15 +59,11 @@ fn lackey() -> Vec<u8> {
 }
 
 fn xz(b: &[u8]) -> Vec<u8> {
-    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 1);
-    e.write_all(b).unwrap();
-    e.finish().unwrap()
+    secmem_fuzz::compress(1, b)
 }
 
 fn gz(b: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(b).unwrap();
-    e.finish().unwrap()
+    secmem_fuzz::compress(2, b)
 }
 
 /// A raw tracer stream in the format of crates/vgtrace/src/raw.rs.

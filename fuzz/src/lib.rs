@@ -136,7 +136,8 @@ pub fn trace_compressed(data: &[u8]) {
     }
 }
 
-fn compress(codec: u8, body: &[u8]) -> Vec<u8> {
+/// `body` compressed with codec 0 raw, 1 xz, 2 gzip, 3 zstd.
+pub fn compress(codec: u8, body: &[u8]) -> Vec<u8> {
     match codec {
         1 => {
             let mut e = liblzma::write::XzEncoder::new(Vec::new(), 0);
