@@ -337,8 +337,8 @@ def test_run_stopped_during_warmup_reports_consistent_stats(stream_trace, tmp_pa
     s = json.loads(out.read_text())["stats"]
     assert s["instructions"] == 0
     assert s["mem.bus_busy_cycles"] <= s["cycles"]
-    busy = float(re.search(r"bus busy\s+([0-9.]+)%", p.stdout).group(1))
-    assert busy <= 100.0
+    # nothing measured: the error alone, no block of zero statistics after it
+    assert p.stderr.startswith("secmem: error: ") and "bus busy" not in p.stdout
 
 
 def test_compare_with_broken_trace_is_one_clean_line(stream_trace, tmp_path):

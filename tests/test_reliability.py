@@ -100,9 +100,10 @@ def test_a_preset_that_never_ends_is_refused():
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_run_and_keeps_what_was_measured(tmp_path, sig, code):
     out = tmp_path / "out.json"
-    argv = [sys.executable, "-m", "secmem", "run", "-n", "500M", "--warmup", "0", "--json", str(out)]
+    # hot: a workload that starts measuring at once (little memory image to build first)
+    argv = [sys.executable, "-m", "secmem", "run", "-w", "hot", "-n", "500M", "--warmup", "0", "--json", str(out)]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-    time.sleep(4)  # past start-up, into the run
+    time.sleep(6)  # past start-up, into the run (generous: the machine may be busy)
     t0 = time.monotonic()
     p.send_signal(sig)
     stdout, stderr = p.communicate(timeout=60)
