@@ -172,8 +172,9 @@ pub fn engine(data: &[u8]) {
                 }
             },
             8 => {
-                for (what, a) in e.metadata_of(addr) {
-                    assert!(a < raw, "{integ}+{enc}: metadata '{what}' of 0x{addr:x} at 0x{a:x}, outside memory of {raw} bytes");
+                for m in e.metadata_of(addr) {
+                    let a = m.addr;
+                    assert!(a < raw, "{integ}+{enc}: metadata '{}' of 0x{addr:x} at 0x{a:x}, outside memory of {raw} bytes", m.kind);
                 }
                 assert!(e.metadata_of(size + addr).is_empty() && e.metadata_of(u64::MAX).is_empty());
             }

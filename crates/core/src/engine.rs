@@ -4,13 +4,14 @@
 
 use crate::cache::{LineKind, TrustedCache};
 use crate::encryption::{self, Encryption};
-use crate::integrity::{self, chash::MAX_LINE, Integrity, IntegrityError};
-use crate::layout::Layout;
+use crate::integrity::{self, Integrity, IntegrityError};
+use crate::layout::{Layout, Meta, MAX_LINE, MIN_LINE};
 use crate::machine::Machine;
 use crate::mem::{UntrustedMemory, PAGE};
 use crate::params::{ConfigError, Params};
+use crate::port::{Adversary, Port};
 use crate::stats::{ratio, Stats};
-use secmem_timing::{Bus, BusParams, Cycle, Pipe};
+use secmem_timing::{Bus, BusParams, Cycle, MemoryModel, Pipe};
 
 /// Result of one L2 access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +31,18 @@ pub struct Engine {
     pub(crate) dma: (u64, u64),
 }
 
+/// The memory model behind the port, as the parameters choose it.
+fn memory_model(p: &Params, hz: f64) -> Result<Box<dyn MemoryModel>, ConfigError> {
+    let bus_hz = p.freq("memory.bus_clock")?;
+    let beat = (hz / bus_hz).round().max(1.0) as Cycle;
+    Ok(Box::new(Bus::new(BusParams {
+        latency: p.u64_min("memory.latency", 1)?,
+        width: p.size("memory.bus_width")?,
+        beat_cycles: beat,
+        write_delay: p.u64_min("memory.write_delay", 0)?,
+    })))
+}
+
 /// Processor cycles per second from `core.clock`.
 pub fn clock_hz(p: &Params) -> Result<f64, ConfigError> {
     p.freq("core.clock")
@@ -43,26 +56,17 @@ impl Engine {
         let line = p.size("l2.line")?;
         let l2_size = p.size("l2.size")?;
         let ways = p.u64_min("l2.ways", 1)? as usize;
-        if line as usize > MAX_LINE || line < 16 {
-            return Err(ConfigError(format!("l2.line: {} B is outside 16 B ..= {} B", line, MAX_LINE)));
+        if line as usize > MAX_LINE || (line as usize) < MIN_LINE || !line.is_power_of_two() {
+            return Err(ConfigError(format!("l2.line: {} B is not a power of two from {} B to {} B", line, MIN_LINE, MAX_LINE)));
         }
         if data_size % PAGE != 0 {
             return Err(ConfigError(format!("memory.size: {} B is not a whole number of 4 KiB pages", data_size)));
         }
         let l2 = TrustedCache::new(l2_size, ways, line).map_err(|e| ConfigError(format!("l2: {}", e)))?;
-        let bus_hz = p.freq("memory.bus_clock")?;
-        let beat = (hz / bus_hz).round().max(1.0) as Cycle;
-        let bus = Bus::new(BusParams {
-            latency: p.u64_min("memory.latency", 1)?,
-            width: p.size("memory.bus_width")?,
-            beat_cycles: beat,
-            write_delay: p.u64_min("memory.write_delay", 0)?,
-        });
         let aes = Pipe::new(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / hz, 16);
         let hash = Pipe::new(p.u64_min("hash.latency", 1)?, p.rate("hash.throughput")? / hz, 64);
         let mut m = Machine::new(
-            UntrustedMemory::new(0),
-            bus,
+            Port::new(UntrustedMemory::new(0), memory_model(p, hz)?),
             aes,
             hash,
             l2,
@@ -79,8 +83,11 @@ impl Engine {
         let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
         let dma_size = p.size("memory.dma_size")?;
         let dma = (m.layout.alloc("dma (unprotected)", dma_size), dma_size);
-        m.mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
+        // Every region is placed: memory spans them all. A host that cannot reserve it is an
+        // error, not an abort.
+        let mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
             .map_err(|e| ConfigError(format!("memory.size: {}", e)))?;
+        m.port.allocate(mem);
         Ok(Engine { m, integ, enc, line, data_size, dma })
     }
 
@@ -107,7 +114,12 @@ impl Engine {
 
     /// The adversary's handle on raw memory.
     pub fn untrusted(&mut self) -> &mut UntrustedMemory {
-        &mut self.m.mem
+        self.m.port.untrusted(Adversary(()))
+    }
+
+    /// The adversary's read-only view of raw memory.
+    pub fn untrusted_ref(&self) -> &UntrustedMemory {
+        self.m.port.untrusted_ref(&Adversary(()))
     }
 
     pub fn layout(&self) -> &Layout {
@@ -134,13 +146,12 @@ impl Engine {
                 size
             ));
         }
-        self.m.mem.read(addr, out);
-        Ok(self.m.bus.read(t, out.len() as u64).last)
+        Ok(self.m.port.read(addr, out, t).last)
     }
 
     /// Every piece of metadata protecting `addr`'s line, integrity first, as (what, address);
     /// none outside program memory, which nothing protects.
-    pub fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+    pub fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         if addr >= self.data_size {
             return Vec::new();
         }
@@ -169,10 +180,8 @@ impl Engine {
         self.integ.prefetch(&self.m, &*self.enc, line);
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
-        let t_data = self.enc.read_line(&mut self.m, line, t_req, plain);
+        let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
-        // An authenticating cipher (OCB's tag) or a suspended MECU refuses the line.
-        self.enc_check()?;
         self.m.insert(line, plain, LineKind::Data, false, v.ready);
         Ok(Outcome { hit: false, ready: v.ready })
     }
@@ -246,18 +255,8 @@ impl Engine {
             let r = self.integ.evict(&mut self.m, &mut *self.enc, &v);
             self.m.recycle(v);
             accepted = accepted.max(r?);
-            self.enc_check()?;
         }
         Ok(accepted)
-    }
-
-    /// A failure the encryption scheme found (OCB tag mismatch, MECU without its key) becomes
-    /// the integrity error it is.
-    fn enc_check(&mut self) -> Result<(), IntegrityError> {
-        match self.enc.take_error() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 
     /// Write back and drop every cached line (data and metadata) so the next access comes
@@ -274,6 +273,7 @@ impl Engine {
             }
         }
         self.enc.drop_cached();
+        self.integ.drop_cached();
         Ok(done)
     }
 
@@ -282,12 +282,11 @@ impl Engine {
     pub fn check(&mut self, t: Cycle) -> Result<u64, IntegrityError> {
         self.drain()?;
         if self.integ.check(&mut self.m, &mut *self.enc, t)?.is_some() {
-            self.enc_check()?;
-            return Ok(self.m.mem.touched_pages(0, self.data_size).len() as u64 * (PAGE / self.line));
+            return Ok(self.m.port.touched_pages(0, self.data_size).len() as u64 * (PAGE / self.line));
         }
         self.flush(t)?;
         let mut n = 0;
-        for page in self.m.mem.touched_pages(0, self.data_size) {
+        for page in self.m.port.touched_pages(0, self.data_size) {
             for a in (page..page + PAGE).step_by(self.line as usize) {
                 self.access(a, t)?;
                 self.settle()?;
@@ -301,13 +300,13 @@ impl Engine {
     /// Cycle from which every memory-side resource is idle.
     pub fn busy_until(&self) -> Cycle {
         let m = &self.m;
-        m.bus.free_at().max(m.aes.free_at()).max(m.hash.free_at()).max(m.write_buf.drained_at()).max(m.checks_done)
+        m.port.free_at().max(m.aes.free_at()).max(m.hash.free_at()).max(m.write_buf.drained_at()).max(m.checks_done)
     }
 
     /// Zero every statistics counter (end of warm-up). Caches, keys, TIMER and trees stay.
     pub fn reset_stats(&mut self) {
         self.m.counters = Default::default();
-        self.m.bus.reset_stats();
+        self.m.port.reset_stats();
         self.m.aes.reset_stats();
         self.m.hash.reset_stats();
         self.m.read_buf.reset_stats();
@@ -319,18 +318,14 @@ impl Engine {
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
     pub fn barrier(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         let t = self.integ.barrier(&mut self.m, &mut *self.enc, now)?;
-        let t = self.drain()?.max(t);
-        self.enc_check()?;
-        Ok(t)
+        Ok(self.drain()?.max(t))
     }
 
     /// The run is over: schemes that verify at the end do so. Returns when done.
     pub fn finish(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         self.drain()?;
         let t = self.integ.finish(&mut self.m, &mut *self.enc, now)?;
-        let t = self.drain()?.max(t);
-        self.enc_check()?;
-        Ok(t)
+        Ok(self.drain()?.max(t))
     }
 
     /// Called by the run loop every few hundred instructions with the current cycle and the
@@ -339,9 +334,7 @@ impl Engine {
     pub fn poll(&mut self, now: Cycle, instructions: u64) -> Result<Cycle, IntegrityError> {
         let t = self.enc.poll(&mut self.m, now, instructions);
         let t = self.integ.poll(&mut self.m, &mut *self.enc, t, instructions)?;
-        let done = self.drain()?.max(t);
-        self.enc_check()?;
-        Ok(done)
+        Ok(self.drain()?.max(t))
     }
 
     /// Data lines that left the L2 since the last call.
@@ -361,14 +354,14 @@ impl Engine {
         out.float("l2.meta_miss_rate", ratio(c.meta_misses, c.meta_accesses));
         out.int("l2.data_writebacks", c.data_writebacks);
         out.int("l2.meta_writebacks", c.meta_writebacks);
-        let b = &self.m.bus;
-        out.int("mem.read_bytes", b.c.read_bytes);
-        out.int("mem.write_bytes", b.c.write_bytes);
-        out.int("mem.reads", b.c.reads);
-        out.int("mem.writes", b.c.writes);
-        out.int("mem.bus_busy_cycles", b.c.busy_cycles);
-        out.int("mem.bus_queue_cycles", b.c.queue_cycles);
-        out.int("mem.resident_bytes", self.m.mem.resident_bytes());
+        let c = *self.m.port.counters();
+        out.int("mem.read_bytes", c.read_bytes);
+        out.int("mem.write_bytes", c.write_bytes);
+        out.int("mem.reads", c.reads);
+        out.int("mem.writes", c.writes);
+        out.int("mem.bus_busy_cycles", c.busy_cycles);
+        out.int("mem.bus_queue_cycles", c.queue_cycles);
+        out.int("mem.resident_bytes", self.m.port.resident_bytes());
         out.int("aes.units", self.m.aes.units);
         out.int("aes.wait_cycles", self.m.aes.wait_cycles);
         out.int("hash.ops", self.m.hash.ops);

@@ -11,6 +11,7 @@ pub mod layout;
 pub mod machine;
 pub mod mem;
 pub mod params;
+pub mod port;
 pub mod power;
 pub mod stats;
 pub mod wordbuf;

@@ -1,5 +1,6 @@
 //! Behaviour of the engine under every scheme combination, and what the adversary can do.
 
+use crate::layout::MetaKind;
 use crate::testutil::{params, pattern};
 use crate::Engine;
 
@@ -96,7 +97,8 @@ fn chash_detects_a_flipped_bit_in_every_tree_level() {
             .integrity()
             .metadata_of(0x8000)
             .into_iter()
-            .filter(|(k, _)| k.starts_with("tree level"))
+            .filter(|m| matches!(m.kind, MetaKind::TreeLevel(_)))
+            .map(|m| (m.kind.to_string(), m.addr))
             .collect();
         assert!(path.len() >= 8, "64 MiB with a 4-ary tree has many levels: {:?}", path);
         for (level, node) in path {
@@ -376,7 +378,7 @@ fn lhash_notices_reordered_time_stamps() {
     for enc in ["none", "otp"] {
         let mut e = written("lhash", enc);
         let md = e.integrity().metadata_of(0x4000);
-        let ts = md.iter().find(|(k, _)| k == "time stamp").unwrap().1;
+        let ts = md.iter().find(|m| m.kind == MetaKind::LogStamp).unwrap().addr;
         let mut v = [0u8; 4];
         e.untrusted().read(ts, &mut v);
         e.untrusted().write(ts, &(u32::from_le_bytes(v) + 5).to_le_bytes());
@@ -388,7 +390,7 @@ fn lhash_notices_reordered_time_stamps() {
 fn lhash_notices_a_page_added_twice_or_skipped_by_the_page_table() {
     for skip in [false, true] {
         let mut e = written("lhash", "none");
-        let pt = e.integrity().metadata_of(0x4000 + 4096).iter().find(|(k, _)| k == "page table").unwrap().1;
+        let pt = e.integrity().metadata_of(0x4000 + 4096).iter().find(|m| m.kind == MetaKind::PageTable).unwrap().addr;
         let mut b = [0u8];
         e.untrusted().read(pt, &mut b);
         assert_ne!(b[0], 0, "the page is listed");
@@ -433,7 +435,7 @@ fn naive_and_chash_agree_on_every_attack_outcome_but_naive_reads_whole_paths() {
 fn naive_remembers_hashes_only_of_the_exact_bytes_it_checked() {
     // Every node of the path is checked (and remembered) by a first read; a bit flipped in
     // any of them afterwards must still be noticed on the next read.
-    let path: Vec<u64> = engine("naive", "none").integrity().metadata_of(0x8000).into_iter().map(|(_, a)| a).collect();
+    let path: Vec<u64> = engine("naive", "none").integrity().metadata_of(0x8000).into_iter().map(|m| m.addr).collect();
     assert!(path.len() >= 8);
     for node in path {
         let mut e = engine("naive", "none");

@@ -28,9 +28,3 @@ pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
         })
         .collect()
 }
-
-/// Bytes from hex text (white space ignored), for published test vectors.
-pub fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}

@@ -337,7 +337,7 @@ pub fn clmul64_hw(a: u64, b: u64) -> Option<u128> {
 mod tests {
     use super::*;
 
-    use crate::TestRng as Rng;
+    use crate::testutil::TestRng as Rng;
 
     impl Rng {
         fn elem(&mut self, f: &Field) -> u128 {

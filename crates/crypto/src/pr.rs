@@ -111,7 +111,7 @@ fn bits(data: &[u8], off: usize, w: u32) -> u128 {
 mod tests {
     use super::*;
 
-    use crate::TestRng as Rng;
+    use crate::testutil::TestRng as Rng;
 
     /// Def. 1 spelled out with the generic bit reader and one multiplication per pair.
     fn pr_ref(f: &Field, msg: &[u8], key: &[u8]) -> u128 {

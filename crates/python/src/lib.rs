@@ -350,7 +350,7 @@ impl SecureMemory {
     /// Where the metadata protecting `addr` lives: (description, address) pairs.
     fn metadata(&self, py: Python<'_>, addr: u64) -> PyResult<Vec<(String, u64)>> {
         self.bounds(addr, 1)?;
-        Ok(py.detach(|| self.lock().metadata_of(addr)))
+        Ok(py.detach(|| self.lock().metadata_of(addr).into_iter().map(|m| (m.kind.to_string(), m.addr)).collect()))
     }
 
     /// The unprotected DMA region as (base, size).

@@ -69,6 +69,7 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let mut error = None;
     let mut bar = Progress::new(o.progress, total);
     let mut interrupted = None;
+    let mut sampler = IpcSampler::new(p)?;
     loop {
         if n >= total {
             break;
@@ -94,6 +95,9 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
                 measuring = true;
                 eng.reset_stats();
                 core.reset_stats();
+                if let Some(s) = &mut sampler {
+                    s.series.clear();
+                }
                 start_cycle = core.now();
                 measure_wall = Instant::now();
             }
@@ -102,6 +106,9 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
                 bar.update(n);
             }
             if n & 0xFF == 0 {
+                if let Some(s) = &mut sampler {
+                    s.poll(core.now(), n);
+                }
                 if let Err(e) = core.poll(&mut eng, n) {
                     error = Some(format!("{} (instruction {})", e, n));
                     break;
@@ -146,14 +153,19 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         s.str("interrupted", &name);
     }
     eng.stats(&mut s);
+    if let Some(smp) = &sampler {
+        s.int("sample.ipc_period", smp.period);
+        s.series("sample.ipc", smp.series.clone());
+    }
     core.stats(&mut s);
     // Schemes that verify at the end (lhash's certified execution) do it now, after the
     // measured statistics were taken: its cost is reported apart, not mixed into them.
     if error.is_none() {
-        let (t0, bytes0) = (core.now(), eng.machine().bus.c.read_bytes + eng.machine().bus.c.write_bytes);
+        let moved = |e: &Engine| e.machine().port.counters().read_bytes + e.machine().port.counters().write_bytes;
+        let (t0, bytes0) = (core.now(), moved(&eng));
         match eng.finish(t0) {
             Ok(done) => {
-                let b = eng.machine().bus.c.read_bytes + eng.machine().bus.c.write_bytes - bytes0;
+                let b = moved(&eng) - bytes0;
                 s.int("integrity.final_check_cycles", done - t0);
                 s.int("integrity.final_check_bytes", b);
             }
@@ -163,6 +175,33 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
     Ok(RunResult { stats: s, error })
+}
+
+/// The IPC of every `sample.ipc_period` cycles, recorded as the series `sample.ipc` (the
+/// baseline curve of 002 Fig. 4, for any scheme). Windows close at the run loop's polls
+/// (every 256 instructions).
+pub(crate) struct IpcSampler {
+    period: u64,
+    next: u64,
+    start_cycle: u64,
+    start_instr: u64,
+    series: Vec<f64>,
+}
+
+impl IpcSampler {
+    pub(crate) fn new(p: &Params) -> Result<Option<IpcSampler>, ConfigError> {
+        let period = p.u64_min("sample.ipc_period", 0)?;
+        Ok((period > 0).then_some(IpcSampler { period, next: period, start_cycle: 0, start_instr: 0, series: Vec::new() }))
+    }
+
+    fn poll(&mut self, now: u64, instructions: u64) {
+        if now >= self.next {
+            let cycles = now - self.start_cycle;
+            self.series.push((instructions - self.start_instr) as f64 / cycles.max(1) as f64);
+            (self.start_cycle, self.start_instr) = (now, instructions);
+            self.next = (now / self.period + 1) * self.period;
+        }
+    }
 }
 
 /// A run's statistics without the host's own figures (`sim.*`: wall time, speed): what the
@@ -216,5 +255,22 @@ impl Progress {
             eprint!("\r{}\r", " ".repeat(90));
             let _ = std::io::stderr().flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ipc_sampler_closes_a_window_at_the_first_poll_past_each_period() {
+        let mut p = secmem_core::Params::from_toml("[sample]\nipc_period = 1000\n", "t").unwrap();
+        let mut s = IpcSampler::new(&p).unwrap().unwrap();
+        for k in 1..=10u64 {
+            s.poll(k * 500, k * 100);
+        }
+        assert_eq!(s.series, [0.2; 5]);
+        p.set("sample.ipc_period", "0").unwrap();
+        assert!(IpcSampler::new(&p).unwrap().is_none());
     }
 }

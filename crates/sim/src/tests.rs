@@ -183,6 +183,7 @@ fn every_preset_parameter_is_read_by_some_component() {
             q.set("encryption", e).unwrap();
             let eng = secmem_core::Engine::new(&q, 1).unwrap();
             crate::ooo::Core::new(&q, &eng).unwrap();
+            crate::run::IpcSampler::new(&q).unwrap();
             // Clones share nothing: fold this combination's reads into p's record.
             for k in q.keys_read() {
                 let _ = p.str(&k);

@@ -13,6 +13,7 @@
 
 use crate::calendar::Calendar;
 use crate::memory::{Beat, MemCounters, MemoryModel};
+use crate::write_queue::{Posted, WriteQueue};
 use crate::Cycle;
 
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +38,7 @@ pub struct Transfer {
 
 /// The transfer of `n` beats of `bc` cycles from bus slot `s` on.
 #[inline]
-fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
+pub(crate) fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
     Transfer { first: s * bc + bc, last: s * bc + n * bc }
 }
 
@@ -48,6 +49,7 @@ pub struct Bus {
     cal: Calendar,
     /// `queue_cycles`: cycles reads waited for the data bus beyond the memory latency.
     pub c: MemCounters,
+    wq: WriteQueue,
 }
 
 impl Bus {
@@ -58,20 +60,30 @@ impl Bus {
 
     pub fn new(p: BusParams) -> Bus {
         assert!(p.width > 0 && p.beat_cycles > 0);
-        Bus { p, cal: Calendar::new(), c: MemCounters::default() }
+        Bus { p, cal: Calendar::new(), c: MemCounters::default(), wq: WriteQueue::new(0) }
+    }
+
+    /// Posted writes wait in a controller queue of `entries` writes, so that reads go first
+    /// (see `WriteQueue`); 0: no queue, each write is booked when issued.
+    pub fn with_write_queue(mut self, entries: usize) -> Bus {
+        self.wq = WriteQueue::new(entries);
+        self
     }
 
     pub fn params(&self) -> BusParams {
         self.p
     }
 
-    /// Cycle from which no transfer is booked.
+    /// Cycle from which no transfer is booked or queued (queued writes: a bound, as if
+    /// drained one after the other after everything booked).
     pub fn free_at(&self) -> Cycle {
-        self.cal.end() * self.p.beat_cycles
+        let bc = self.p.beat_cycles;
+        self.wq.drained_by(self.cal.end() * bc, self.p.write_delay, |w| (self.beats(w.bytes) + 1) * bc)
     }
 
     pub fn reset_stats(&mut self) {
         self.c = MemCounters::default();
+        self.wq.reset_stats();
     }
 
     #[inline]
@@ -116,29 +128,41 @@ impl Bus {
         self.c.reads += k;
     }
 
-    /// Write `bytes` issued at `t`; returns when it is on memory (writers do not wait for it).
-    /// Like a controller draining its write queue, the beats go into the earliest idle bus
-    /// cycles from `t` on, one by one, filling gaps between reads rather than splitting them.
+    /// Write `bytes` issued at `t`; returns when the writer is rid of it (writers do not wait
+    /// for it): on memory, or accepted by the write queue if there is one. The beats go into
+    /// the earliest idle bus cycles from `t + write_delay` on (from when it is booked, with a
+    /// queue), one by one, filling gaps between reads rather than splitting them.
     #[inline]
     pub fn write(&mut self, t: Cycle, bytes: u64) -> Cycle {
         self.write_many(t, bytes, 1)
     }
 
     /// Write `k` transfers of `bytes` each, all issued at `t`: the same as `k` calls of
-    /// `write` (their beats take the first free bus cycles, in order), booked in one pass.
-    /// Returns when the last is on memory.
+    /// `write` (their beats take the first free bus cycles, in order), booked in one pass
+    /// when there is no queue. Returns when the writer is rid of the last.
     #[inline]
     pub fn write_many(&mut self, t: Cycle, bytes: u64, k: usize) -> Cycle {
         if k == 0 {
             return t;
         }
         let n = self.beats(bytes) * k as u64;
-        let bc = self.p.beat_cycles;
-        let last = self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n);
-        self.c.busy_cycles += n * bc;
+        self.c.busy_cycles += n * self.p.beat_cycles;
         self.c.write_bytes += n * self.p.width;
         self.c.writes += k as u64;
-        (last + 1) * bc
+        if !self.wq.enabled() {
+            return self.drain(t, n);
+        }
+        (0..k).fold(t, |done, _| {
+            let displaced = self.wq.post(Posted { addr: 0, bytes, t }).map(|w| self.drain(w.t, self.beats(w.bytes)));
+            done.max(self.wq.accept(t, displaced))
+        })
+    }
+
+    /// Book `n` write beats issued at `t`; returns when the last is on memory.
+    #[inline]
+    fn drain(&mut self, t: Cycle, n: u64) -> Cycle {
+        let bc = self.p.beat_cycles;
+        (self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n) + 1) * bc
     }
 }
 
@@ -152,8 +176,19 @@ impl MemoryModel for Bus {
         Bus::read_many(self, t, bytes, addrs.len(), f)
     }
 
+    /// One transfer: the first piece takes whole beats, the second follows on the next beat.
+    fn read_pair(&mut self, _a: u64, a_bytes: u64, _b: u64, b_bytes: u64, t: Cycle) -> (Transfer, Transfer) {
+        let (na, bc) = (self.beats(a_bytes), self.p.beat_cycles);
+        let tr = Bus::read(self, t, na * self.p.width + b_bytes);
+        (Transfer { first: tr.first, last: tr.first + (na - 1) * bc }, Transfer { first: tr.first + na * bc, last: tr.last })
+    }
+
     fn write(&mut self, _addr: u64, bytes: u64, t: Cycle) -> Cycle {
         Bus::write(self, t, bytes)
+    }
+
+    fn write_pair(&mut self, _a: u64, a_bytes: u64, _b: u64, b_bytes: u64, t: Cycle) -> Cycle {
+        Bus::write(self, t, self.beats(a_bytes) * self.p.width + b_bytes)
     }
 
     fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
@@ -178,6 +213,10 @@ impl MemoryModel for Bus {
 
     fn reset_stats(&mut self) {
         Bus::reset_stats(self)
+    }
+
+    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        self.wq.stats(out)
     }
 
     fn name(&self) -> &'static str {
@@ -261,6 +300,17 @@ mod tests {
     }
 
     #[test]
+    fn a_pair_is_one_transfer_whose_second_piece_follows_the_first() {
+        let mut b = table1();
+        let (ts, line) = MemoryModel::read_pair(&mut b, 0, 4, 64, 64, 100);
+        assert_eq!((ts.first, ts.last), (180, 180), "a 4-B stamp is one beat");
+        assert_eq!((line.first, line.last), (185, 220));
+        assert_eq!((b.c.reads, b.c.read_bytes), (1, 72));
+        let done = MemoryModel::write_pair(&mut b, 64, 64, 0, 4, 1000);
+        assert_eq!((done, b.c.writes, b.c.write_bytes), (1045, 1, 72));
+    }
+
+    #[test]
     fn saturated_bus_serialises_every_beat() {
         let mut b = table1();
         let mut last = 0;
@@ -296,6 +346,63 @@ mod tests {
         assert_eq!(r.first, 61 * 5, "fits in the gap 60..70");
         let r = b.read(0, 64);
         assert_eq!(r.first, 201 * 5, "the next one goes after the busy run");
+    }
+
+    #[test]
+    fn queued_writes_let_reads_presented_later_go_first() {
+        // Without a queue the write issued at 80 (slots 16..24) pushes the read wanted at 0
+        // (slots 15..23) behind it.
+        let mut b = table1();
+        assert_eq!(b.write(80, 64), 120);
+        assert_eq!(b.read(0, 64).first, 125);
+        // With one, the read goes first and the write waits, unbooked, for an entry to be
+        // needed.
+        let mut b = table1().with_write_queue(4);
+        assert_eq!(b.write(80, 64), 80, "accepted at once");
+        assert_eq!(b.read(0, 64).first, 80);
+        for _ in 0..3 {
+            assert_eq!(b.write(100_000, 64), 100_000);
+        }
+        // The fifth write displaces the first: its beats take the idle slots from 16 on,
+        // after the read's (23..31), on memory at 155; the fifth waits for its entry until then.
+        assert_eq!(b.write(100, 64), 155);
+        assert_eq!((b.wq.full_waits, b.wq.wait_cycles), (1, 55));
+        assert_eq!((b.c.writes, b.c.write_bytes, b.c.busy_cycles), (5, 320, 240), "counted when issued");
+    }
+
+    #[test]
+    fn a_full_queue_forces_its_oldest_write_after_the_reads_booked() {
+        let mut b = table1().with_write_queue(2);
+        for _ in 0..10 {
+            b.read(0, 64); // the bus is busy from slot 15 to 95
+        }
+        assert_eq!(b.write(100, 64), 100);
+        assert_eq!(b.write(100, 64), 100);
+        // The third write finds the queue full: the first drains in slots 95..103.
+        assert_eq!(b.write(100, 64), 515);
+        // Writes drain in order behind it.
+        assert_eq!(b.write(100, 64), 555);
+        let mut s = Vec::new();
+        b.extra_stats(&mut |k, v| s.push((k, v)));
+        assert_eq!(s, vec![("write_queue_full_waits", 2.0), ("write_queue_wait_cycles", 415.0 + 455.0)]);
+        assert_eq!(b.free_at(), 555 + 2 * 45, "two writes still queued");
+    }
+
+    #[test]
+    fn the_write_delay_holds_back_queued_writes_too() {
+        let mut b = Bus::new(BusParams { write_delay: 50, ..table1().params() }).with_write_queue(1);
+        b.write(0, 64);
+        // Displaced at once: its beats start at slot 10.
+        assert_eq!(b.write(0, 64), 90);
+    }
+
+    #[test]
+    fn without_a_queue_the_bus_reports_nothing_more() {
+        let mut b = table1();
+        b.write(0, 64);
+        let mut n = 0;
+        b.extra_stats(&mut |_, _| n += 1);
+        assert_eq!(n, 0);
     }
 
     #[test]

@@ -43,14 +43,26 @@ pub trait MemoryModel: Send {
         }
     }
 
-    /// A posted write of `bytes` at `addr` issued at `t`: when it is on memory (writers do
-    /// not wait for it).
+    /// Two reads back to back as one transfer (a time stamp and the line after it, 000
+    /// Fig. 7b): when each piece has arrived.
+    fn read_pair(&mut self, a: u64, a_bytes: u64, b: u64, b_bytes: u64, t: Cycle) -> (Transfer, Transfer) {
+        (self.read(a, a_bytes, t), self.read(b, b_bytes, t))
+    }
+
+    /// A posted write of `bytes` at `addr` issued at `t`: when the writer is rid of it
+    /// (writers do not wait for it): on memory, or, with a controller write queue
+    /// (`WriteQueue`), when the queue accepted it.
     fn write(&mut self, addr: u64, bytes: u64, t: Cycle) -> Cycle;
 
     /// Writes of `bytes` at each of `addrs`, all issued at `t`: the same as one `write` each,
-    /// in order. Returns when the last is on memory.
+    /// in order. Returns the latest of their `write` answers.
     fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
         addrs.iter().fold(t, |done, &a| done.max(self.write(a, bytes, t)))
+    }
+
+    /// Two posted writes as one transfer (a line and its time stamp): the later `write` answer.
+    fn write_pair(&mut self, a: u64, a_bytes: u64, b: u64, b_bytes: u64, t: Cycle) -> Cycle {
+        self.write(a, a_bytes, t).max(self.write(b, b_bytes, t))
     }
 
     /// The data bus's beat (when each chunk of a transfer arrives).
@@ -60,7 +72,7 @@ pub trait MemoryModel: Send {
     /// streaming loops issue the next read this long before the previous one arrives.
     fn latency(&self) -> Cycle;
 
-    /// Cycle from which nothing is booked.
+    /// Cycle from which nothing is booked (queued writes included, as a bound).
     fn free_at(&self) -> Cycle;
 
     fn counters(&self) -> &MemCounters;

@@ -25,14 +25,14 @@
 //! 1, so no write-back ever produces time stamp 0).
 
 use super::{derive_key, Encryption};
+use crate::integrity::IntegrityError;
+use crate::layout::{is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
-use secmem_crypto::Aes128;
 use crate::wordbuf::TsBuffer;
+use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags};
-
-const B_TS: u64 = 4;
 /// Pages tracked by the stamp predictor.
 const PREDICTOR_PAGES: usize = 4096;
 
@@ -135,7 +135,7 @@ pub struct Otp {
     timer: u64,
     ts_max: u64,
     ts_bits: u32,
-    ts_base: u64,
+    stamps: PerLine,
     covered: u64,
     line: u64,
     ts_buf: TsBuffer,
@@ -163,10 +163,7 @@ impl Otp {
         let ts_cache = TsCache::new(p.u64_min("otp.ts_cache_entries", 0)?)?;
         let predictor = p.bool("otp.speculate")?.then(Predictor::new);
         let line = m.line();
-        if line % 16 != 0 {
-            return Err(ConfigError(format!("l2.line: {} B is not a whole number of 16-B AES chunks", line)));
-        }
-        let ts_base = m.layout.alloc("otp time stamps", covered.div_ceil(line) * B_TS);
+        let stamps = m.layout.per_line("otp time stamps", covered, B_TS);
         let k = derive_key(seed, 0x07b0);
         Ok(Otp {
             aes: Aes128::new(&derive_key(seed, 1)),
@@ -176,7 +173,7 @@ impl Otp {
             timer: 1,
             ts_max: (1u64 << ts_bits) - 1,
             ts_bits: ts_bits as u32,
-            ts_base,
+            stamps,
             covered,
             line,
             ts_buf,
@@ -195,7 +192,7 @@ impl Otp {
     }
 
     pub fn ts_addr(&self, addr: u64) -> u64 {
-        self.ts_base + addr / self.line * B_TS
+        self.stamps.addr(addr)
     }
 
     pub fn timer(&self) -> u64 {
@@ -208,7 +205,7 @@ impl Otp {
 
     /// XOR `buf` with the pads of line `addr` at time stamp `ts`.
     fn apply_pad(&self, addr: u64, ts: u32, buf: &mut [u8]) {
-        let mut pads = [[0u8; 16]; crate::integrity::chash::MAX_LINE / 16];
+        let mut pads = [[0u8; 16]; MAX_LINE / 16];
         let n = buf.len() / 16;
         for (i, pad) in pads[..n].iter_mut().enumerate() {
             pad[..4].copy_from_slice(&self.v.to_le_bytes());
@@ -235,12 +232,13 @@ impl Otp {
         // all at `t`: bookings then start near the frontier instead of searching past every
         // earlier one.
         let (mut t_rd, mut t_aes) = (t, t);
-        for page in m.mem.touched_pages(0, self.covered) {
+        for page in m.port.touched_pages(0, self.covered) {
             for addr in (page..page + crate::mem::PAGE).step_by(self.line as usize) {
                 let ta = self.ts_addr(addr);
-                let ts = m.mem.read_u32(ta);
-                m.mem.read(addr, &mut buf);
-                if ts == 0 && buf.iter().all(|&b| b == 0) {
+                let mut tsb = [0u8; B_TS as usize];
+                let (_, tr) = m.port.read_pair(ta, &mut tsb, addr, &mut buf, t_rd);
+                let ts = u32::from_le_bytes(tsb);
+                if is_initial(ts as u64, &buf) {
                     continue;
                 }
                 // Decrypt under the old key...
@@ -249,16 +247,15 @@ impl Otp {
                 self.aes = new;
                 // ...and encrypt under the new one.
                 self.apply_pad(addr, 1, &mut buf);
-                m.mem.write(addr, &buf);
-                m.mem.write_u32(ta, 1);
-                let tr = m.bus.read(t_rd, self.line + B_TS);
-                t_rd = tr.first.saturating_sub(m.bus.latency()).max(t);
+                t_rd = tr.first.saturating_sub(m.port.latency()).max(t);
                 let p = m.aes.run(tr.last.max(t_aes), 2 * self.line);
                 t_aes = p.saturating_sub(m.aes.latency());
-                done = m.bus.write(p, self.line + B_TS);
+                done = m.port.write_pair(addr, &buf, ta, &1u32.to_le_bytes(), p);
                 self.reencrypted_lines += 1;
             }
         }
+        // Every stamp was rewritten behind the buffer's back.
+        self.ts_buf.words.clear();
         self.reencryptions += 1;
         self.timer = 1;
         if let Some(c) = &mut self.ts_cache {
@@ -274,31 +271,30 @@ impl Encryption for Otp {
     }
 
     fn prefetch(&self, m: &Machine, addr: u64) {
-        m.mem.prefetch(addr);
-        m.mem.prefetch(self.ts_addr(addr));
+        m.port.prefetch(addr);
+        m.port.prefetch(self.ts_addr(addr));
     }
 
-    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
         self.reads += 1;
         let ta = self.ts_addr(addr);
         // The stamp is read first and the line after it: let the host load both at once.
-        m.mem.prefetch(addr);
+        m.port.prefetch(addr);
         let cached = self.ts_cache.as_mut().and_then(|c| c.get(ta));
         let (ts, t_ts, tr) = match cached {
             // On chip: no bus read, the pad starts at request time (Fig. 7c).
             Some(v) => {
                 self.ts_cache_hits += 1;
-                (v, t + 1, m.bus.read(t, out.len() as u64))
+                (v, t + 1, m.port.read(addr, out, t))
             }
             None => {
-                let (v, tt, tr) = self.ts_buf.read_with_line(m, ta, out.len() as u64, t);
+                let (v, tt, tr) = self.ts_buf.read_with_line(&mut m.port, ta, addr, out, t);
                 if let Some(c) = &mut self.ts_cache {
                     c.put(ta, v);
                 }
                 (v, tt, tr)
             }
         };
-        m.mem.read(addr, out);
         // The pad depends only on the time stamp: start it as soon as the stamp is here, or
         // at request time on a guess that the stamp then confirms.
         let mut t_pad = None;
@@ -319,7 +315,7 @@ impl Encryption for Otp {
             Some(tp) => (tp, t + 1),
             None => (m.aes.run(t_ts, out.len() as u64), t_ts),
         };
-        if !(ts == 0 && out.iter().all(|&b| b == 0)) {
+        if !is_initial(ts as u64, out) {
             self.apply_pad(addr, ts, out);
         }
         let ready = tr.last.max(t_pad) + m.xor_latency;
@@ -327,10 +323,10 @@ impl Encryption for Otp {
         let pad_time = t_pad - t_start;
         self.pad_exposed += exposed;
         self.pad_hidden += pad_time.saturating_sub(exposed);
-        ready
+        Ok(ready)
     }
 
-    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let mut t = t;
         if self.timer >= self.ts_max {
@@ -339,18 +335,17 @@ impl Encryption for Otp {
         self.timer += 1;
         let ts = self.timer as u32;
         let t_pad = m.aes.run(t, plain.len() as u64);
-        let mut buf = [0u8; crate::integrity::chash::MAX_LINE];
+        let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);
         self.apply_pad(addr, ts, ct);
-        m.mem.write(addr, ct);
         let t_x = t_pad + m.xor_latency;
         let ta = self.ts_addr(addr);
         if let Some(c) = &mut self.ts_cache {
             c.put(ta, ts);
         }
-        self.ts_buf.write(m, ta, ts, t_x);
-        m.bus.write(t_x, plain.len() as u64)
+        let stamp_done = self.ts_buf.write(&mut m.port, ta, ts, t_x);
+        Ok(m.port.write(addr, ct, t_x).max(stamp_done))
     }
 
     fn drop_cached(&mut self) {
@@ -360,8 +355,8 @@ impl Encryption for Otp {
         }
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
-        vec![("otp time stamp".to_string(), self.ts_addr(addr))]
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
+        vec![Meta::new(MetaKind::PadStamp, self.ts_addr(addr), B_TS)]
     }
 
     fn reset_stats(&mut self) {
@@ -372,7 +367,7 @@ impl Encryption for Otp {
     }
 
     fn space_overhead(&self) -> f64 {
-        B_TS as f64 / self.line as f64
+        self.stamps.overhead()
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {

@@ -1,6 +1,7 @@
 //! Integrity verification: one trait, one module per scheme of seeds 000/003.
 
 use crate::encryption::Encryption;
+use crate::layout::{Meta, MetaKind};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
@@ -81,12 +82,15 @@ pub trait Integrity: Send {
         Ok(now)
     }
 
+    /// Forget on-chip copies of untrusted metadata (flush): the next use reads memory.
+    fn drop_cached(&mut self) {}
+
     /// Fraction of the data size used by this scheme's metadata.
     fn space_overhead(&self) -> f64;
 
     /// Where the metadata protecting `addr` lives, as (description, address) pairs: what an
     /// adversary would tamper with.
-    fn metadata_of(&self, _addr: u64) -> Vec<(String, u64)> {
+    fn metadata_of(&self, _addr: u64) -> Vec<Meta> {
         Vec::new()
     }
 
@@ -141,14 +145,14 @@ pub fn write_back_plain(m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -
         return Ok(v.t);
     }
     let (slot, start) = m.write_buf.acquire(v.t);
-    let done = enc.write_line(m, v.addr, &v.bytes, start);
+    let done = enc.write_line(m, v.addr, &v.bytes, start)?;
     m.write_buf.hold_until(slot, done);
     Ok(start)
 }
 
-/// ("<scheme> tree level N", address) for every ancestor of `addr`'s chunk.
-pub fn tree_path(tree: &tree::Tree, addr: u64) -> Vec<(String, u64)> {
+/// (tree level, address) for every ancestor of `addr`'s chunk.
+pub fn tree_path(tree: &tree::Tree, addr: u64) -> Vec<Meta> {
     let Some(c) = tree.chunk_of(addr / tree.chunk * tree.chunk) else { return Vec::new() };
-    tree.ancestors(c).into_iter().map(|a| (format!("tree level {}", tree.level_of(a)), tree.addr_of(a))).collect()
+    tree.ancestors(c).into_iter().map(|a| Meta::new(MetaKind::TreeLevel(tree.level_of(a)), tree.addr_of(a), tree.chunk)).collect()
 }
 
