@@ -275,7 +275,7 @@ impl LackeyReader {
                             ),
                         ));
                     }
-                    if addr.checked_add(size as u64).is_none() {
+                    if size > 0 && addr.checked_add(size as u64 - 1).is_none() {
                         return Err(self.corrupt(
                             self.last_start,
                             format!("bad lackey line {}: {size} bytes at {addr:#x} run past the end of the address space", self.line),
