@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use secmem_trace::champsim::ChampSimRecord;
-use secmem_trace::{Instr, NativeWriter, TraceSource};
+use secmem_trace::{Instr, NativeWriter};
 
 fn put(target: &str, name: &str, data: &[u8]) {
     let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(target);
@@ -18,15 +18,22 @@ fn with(sel: u8, body: &[u8]) -> Vec<u8> {
     v
 }
 
-fn native(records: usize) -> Vec<u8> {
+/// A small native trace: loads, stores and branches over a few pages (no memory image).
+fn native(records: u64) -> Vec<u8> {
     let p = std::env::temp_dir().join(format!("secmem-seed-{}.smt", std::process::id()));
     let mut w = NativeWriter::create(&p).unwrap();
-    let mut src = secmem_trace::workloads::builtin("mix", 1).unwrap();
     let mut ins = Instr::default();
-    let mut n = 0;
-    while n < records && src.next_into(&mut ins).unwrap() {
+    for i in 0..records {
+        ins.clear();
+        ins.pc = 0x40_1000 + 4 * (i % 16);
+        ins.len = 4;
+        match i % 4 {
+            0 => ins.add_access(false, 0x10_0000 + 8 * (i % 512), &i.to_le_bytes()),
+            1 => ins.add_access(true, 0x20_0000 + 8 * (i % 512), &(i * 3).to_le_bytes()),
+            3 => ins.branch = secmem_trace::Branch::Taken,
+            _ => {}
+        }
         w.write(&ins).unwrap();
-        n += !ins.external as usize;
     }
     w.finish().unwrap();
     let b = std::fs::read(&p).unwrap();
