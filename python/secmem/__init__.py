@@ -11,7 +11,7 @@ memory; the same operations are timed by a cycle-level model of the processor.
 """
 
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Result, SecureMemory, Untrusted, compare, presets, run, workloads
+from .api import Interrupted, Result, SecureMemory, Untrusted, compare, presets, run, workloads
 from .provenance import load_result
 from .results import StoreError
 from .sweep import sweep
@@ -20,6 +20,7 @@ from .traces import TraceError, open_trace
 __all__ = [
     "ConfigError",
     "IntegrityError",
+    "Interrupted",
     "Result",
     "SecureMemory",
     "StoreError",

@@ -94,6 +94,10 @@ def compare(
                 bar.running(name)
                 r = run(w, integrity=integ, encryption=enc, **kwargs)
                 bar.done(name, r.stats.get("sim.wall_seconds"))
+                if r.interrupted:
+                    from .api import Interrupted
+
+                    raise Interrupted(f"{integ}+{enc}: {r.error}", r.interrupted)
                 if r.error:
                     raise RuntimeError(f"{integ}+{enc}: {r.error}")
                 results[(integ, enc)] = r.stats

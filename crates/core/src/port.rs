@@ -26,9 +26,9 @@ impl Port {
         Port { mem, model }
     }
 
-    /// Untrusted memory of `size` bytes, never written (once the layout is complete).
-    pub(crate) fn allocate(&mut self, size: u64) {
-        self.mem = UntrustedMemory::new(size);
+    /// Untrusted memory spanning the whole layout, never written (once the layout is complete).
+    pub(crate) fn allocate(&mut self, mem: UntrustedMemory) {
+        self.mem = mem;
     }
 
     /// Read `out.len()` bytes at `addr`, requested at `t`.

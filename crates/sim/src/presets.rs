@@ -43,8 +43,7 @@ fn load_depth(name: &str, depth: usize) -> Result<Params, ConfigError> {
     }
     let text = match PRESETS.iter().find(|(n, _)| *n == name) {
         Some((_, t)) => t.to_string(),
-        None if name.ends_with(".toml") || name.contains('/') => std::fs::read_to_string(name)
-            .map_err(|e| ConfigError(format!("preset file '{}': {}", name, e)))?,
+        None if name.ends_with(".toml") || name.contains('/') => Params::read_file(name)?,
         None => {
             return Err(ConfigError(format!(
                 "unknown preset '{}' (choose from {}, or give a .toml file)",

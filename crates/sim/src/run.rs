@@ -5,7 +5,31 @@ use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::{Instr, TraceSource};
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
+
+/// The signal that asked every run to stop (0: none). Whoever catches SIGINT or SIGTERM
+/// (the Python glue) stores it here; runs look every 256 instructions, stop, and keep what
+/// they measured, marked `interrupted`.
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Ask runs to stop because of `signal`. Async-signal-safe: one atomic store.
+pub fn request_stop(signal: i32) {
+    STOP.store(signal, Ordering::Relaxed);
+}
+
+/// Forget a stop request (before new runs start).
+pub fn clear_stop() {
+    STOP.store(0, Ordering::Relaxed);
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        2 => "SIGINT".into(),
+        15 => "SIGTERM".into(),
+        _ => format!("signal {}", sig),
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -44,9 +68,16 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let mut measure_wall = Instant::now();
     let mut error = None;
     let mut bar = Progress::new(o.progress, total);
+    let mut interrupted = None;
     let mut sampler = IpcSampler::new(p)?;
     loop {
         if n >= total {
+            break;
+        }
+        if n & 0xFF == 0 && STOP.load(Ordering::Relaxed) != 0 {
+            let name = signal_name(STOP.load(Ordering::Relaxed));
+            error = Some(format!("interrupted by {} after {} instructions", name, n));
+            interrupted = Some(name);
             break;
         }
         match src.next_into(&mut ins) {
@@ -118,6 +149,9 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     s.str("workload", src.name());
     s.int("warmup", o.warmup);
     s.int("seed", o.seed);
+    if let Some(name) = interrupted {
+        s.str("interrupted", &name);
+    }
     eng.stats(&mut s);
     if let Some(smp) = &sampler {
         s.int("sample.ipc_period", smp.period);

@@ -32,7 +32,8 @@ pub enum PowerEvent {
     Reboot,
 }
 
-pub trait Encryption {
+/// `Send`: an engine may be used from any one thread at a time (Python threads).
+pub trait Encryption: Send {
     fn name(&self) -> &'static str;
 
     /// Fetch the line at `addr` (requested at `t`) and its encryption metadata through the

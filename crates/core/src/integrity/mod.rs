@@ -33,7 +33,8 @@ pub struct Verified {
     pub checked: Cycle,
 }
 
-pub trait Integrity {
+/// `Send`: an engine may be used from any one thread at a time (Python threads).
+pub trait Integrity: Send {
     fn name(&self) -> &'static str;
 
     /// Called on an L2 miss, after `enc` fetched and decrypted the line into `plain` (data
