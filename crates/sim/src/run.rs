@@ -67,7 +67,8 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let mut start_cycle = 0;
     let mut measure_wall = Instant::now();
     let mut error = None;
-    let mut bar = Progress::new(o.progress, total);
+    let label = format!("{} {}+{}", src.name(), p.str("integrity")?, p.str("encryption")?);
+    let mut bar = Progress::new(o.progress, total, label);
     let mut interrupted = None;
     let mut sampler = IpcSampler::new(p)?;
     loop {
@@ -210,49 +211,56 @@ pub fn simulated(s: &Stats) -> Stats {
     Stats(s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect())
 }
 
-/// A one-line progress bar on stderr, shown only on a terminal and after two seconds.
+/// Progress on stderr, naming what runs: a one-line bar on a terminal (after two seconds),
+/// otherwise a plain line every ten seconds (logs and CI stay readable).
 struct Progress {
-    on: bool,
+    want: bool,
+    terminal: bool,
+    label: String,
     total: u64,
     start: Instant,
+    last_line: f64,
     shown: bool,
 }
 
 impl Progress {
-    fn new(want: bool, total: u64) -> Progress {
-        Progress { on: want && std::io::stderr().is_terminal(), total, start: Instant::now(), shown: false }
+    fn new(want: bool, total: u64, label: String) -> Progress {
+        Progress { want, terminal: std::io::stderr().is_terminal(), label, total, start: Instant::now(), last_line: 0.0, shown: false }
     }
 
     fn update(&mut self, done: u64) {
-        if !self.on {
+        if !self.want {
             return;
         }
         let secs = self.start.elapsed().as_secs_f64();
-        if secs < 2.0 {
+        if secs < 2.0 || (!self.terminal && secs - self.last_line < 10.0) {
             return;
         }
         let frac = (done as f64 / self.total.max(1) as f64).min(1.0);
         let rate = done as f64 / secs;
         let eta = if rate > 0.0 { (self.total.saturating_sub(done)) as f64 / rate } else { 0.0 };
-        let w = 30;
-        let filled = (frac * w as f64) as usize;
-        eprint!(
-            "\r[{}{}] {:5.1}% {:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s ",
-            "#".repeat(filled),
-            " ".repeat(w - filled),
-            frac * 100.0,
+        let figures = format!(
+            "{:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s",
             done as f64 / 1e6,
             self.total as f64 / 1e6,
             rate / 1e6,
             eta
         );
+        if self.terminal {
+            let w = 30;
+            let filled = (frac * w as f64) as usize;
+            eprint!("\r{} [{}{}] {:5.1}% {} ", self.label, "#".repeat(filled), " ".repeat(w - filled), frac * 100.0, figures);
+            self.shown = true;
+        } else {
+            eprintln!("secmem: {}: {:.0}% {}", self.label, frac * 100.0, figures);
+            self.last_line = secs;
+        }
         let _ = std::io::stderr().flush();
-        self.shown = true;
     }
 
     fn finish(&mut self) {
         if self.shown {
-            eprint!("\r{}\r", " ".repeat(90));
+            eprint!("\r{}\r", " ".repeat(110));
             let _ = std::io::stderr().flush();
         }
     }
