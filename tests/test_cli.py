@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -427,3 +428,14 @@ def test_presets_show_each_value_with_its_unit_and_meaning():
     assert lines["memory.model"].startswith("memory.model = dram") and "[bus|dram]" in lines["memory.model"]
     assert "[memory clocks] precharge" in lines["dram.tRP"]
     assert "[B]" in lines["l2.size"]
+
+
+def test_run_progress_off_a_terminal_is_a_plain_line_naming_the_run():
+    env = dict(os.environ, SECMEM_PROGRESS_SECONDS="0")
+    p = subprocess.run(
+        [sys.executable, "-m", "secmem", "run", "-w", "hot", "-i", "none", "-e", "none", "-n", "300k", "--warmup", "0"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines and all(re.match(r"secmem: hot none\+none: \d+% [0-9.]+M/0\.3M instr", line) for line in lines), p.stderr

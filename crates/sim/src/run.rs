@@ -212,10 +212,12 @@ pub fn simulated(s: &Stats) -> Stats {
 }
 
 /// Progress on stderr, naming what runs: a one-line bar on a terminal (after two seconds),
-/// otherwise a plain line every ten seconds (logs and CI stay readable).
+/// otherwise a plain line every ten seconds (`SECMEM_PROGRESS_SECONDS` changes the interval),
+/// so logs and CI stay readable.
 struct Progress {
     want: bool,
     terminal: bool,
+    interval: f64,
     label: String,
     total: u64,
     start: Instant,
@@ -225,7 +227,8 @@ struct Progress {
 
 impl Progress {
     fn new(want: bool, total: u64, label: String) -> Progress {
-        Progress { want, terminal: std::io::stderr().is_terminal(), label, total, start: Instant::now(), last_line: 0.0, shown: false }
+        let interval = std::env::var("SECMEM_PROGRESS_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10.0);
+        Progress { want, terminal: std::io::stderr().is_terminal(), interval, label, total, start: Instant::now(), last_line: 0.0, shown: false }
     }
 
     fn update(&mut self, done: u64) {
@@ -233,7 +236,8 @@ impl Progress {
             return;
         }
         let secs = self.start.elapsed().as_secs_f64();
-        if secs < 2.0 || (!self.terminal && secs - self.last_line < 10.0) {
+        let due = if self.terminal { secs >= 2.0 } else { secs - self.last_line >= self.interval };
+        if !due {
             return;
         }
         let frac = (done as f64 / self.total.max(1) as f64).min(1.0);
