@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,9 +72,14 @@ def test_version():
     assert p.stdout.strip() == f"secmem {secmem.__version__}"
 
 
-@pytest.mark.skipif(shutil.which("secmem") is None, reason="console script not on PATH")
+# The console script of the environment running the tests, not whichever `secmem` is first on
+# PATH (that may be another, older installation).
+CONSOLE_SCRIPT = Path(sys.executable).parent / "secmem"
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.exists(), reason="console script not installed here")
 def test_console_script_entry_point():
-    p = subprocess.run(["secmem", "workloads"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run([str(CONSOLE_SCRIPT), "workloads"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0
     assert "chase" in p.stdout
 
