@@ -12,7 +12,17 @@
 //! chunk is deciphered as soon as it arrives: Δ is XORed after the cipher, off its critical
 //! path, so only the last chunk's 96-ns decryption adds to the miss (004 Table 2).
 //!
-//! The TDES engine is the scheme's own pipelined unit (`tdes.latency`, `tdes.throughput`).
+//! The TDES engine is the scheme's own pipelined unit (`tdes.latency`, `tdes.throughput`),
+//! replicated `tdes.engines` times (004 §4: "multiple pipelines").
+//!
+//! Ciphertext speculation (004 §3.2, Figs. 2–3; `speculation.frequent_values`): on a miss,
+//! once R is known, the engine encrypts every Frequent Value Table entry for every chunk
+//! position of the line, after the miss's own decryptions and competing with every later
+//! miss's. An arriving chunk equal to one of those ciphertexts (the CAM) needs no decryption:
+//! it is usable when both it and its speculation are in. A chunk of ciphertext C_i matches
+//! TDES_K(v ⊕ Δ_i) exactly when it deciphers to v (the cipher is a permutation and Δ_i is the
+//! line's), so the decision is taken on the deciphered chunk; `speculated_hits` performs the
+//! real encryptions and the tests check that both agree.
 //!
 //! The cipher is FIPS 46-3 Triple-DES EDE with three keys: `secmem_crypto::tdes::FastTdes`,
 //! checked bit for bit against RustCrypto's `des::TdesEde3` by its tests and at construction.
@@ -40,6 +50,7 @@ pub const DECL: Component = Component {
     params: &[
         param("tdes.latency", Def::Int(96), "cycles", "Triple-DES latency: 96 ns at 1 GHz, 48 stages (004 §4, Table 2)"),
         param("tdes.throughput", Def::Str("2.5GB/s"), "B/s", "pipelined TDES throughput: 20 Gbit/s (004 §4)"),
+        param("tdes.engines", Def::Int(1), "engines", "replicated TDES pipelines: the throughput is this many times tdes.throughput (004 §3.2, §4)"),
         param("tdes.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
         param("tdes.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
     ],
@@ -95,7 +106,8 @@ fn key24(seed: u64, purpose: u64) -> [u8; 24] {
 impl Tdes {
     pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Tdes, ConfigError> {
         let hz = p.freq("core.clock")?;
-        let engine = Pipe::new(p.u64_min("tdes.latency", 1)?, p.rate("tdes.throughput")? / hz, CHUNK);
+        let engines = p.u64_min("tdes.engines", 1)? as f64;
+        let engine = Pipe::new(p.u64_min("tdes.latency", 1)?, engines * p.rate("tdes.throughput")? / hz, CHUNK);
         let ctr_buf = WordBuffer::new(p.u64_min("tdes.counter_buffer_entries", 0)?, "tdes.counter_buffer_entries")?;
         let line = m.line();
         let lines = covered.div_ceil(line);
@@ -158,6 +170,85 @@ impl Tdes {
         self.data.decrypt_blocks(buf);
         self.whiten(self.r(addr, ctr), buf);
     }
+
+    /// What the CAM finds (004 Fig. 2 ③–④): bit i is set when chunk i of the fetched
+    /// ciphertext `ct` of the line at `addr` (counter `ctr`) equals the real speculative
+    /// encryption TDES_K(v ⊕ Δ_i) of one of `values` (64-bit words, little-endian in memory).
+    pub fn speculated_hits(&self, addr: u64, ctr: u32, values: &[u64], ct: &[u8]) -> u64 {
+        let r = self.r(addr, ctr);
+        let mut bits = 0;
+        for (i, c) in ct.chunks_exact(8).enumerate() {
+            let d = (r ^ self.offsets[i]).to_be_bytes();
+            for &v in values {
+                let mut b = v.to_le_bytes();
+                for (x, y) in b.iter_mut().zip(d) {
+                    *x ^= y;
+                }
+                self.data.encrypt_blocks(&mut b);
+                if b == c {
+                    bits |= 1 << i;
+                }
+            }
+        }
+        bits
+    }
+
+    /// A miss under ciphertext speculation: books the demand decryptions, then the speculative
+    /// encryptions, decrypts `out` and returns when the line is usable.
+    fn read_speculated(&mut self, m: &mut Machine, addr: u64, t_ctr: Cycle, ctr: u32, arrive: &[Cycle], out: &mut [u8]) -> Cycle {
+        let xor = m.xor_latency;
+        let fv = m.spec.fv.as_mut().expect("read_speculated without frequent value speculation");
+        // Demand decryptions run as without speculation (concurrently with the match, 004 §3.2).
+        let mut dec = [0; MAX_LINE / 8];
+        for (d, &a) in dec.iter_mut().zip(arrive) {
+            *d = self.engine.run(a, CHUNK);
+        }
+        let t_r = self.engine.run(t_ctr, CHUNK);
+        let values: Vec<u64> = fv.table.values().collect();
+        // Speculation: every table value for each chunk position, in arrival order, once Δ is known.
+        let mut spec = [0; MAX_LINE / 8];
+        if !values.is_empty() {
+            for s in spec[..arrive.len()].iter_mut() {
+                *s = self.engine.run(t_r + xor, values.len() as u64 * CHUNK);
+            }
+        }
+        let initial = is_initial(ctr as u64, out);
+        #[cfg(test)]
+        let ct: Vec<u8> = out.to_vec();
+        if !initial {
+            self.decrypt(addr, ctr, out);
+        }
+        let frequent = fv.table.frequent_chunks(out);
+        // The never-written line is not ciphertext: nothing speculated matches it.
+        let hits = if initial { 0 } else { frequent };
+        #[cfg(test)]
+        if !initial {
+            assert_eq!(hits, self.speculated_hits(addr, ctr, &values, &ct), "plaintext and ciphertext matching disagree");
+        }
+        let mut ready = 0;
+        let mut early = 0;
+        for (i, &a) in arrive.iter().enumerate() {
+            let slow = dec[i].max(t_r) + xor;
+            let r = if hits >> i & 1 == 1 {
+                let fast = a.max(spec[i]) + fv.match_latency;
+                early += (fast < slow) as u64;
+                fast.min(slow)
+            } else {
+                slow
+            };
+            ready = ready.max(r);
+        }
+        let base = dec[arrive.len() - 1].max(t_r) + xor;
+        let c = &mut fv.counts;
+        c.lines += 1;
+        c.chunks += arrive.len() as u64;
+        c.frequent += frequent.count_ones() as u64;
+        c.hits += hits.count_ones() as u64;
+        c.early += early;
+        c.encryptions += (values.len() * arrive.len()) as u64;
+        c.saved_cycles += base.saturating_sub(ready);
+        ready
+    }
 }
 
 impl Encryption for Tdes {
@@ -183,6 +274,11 @@ impl Encryption for Tdes {
         let mut arrive = [0; MAX_LINE / 8];
         let n = out.len() / CHUNK as usize;
         chunk_arrivals(m.port.beat(), tr, CHUNK, &mut arrive[..n]);
+        if m.spec.fv.is_some() {
+            let ready = self.read_speculated(m, addr, t_ctr, ctr, &arrive[..n], out);
+            self.exposed += ready.saturating_sub(tr.last);
+            return Ok(ready);
+        }
         let t_dec = self.engine.run_each(arrive[..n].iter().copied());
         let t_r = self.engine.run(t_ctr, CHUNK);
         if !is_initial(ctr as u64, out) {
@@ -242,6 +338,100 @@ impl Encryption for Tdes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{params, pattern};
+    use crate::Engine;
+
+    fn stat(e: &Engine, k: &str) -> f64 {
+        let mut s = Stats::default();
+        e.stats(&mut s);
+        s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
+    }
+
+    /// Lines whose chunks are a mix of a few small values (frequent) and random words.
+    fn workload(e: &mut Engine, lines: u64) -> Vec<Vec<u8>> {
+        let mut want = Vec::new();
+        for k in 0..lines {
+            let mut line = pattern(k + 1, 64);
+            for (i, c) in line.chunks_exact_mut(8).enumerate() {
+                if (k + i as u64) % 3 != 0 {
+                    c.copy_from_slice(&((k + i as u64) % 5).to_le_bytes());
+                }
+            }
+            e.write(0x10_0000 + k * 64, &line, 0).unwrap();
+            want.push(line);
+        }
+        e.flush(0).unwrap();
+        want
+    }
+
+    #[test]
+    fn ciphertext_speculation_decides_as_the_real_speculative_encryptions_do() {
+        // Every miss below runs `speculated_hits` (the real TDES encryptions of every table
+        // value at every chunk position) and asserts it equals the plaintext decision.
+        for n in [8, 16, 32] {
+            let fv = format!("speculation.frequent_values={}", n);
+            let mut e = Engine::new(&params("none", "tdes", &[&fv]), 3).unwrap();
+            let want = workload(&mut e, 300);
+            e.reset_stats();
+            for (k, w) in want.iter().enumerate() {
+                let mut got = vec![0u8; 64];
+                e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
+                assert_eq!(&got, w, "speculation changed the data of line {}", k);
+            }
+            let (chunks, hits) = (stat(&e, "speculation.fv_chunks"), stat(&e, "speculation.fv_hits"));
+            assert_eq!(chunks, 300.0 * 8.0);
+            // Both outcomes occur: the check above is not vacuous.
+            assert!(hits > 0.3 * chunks && hits < chunks, "{} hits of {} chunks", hits, chunks);
+            assert_eq!(stat(&e, "speculation.fv_encryptions"), 300.0 * 8.0 * n as f64);
+        }
+    }
+
+    #[test]
+    fn a_line_of_frequent_values_is_usable_before_its_decryption_would_finish() {
+        let line = [0u8; 64];
+        let mut ready = Vec::new();
+        for extra in [&[][..], &["speculation.frequent_values=8"][..]] {
+            let mut p = params("none", "tdes", extra);
+            p.set("tdes.engines", "4").unwrap();
+            // R and then the speculation take two TDES latencies: memory must be slower than that
+            // (004 Table 2's DRAM at 1:5 is about 200 cycles to the first beat).
+            p.set("memory.latency", "250").unwrap();
+            let mut e = Engine::new(&p, 3).unwrap();
+            // The zero word becomes frequent; the line is written (real ciphertext) and evicted.
+            e.write(0x2000, &line, 0).unwrap();
+            e.write(0x2040, &[1u8; 64], 0).unwrap();
+            e.flush(0).unwrap();
+            // Reading the neighbour brings the counter word both lines share on chip, so the
+            // speculation for 0x2000 can start at its request.
+            e.access(0x2040, crate::AccessKind::Load, 0).unwrap();
+            e.settle().unwrap();
+            let t = 1_000_000;
+            let o = e.access(0x2000, crate::AccessKind::Load, t).unwrap();
+            ready.push(o.ready - t);
+        }
+        // Without: the last chunk's 96-cycle decryption follows its arrival; with: a match.
+        assert!(ready[1] + 90 < ready[0], "ready after {:?} cycles (off, on)", ready);
+    }
+
+    #[test]
+    fn speculation_work_competes_with_demand_decryptions() {
+        // A burst of misses: 32 values × 8 chunks per miss on one engine outruns the bus, so the
+        // larger table ends up later than the smaller one on some line (004 §6.4).
+        let mut total = Vec::new();
+        for n in [8, 32] {
+            let fv = format!("speculation.frequent_values={}", n);
+            let mut e = Engine::new(&params("none", "tdes", &[&fv]), 3).unwrap();
+            workload(&mut e, 64);
+            let mut sum = 0;
+            for k in 0..64u64 {
+                sum += e.access(0x10_0000 + k * 64, crate::AccessKind::Load, 1_000_000).unwrap().ready;
+                e.settle().unwrap();
+            }
+            total.push(sum);
+            assert!(stat(&e, "tdes.engine_wait_cycles") > 0.0);
+        }
+        assert!(total[1] > total[0], "32 entries no slower than 8: {:?}", total);
+    }
 
     #[test]
     fn gf_doubling_reduces_by_the_64_bit_polynomial() {
