@@ -329,10 +329,12 @@ impl Engine {
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
+        let enc_checked = self.enc.take_checked();
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
+        let checked = enc_checked.map_or(v.checked, |c| c.max(v.checked));
         let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
-        self.m.l2.set_verified(slot, v.checked.max(v.ready));
-        Ok(self.outcome(false, v.ready, v.checked))
+        self.m.l2.set_verified(slot, checked.max(v.ready));
+        Ok(self.outcome(false, v.ready, checked))
     }
 
     /// An access's outcome: data usable at `ready`, checked at `verified`; the core waits for

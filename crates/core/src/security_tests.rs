@@ -107,11 +107,13 @@ enum Allowed {
     Anything,
 }
 
-fn allowed(integ: &str, enc: &str) -> Allowed {
+fn allowed(integ: &str, enc: &str, extra: &[&str]) -> Allowed {
+    let chunk_macs = enc == "tdes" && extra.iter().any(|e| e.starts_with("tdes.chunk_mac_bytes=") && !e.ends_with("=0"));
     match (integ, enc) {
         ("naive" | "chash" | "mhash", _) => Allowed::Current,
         ("lhash", _) => Allowed::UntilChecked,
         ("mac", _) | ("none", "ocb") => Allowed::Replayed,
+        ("none", "tdes") if chunk_macs => Allowed::Replayed,
         _ => Allowed::Anything,
     }
 }
@@ -126,6 +128,13 @@ fn frequent_value_speculation_leaves_every_poke_detected_or_harmless() {
     // Speculation only changes when data is usable: the same pokes give the same outcomes.
     // (In test builds tdes also checks each speculative decision against real encryptions.)
     assert_eq!(random_pokes(&["tdes", "ocb", "otp"], &["speculation.frequent_values=8"]), 6 * 3 * 6);
+}
+
+#[test]
+fn tdes_chunk_macs_with_mac_speculation_give_correct_data_a_replay_or_an_error() {
+    // Per-chunk MACs (004 §3.3) make tdes alone detect tampering (not replay), speculating or not.
+    assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4"]), 6 * 6);
+    assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4", "speculation.frequent_values=8"]), 6 * 6);
 }
 
 /// Tamper with metadata at random, keep using the memory, and check every read: correct data,
@@ -205,7 +214,7 @@ fn random_pokes(encs: &[&str], extra: &[&str]) -> usize {
                         match read(&mut e, a, 64) {
                             Ok(v) if v == model[&a] => {}
                             Ok(v) => {
-                                let how = allowed(integ, enc);
+                                let how = allowed(integ, enc, extra);
                                 assert!(
                                     how == Allowed::Anything
                                         || how == Allowed::UntilChecked
@@ -225,7 +234,7 @@ fn random_pokes(encs: &[&str], extra: &[&str]) -> usize {
                         }
                     }
                 }
-                if wrong && allowed(integ, enc) == Allowed::UntilChecked {
+                if wrong && allowed(integ, enc, extra) == Allowed::UntilChecked {
                     assert!(e.check(0).is_err(), "{}+{} seed {}: wrong data and a passing check", integ, enc, seed);
                 }
             }

@@ -191,4 +191,15 @@ mod tests {
         line[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(f.frequent_chunks(&line), 0b1111_1101);
     }
+
+    #[test]
+    fn reordering_makes_every_pair_of_frequent_chunks_predictable_under_a_128_bit_cipher() {
+        // 004 Fig. 4: chunks 1, 2, 5, 6 frequent: no 16-B block is all frequent in place, two
+        // are once they are grouped.
+        let mut c = super::super::FvCounts::default();
+        c.line(8, 0b0110_0110);
+        assert_eq!((c.frequent, c.paired, c.reordered), (4, 0, 4));
+        c.line(8, 0b0000_0111);
+        assert_eq!((c.frequent, c.paired, c.reordered), (7, 2, 6));
+    }
 }

@@ -56,6 +56,11 @@ pub struct FvCounts {
     pub chunks: u64,
     /// Chunks whose plaintext was in the table when the line was missed (004 Fig. 5).
     pub frequent: u64,
+    /// Frequent chunks a 128-bit cipher could predict: both chunks of their 16-B block
+    /// frequent (004 Fig. 6, without re-ordering).
+    pub paired: u64,
+    /// The same once the frequent chunks are grouped together (004 §3.2.2, Fig. 4).
+    pub reordered: u64,
     /// Chunks whose fetched ciphertext matched a speculated one (the CAM hit).
     pub hits: u64,
     /// Hit chunks usable before their decryption would have been (the speculation was in time).
@@ -66,6 +71,20 @@ pub struct FvCounts {
     pub saved_cycles: u64,
 }
 
+impl FvCounts {
+    /// Count a fetched line of `n` 64-bit chunks whose frequent ones are the bits of `frequent`.
+    #[inline]
+    pub fn line(&mut self, n: usize, frequent: u64) {
+        let pairs = frequent & (frequent >> 1) & 0x5555_5555_5555_5555;
+        let f = frequent.count_ones() as u64;
+        self.lines += 1;
+        self.chunks += n as u64;
+        self.frequent += f;
+        self.paired += 2 * pairs.count_ones() as u64;
+        self.reordered += f & !1;
+    }
+}
+
 impl FrequentValues {
     pub fn stats(&self, out: &mut Stats) {
         let c = &self.counts;
@@ -74,6 +93,8 @@ impl FrequentValues {
         out.int("speculation.fv_chunks", c.chunks);
         out.int("speculation.fv_frequent_chunks", c.frequent);
         out.float("speculation.fv_frequent_fraction", ratio(c.frequent, c.chunks));
+        out.float("speculation.fv_paired_fraction", ratio(c.paired, c.frequent));
+        out.float("speculation.fv_reordered_fraction", ratio(c.reordered, c.frequent));
         out.int("speculation.fv_hits", c.hits);
         out.float("speculation.fv_hit_fraction", ratio(c.hits, c.chunks));
         out.int("speculation.fv_early_hits", c.early);
