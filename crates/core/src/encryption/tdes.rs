@@ -298,19 +298,51 @@ impl Encryption for Tdes {
         if !data_initial {
             self.decrypt(addr, ctr, out);
         }
-        // Ciphertext (and MAC) speculation, 004 §3.2–3.3.
+        // Which chunks the speculation matches (004 §3.2–3.3): decided on the deciphered chunk.
         let mut hits = 0u64;
-        let mut spec_mac = [0; MAX_LINE / 8];
-        let mut match_latency = 0;
-        if let Some(fv) = m.spec.fv.as_mut() {
-            let (mut vals, mut k) = ([0u64; 64], 0);
+        let mut frequent = 0u64;
+        let (mut vals, mut k) = ([0u64; 64], 0);
+        if let Some(fv) = &m.spec.fv {
             for v in fv.table.values() {
                 vals[k] = v;
                 k += 1;
             }
-            // Every table value for each chunk position, in arrival order, once Δ is known; after
-            // the miss's own decryptions, competing with every later miss's.
-            let mut spec = [0; MAX_LINE / 8];
+            frequent = fv.table.frequent_chunks(out);
+            // The never-written line is not ciphertext: nothing speculated matches it.
+            hits = if data_initial { 0 } else { frequent };
+            #[cfg(test)]
+            if !data_initial {
+                assert_eq!(hits, self.speculated_hits(addr, ctr, &vals[..k], &ct), "plaintext and ciphertext matching disagree");
+            }
+        }
+        // Chunk MACs: checked functionally; a chunk whose ciphertext and MAC both matched the
+        // speculation needs no MAC computation (004 §3.3), the others are MACed once deciphered
+        // and R' is known. Demand work is booked before this miss's speculation.
+        let mut mac_done = [0; MAX_LINE / 8];
+        if let Some(c) = &self.mac {
+            let mut want = [0u8; MAX_LINE];
+            if !(data_initial && all_zero(&fetched[..mac_len])) {
+                c.compute(self.line, addr, ctr, out, &mut want[..mac_len]);
+                if want[..mac_len] != fetched[..mac_len] {
+                    self.mac_failures += 1;
+                    return Err(IntegrityError {
+                        addr,
+                        what: format!("tdes chunk MAC mismatch (counter {}): line, counter or MACs were changed", ctr),
+                    });
+                }
+            }
+            for i in 0..n {
+                if hits >> i & 1 == 0 {
+                    mac_done[i] = self.engine.run(slow[i].max(t_rm + xor), CHUNK).max(t_macs) + 1;
+                }
+            }
+        }
+        // The speculation: every table value for each chunk position (and its MAC), in arrival
+        // order, once Δ (R') is known, competing with every later miss's demand work.
+        let mut spec = [0; MAX_LINE / 8];
+        let mut spec_mac = [0; MAX_LINE / 8];
+        let mut match_latency = 0;
+        if let Some(fv) = m.spec.fv.as_mut() {
             if k > 0 {
                 for s in spec[..n].iter_mut() {
                     *s = self.engine.run(t_r + xor, k as u64 * CHUNK);
@@ -320,13 +352,6 @@ impl Encryption for Tdes {
                         *s = self.engine.run(t_rm + xor, k as u64 * CHUNK);
                     }
                 }
-            }
-            let frequent = fv.table.frequent_chunks(out);
-            // The never-written line is not ciphertext: nothing speculated matches it.
-            hits = if data_initial { 0 } else { frequent };
-            #[cfg(test)]
-            if !data_initial {
-                assert_eq!(hits, self.speculated_hits(addr, ctr, &vals[..k], &ct), "plaintext and ciphertext matching disagree");
             }
             match_latency = fv.match_latency;
             let (mut fast_ready, mut early) = (0, 0);
@@ -350,27 +375,14 @@ impl Encryption for Tdes {
         }
         self.exposed += ready.saturating_sub(tr.last);
         self.checked = None;
-        if let Some(c) = &self.mac {
-            let mut want = [0u8; MAX_LINE];
-            if !(data_initial && all_zero(&fetched[..mac_len])) {
-                c.compute(self.line, addr, ctr, out, &mut want[..mac_len]);
-                if want[..mac_len] != fetched[..mac_len] {
-                    self.mac_failures += 1;
-                    return Err(IntegrityError {
-                        addr,
-                        what: format!("tdes chunk MAC mismatch (counter {}): line, counter or MACs were changed", ctr),
-                    });
-                }
-            }
-            // A chunk whose ciphertext and MAC both matched the speculation needs no MAC
-            // computation (004 §3.3); the others are MACed once deciphered and R' is known.
+        if self.mac.is_some() {
             let mut done = ready;
             for i in 0..n {
                 let d = if hits >> i & 1 == 1 {
                     self.mac_speculated += 1;
                     arrive[i].max(spec_mac[i]).max(t_macs) + match_latency
                 } else {
-                    self.engine.run(slow[i].max(t_rm + xor), CHUNK).max(t_macs) + 1
+                    mac_done[i]
                 };
                 done = done.max(d);
             }
