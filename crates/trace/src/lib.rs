@@ -12,6 +12,7 @@
 pub mod champsim;
 pub mod compress;
 pub mod consistent;
+pub mod cputime;
 pub mod lackey;
 pub mod native;
 pub mod open;

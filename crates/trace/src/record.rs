@@ -137,6 +137,23 @@ impl Instr {
         });
     }
 
+    /// Append an access whose value is the first `size` (at most 8) bytes of `word`, in
+    /// little-endian order: one fixed-size copy instead of a variable-length one, which
+    /// matters to the tracer (most accesses are 1 to 8 bytes).
+    #[inline]
+    pub fn add_access_word(&mut self, store: bool, addr: u64, word: u64, size: usize) {
+        debug_assert!(size <= 8);
+        let off = self.data.len();
+        self.data.extend_from_slice(&word.to_le_bytes());
+        self.data.truncate(off + size);
+        self.accesses.push(Access {
+            store,
+            addr,
+            size: size as u32,
+            off: off as u32,
+        });
+    }
+
     #[inline]
     pub fn value(&self, a: &Access) -> &[u8] {
         &self.data[a.off as usize..(a.off + a.size) as usize]
