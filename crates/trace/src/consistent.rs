@@ -343,6 +343,36 @@ mod tests {
     }
 
     #[test]
+    fn the_shadow_agrees_with_a_byte_map() {
+        // Word-sized fast paths and the byte path, at page and known-bit word boundaries.
+        let mut sh = Shadow::default();
+        let mut model = HashMap::<u64, u8>::new();
+        let mut rng = crate::workloads::Rng::new(7, 9);
+        let sizes = [1usize, 2, 4, 8, 3, 16, 5];
+        let (mut hits, mut misses) = (0, 0);
+        for i in 0..200_000u64 {
+            let base = [0x1000u64, 0x1fc0, 0x2ff8, 0x7_0000_0038][rng.below(4) as usize];
+            let addr = base + rng.below(80);
+            let n = sizes[rng.below(sizes.len() as u64) as usize];
+            let v: Vec<u8> = (0..n).map(|k| (rng.below(3) as u8).wrapping_add(k as u8)).collect();
+            let want = (0..n).all(|k| model.get(&(addr + k as u64)) == Some(&v[k]));
+            assert_eq!(sh.matches(addr, &v), want, "access {i}: {n} bytes at {addr:#x}");
+            if want {
+                hits += 1;
+            } else {
+                misses += 1;
+            }
+            if rng.below(2) == 0 {
+                sh.store(addr, &v);
+                for (k, b) in v.iter().enumerate() {
+                    model.insert(addr + k as u64, *b);
+                }
+            }
+        }
+        assert!(hits > 1000 && misses > 1000, "{hits} matching, {misses} not");
+    }
+
+    #[test]
     fn unseen_and_changed_loads_get_an_external_record_first() {
         let recs = vec![
             access(false, 0x2ffe, &[1, 2, 3, 4]), // never seen, crosses a page

@@ -83,14 +83,17 @@ pub struct Instr {
 }
 
 impl Instr {
-    /// Reset to an empty record, keeping the buffers' capacity.
+    /// Reset to an empty record (registers zeroed too, so equal records compare equal),
+    /// keeping the buffers' capacity.
     #[inline]
     pub fn clear(&mut self) {
         self.pc = 0;
         self.len = 0;
         self.op = OpClass::Alu;
         self.nsrc = 0;
+        self.src = [0; MAX_SRC];
         self.ndst = 0;
+        self.dst = [0; MAX_DST];
         self.branch = Branch::None;
         self.external = false;
         self.thread = 0;
@@ -134,23 +137,6 @@ impl Instr {
             addr,
             size: value.len() as u32,
             off,
-        });
-    }
-
-    /// Append an access whose value is the first `size` (at most 8) bytes of `word`, in
-    /// little-endian order: one fixed-size copy instead of a variable-length one, which
-    /// matters to the tracer (most accesses are 1 to 8 bytes).
-    #[inline]
-    pub fn add_access_word(&mut self, store: bool, addr: u64, word: u64, size: usize) {
-        debug_assert!(size <= 8);
-        let off = self.data.len();
-        self.data.extend_from_slice(&word.to_le_bytes());
-        self.data.truncate(off + size);
-        self.accesses.push(Access {
-            store,
-            addr,
-            size: size as u32,
-            off: off as u32,
         });
     }
 
