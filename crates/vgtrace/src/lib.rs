@@ -20,12 +20,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use secmem_trace::cputime::thread_cpu_seconds;
-use secmem_trace::{Instr, NativeWriter, TraceError, TraceSource};
+use secmem_trace::{Instr, NativeWriter, ReadAhead, TraceError, TraceSource};
 
 pub use secmem_trace::consistent::{Consistent, Shadow};
 pub use raw::{EndInfo, RawDecoder};
@@ -228,6 +228,8 @@ impl Read for Pipe {
 struct Tracee {
     pipe: Arc<File>,
     child: Option<Child>,
+    /// Set once the child is reaped (its pid may then be reused): see [`LiveTrace::read_ahead`].
+    reaped: Arc<Mutex<bool>>,
     log: Option<JoinHandle<String>>,
     name: String,
     status: Option<ExitStatus>,
@@ -241,7 +243,9 @@ impl Tracee {
     /// Wait for Valgrind to exit; returns its log (what it printed through --log-fd).
     fn reap(&mut self) -> String {
         if let Some(c) = self.child.take() {
+            let mut reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
             let (status, cpu) = wait_with_cpu(c);
+            *reaped = true;
             self.status = status;
             self.cpu_seconds = cpu;
         }
@@ -294,7 +298,9 @@ impl Drop for Tracee {
                 // SAFETY: dup2 onto an fd we own (kept open by the Arc) replaces it atomically.
                 unsafe { libc::dup2(null.as_raw_fd(), self.pipe.as_raw_fd()) };
             }
+            let mut reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
             let _ = c.wait();
+            *reaped = true;
         }
         // The log thread ends when the last writer of the log pipe exits; never wait for it
         // here (a surviving grandchild would hang us).
@@ -361,6 +367,24 @@ impl LiveTrace {
     /// Hand the (pc, bytes) of instructions that appeared for the first time to `f`.
     pub fn take_new_code(&mut self, f: impl FnMut(u64, &[u8])) {
         self.dec.take_new_code(f)
+    }
+
+    /// The program's records with the consistency adapter's, decoded on a thread of their
+    /// own (the simulator's thread then only simulates): what a live simulation reads.
+    /// Dropping it kills the program at once, even while the reader waits on the pipe.
+    pub fn read_ahead(self) -> ReadAhead {
+        let pgid = self.proc.child.as_ref().map(|c| c.id() as i32);
+        let reaped = self.proc.reaped.clone();
+        ReadAhead::with_stop(Consistent::new(self), move || {
+            // Not while the reader reaps it (it is ending anyway), nor once reaped (the pid
+            // may belong to another process by then).
+            if let (Some(pgid), Ok(done)) = (pgid, reaped.try_lock()) {
+                if !*done {
+                    // SAFETY: signalling the process group created for the program (see spawn).
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                }
+            }
+        })
     }
 }
 
@@ -498,7 +522,7 @@ fn start(cmd: &TraceCommand) -> Result<(Tracee, Pipe), String> {
         s
     });
     let pipe = Arc::new(File::from(r));
-    let proc = Tracee { pipe: pipe.clone(), child: Some(child), log: Some(log), name, status: None, failure: None, started: Instant::now(), cpu_seconds: 0.0 };
+    let proc = Tracee { pipe: pipe.clone(), child: Some(child), reaped: Arc::new(Mutex::new(false)), log: Some(log), name, status: None, failure: None, started: Instant::now(), cpu_seconds: 0.0 };
     Ok((proc, Pipe(pipe)))
 }
 
