@@ -2,8 +2,8 @@
 //!
 //! Decompressing and decoding a trace (xz above all) costs the simulating thread as much as
 //! simulating, while the machine's second core idles. A `ReadAhead` runs the source on a
-//! thread that fills batches of records; the consumer swaps records out of them (no copy,
-//! no allocation: emptied batches go back to the reader with the consumer's old buffers).
+//! thread that packs batches of records; the consumer copies records out of them, in order
+//! (no allocation: emptied batches go back to the reader).
 //! Buffering is bounded: at most [`QUEUED`] batches of at most [`BATCH`] records or
 //! [`BATCH_BYTES`] bytes of values wait at a time.
 //!
@@ -16,32 +16,83 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::compress::repeat_err;
+use crate::record::{Access, Branch, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{Instr, TraceError, TraceSource};
 
 /// Records per batch.
-pub const BATCH: usize = 1024;
+pub const BATCH: usize = 4096;
 /// A batch closes early once its records carry this many bytes of values.
 pub const BATCH_BYTES: usize = 1 << 20;
 /// Batches waiting for the consumer, at most.
-pub const QUEUED: usize = 4;
+pub const QUEUED: usize = 8;
 
-/// What the reader thread hands over: `recs[..n]`, then how the source ended, if it did.
+/// The fixed part of a record in a batch; its accesses and values follow those of the
+/// records before it in the batch's shared vectors.
+#[derive(Clone, Copy)]
+struct Head {
+    pc: u64,
+    len: u8,
+    op: OpClass,
+    nsrc: u8,
+    src: [Reg; MAX_SRC],
+    ndst: u8,
+    dst: [Reg; MAX_DST],
+    branch: Branch,
+    external: bool,
+    thread: u32,
+    naccesses: u32,
+    ndata: u32,
+}
+
+/// What the reader thread hands over: records packed into three contiguous vectors (the
+/// consumer then reads memory the other core wrote in order, which the prefetcher follows;
+/// records with buffers of their own would cost a cache miss each), then how the source
+/// ended, if it did.
+#[derive(Default)]
 struct Batch {
-    recs: Vec<Instr>,
-    n: usize,
+    heads: Vec<Head>,
+    accesses: Vec<Access>,
+    data: Vec<u8>,
     end: Option<Result<(), TraceError>>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.accesses.clear();
+        self.data.clear();
+        self.end = None;
+    }
+
+    #[inline]
+    fn push(&mut self, r: &Instr) {
+        self.heads.push(Head {
+            pc: r.pc,
+            len: r.len,
+            op: r.op,
+            nsrc: r.nsrc,
+            src: r.src,
+            ndst: r.ndst,
+            dst: r.dst,
+            branch: r.branch,
+            external: r.external,
+            thread: r.thread,
+            naccesses: r.accesses.len() as u32,
+            ndata: r.data.len() as u32,
+        });
+        self.accesses.extend_from_slice(&r.accesses);
+        self.data.extend_from_slice(&r.data);
+    }
 }
 
 /// A [`TraceSource`] read ahead on a thread; see the module documentation.
 pub struct ReadAhead {
     name: String,
     rx: Receiver<Batch>,
-    back: SyncSender<Vec<Instr>>,
-    cur: Vec<Instr>,
-    n: usize,
-    pos: usize,
-    /// How the source ended, once `cur` is used up.
-    end: Option<Result<(), TraceError>>,
+    back: SyncSender<Batch>,
+    cur: Batch,
+    /// Next record, access and value byte of `cur`.
+    at: (usize, usize, usize),
     failed: Option<TraceError>,
     done: bool,
     stop: Option<Box<dyn FnOnce() + Send>>,
@@ -68,7 +119,7 @@ impl ReadAhead {
             .name("secmem-read-ahead".into())
             .spawn(move || read(src, tx, back_rx))
             .expect("cannot start the trace reader thread");
-        ReadAhead { name, rx, back, cur: Vec::new(), n: 0, pos: 0, end: None, failed: None, done: false, stop, thread: Some(thread) }
+        ReadAhead { name, rx, back, cur: Batch::default(), at: (0, 0, 0), failed: None, done: false, stop, thread: Some(thread) }
     }
 
     /// The reader thread stopped without saying how the source ended: it panicked.
@@ -87,31 +138,26 @@ impl ReadAhead {
 }
 
 /// The reader thread: batches until the source ends or fails, or the consumer is gone.
-fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Vec<Instr>>) {
+fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>) {
+    let mut r = Instr::default();
     loop {
-        let mut recs = back.try_recv().unwrap_or_default();
-        let (mut n, mut bytes, mut end) = (0, 0, None);
-        while n < BATCH && bytes < BATCH_BYTES {
-            if recs.len() == n {
-                recs.push(Instr::default());
-            }
-            match src.next_into(&mut recs[n]) {
-                Ok(true) => {
-                    bytes += recs[n].data.len();
-                    n += 1;
-                }
+        let mut b = back.try_recv().unwrap_or_default();
+        b.clear();
+        while b.heads.len() < BATCH && b.data.len() < BATCH_BYTES {
+            match src.next_into(&mut r) {
+                Ok(true) => b.push(&r),
                 Ok(false) => {
-                    end = Some(Ok(()));
+                    b.end = Some(Ok(()));
                     break;
                 }
                 Err(e) => {
-                    end = Some(Err(e));
+                    b.end = Some(Err(e));
                     break;
                 }
             }
         }
-        let last = end.is_some();
-        if tx.send(Batch { recs, n, end }).is_err() || last {
+        let last = b.end.is_some();
+        if tx.send(b).is_err() || last {
             return;
         }
     }
@@ -120,9 +166,8 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Vec<In
 impl TraceSource for ReadAhead {
     #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-        if self.pos < self.n {
-            std::mem::swap(out, &mut self.cur[self.pos]);
-            self.pos += 1;
+        if self.at.0 < self.cur.heads.len() {
+            self.take(out);
             return Ok(true);
         }
         self.next_batch(out)
@@ -134,6 +179,29 @@ impl TraceSource for ReadAhead {
 }
 
 impl ReadAhead {
+    /// The next record of the current batch into `out`.
+    #[inline]
+    fn take(&mut self, out: &mut Instr) {
+        let (i, a, d) = self.at;
+        let h = &self.cur.heads[i];
+        let (na, nd) = (h.naccesses as usize, h.ndata as usize);
+        out.pc = h.pc;
+        out.len = h.len;
+        out.op = h.op;
+        out.nsrc = h.nsrc;
+        out.src = h.src;
+        out.ndst = h.ndst;
+        out.dst = h.dst;
+        out.branch = h.branch;
+        out.external = h.external;
+        out.thread = h.thread;
+        out.accesses.clear();
+        out.accesses.extend_from_slice(&self.cur.accesses[a..a + na]);
+        out.data.clear();
+        out.data.extend_from_slice(&self.cur.data[d..d + nd]);
+        self.at = (i + 1, a + na, d + nd);
+    }
+
     #[cold]
     fn next_batch(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         loop {
@@ -143,7 +211,7 @@ impl ReadAhead {
             if self.done {
                 return Ok(false);
             }
-            match self.end.take() {
+            match self.cur.end.take() {
                 Some(Ok(())) => {
                     self.done = true;
                     continue;
@@ -154,16 +222,13 @@ impl ReadAhead {
                 }
                 None => {}
             }
-            let used = std::mem::take(&mut self.cur);
-            if !used.is_empty() {
-                let _ = self.back.try_send(used);
-            }
             match self.rx.recv() {
                 Ok(b) => {
-                    (self.cur, self.n, self.pos, self.end) = (b.recs, b.n, 0, b.end);
-                    if self.n > 0 {
-                        std::mem::swap(out, &mut self.cur[0]);
-                        self.pos = 1;
+                    let used = std::mem::replace(&mut self.cur, b);
+                    let _ = self.back.try_send(used);
+                    self.at = (0, 0, 0);
+                    if !self.cur.heads.is_empty() {
+                        self.take(out);
                         return Ok(true);
                     }
                 }
