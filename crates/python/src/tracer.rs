@@ -108,6 +108,27 @@ fn trace_program<'py>(
     Ok(d)
 }
 
+/// One stage of the tracer on its own, for `secmem bench-tracer`: "tool" (Valgrind with the
+/// tool, its stream thrown away) or "decode" (the stream decoded into records and dropped).
+#[pyfunction]
+#[pyo3(signature = (argv, stage, stdin=None))]
+fn trace_stage<'py>(py: Python<'py>, argv: Vec<String>, stage: &str, stdin: Option<String>) -> PyResult<Bound<'py, PyDict>> {
+    let c = command(argv, None, false, None, 0, None, stdin.as_deref(), None)?;
+    let r = py
+        .detach(|| match stage {
+            "tool" => secmem_vgtrace::bench::tool_alone(&c),
+            "decode" => secmem_vgtrace::bench::decode_only(&c),
+            s => Err(secmem_trace::TraceError::Other(format!("unknown tracer stage '{s}': tool or decode"))),
+        })
+        .map_err(trace_err)?;
+    let d = PyDict::new(py);
+    d.set_item("instructions", r.instructions)?;
+    d.set_item("wall_seconds", r.wall_seconds)?;
+    d.set_item("tool_cpu_seconds", r.tool_cpu_seconds)?;
+    d.set_item("decode_cpu_seconds", r.decode_cpu_seconds)?;
+    Ok(d)
+}
+
 /// None if tracing works on this machine, else the one-line reason.
 #[pyfunction]
 fn tracer_unavailable() -> Option<String> {
@@ -117,6 +138,7 @@ fn tracer_unavailable() -> Option<String> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_program, m)?)?;
     m.add_function(wrap_pyfunction!(tracer_unavailable, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stage, m)?)?;
     m.add("TracerError", m.py().get_type::<TracerError>())?;
     Ok(())
 }

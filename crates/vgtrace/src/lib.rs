@@ -10,6 +10,7 @@
 //!   native trace.
 
 pub mod decode;
+pub mod bench;
 pub mod raw;
 pub mod transcode;
 
@@ -437,11 +438,21 @@ fn clear_cloexec(fd: i32) -> std::io::Result<()> {
 
 /// Start Valgrind running `cmd`; returns it and the pipe its tool writes the raw stream to.
 fn start(cmd: &TraceCommand) -> Result<(Tracee, Pipe), String> {
+    start_with(cmd, false)
+}
+
+/// As [`start`]; with `discard` the tool writes to /dev/null instead (the pipe then only
+/// ends): what the tool alone costs.
+fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), String> {
     let prog = cmd.resolve_program()?;
     let valgrind = valgrind_launcher()?;
     let lib = install_tool()?;
     let name = Path::new(&cmd.argv[0]).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| cmd.argv[0].clone());
-    let (r, w) = pipe()?;
+    let (r, mut w) = pipe()?;
+    if discard {
+        let null = File::options().write(true).open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+        w = OwnedFd::from(null);
+    }
     let (lr, lw) = pipe()?;
     // A bigger pipe lets the tool write its chunks with fewer wake-ups (best effort).
     // SAFETY: fcntl on an fd we own.
