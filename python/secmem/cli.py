@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import _core, tracing
+from . import _core, traces, tracing
 from ._args import count as _count
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
@@ -418,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     tracing.add_bench_tracer_parser(sub)
+    traces.add_bench_input_parser(sub)
     return p
 
 

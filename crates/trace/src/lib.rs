@@ -7,9 +7,11 @@
 //!   (`docs/trace-formats.md`), raw or xz/gzip/zstd-compressed ([`compress`]).
 //! - [`open`]: [`open_trace_as`] opens a file of any of these formats, named or detected,
 //!   and reads it on a thread of its own ([`readahead`]).
+//! - [`bench_files`]: the same instructions as a file of each format, for the input benchmark.
 //! - [`consistent`]: [`Consistent`] supplies memory a trace never saw written;
 //!   [`Skip`] fast-forwards over the first instructions of any source.
 
+pub mod bench_files;
 pub mod champsim;
 pub mod compress;
 pub mod consistent;
