@@ -4,10 +4,11 @@ pub mod bench;
 pub mod bpred;
 pub mod ooo;
 pub mod pagemap;
+pub mod params;
 pub mod presets;
 pub mod run;
 
-pub use presets::{load as load_preset, preset_names, DEFAULT_PRESET};
+pub use presets::{components, load as load_preset, preset_names, DEFAULT_PRESET};
 pub use run::{run, RunOptions, RunResult};
 
 use secmem_core::{ConfigError, Params};

@@ -9,7 +9,7 @@
 use crate::bpred::Gshare;
 use crate::pagemap::PageMap;
 use secmem_core::stats::{ratio, Stats};
-use secmem_core::{ConfigError, Engine, IntegrityError, Params};
+use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::{Cycle, Tags};
 use secmem_trace::{Branch, Instr, OpClass};
 
@@ -221,7 +221,8 @@ impl Core {
     /// and whether the L2 was involved (then the caller settles the engine after its byte
     /// operation, see `Engine::settle`).
     #[inline]
-    fn l1_access(&mut self, data: bool, pa: u64, t: Cycle, eng: &mut Engine) -> Result<(Cycle, bool), StepError> {
+    fn l1_access(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<(Cycle, bool), StepError> {
+        let data = kind != AccessKind::Fetch;
         let l1 = if data { &mut self.l1d } else { &mut self.l1i };
         l1.accesses += 1;
         if let Some(s) = l1.tags.find(pa) {
@@ -231,7 +232,7 @@ impl Core {
         }
         l1.misses += 1;
         let lat = l1.latency;
-        let o = eng.access(pa, t + lat)?;
+        let o = eng.access(pa, kind, t + lat)?;
         let l1 = if data { &mut self.l1d } else { &mut self.l1i };
         let v = l1.tags.victim(pa);
         l1.tags.install(v, pa);
@@ -313,7 +314,7 @@ impl Core {
             let mut t = self.fetch_t;
             t += Self::tlb(&mut self.itlb, ins.pc, &mut self.itlb_misses, self.tlb_miss);
             let pa = self.translate(ins.pc)?;
-            let (mut ready, l2) = self.l1_access(false, pa, t, eng)?;
+            let (mut ready, l2) = self.l1_access(AccessKind::Fetch, pa, t, eng)?;
             if l2 {
                 ready = ready.max(self.settle(eng)?);
             }
@@ -362,7 +363,8 @@ impl Core {
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
                 let t0 = issue + 1 + Self::tlb(&mut self.dtlb, va, &mut self.dtlb_misses, self.tlb_miss);
                 let pa = self.translate(va)?;
-                let (mut t, l2) = self.l1_access(true, pa, t0, eng)?;
+                let kind = if a.store { AccessKind::Store } else { AccessKind::Load };
+                let (mut t, l2) = self.l1_access(kind, pa, t0, eng)?;
                 let bytes = &val[off as usize..(off + n) as usize];
                 if a.store {
                     eng.write_cached(pa, bytes);
