@@ -61,10 +61,10 @@ def detect_format(path: PathLike) -> str:
 
 # --------------------------------------------------------------------------- benchmark
 
-#: The files ``secmem bench-input`` reads, in groups that hold the same records: a foreign
-#: format raw and compressed, and a native file written from its records (ChampSim and lackey
-#: drop values, sizes or registers, so each gets its own native twin). The raw file and its
-#: compressed copies differ only by decompression.
+#: The files ``secmem bench --trace-input`` reads, in groups that hold the same records: a
+#: foreign format raw and compressed, and a native file written from the raw file's records
+#: (ChampSim and lackey drop values, sizes or registers, so each gets its own native twin).
+#: The raw file and its compressed copies differ only by decompression.
 BENCH_INPUT_GROUPS = [
     ("champsim", ["w.champsim", "w.champsim.gz", "w.champsim.xz"]),
     ("lackey", ["w.lackey", "w.lackey.gz", "w.lackey.xz"]),
@@ -75,16 +75,16 @@ def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: st
                 out=sys.stdout) -> list:
     """Simulation speed reading the same instructions from trace files of each format.
 
-    The workload's first ``instructions`` are exported in each foreign format (raw, gzip, xz)
+    The workload's first ``instructions`` are written in each foreign format (raw, gzip, xz)
     and, from the raw file's records, as a native trace; each file is simulated (no
     protection, so reading weighs the most) ``repeat`` times, interleaved, the fastest run
     counting. Returns one dict per file with its cost against its native twin (and prints a
     table to ``out``).
     """
     if repeat < 1:
-        raise ValueError(f"--repeat: {repeat} (at least one run)")
+        raise _core.ConfigError(f"--repeat: {repeat} (at least one run)")
     if instructions < 2:
-        raise ValueError(f"--instructions: {instructions} (at least 2)")
+        raise _core.ConfigError(f"--instructions: {instructions} (at least 2 for trace input)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="secmem-bench-input-") as work:
         for fmt, names in BENCH_INPUT_GROUPS:
@@ -95,55 +95,26 @@ def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: st
                                     trace=os.path.join(work, names[0]), trace_format=fmt)
             for f, name in [("native", twin)] + [(fmt, n) for n in names]:
                 size = os.path.getsize(os.path.join(work, name))
-                rows.append({"group": fmt, "format": f, "file": name, "bytes_per_instr": size / instructions,
-                             "seconds": float("inf")})
+                rows.append({"workload": workload, "group": fmt, "trace_format": f, "file": name,
+                             "bytes_per_instr": size / instructions, "seconds": float("inf")})
         for _ in range(repeat):
             for r in rows:
                 # The last instruction's branch outcome waits for the next: simulate all but it.
                 t = time.perf_counter()
-                stats, err = _core.run(preset, "none", "none", [], None, os.path.join(work, r["file"]),
-                                       instructions - 1, 0, 1, False, r["format"], 0, None, None, False, None, None,
-                                       None)
+                stats, err = _core.run(preset, "none", "none", trace=os.path.join(work, r["file"]),
+                                       instructions=instructions - 1, warmup=0, trace_format=r["trace_format"])
                 wall = time.perf_counter() - t
                 if err:
                     raise RuntimeError(f"{r['file']}: {err}")
                 r["seconds"] = min(r["seconds"], wall)
-    twin = {r["group"]: r["seconds"] for r in rows if r["format"] == "native"}
+    twin = {r["group"]: r["seconds"] for r in rows if r["trace_format"] == "native"}
+    print(f"\n  {'trace file':<18} {'format':<9} {'B/instr':>8} {'M instr/s':>10} {'vs native':>10}", file=out)
     for r in rows:
-        r["minstr_s"] = (instructions - 1) / r["seconds"] / 1e6
+        r["instructions_per_second"] = (instructions - 1) / r["seconds"]
         r["cost_vs_native"] = r["seconds"] / twin[r["group"]] - 1
-        print(f"  {r['file']:<18} {r['format']:<9} {r['bytes_per_instr']:>8.2f} {r['minstr_s']:>10.2f} "
-              f"{100 * r['cost_vs_native']:>+9.0f}%", file=out, flush=True)
+        print(f"  {r['file']:<18} {r['trace_format']:<9} {r['bytes_per_instr']:>8.3f} "
+              f"{r['instructions_per_second'] / 1e6:>10.2f} {100 * r['cost_vs_native']:>+9.0f}%", file=out, flush=True)
     return rows
-
-
-def add_bench_input_parser(sub):
-    p = sub.add_parser("bench-input", help="simulation speed reading a trace file of each format")
-    p.add_argument("--workload", default="mix", help="built-in workload exported to each format (default %(default)s)")
-    p.add_argument("--instructions", "-n", default="2M", help="instructions per file (default %(default)s)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per file, interleaved; the fastest counts (default %(default)s)")
-    p.add_argument("--preset", "-p", default="suh2003")
-    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
-    p.set_defaults(func=cmd_bench_input)
-    return p
-
-
-def cmd_bench_input(a) -> int:
-    import json
-
-    from ._args import count
-
-    n = count(a.instructions, "instructions")
-    print(f"secmem bench-input — {a.workload}, {n:,} instructions from each file, simulated without protection "
-          f"({a.preset}), fastest of {a.repeat}", file=sys.stderr)
-    print(f"  {'file':<18} {'format':<9} {'B/instr':>8} {'M instr/s':>10} {'vs native':>10}")
-    rows = bench_input(a.workload, n, a.preset, a.repeat)
-    if a.json:
-        tmp = a.json + ".part"
-        with open(tmp, "w") as f:
-            json.dump(rows, f, indent=2)
-        os.replace(tmp, a.json)
-    return 0
 
 
 __all__ = ["Access", "FORMATS", "Record", "TraceError", "TraceReader", "bench_input", "detect_format", "open_trace"]
