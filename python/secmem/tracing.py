@@ -290,8 +290,11 @@ def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
 def cmd_bench_tracer(a) -> int:
     import json
 
+    from ._files import Output
+
     if a.repeat < 1:
-        raise ValueError(f"--repeat: {a.repeat} (at least one run)")
+        raise _core.ConfigError(f"--repeat: {a.repeat} (at least one run)")
+    out = Output(a.json, "--json") if a.json else None
     print("secmem bench-tracer — per instruction: the tool alone (wall), decoding and encoding (CPU of their "
           f"threads), traced to a file (wall); fastest of {a.repeat}", file=sys.stderr)
     print(_bench_header(), flush=True)
@@ -302,7 +305,6 @@ def cmd_bench_tracer(a) -> int:
         preset=a.preset,
         repeat=a.repeat,
     )
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    if out:
+        out.write(json.dumps(rows, indent=2) + "\n")
     return 0
