@@ -146,10 +146,12 @@ pub const MACHINE: &[Component] = &[
         name: "speculation",
         kind: Kind::Machine,
         summary: "the speculation stage between the cipher and the core",
-        source: "003 §4.3; 000 §4.4",
+        source: "003 §4.3; 000 §4.4; 004 §3.2",
         params: &[
             param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
             param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
+            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext speculation of tdes (004 §3.2: 8, 16 or 32); 0: off"),
+            param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
         ],
     },
 ];
@@ -327,10 +329,12 @@ impl Engine {
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
+        let enc_checked = self.enc.take_checked();
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
+        let checked = enc_checked.map_or(v.checked, |c| c.max(v.checked));
         let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
-        self.m.l2.set_verified(slot, v.checked.max(v.ready));
-        Ok(self.outcome(false, v.ready, v.checked))
+        self.m.l2.set_verified(slot, checked.max(v.ready));
+        Ok(self.outcome(false, v.ready, checked))
     }
 
     /// An access's outcome: data usable at `ready`, checked at `verified`; the core waits for
@@ -371,6 +375,22 @@ impl Engine {
         self.m.l2.set_dirty(slot);
     }
 
+    /// The program loaded or stored `len` bytes at `addr` of a line made present by `access`:
+    /// the frequent value table (if any) sees each aligned 64-bit word they touch (004 §3.1).
+    #[inline]
+    pub fn track_values(&mut self, addr: u64, len: usize) {
+        if self.m.spec.fv.is_none() || len == 0 {
+            return;
+        }
+        let slot = self.slot_of(addr);
+        let off = (addr & (self.line - 1)) as usize;
+        let (lo, hi) = (off & !7, (off + len).div_ceil(8) * 8);
+        let line = self.m.l2.bytes(slot);
+        for w in line[lo..hi.min(line.len())].chunks_exact(8) {
+            self.m.spec.track(u64::from_le_bytes(w.try_into().unwrap()));
+        }
+    }
+
     /// Functional read of any range (split into lines).
     pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         let mut done = t;
@@ -380,6 +400,7 @@ impl Engine {
             let n = ((self.line - (a & (self.line - 1))) as usize).min(out.len() - pos);
             done = done.max(self.access(a, AccessKind::Load, t)?.ready);
             self.read_cached(a, &mut out[pos..pos + n]);
+            self.track_values(a, n);
             done = done.max(self.settle()?);
             pos += n;
         }
@@ -395,6 +416,7 @@ impl Engine {
             let n = ((self.line - (a & (self.line - 1))) as usize).min(data.len() - pos);
             done = done.max(self.access(a, AccessKind::Store, t)?.ready);
             self.write_cached(a, &data[pos..pos + n]);
+            self.track_values(a, n);
             done = done.max(self.settle()?);
             pos += n;
         }
@@ -468,6 +490,7 @@ impl Engine {
         self.m.write_buf.reset_stats();
         self.integ.reset_stats();
         self.enc.reset_stats();
+        self.m.spec.reset_stats();
     }
 
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
@@ -532,5 +555,6 @@ impl Engine {
         out.float("encryption.space_overhead", self.enc.space_overhead());
         self.integ.stats(&self.m, out);
         self.enc.stats(&self.m, out);
+        self.m.spec.stats(out);
     }
 }

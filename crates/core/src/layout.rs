@@ -76,6 +76,8 @@ pub enum MetaKind {
     Counter(&'static str),
     /// ocb's tag.
     Tag,
+    /// tdes's per-chunk MACs of a line (004 §3.3).
+    ChunkMacs,
 }
 
 /// One piece of metadata: what it is, where, and how many bytes.
@@ -103,6 +105,7 @@ impl fmt::Display for MetaKind {
             MetaKind::RandomVector => write!(f, "direct random vector"),
             MetaKind::Counter(scheme) => write!(f, "{} counter", scheme),
             MetaKind::Tag => write!(f, "ocb tag"),
+            MetaKind::ChunkMacs => write!(f, "tdes chunk MACs"),
         }
     }
 }
