@@ -2,10 +2,14 @@
 
 pub mod bench;
 pub mod bpred;
+pub mod cpistack;
+pub mod hierarchy;
+pub mod mmu;
 pub mod ooo;
 pub mod pagemap;
 pub mod presets;
 pub mod run;
+pub mod storeq;
 
 pub use presets::{load as load_preset, preset_names, DEFAULT_PRESET};
 pub use run::{run, RunOptions, RunResult};
