@@ -6,12 +6,14 @@
 //! - [`champsim`], [`lackey`]: readers of ChampSim and Valgrind lackey traces
 //!   (`docs/trace-formats.md`), raw or xz/gzip/zstd-compressed ([`compress`]).
 //! - [`open`]: [`open_trace_as`] opens a file of any of these formats, named or detected.
+//! - [`export`]: any source written as a native or ChampSim trace (`secmem export`).
 //! - [`consistent`]: [`Consistent`] supplies memory a trace never saw written;
 //!   [`Skip`] fast-forwards over the first instructions of any source.
 
 pub mod champsim;
 pub mod compress;
 pub mod consistent;
+pub mod export;
 pub mod lackey;
 pub mod native;
 pub mod open;
@@ -20,6 +22,7 @@ pub mod workloads;
 
 pub use champsim::ChampSimReader;
 pub use consistent::Consistent;
+pub use export::{export, Exported, EXPORT_FORMATS};
 pub use lackey::LackeyReader;
 pub use native::{NativeReader, NativeWriter};
 pub use open::{detect_format, open_trace, open_trace_as, FORMATS};
