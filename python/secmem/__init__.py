@@ -10,7 +10,7 @@ memory; the same operations are timed by a cycle-level model of the processor.
 """
 
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Result, SecureMemory, Untrusted, compare, presets, run, workloads
+from .api import Result, SecureMemory, Untrusted, compare, export, presets, run, workloads
 from .traces import TraceError, open_trace
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Untrusted",
     "__version__",
     "compare",
+    "export",
     "open_trace",
     "presets",
     "run",
