@@ -12,9 +12,13 @@
 //! ```
 //!
 //! A zero register or address means "none". ChampSim traces carry **no data values and no
-//! access sizes**: every memory operand becomes an 8-byte access whose value is zero (so the
-//! simulator's load-value check stays consistent, but anything that depends on values —
-//! encryption of real data, frequent values — is meaningless). See `docs/trace-formats.md`.
+//! access sizes**: every memory operand becomes a 1-byte access at its address whose value
+//! is zero (so the simulator's load-value check stays consistent, but anything that depends
+//! on values — encryption of real data, frequent values — is meaningless). One byte is what
+//! ChampSim itself assumes: an operand touches the one block holding its address, and a load
+//! takes a store's data when their addresses are equal (`ooo_cpu.cc`, do_memory_scheduling)
+//! — with 1-byte accesses secmem's store queue forwards exactly then, where any longer guess
+//! would make neighbouring accesses overlap. See `docs/trace-formats.md`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -26,8 +30,8 @@ use crate::{TraceError, TraceSource};
 
 /// Bytes per record.
 pub const RECORD_LEN: usize = 64;
-/// Size given to every memory operand (ChampSim records no sizes).
-pub const ACCESS_SIZE: usize = 8;
+/// Size given to every memory operand (ChampSim records no sizes; see the module doc).
+pub const ACCESS_SIZE: usize = 1;
 /// ChampSim's special register ids (`champsim::REG_*`).
 pub const REG_STACK_POINTER: u8 = 6;
 pub const REG_FLAGS: u8 = 25;
