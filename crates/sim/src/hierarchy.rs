@@ -8,6 +8,7 @@
 //! level, which therefore includes all of them (its evictions invalidate copies up here). The
 //! private levels are otherwise non-inclusive of each other, as ChampSim's are.
 
+use rustc_hash::FxHashSet;
 use secmem_core::stats::{ratio, Stats};
 use secmem_core::{ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::{Cycle, Slots, Tags};
@@ -164,6 +165,8 @@ pub struct Hierarchy {
     last_fill: Cycle,
     last_mshr: Option<Slots>,
     line: u64,
+    /// Lines of the protected level not read since an external record brought them in.
+    fresh: FxHashSet<u64>,
 }
 
 impl Hierarchy {
@@ -204,6 +207,7 @@ impl Hierarchy {
             last_fill: p.u64_min("l2.fill_latency", 0)?,
             last_mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
             line: engine.line(),
+            fresh: FxHashSet::default(),
         })
     }
 
@@ -230,13 +234,18 @@ impl Hierarchy {
         if self.private.is_empty() && l1.mshr.is_none() && self.last_mshr.is_none() {
             // The seeds' two-level machines: straight to the protected level.
             let o = eng.access(pa, t + l1.latency)?;
+            let hit = o.hit && !self.first_use(pa);
             let mut ready = o.ready;
-            if !o.hit {
+            if !hit {
                 ready += self.last_fill;
             }
+            let l1 = match side {
+                Side::Inst => &mut self.l1i,
+                Side::Data => &mut self.l1d,
+            };
             ready += l1.fill;
             l1.install(pa, ready);
-            return Ok(Served { ready, depth: if o.hit { 1 } else { 2 }, engine: true });
+            return Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true });
         }
         self.access_below(side, pa, t, eng)
     }
@@ -285,16 +294,17 @@ impl Hierarchy {
                     tm = start;
                 }
                 let o = eng.access(pa, tm)?;
+                let hit = o.hit && !self.first_use(pa);
                 let mut ready = o.ready;
-                if !o.hit {
+                if !hit {
                     ready += self.last_fill;
                 }
                 match (slot, &mut self.last_mshr) {
-                    (Some(idx), Some(m)) if !o.hit => m.hold_until(idx, ready),
+                    (Some(idx), Some(m)) if !hit => m.hold_until(idx, ready),
                     (Some(idx), Some(m)) => m.hold_until(idx, t),
                     _ => {}
                 }
-                Served { ready, depth: k as u8 + 1 + !o.hit as u8, engine: true }
+                Served { ready, depth: k as u8 + 1 + !hit as u8, engine: true }
             }
         };
         // Up: fill every level that missed, nearest the data first.
@@ -331,9 +341,32 @@ impl Hierarchy {
         Ok(accepted)
     }
 
+    /// The protected level's line holding `pa` was brought in by the environment (an
+    /// external record) for the instruction about to read it: to that first access it is
+    /// still in memory, a miss, as it would be had nobody written it for the simulator.
+    pub fn brought_in(&mut self, pa: u64) {
+        self.fresh.insert(pa & !(self.line - 1));
+    }
+
+    /// Whether this is the first access to a line `brought_in` (and forget it).
+    #[inline]
+    fn first_use(&mut self, pa: u64) -> bool {
+        !self.fresh.is_empty() && self.fresh.remove(&(pa & !(self.line - 1)))
+    }
+
+    /// Cycles from an access at the L1 to its request reaching the protected level, when
+    /// every level above misses without waiting.
+    pub fn lookups(&self, side: Side) -> Cycle {
+        let l1 = if side == Side::Data { &self.l1d } else { &self.l1i };
+        l1.latency + self.private.iter().map(|l| l.latency).sum::<Cycle>()
+    }
+
     /// Drop every copy of the protected level's line at `addr` (it left the protected level).
     #[inline]
     pub fn evicted(&mut self, addr: u64) {
+        if !self.fresh.is_empty() {
+            self.fresh.remove(&addr);
+        }
         let line = self.line;
         self.l1d.invalidate_range(addr, line);
         self.l1i.invalidate_range(addr, line);

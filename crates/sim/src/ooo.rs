@@ -22,6 +22,49 @@ use secmem_trace::{Branch, Instr, OpClass};
 /// Cycles between fetch and dispatch (decode/rename).
 const FRONTEND_DEPTH: Cycle = 3;
 const CAL: usize = 1 << 12;
+/// External bytes held for the next instruction before they are applied at once.
+const PENDING_BYTES: usize = 64 << 10;
+
+/// A resource with `width` uses per cycle (issue slots, load and store ports): the first
+/// cycle ≥ `t` with one left. The last `CAL` cycles are remembered.
+struct PerCycle {
+    width: u8,
+    cycle: Vec<Cycle>,
+    count: Vec<u8>,
+}
+
+impl PerCycle {
+    fn new(width: u8) -> PerCycle {
+        PerCycle { width, cycle: vec![u64::MAX; CAL], count: vec![0; CAL] }
+    }
+
+    #[inline]
+    fn take(&mut self, t: Cycle) -> Cycle {
+        let mut c = t;
+        loop {
+            let i = (c as usize) & (CAL - 1);
+            if self.cycle[i] != c {
+                self.cycle[i] = c;
+                self.count[i] = 1;
+                return c;
+            }
+            if self.count[i] < self.width {
+                self.count[i] += 1;
+                return c;
+            }
+            c += 1;
+        }
+    }
+}
+
+/// A `core.*_ports` key: uses per cycle, 0 for no limit.
+fn ports(p: &Params, key: &str) -> Result<Option<PerCycle>, ConfigError> {
+    let n = p.u64_min(key, 0)?;
+    if n > 255 {
+        return Err(ConfigError(format!("{}: {} is more than 255", key, n)));
+    }
+    Ok((n > 0).then(|| PerCycle::new(n as u8)))
+}
 
 #[derive(Debug)]
 pub enum StepError {
@@ -99,10 +142,11 @@ impl Registers {
 
 pub struct Core {
     fetch_width: u32,
-    issue_width: u8,
     commit_width: u32,
     penalty: Cycle,
     lat: [Cycle; 8],
+    /// Cycles from the L1 delivering a load's data to its dependents' issue.
+    load_result: Cycle,
     hier: Hierarchy,
     mmu: Mmu,
     bp: Predictor,
@@ -120,11 +164,16 @@ pub struct Core {
     fetch_line: u64,
     /// Why the next instruction fetched arrives when it does (after a redirect).
     fetch_cause: Cause,
-    cal_cycle: Vec<Cycle>,
-    cal_count: Vec<u8>,
+    issue: PerCycle,
+    load_ports: Option<PerCycle>,
+    store_ports: Option<PerCycle>,
     commit_t: Cycle,
     commit_n: u32,
     pub pm: PageMap,
+    /// External records waiting for the next instruction (see `external`).
+    pending: Vec<Instr>,
+    pending_n: usize,
+    pending_bytes: usize,
     cpi: CpiStack,
     buf: Vec<u8>,
     // statistics
@@ -160,10 +209,10 @@ impl Core {
         let phys = p.u64_min("core.phys_regs", 0)? as usize;
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
-            issue_width: issue as u8,
             commit_width: w("core.commit_width")? as u32,
             penalty: p.u64_min("core.mispredict_penalty", 0)?,
             lat,
+            load_result: p.u64_min("core.load_result_latency", 0)?,
             hier,
             mmu: Mmu::new(p, page)?,
             bp: Predictor::new(p)?,
@@ -185,11 +234,15 @@ impl Core {
             fetch_n: 0,
             fetch_line: u64::MAX,
             fetch_cause: cpistack::BASE,
-            cal_cycle: vec![u64::MAX; CAL],
-            cal_count: vec![0; CAL],
+            issue: PerCycle::new(issue as u8),
+            load_ports: ports(p, "core.load_ports")?,
+            store_ports: ports(p, "core.store_ports")?,
             commit_t: 0,
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
+            pending: Vec::new(),
+            pending_n: 0,
+            pending_bytes: 0,
             cpi,
             buf: Vec::new(),
             instructions: 0,
@@ -236,52 +289,64 @@ impl Core {
         }
     }
 
-    #[inline]
-    fn issue_at(&mut self, ready: Cycle) -> Cycle {
-        let mut c = ready;
-        loop {
-            let i = (c as usize) & (CAL - 1);
-            if self.cal_cycle[i] != c {
-                self.cal_cycle[i] = c;
-                self.cal_count[i] = 1;
-                return c;
-            }
-            if self.cal_count[i] < self.issue_width {
-                self.cal_count[i] += 1;
-                return c;
-            }
-            c += 1;
-        }
-    }
-
-    /// Give the engine's schemes their timed events; the front end waits for them.
+    /// Give the engine's schemes their timed events; the front end waits for those that
+    /// take time (a MECU re-encryption, a periodic check). A poll with nothing to do holds
+    /// nothing: waiting for `now()` would drain the window every few hundred instructions.
     pub fn poll(&mut self, eng: &mut Engine, instructions: u64) -> Result<(), IntegrityError> {
         let now = self.now();
         let until = eng.poll(now, instructions)?;
         self.hier.back_invalidate(eng);
-        self.redirect(until, cpistack::SCHEME);
+        if until > now {
+            self.redirect(until, cpistack::SCHEME);
+        }
         Ok(())
     }
 
     /// Memory written by the environment (loader, kernel, or memory a trace never saw
-    /// written), applied through the engine. It was there before the instructions that read
-    /// it, so nothing waits for it: the writes are timed from the fetch of the next
-    /// instruction (their traffic and checks are real) but never hold the pipeline — a
-    /// trace and a copy of it without these records (ChampSim's format) time alike.
+    /// written). It was there before the instruction after it reads it, so nothing waits for
+    /// it: the writes are applied through the engine (their traffic and checks are real) when
+    /// that instruction issues, just before its own accesses — so a line they bring in
+    /// arrives when a demand miss would have. A trace and a copy of it without these records
+    /// (ChampSim's format) time alike. Long runs of them (a fast-forward's memory image) are
+    /// applied as they come, from the current fetch cycle.
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
-        let t = self.fetch_t;
-        for a in &ins.accesses {
-            let val = ins.value(a);
-            let mut off = 0u64;
-            while off < a.size as u64 {
-                let va = a.addr + off;
-                let n = (4096 - (va & 4095)).min(a.size as u64 - off);
-                let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
-                eng.write(pa, &val[off as usize..(off + n) as usize], t)?;
-                off += n;
-            }
-            self.external_bytes += a.size as u64;
+        if self.pending.len() == self.pending_n {
+            self.pending.push(Instr::default());
         }
+        self.pending[self.pending_n].clone_from(ins);
+        self.pending_n += 1;
+        self.pending_bytes += ins.data.len();
+        if self.pending_bytes > PENDING_BYTES {
+            self.apply_external(self.fetch_t, false, eng)?;
+        }
+        Ok(())
+    }
+
+    /// Apply the pending external records at `t`; `demand`: for the instruction about to
+    /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
+    #[cold]
+    fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
+        for ins in &self.pending[..self.pending_n] {
+            for a in &ins.accesses {
+                let val = ins.value(a);
+                let mut off = 0u64;
+                let line = eng.line();
+                while off < a.size as u64 {
+                    // Line by line (lines never cross pages): each may be brought in.
+                    let va = a.addr + off;
+                    let n = (line - (va & (line - 1))).min(a.size as u64 - off);
+                    let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+                    let cached = eng.machine().l2.tags.find(pa).is_some();
+                    eng.write(pa, &val[off as usize..(off + n) as usize], t)?;
+                    if demand && !cached {
+                        self.hier.brought_in(pa);
+                    }
+                    off += n;
+                }
+                self.external_bytes += a.size as u64;
+            }
+        }
+        (self.pending_n, self.pending_bytes) = (0, 0);
         self.hier.back_invalidate(eng);
         Ok(())
     }
@@ -321,11 +386,9 @@ impl Core {
         let (fetched, arrived) = self.fetch(ins, eng)?;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
-        let is_mem = !ins.accesses.is_empty();
-        let (has_load, has_store) = match &self.sqw {
-            None => (is_mem, false),
-            Some(_) => (ins.accesses.iter().any(|a| !a.store), ins.accesses.iter().any(|a| a.store)),
-        };
+        let has_store = ins.accesses.iter().any(|a| a.store);
+        // With a store queue the LSQ holds loads only; without, every memory operation.
+        let has_load = if self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
         let earliest = fetched + FRONTEND_DEPTH;
         let (mut dispatch, mut why) = (earliest, arrived);
         let mut wait = |free: Cycle, cause: Cause| {
@@ -357,7 +420,11 @@ impl Core {
                 (ready, cause) = (t, self.reg_cause[r as usize]);
             }
         }
-        let issue = self.issue_at(ready);
+        let issue = self.issue.take(ready);
+        if self.pending_n > 0 {
+            // When a demand miss of this instruction would reach the protected level.
+            self.apply_external(issue + 1 + self.hier.lookups(Side::Data), true, eng)?;
+        }
         let lat = self.lat[ins.op as usize];
         let mut done = issue + lat;
         if lat > 1 {
@@ -433,13 +500,20 @@ impl Core {
         if has_load {
             self.lsq.take(c);
         }
-        if let (true, Some(sqw)) = (has_store, &mut self.sqw) {
-            sqw.take(c);
-        }
         if let Some(regs) = &mut self.regs {
             regs.commit(ins, c);
         }
-        self.sq.commit(c);
+        if has_store {
+            // Stores are written to the L1 at commit, through a store port if ports are few.
+            let written = match &mut self.store_ports {
+                Some(p) => p.take(c),
+                None => c,
+            };
+            if let Some(sqw) = &mut self.sqw {
+                sqw.take(written);
+            }
+            self.sq.commit(written);
+        }
         Ok(())
     }
 
@@ -448,6 +522,10 @@ impl Core {
     /// commit.
     #[inline]
     fn store(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        let t = match &mut self.store_ports {
+            Some(p) => p.take(t),
+            None => t,
+        };
         let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(Side::Data, pa, t0, eng)?;
         eng.write_cached(pa, bytes);
@@ -490,6 +568,9 @@ impl Core {
                 }
             }
         }
+        if let Some(p) = &mut self.load_ports {
+            at = p.take(at);
+        }
         let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(Side::Data, pa, t0, eng)?;
         self.check_value(pa, bytes, eng);
@@ -497,6 +578,7 @@ impl Core {
         if s.engine {
             ready = ready.max(self.hier.settle(eng)?);
         }
+        ready += self.load_result;
         if why == cpistack::BASE {
             // What took longest: the translation or the access (by the level that served it).
             why = if t0 - at > ready - t0 { cpistack::TLB } else { cpistack::DATA + s.depth };
