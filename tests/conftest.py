@@ -7,6 +7,7 @@ costs only what is touched).
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -85,3 +86,15 @@ def flip_bit(mem, addr: int, bit: int = 0) -> None:
     """The adversary flips one bit of raw untrusted memory."""
     b = mem.untrusted.peek(addr, 1)[0]
     mem.untrusted.poke(addr, bytes([b ^ (1 << bit)]))
+
+
+@pytest.fixture(scope="session")
+def scheduler():
+    """The address of one local Dask cluster (two single-threaded worker processes) that the
+    sweep and reproduce tests share: real Dask, started once."""
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR
+    ) as c:
+        yield c.scheduler_address

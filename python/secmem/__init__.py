@@ -7,24 +7,32 @@ memory; the same operations are timed by a cycle-level model of the processor.
     >>> r = secmem.run(workload="stream", integrity="chash", encryption="otp", instructions=1_000_000)
     >>> r.stats["ipc"]
     >>> mem = secmem.SecureMemory(size="64MiB", integrity="chash", encryption="otp")
+    >>> df = secmem.sweep({"workload": ["stream", "chase"], "l2.size": ["256KiB", "1MiB"]})
 """
 
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Result, SecureMemory, Untrusted, compare, export, presets, run, workloads
+from .api import Interrupted, Result, SecureMemory, Untrusted, compare, export, presets, run, workloads
+from .provenance import load_result
+from .results import StoreError
+from .sweep import sweep
 from .traces import TraceError, open_trace
 
 __all__ = [
     "ConfigError",
     "IntegrityError",
+    "Interrupted",
     "Result",
     "SecureMemory",
+    "StoreError",
     "TraceError",
     "Untrusted",
     "__version__",
     "compare",
     "export",
+    "load_result",
     "open_trace",
     "presets",
     "run",
+    "sweep",
     "workloads",
 ]

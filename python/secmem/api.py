@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence, Union
 
@@ -14,7 +15,46 @@ Size = Union[int, str]
 
 
 def _sets(params: Optional[dict]) -> list:
-    return [f"{k}={v}" for k, v in (params or {}).items()]
+    # Python's True/False as the parameters' true/false.
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (params or {}).items()]
+
+
+def _whole(v, name: str) -> int:
+    """A non-negative whole number (an int, or a float such as 2e6 that is whole)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or isinstance(v, float) and not v.is_integer() or v < 0:
+        raise _core.ConfigError(f"{name}: {v!r} is not a non-negative whole number")
+    return int(v)
+
+
+def _address(v, name: str = "addr") -> int:
+    """An address or length argument: an int (not a float or bool), ≥ 0."""
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
+    if v < 0:
+        raise ValueError(f"{name} must not be negative (got {v})")
+    return v
+
+
+def _bytes_like(data, name: str = "data") -> bytes:
+    """Bytes of a bytes-like object; an int (bytes(5) would be five zeros) or str is refused."""
+    if isinstance(data, bytes):
+        return data
+    try:
+        return memoryview(data).tobytes()
+    except TypeError:
+        raise TypeError(f"{name} must be bytes-like (bytes, bytearray, memoryview), not {type(data).__name__}") from None
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT or SIGTERM (``signal`` names it) inside a larger job."""
+
+    def __init__(self, message: str, signal: str):
+        super().__init__(message)
+        self.signal = signal
 
 
 @dataclass
@@ -24,9 +64,17 @@ class Result:
     stats: dict
     error: Optional[str] = None
     config: dict = field(default_factory=dict)
+    # Filled when saved (``run --json``) and by ``secmem.load_result``: see secmem.provenance.
+    provenance: dict = field(default_factory=dict)
+    workload_identity: dict = field(default_factory=dict)
 
     def __getitem__(self, key):
         return self.stats[key]
+
+    @property
+    def interrupted(self) -> Optional[str]:
+        """The signal that stopped the run ("SIGINT", "SIGTERM"), or None."""
+        return self.stats.get("interrupted")
 
     def to_pandas(self):
         """The statistics as a pandas Series indexed by statistic name."""
@@ -103,7 +151,13 @@ def run(
 
     ``params`` (``{"l2.size": "256KiB"}``) and ``sets`` (``["l2.size=256KiB"]``) override
     preset parameters. Bad names or values raise :class:`secmem.ConfigError`.
+
+    A run that measured fewer instructions than asked (the input ended, a damaged trace, an
+    integrity failure, SIGINT/SIGTERM) returns what it measured and says why in ``error``;
+    ``interrupted`` names the signal if one stopped it.
     """
+    instructions, warmup, skip = _whole(instructions, "instructions"), _whole(warmup, "warmup"), _whole(skip, "skip")
+    seed = _whole(seed, "seed")
     all_sets = list(sets) + _sets(params)
     workload, trace, program, env, cwd, stdin, clear_env, suite_name = _input(workload, trace, program, env, cwd, stdin, trace_format)
     stats, error = _core.run(
@@ -127,6 +181,10 @@ def run(
     )
     if suite_name:
         stats["workload"] = suite_name
+    measured = stats.get("instructions", 0)
+    if error is None and measured < instructions:
+        after = f", after skipping {skip:,}" if skip else ""
+        error = f"the input ended after {measured:,} of the {instructions:,} instructions asked for{after}"
     config = dict(_core.params(preset, integrity, encryption, all_sets))
     return Result(stats=stats, error=error, config=config)
 
@@ -171,41 +229,17 @@ def export(
 
 
 def compare(
-    workload: Optional[str] = None,
-    schemes: Iterable[tuple] = (("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")),
+    workload=None,
+    schemes: Optional[Iterable[tuple]] = None,
     **kwargs,
 ):
-    """Run one workload under several (integrity, encryption) pairs; a pandas DataFrame with
-    IPC normalized to the unprotected baseline, L2 miss rate and memory traffic."""
-    import pandas as pd
+    """Run one workload, or each of a list, under several (integrity, encryption) pairs; a
+    DataFrame (printed whole) with IPC normalized to the unprotected baseline, L2 miss rate
+    and memory traffic, and with several workloads a geometric-mean row per pair. ``schemes``
+    defaults to none+none, chash+none, none+otp, chash+otp."""
+    from .comparison import DEFAULT_SCHEMES, compare as _compare
 
-    rows = []
-    results = []
-    for integ, enc in schemes:
-        r = run(workload, integrity=integ, encryption=enc, **kwargs)
-        if r.error:
-            raise RuntimeError(f"{integ}+{enc}: {r.error}")
-        results.append(r)
-    base = next((r for r in results if r.stats["integrity"] == "none" and r.stats["encryption"] == "none"), None)
-    base = base or run(workload, integrity="none", encryption="none", **kwargs)
-    for r in results:
-        s = r.stats
-        traffic = s["mem.read_bytes"] + s["mem.write_bytes"]
-        base_traffic = base.stats["mem.read_bytes"] + base.stats["mem.write_bytes"]
-        rows.append(
-            {
-                "integrity": s["integrity"],
-                "encryption": s["encryption"],
-                "instructions": s["instructions"],
-                "ipc": s["ipc"],
-                "normalized_ipc": s["ipc"] / base.stats["ipc"] if base.stats["ipc"] else 0.0,
-                "l2_miss_rate": s["l2.miss_rate"],
-                "mem_bytes_per_instr": traffic / max(s["instructions"], 1),
-                "normalized_traffic": traffic / base_traffic if base_traffic else 0.0,
-                "hash_loads_per_miss": s.get("chash.hash_loads_per_miss", 0.0),
-            }
-        )
-    return pd.DataFrame(rows)
+    return _compare(workload, DEFAULT_SCHEMES if schemes is None else schemes, **kwargs)
 
 
 def workloads() -> list:
@@ -228,10 +262,10 @@ class Untrusted:
         return self._m.raw_size
 
     def peek(self, addr: int, n: int) -> bytes:
-        return self._m.peek(addr, n)
+        return self._m.peek(_address(addr), _address(n, "n"))
 
     def poke(self, addr: int, data: bytes) -> None:
-        self._m.poke(addr, bytes(data))
+        self._m.poke(_address(addr), _bytes_like(data))
 
     def snapshot(self):
         return self._m.snapshot()
@@ -274,18 +308,11 @@ class SecureMemory:
     def encryption(self) -> str:
         return self._m.encryption
 
-    def _range(self, addr: int, n: int) -> None:
-        if addr < 0 or n < 0:
-            raise ValueError(f"address range {addr}+{n} is outside the {self.size} protected bytes")
-
     def write(self, addr: int, data: bytes) -> None:
-        data = bytes(data)
-        self._range(addr, len(data))
-        self._m.write(addr, data)
+        self._m.write(_address(addr), _bytes_like(data))
 
     def read(self, addr: int, n: int) -> bytes:
-        self._range(addr, n)
-        return self._m.read(addr, n)
+        return self._m.read(_address(addr), _address(n, "n"))
 
     def flush(self) -> None:
         """Write back and drop every cached line: the next read comes from untrusted memory."""
@@ -304,7 +331,7 @@ class SecureMemory:
 
     def metadata(self, addr: int) -> list:
         """(description, address) of each piece of metadata protecting ``addr``."""
-        return self._m.metadata(addr)
+        return self._m.metadata(_address(addr))
 
     def suspend(self) -> None:
         """Suspend (encryption "mecu", seed 002): caches are written back and the key device
@@ -328,4 +355,4 @@ class SecureMemory:
     def read_without_checking(self, addr: int, n: int) -> bytes:
         """Read the unprotected DMA region raw: no decryption, no verification. Any other
         address is refused, so checked and unchecked data cannot be confused."""
-        return self._m.read_without_checking(addr, n)
+        return self._m.read_without_checking(_address(addr), _address(n, "n"))

@@ -6,8 +6,11 @@ import argparse
 import json
 import sys
 
-from . import _core, tracing
+from . import _core, cli_sweep, comparison, provenance, tracing
+from .codeauth import cli as codeauth_cli
 from ._args import count as _count
+from ._args import seed as _seed
+from ._files import Output
 from .api import DEFAULT_PRESET, DEFAULT_WORKLOAD, compare, run
 
 DEFAULT_SCHEMES = "none+none,chash+none,none+otp,chash+otp"
@@ -38,11 +41,12 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def summary(stats: dict, preset: str) -> str:
+def summary(stats: dict, preset: str, sets=()) -> str:
     s = stats
     instr = max(s["instructions"], 1)
+    machine = f"{preset} ({', '.join(sets)})" if sets else preset
     lines = [
-        f"secmem {_core.__version__} — {s['workload']} on {preset}, integrity={s['integrity']}, encryption={s['encryption']}",
+        f"secmem {_core.__version__} — {s['workload']} on {machine}, integrity={s['integrity']}, encryption={s['encryption']}",
         "",
         f"  instructions        {s['instructions']:>16,}   (after {s['warmup']:,} warm-up)",
         f"  cycles              {s['cycles']:>16,}",
@@ -86,6 +90,8 @@ def summary(stats: dict, preset: str) -> str:
     lines.append(
         f"  simulated at {s['sim.instructions_per_second'] / 1e6:.2f} M instr/s, {s['sim.wall_seconds']:.2f} s wall"
     )
+    if s.get("interrupted"):
+        lines.insert(1, f"  INTERRUPTED by {s['interrupted']}: the statistics measured until then")
     return "\n".join(lines)
 
 
@@ -118,7 +124,7 @@ def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     p.add_argument("--skip", default="0", help="fast-forward this many instructions first (default %(default)s)")
     p.add_argument("--instructions", "-n", default="10M", help="instructions to measure (default %(default)s)")
     p.add_argument("--warmup", default="1M", help="instructions simulated before measuring (default %(default)s)")
-    p.add_argument("--seed", type=int, default=1, help="keys and workload data (default %(default)s)")
+    p.add_argument("--seed", type=_seed, default=1, help="keys and workload data (default %(default)s)")
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
 
 
@@ -132,22 +138,33 @@ def _program(rest) -> list | None:
     return rest or None
 
 
-def _write_json(path: str, obj) -> None:
+def _output(path, flag: str = "--json"):
+    """Where a command's JSON goes, checked before the command's work: None for stdout ('-')
+    or no file asked for."""
+    return None if path is None or path == "-" else Output(path, flag)
+
+
+def _write_json(path, obj, out=None) -> None:
     text = json.dumps(obj, indent=2, sort_keys=True)
     if path == "-":
         print(text)
-    else:
-        with open(path, "w") as f:
-            f.write(text + "\n")
+    elif path is not None:
+        (out or Output(path, "--json")).write(text + "\n")
+
+
+# Exit status of a run stopped by a signal (128 + the signal's number, as a shell reports).
+SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
 
 def cmd_run(a) -> int:
+    program = _program(a.program)
+    out = _output(a.json)
     r = run(
         a.workload,
         trace=a.trace,
         trace_format=a.trace_format,
         skip=_count(a.skip, "skip"),
-        program=_program(a.program),
+        program=program,
         integrity=a.integrity,
         encryption=a.encryption,
         preset=a.preset,
@@ -157,18 +174,16 @@ def cmd_run(a) -> int:
         seed=a.seed,
         progress=True,
     )
-    wanted = _count(a.instructions, "instructions")
-    if a.json:
-        _write_json(a.json, {"stats": r.stats, "config": r.config, "error": r.error})
-    measured = r.stats.get("instructions", 0)
-    if a.json != "-":
-        print(summary(r.stats, a.preset))
+    # A failure is said first; statistics follow only if something was measured.
     if r.error:
-        print(f"secmem: error: {r.error}", file=sys.stderr)
-        return 1
-    if measured < wanted:
-        print(f"secmem: note: the input ended after {measured:,} of the {wanted:,} instructions asked for", file=sys.stderr)
-    return 0
+        print(f"secmem: error: {r.error}", file=sys.stderr, flush=True)
+    if a.json != "-" and (r.stats.get("instructions", 0) or not r.error):
+        print(summary(r.stats, a.preset, a.set), flush=True)
+    ident = dict(workload=a.workload, trace=a.trace, program=program, seed=a.seed)
+    doc = provenance.document(r, r.stats.get("sim.wall_seconds"), **ident)
+    doc["interrupted"] = r.interrupted
+    _write_json(a.json, doc, out)
+    return SIGNAL_EXIT.get(r.interrupted, 130) if r.interrupted else 1 if r.error else 0
 
 
 def _parse_schemes(text: str):
@@ -188,6 +203,7 @@ def cmd_compare(a) -> int:
     schemes = _parse_schemes(a.schemes)
     if ("none", "none") not in schemes:
         schemes.insert(0, ("none", "none"))
+    workloads = [w.strip() for w in a.workload.split(",")] if a.workload else [None]
     kwargs = dict(
         trace=a.trace,
         trace_format=a.trace_format,
@@ -198,24 +214,20 @@ def cmd_compare(a) -> int:
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
-        progress=True,
     )
-    df = compare(a.workload, schemes=schemes, **kwargs)
-    if a.json == "-":
-        _write_json(a.json, df.to_dict(orient="records"))
-        return 0
-    name = a.trace or a.workload or (" ".join(kwargs["program"]) if kwargs["program"] else DEFAULT_WORKLOAD)
-    print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
-    print(
-        f"  {'integrity':<10} {'encryption':<10} {'IPC':>8} {'norm. IPC':>10} {'L2 miss':>8} {'B/instr':>8} {'norm. traffic':>14} {'hash loads/miss':>16}"
-    )
-    for _, r in df.iterrows():
-        print(
-            f"  {r.integrity:<10} {r.encryption:<10} {r.ipc:>8.4f} {r.normalized_ipc:>10.3f} {r.l2_miss_rate * 100:>7.2f}% "
-            f"{r.mem_bytes_per_instr:>8.2f} {r.normalized_traffic:>14.3f} {r.hash_loads_per_miss:>16.2f}"
-        )
+    if len(workloads) > 1 and (a.trace or kwargs["program"]):
+        raise _core.ConfigError("compare several workloads (-w a,b,c) or one trace or program, not both")
+    out = _output(a.json)
+    df = compare(workloads if len(workloads) > 1 else workloads[0], schemes=schemes, progress=a.json != "-", **kwargs)
     if a.json:
-        _write_json(a.json, df.to_dict(orient="records"))
+        ids = [provenance.workload_identity(workload=w, trace=a.trace, program=kwargs["program"], seed=a.seed) for w in workloads]
+        doc = {"provenance": df.attrs["provenance"], "workloads": ids, "rows": comparison.records(df)}
+        _write_json(a.json, doc, out)
+        if a.json == "-":
+            return 0
+    name = a.trace or ", ".join(w or DEFAULT_WORKLOAD for w in workloads) if not kwargs["program"] else " ".join(kwargs["program"])
+    print(f"secmem compare — {name} on {a.preset}, {kwargs['instructions']:,} instructions\n")
+    print(comparison.render(df))
     return 0
 
 
@@ -253,14 +265,53 @@ def cmd_workloads(a) -> int:
     return 0
 
 
+def _declared() -> dict:
+    """key -> (component, unit, meaning), from the components' own declarations."""
+    return {k: (c[0], unit, meaning) for c in _core.components() for k, _, unit, meaning in c[4]}
+
+
 def cmd_presets(a) -> int:
     if a.name:
-        for k, v in _core.params(a.name):
-            print(f"{k} = {v}")
+        docs = _declared()
+        values = _core.params(a.name)
+        width = min(max(len(f"{k} = {v}") for k, v in values), 40)
+        for k, v in values:
+            _, unit, meaning = docs.get(k, ("", "", ""))
+            note = f"  [{unit}] {meaning}" if meaning else ""
+            print(f"{k} = {v}".ljust(width) + note)
         return 0
     for name in _core.presets():
         desc = dict(_core.params(name)).get("description", "")
         print(f"  {name:<12} {desc}")
+    return 0
+
+
+def cmd_schemes(a) -> int:
+    """Every scheme (and with --all every part of the machine) with its parameters, from the
+    declarations in the code."""
+    comps = _core.components()
+    if a.name:
+        comps = [c for c in comps if c[0] == a.name]
+        if not comps:
+            names = ", ".join(c[0] for c in _core.components())
+            raise ValueError(f"unknown scheme or component '{a.name}' (choose from {names})")
+    sections = [("integrity", "integrity schemes (--integrity NAME)"), ("encryption", "encryption schemes (--encryption NAME)")]
+    if a.all or a.name:
+        sections.append(("machine", "the machine (presets give these; --set KEY=VALUE overrides any)"))
+    for kind, title in sections:
+        group = [c for c in comps if c[1] == kind]
+        if not group:
+            continue
+        print(title)
+        rows = [p for c in group for p in c[4]]
+        kw = max((len(k) for k, *_ in rows), default=0)
+        uw = min(max((len(u) for _, _, u, _ in rows), default=0), 28)
+        for name, _, summary, source, params in group:
+            print(f"\n  {name}: {summary}" + (f"  [{source}]" if source != "—" else ""))
+            for key, default, unit, meaning in params:
+                shown = "(preset)" if default is None else (default if default != "" else '""')
+                print(f"    {key:<{kw}}  {shown:<10} {unit:<{uw}}  {meaning}")
+        print()
     return 0
 
 
@@ -314,6 +365,7 @@ def cmd_bench(a) -> int:
     else:
         schemes = _parse_schemes(a.schemes)
     n = _count(a.instructions, "instructions")
+    out = _output(a.json)
     if a.repeat < 1:
         raise _core.ConfigError(f"--repeat: {a.repeat} (at least one run per scheme)")
     print(
@@ -329,7 +381,7 @@ def cmd_bench(a) -> int:
             f"{r['instructions_per_second'] / 1e6:>10.2f}  {_relative(r, speed)}"
         )
     if a.json:
-        _write_json(a.json, rows)
+        _write_json(a.json, rows, out)
     return 0
 
 
@@ -363,6 +415,7 @@ def cmd_attack(a) -> int:
     integs = _names(a.integrity, _core.integrity_schemes(), "integrity")
     encs = _names(a.encryptions, _core.encryption_schemes(), "encryption")
     surprises = []
+    out = _output(a.json)
     rows = _core.attack(a.preset, integs, a.encryption, a.set, a.seed)
     print(f"secmem attack — integrity schemes (encryption={a.encryption}), preset {a.preset}")
     print("  detected: the processor noticed (on the read, or at the latest at a full check)\n")
@@ -377,7 +430,7 @@ def cmd_attack(a) -> int:
     print("  within one resume cycle by design (002 §4).")
     rows = rows + erows
     if a.json:
-        _write_json(a.json, rows)
+        _write_json(a.json, rows, out)
     if surprises:
         print(f"\n  {len(surprises)} result(s) differ from the seeds' expectations (marked !):", file=sys.stderr)
         for r in surprises:
@@ -420,6 +473,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("presets", help="list machine presets, or show one's parameters")
     pr.add_argument("name", nargs="?")
     pr.set_defaults(func=cmd_presets)
+    sc = sub.add_parser("schemes", help="every scheme and its parameters (units, defaults, meanings)")
+    sc.add_argument("name", nargs="?", help="one scheme or machine component")
+    sc.add_argument("--all", action="store_true", help="the machine's parameters too")
+    sc.set_defaults(func=cmd_schemes)
 
     e = sub.add_parser(
         "export",
@@ -435,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--trace-format", choices=["auto", "native", "champsim", "lackey"], default="auto", help="format of --trace")
     e.add_argument("--skip", default="0", help="leave out the first N instructions (their memory is kept as external records)")
     e.add_argument("--records", default="1M", help="instructions to write (default %(default)s)")
-    e.add_argument("--seed", type=int, default=1)
+    e.add_argument("--seed", type=_seed, default=1)
     e.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and export it")
     e.set_defaults(func=cmd_export)
 
@@ -445,7 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--encryptions", help="encryption schemes attacked for privacy, comma-separated (default: all)")
     at.add_argument("--preset", "-p", default=DEFAULT_PRESET)
     at.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE")
-    at.add_argument("--seed", type=int, default=1)
+    at.add_argument("--seed", type=_seed, default=1)
     at.add_argument("--json", metavar="PATH", help="write every cell as JSON")
     at.set_defaults(func=cmd_attack)
 
@@ -468,6 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     tracing.add_bench_tracer_parser(sub)
+    cli_sweep.add_sweep_parser(sub)
+    cli_sweep.add_results_parser(sub)
+    cli_sweep.add_reproduce_parser(sub)
+    codeauth_cli.add_parser(sub)
     return p
 
 
@@ -485,9 +546,9 @@ def main(argv=None) -> int:
     except (RuntimeError, _core.IntegrityError) as e:
         print(f"secmem: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("secmem: interrupted", file=sys.stderr)
-        return 130
+        return SIGNAL_EXIT.get(getattr(e, "signal", "SIGINT"), 130)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 //! integrity-check, by design). Tampering of the DMA region must NOT be noticed: it is
 //! unprotected by design and read only with ReadWithoutChecking.
 
+use crate::layout::MetaKind;
 use crate::params::{ConfigError, Params};
 use crate::Engine;
 
@@ -84,16 +85,9 @@ fn flip(e: &mut Engine, addr: u64, bit: u8) {
     e.untrusted().write(addr, &b);
 }
 
-fn meta(e: &Engine, addr: u64, prefix: &str) -> Vec<u64> {
-    e.metadata_of(addr).into_iter().filter(|(k, _)| k.starts_with(prefix)).map(|(_, a)| a).collect()
-}
-
-/// Bytes of one per-line metadata item, by what it is.
-fn item_len(what: &str, e: &Engine) -> usize {
-    match what {
-        "mac" => (e.integrity().space_overhead() * e.line() as f64).round() as usize,
-        _ => 4,
-    }
+/// Addresses of `addr`'s metadata of the kinds `which` selects.
+fn meta(e: &Engine, addr: u64, which: impl Fn(MetaKind) -> bool) -> Vec<u64> {
+    e.metadata_of(addr).into_iter().filter(|m| which(m.kind)).map(|m| m.addr).collect()
 }
 
 /// Run every attack against the scheme configured in `p`.
@@ -113,7 +107,7 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
 
     // Flip a bit in every tree level, one fresh memory each: detected only if all are.
     let probe = prepared(p, seed)?;
-    let levels = meta(&probe, VICTIM, "tree level");
+    let levels = meta(&probe, VICTIM, |k| matches!(k, MetaKind::TreeLevel(_)));
     let r = if levels.is_empty() {
         None
     } else {
@@ -133,7 +127,7 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
     cell(ATTACKS[1], !levels.is_empty(), true, r);
 
     // Flip a MAC bit.
-    let macs = meta(&probe, VICTIM, "mac");
+    let macs = meta(&probe, VICTIM, |k| k == MetaKind::Mac);
     let r = macs.first().map(|&a| {
         let mut e = prepared(p, seed).unwrap();
         flip(&mut e, a + 2, 3);
@@ -142,7 +136,7 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
     cell(ATTACKS[2], !macs.is_empty(), true, r);
 
     // Flip a time-stamp bit (the integrity scheme's own stamps).
-    let ts = meta(&probe, VICTIM, "time stamp");
+    let ts = meta(&probe, VICTIM, |k| k == MetaKind::LogStamp);
     let r = ts.first().map(|&a| {
         let mut e = prepared(p, seed).unwrap();
         flip(&mut e, a, 2);
@@ -159,10 +153,10 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
     e.write(VICTIM, &value(999, 1), 0).map_err(|x| ConfigError(x.to_string()))?;
     e.flush(0).map_err(|x| ConfigError(x.to_string()))?;
     let mut addrs = vec![VICTIM];
-    for (what, a) in e.metadata_of(VICTIM) {
-        addrs.push(a);
-        if what.starts_with("tree level") {
-            addrs.extend(e.encryption().metadata_of(a).into_iter().map(|(_, x)| x));
+    for md in e.metadata_of(VICTIM) {
+        addrs.push(md.addr);
+        if let MetaKind::TreeLevel(_) = md.kind {
+            addrs.extend(e.encryption().metadata_of(md.addr).into_iter().map(|x| x.addr));
         }
     }
     for a in addrs {
@@ -188,13 +182,13 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
     e.untrusted().write(OTHER, &line);
     let from = e.metadata_of(VICTIM);
     let to = e.metadata_of(OTHER);
-    for ((what, a), (_, b)) in from.iter().zip(&to) {
-        if what.starts_with("tree level") || what == "page table" || a == b {
+    for (a, b) in from.iter().zip(&to) {
+        if matches!(a.kind, MetaKind::TreeLevel(_) | MetaKind::PageTable) || a.addr == b.addr {
             continue;
         }
-        let mut buf = vec![0u8; item_len(what, &e)];
-        e.untrusted().read(*a, &mut buf);
-        e.untrusted().write(*b, &buf);
+        let mut buf = vec![0u8; a.len as usize];
+        e.untrusted().read(a.addr, &mut buf);
+        e.untrusted().write(b.addr, &buf);
     }
     cell(ATTACKS[6], true, protected, Some(noticed(&mut e, &[OTHER])));
 
@@ -210,7 +204,7 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
 
     // Page table manipulation (lhash): unlist a used page, then either use it again (it is
     // added a second time) or just check (its chunks are skipped).
-    let pt = meta(&probe, VICTIM, "page table");
+    let pt = meta(&probe, VICTIM, |k| k == MetaKind::PageTable);
     for (i, reuse) in [(8, true), (9, false)] {
         let r = pt.first().map(|&a| {
             let mut e = prepared(p, seed).unwrap();
@@ -409,12 +403,7 @@ mod tests {
     use super::*;
 
     fn params(integ: &str, enc: &str) -> Params {
-        let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
-        p.set("integrity", integ).unwrap();
-        p.set("encryption", enc).unwrap();
-        p.set("l2.size", "32KiB").unwrap();
-        p.set("memory.size", "64MiB").unwrap();
-        p
+        crate::testutil::params(integ, enc, &["l2.size=32KiB"])
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct TrustedCache {
     kind: Vec<LineKind>,
     /// When the line's bytes are usable (a fill still in flight makes later hits wait).
     ready: Vec<Cycle>,
+    /// When the check of the fetch that brought the line in completes.
+    verified: Vec<Cycle>,
 }
 
 impl TrustedCache {
@@ -32,6 +34,7 @@ impl TrustedCache {
             dirty: vec![false; n],
             kind: vec![LineKind::Data; n],
             ready: vec![0; n],
+            verified: vec![0; n],
         })
     }
 
@@ -72,6 +75,16 @@ impl TrustedCache {
     }
 
     #[inline]
+    pub fn verified(&self, slot: u32) -> Cycle {
+        self.verified[slot as usize]
+    }
+
+    #[inline]
+    pub fn set_verified(&mut self, slot: u32, t: Cycle) {
+        self.verified[slot as usize] = t;
+    }
+
+    #[inline]
     pub fn victim(&self, addr: u64) -> u32 {
         self.tags.victim(addr)
     }
@@ -85,6 +98,7 @@ impl TrustedCache {
         self.dirty[i] = dirty;
         self.kind[i] = kind;
         self.ready[i] = ready;
+        self.verified[i] = ready;
     }
 
     pub fn invalidate(&mut self, slot: u32) {

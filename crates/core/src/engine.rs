@@ -4,20 +4,52 @@
 
 use crate::cache::{LineKind, TrustedCache};
 use crate::encryption::{self, Encryption};
-use crate::integrity::{self, chash::MAX_LINE, Integrity, IntegrityError};
-use crate::layout::Layout;
+use crate::integrity::{self, Integrity, IntegrityError};
+use crate::layout::{Layout, Meta, MAX_LINE, MIN_LINE};
 use crate::machine::Machine;
 use crate::mem::{UntrustedMemory, PAGE};
 use crate::params::{ConfigError, Params};
+use crate::port::{Adversary, Port};
+use crate::speculation::Speculation;
 use crate::stats::{ratio, Stats};
-use secmem_timing::{Bus, BusParams, Cycle, Pipe};
+use crate::decl::{param, Component, Def, Kind};
+use secmem_timing::dram::{Dram, DramParams};
+use secmem_timing::{Bus, BusParams, Cycle, MemoryModel, Pipe};
+
+/// What an access to the L2 is for. Counted apart (`l2.<kind>_accesses`), and a scheme may
+/// treat kinds differently (code authentication checks instruction fetches, seed 001).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessKind {
+    /// An instruction fetch (an L1I miss).
+    Fetch,
+    Load,
+    Store,
+    /// A page-table walk's read.
+    Walk,
+}
+
+impl AccessKind {
+    pub const ALL: [AccessKind; 4] = [AccessKind::Fetch, AccessKind::Load, AccessKind::Store, AccessKind::Walk];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::Fetch => "fetch",
+            AccessKind::Load => "load",
+            AccessKind::Store => "store",
+            AccessKind::Walk => "walk",
+        }
+    }
+}
 
 /// Result of one L2 access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub hit: bool,
-    /// When the requested data can be used.
+    /// When the requested data can be used (speculatively, where the machine allows it:
+    /// `speculation.use_before_verify`).
     pub ready: Cycle,
+    /// When the check of the data is complete (integrity, authentication).
+    pub verified: Cycle,
 }
 
 pub struct Engine {
@@ -28,6 +60,129 @@ pub struct Engine {
     pub(crate) data_size: u64,
     /// The unprotected region for untrusted I/O (003 §4.6.1, 000 §5.3): base and size.
     pub(crate) dma: (u64, u64),
+}
+
+/// The parts of the machine the engine reads, declared like the schemes.
+pub const MACHINE: &[Component] = &[
+    Component {
+        name: "schemes",
+        kind: Kind::Machine,
+        summary: "which protection the machine runs",
+        source: "—",
+        params: &[
+            param("integrity", Def::Preset, "scheme", "the integrity scheme (secmem schemes lists them)"),
+            param("encryption", Def::Preset, "scheme", "the encryption scheme"),
+            param("description", Def::Str(""), "text", "what the preset is"),
+        ],
+    },
+    Component {
+        name: "l2",
+        kind: Kind::Machine,
+        summary: "the trusted last-level cache: data and tree chunks compete for it",
+        source: "000/003 Table 1",
+        params: &[
+            param("l2.size", Def::Preset, "B", "capacity"),
+            param("l2.ways", Def::Preset, "ways", "associativity (LRU)"),
+            param("l2.line", Def::Preset, "B", "line = tree chunk: a power of two from 16 B to 256 B"),
+            param("l2.latency", Def::Preset, "cycles", "hit latency"),
+        ],
+    },
+    Component {
+        name: "memory",
+        kind: Kind::Machine,
+        summary: "untrusted memory behind the timed port: a bus with a fixed latency, or DRAM banks and rows",
+        source: "000/003 Table 1; 004 Table 2",
+        params: &[
+            param("memory.size", Def::Preset, "B", "protected physical memory (sparse: only touched pages cost)"),
+            param("memory.model", Def::Str("bus"), "bus|dram", "bus: fixed first-chunk latency and one shared data bus; dram: channels, banks and rows (docs/memory.md)"),
+            param("memory.latency", Def::Preset, "cycles", "bus model: request to the first chunk"),
+            param("memory.bus_clock", Def::Preset, "Hz", "data bus clock (one beat per clock); with dram, also the memory clock"),
+            param("memory.bus_width", Def::Preset, "B", "bytes per beat"),
+            param("memory.write_delay", Def::Int(0), "cycles", "a posted write waits this long before it may take the bus, so reads go first"),
+            param("memory.write_queue", Def::Int(0), "entries", "controller write queue: posted writes drain when reads leave the bus idle or the queue is full (0: none)"),
+            param("memory.dma_size", Def::Str("1MiB"), "B", "unprotected region for untrusted I/O (003 §4.6.1)"),
+            param("memory.huge_pages", Def::Bool(false), "bool", "host huge pages for the simulated memory (not a machine parameter): faster on scattered lines, but one touched byte commits 2 MiB of host memory instead of 4 KiB"),
+        ],
+    },
+    Component {
+        name: "dram",
+        kind: Kind::Machine,
+        summary: "DRAM geometry and timings for memory.model = dram (open-page policy)",
+        source: "004 Table 2",
+        params: &[
+            param("dram.channels", Def::Int(1), "channels", "each with its banks and data bus (a power of two)"),
+            param("dram.banks", Def::Int(4), "banks", "per channel (a power of two)"),
+            param("dram.row_bytes", Def::Str("4KiB"), "B", "one row (page) of a bank"),
+            param("dram.interleave", Def::Str("64B"), "B", "bytes mapped to one channel and bank before the next"),
+            param("dram.tRP", Def::Int(7), "memory clocks", "precharge"),
+            param("dram.tRCD", Def::Int(7), "memory clocks", "activate to column command"),
+            param("dram.tCAS", Def::Int(20), "memory clocks", "column command to the first beat"),
+        ],
+    },
+    Component {
+        name: "aes",
+        kind: Kind::Machine,
+        summary: "the pipelined AES engine",
+        source: "000 Table 1",
+        params: &[
+            param("aes.latency", Def::Preset, "cycles", "one block"),
+            param("aes.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("aes.xor_latency", Def::Preset, "cycles", "XOR of a pad or IV with a chunk"),
+        ],
+    },
+    Component {
+        name: "hash",
+        kind: Kind::Machine,
+        summary: "the pipelined hash engine and its read and write buffers",
+        source: "003 Table 1, Fig. 2",
+        params: &[
+            param("hash.latency", Def::Preset, "cycles", "one 64-B chunk"),
+            param("hash.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("hash.read_buffer", Def::Preset, "entries", "fetched chunks waiting for their check"),
+            param("hash.write_buffer", Def::Preset, "entries", "evicted chunks waiting to be hashed and written"),
+        ],
+    },
+    Component {
+        name: "speculation",
+        kind: Kind::Machine,
+        summary: "the speculation stage between the cipher and the core",
+        source: "003 §4.3; 000 §4.4",
+        params: &[
+            param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
+            param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
+        ],
+    },
+];
+
+/// The memory model behind the port, as the parameters choose it.
+fn memory_model(p: &Params, hz: f64) -> Result<Box<dyn MemoryModel>, ConfigError> {
+    let bus_hz = p.freq("memory.bus_clock")?;
+    let beat = (hz / bus_hz).round().max(1.0) as Cycle;
+    let width = p.size("memory.bus_width")?;
+    let write_delay = p.u64_min("memory.write_delay", 0)?;
+    let queue = p.u64_min("memory.write_queue", 0)? as usize;
+    Ok(match p.choice("memory.model", &["bus", "dram"])?.as_str() {
+        "dram" => {
+            let d = Dram::new(DramParams {
+                channels: p.u64_min("dram.channels", 1)?,
+                banks: p.u64_min("dram.banks", 1)?,
+                row_bytes: p.size("dram.row_bytes")?,
+                interleave: p.size("dram.interleave")?,
+                t_rp: p.u64_min("dram.tRP", 0)?,
+                t_rcd: p.u64_min("dram.tRCD", 0)?,
+                t_cas: p.u64_min("dram.tCAS", 0)?,
+                clock: beat,
+                width,
+                write_delay,
+            })
+            .map_err(ConfigError)?;
+            Box::new(d.with_write_queue(queue))
+        }
+        _ => Box::new(
+            Bus::new(BusParams { latency: p.u64_min("memory.latency", 1)?, width, beat_cycles: beat, write_delay })
+                .with_write_queue(queue),
+        ),
+    })
 }
 
 /// Processor cycles per second from `core.clock`.
@@ -43,26 +198,18 @@ impl Engine {
         let line = p.size("l2.line")?;
         let l2_size = p.size("l2.size")?;
         let ways = p.u64_min("l2.ways", 1)? as usize;
-        if line as usize > MAX_LINE || line < 16 {
-            return Err(ConfigError(format!("l2.line: {} B is outside 16 B ..= {} B", line, MAX_LINE)));
+        if line as usize > MAX_LINE || (line as usize) < MIN_LINE || !line.is_power_of_two() {
+            return Err(ConfigError(format!("l2.line: {} B is not a power of two from {} B to {} B", line, MIN_LINE, MAX_LINE)));
         }
         if data_size % PAGE != 0 {
             return Err(ConfigError(format!("memory.size: {} B is not a whole number of 4 KiB pages", data_size)));
         }
         let l2 = TrustedCache::new(l2_size, ways, line).map_err(|e| ConfigError(format!("l2: {}", e)))?;
-        let bus_hz = p.freq("memory.bus_clock")?;
-        let beat = (hz / bus_hz).round().max(1.0) as Cycle;
-        let bus = Bus::new(BusParams {
-            latency: p.u64_min("memory.latency", 1)?,
-            width: p.size("memory.bus_width")?,
-            beat_cycles: beat,
-            write_delay: p.u64_min("memory.write_delay", 0)?,
-        });
         let aes = Pipe::new(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / hz, 16);
         let hash = Pipe::new(p.u64_min("hash.latency", 1)?, p.rate("hash.throughput")? / hz, 64);
+        let spec = Speculation::new(p, line)?;
         let mut m = Machine::new(
-            UntrustedMemory::new(0),
-            bus,
+            Port::new(UntrustedMemory::new(0), memory_model(p, hz)?),
             aes,
             hash,
             l2,
@@ -72,6 +219,7 @@ impl Engine {
             p.u64_min("hash.read_buffer", 1)? as usize,
             p.u64_min("hash.write_buffer", 1)? as usize,
         );
+        m.spec = spec;
         let iname = p.str("integrity")?;
         let ename = p.str("encryption")?;
         let integ = integrity::build(&iname, p, &mut m, seed)?;
@@ -79,7 +227,11 @@ impl Engine {
         let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
         let dma_size = p.size("memory.dma_size")?;
         let dma = (m.layout.alloc("dma (unprotected)", dma_size), dma_size);
-        m.mem = UntrustedMemory::new(m.layout.end());
+        // Every region is placed: memory spans them all. A host that cannot reserve it is an
+        // error, not an abort.
+        let mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
+            .map_err(|e| ConfigError(format!("memory.size: {}", e)))?;
+        m.port.allocate(mem);
         Ok(Engine { m, integ, enc, line, data_size, dma })
     }
 
@@ -106,7 +258,12 @@ impl Engine {
 
     /// The adversary's handle on raw memory.
     pub fn untrusted(&mut self) -> &mut UntrustedMemory {
-        &mut self.m.mem
+        self.m.port.untrusted(Adversary(()))
+    }
+
+    /// The adversary's read-only view of raw memory.
+    pub fn untrusted_ref(&self) -> &UntrustedMemory {
+        self.m.port.untrusted_ref(&Adversary(()))
     }
 
     pub fn layout(&self) -> &Layout {
@@ -124,7 +281,7 @@ impl Engine {
     /// cannot be tricked into taking unchecked data for checked data.
     pub fn read_without_checking(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String> {
         let (base, size) = self.dma;
-        if addr < base || addr + out.len() as u64 > base + size {
+        if addr < base || addr.checked_add(out.len() as u64).is_none_or(|end| end > base + size) {
             return Err(format!(
                 "ReadWithoutChecking of 0x{:x}+{} outside the unprotected region 0x{:x}+{}",
                 addr,
@@ -133,12 +290,15 @@ impl Engine {
                 size
             ));
         }
-        self.m.mem.read(addr, out);
-        Ok(self.m.bus.read(t, out.len() as u64).last)
+        Ok(self.m.port.read(addr, out, t).last)
     }
 
-    /// Every piece of metadata protecting `addr`'s line, integrity first, as (what, address).
-    pub fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+    /// Every piece of metadata protecting `addr`'s line, integrity first, as (what, address);
+    /// none outside program memory, which nothing protects.
+    pub fn metadata_of(&self, addr: u64) -> Vec<Meta> {
+        if addr >= self.data_size {
+            return Vec::new();
+        }
         let mut v = self.integ.metadata_of(addr);
         v.extend(self.enc.metadata_of(addr));
         v
@@ -152,24 +312,33 @@ impl Engine {
     /// Make the data line holding `addr` present in the L2 (ReadAndCheck / write-allocate).
     /// It is there for `read_cached`/`write_cached` until `settle` runs: lines displaced meanwhile
     /// wait in the write buffer, and writing them back may in turn displace this one.
-    pub fn access(&mut self, addr: u64, t: Cycle) -> Result<Outcome, IntegrityError> {
+    pub fn access(&mut self, addr: u64, kind: AccessKind, t: Cycle) -> Result<Outcome, IntegrityError> {
         let line = addr & !(self.line - 1);
         self.m.counters.data_accesses += 1;
+        self.m.counters.kinds[kind as usize].0 += 1;
         if let Some(slot) = self.m.lookup(line) {
             let ready = (t + self.m.l2_latency).max(self.m.l2.ready(slot));
-            return Ok(Outcome { hit: true, ready });
+            return Ok(self.outcome(true, ready, self.m.l2.verified(slot)));
         }
         self.m.counters.data_misses += 1;
+        self.m.counters.kinds[kind as usize].1 += 1;
         let t_req = t + self.m.l2_latency;
         self.integ.prefetch(&self.m, &*self.enc, line);
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
-        let t_data = self.enc.read_line(&mut self.m, line, t_req, plain);
+        let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
         let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
-        // An authenticating cipher (OCB's tag) or a suspended MECU refuses the line.
-        self.enc_check()?;
-        self.m.insert(line, plain, LineKind::Data, false, v.ready);
-        Ok(Outcome { hit: false, ready: v.ready })
+        let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
+        self.m.l2.set_verified(slot, v.checked.max(v.ready));
+        Ok(self.outcome(false, v.ready, v.checked))
+    }
+
+    /// An access's outcome: data usable at `ready`, checked at `verified`; the core waits for
+    /// the check unless the machine lets it use data before (003 §4.3).
+    #[inline]
+    fn outcome(&self, hit: bool, ready: Cycle, verified: Cycle) -> Outcome {
+        let verified = verified.max(ready);
+        Outcome { hit, ready: if self.m.spec.use_before_verify { ready } else { verified }, verified }
     }
 
     /// Write back whatever the last access displaced; returns when the write buffer accepted
@@ -209,7 +378,7 @@ impl Engine {
         while pos < out.len() {
             let a = addr + pos as u64;
             let n = ((self.line - (a & (self.line - 1))) as usize).min(out.len() - pos);
-            done = done.max(self.access(a, t)?.ready);
+            done = done.max(self.access(a, AccessKind::Load, t)?.ready);
             self.read_cached(a, &mut out[pos..pos + n]);
             done = done.max(self.settle()?);
             pos += n;
@@ -224,7 +393,7 @@ impl Engine {
         while pos < data.len() {
             let a = addr + pos as u64;
             let n = ((self.line - (a & (self.line - 1))) as usize).min(data.len() - pos);
-            done = done.max(self.access(a, t)?.ready);
+            done = done.max(self.access(a, AccessKind::Store, t)?.ready);
             self.write_cached(a, &data[pos..pos + n]);
             done = done.max(self.settle()?);
             pos += n;
@@ -241,18 +410,8 @@ impl Engine {
             let r = self.integ.evict(&mut self.m, &mut *self.enc, &v);
             self.m.recycle(v);
             accepted = accepted.max(r?);
-            self.enc_check()?;
         }
         Ok(accepted)
-    }
-
-    /// A failure the encryption scheme found (OCB tag mismatch, MECU without its key) becomes
-    /// the integrity error it is.
-    fn enc_check(&mut self) -> Result<(), IntegrityError> {
-        match self.enc.take_error() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 
     /// Write back and drop every cached line (data and metadata) so the next access comes
@@ -269,6 +428,7 @@ impl Engine {
             }
         }
         self.enc.drop_cached();
+        self.integ.drop_cached();
         Ok(done)
     }
 
@@ -277,14 +437,13 @@ impl Engine {
     pub fn check(&mut self, t: Cycle) -> Result<u64, IntegrityError> {
         self.drain()?;
         if self.integ.check(&mut self.m, &mut *self.enc, t)?.is_some() {
-            self.enc_check()?;
-            return Ok(self.m.mem.touched_pages(0, self.data_size).len() as u64 * (PAGE / self.line));
+            return Ok(self.m.port.touched_pages(0, self.data_size).len() as u64 * (PAGE / self.line));
         }
         self.flush(t)?;
         let mut n = 0;
-        for page in self.m.mem.touched_pages(0, self.data_size) {
+        for page in self.m.port.touched_pages(0, self.data_size) {
             for a in (page..page + PAGE).step_by(self.line as usize) {
-                self.access(a, t)?;
+                self.access(a, AccessKind::Load, t)?;
                 self.settle()?;
                 n += 1;
             }
@@ -296,13 +455,13 @@ impl Engine {
     /// Cycle from which every memory-side resource is idle.
     pub fn busy_until(&self) -> Cycle {
         let m = &self.m;
-        m.bus.free_at().max(m.aes.free_at()).max(m.hash.free_at()).max(m.write_buf.drained_at()).max(m.checks_done)
+        m.port.free_at().max(m.aes.free_at()).max(m.hash.free_at()).max(m.write_buf.drained_at()).max(m.checks_done)
     }
 
     /// Zero every statistics counter (end of warm-up). Caches, keys, TIMER and trees stay.
     pub fn reset_stats(&mut self) {
         self.m.counters = Default::default();
-        self.m.bus.reset_stats();
+        self.m.port.reset_stats();
         self.m.aes.reset_stats();
         self.m.hash.reset_stats();
         self.m.read_buf.reset_stats();
@@ -314,18 +473,14 @@ impl Engine {
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
     pub fn barrier(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         let t = self.integ.barrier(&mut self.m, &mut *self.enc, now)?;
-        let t = self.drain()?.max(t);
-        self.enc_check()?;
-        Ok(t)
+        Ok(self.drain()?.max(t))
     }
 
     /// The run is over: schemes that verify at the end do so. Returns when done.
     pub fn finish(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         self.drain()?;
         let t = self.integ.finish(&mut self.m, &mut *self.enc, now)?;
-        let t = self.drain()?.max(t);
-        self.enc_check()?;
-        Ok(t)
+        Ok(self.drain()?.max(t))
     }
 
     /// Called by the run loop every few hundred instructions with the current cycle and the
@@ -334,9 +489,7 @@ impl Engine {
     pub fn poll(&mut self, now: Cycle, instructions: u64) -> Result<Cycle, IntegrityError> {
         let t = self.enc.poll(&mut self.m, now, instructions);
         let t = self.integ.poll(&mut self.m, &mut *self.enc, t, instructions)?;
-        let done = self.drain()?.max(t);
-        self.enc_check()?;
-        Ok(done)
+        Ok(self.drain()?.max(t))
     }
 
     /// Data lines that left the L2 since the last call.
@@ -354,16 +507,23 @@ impl Engine {
         out.int("l2.meta_accesses", c.meta_accesses);
         out.int("l2.meta_misses", c.meta_misses);
         out.float("l2.meta_miss_rate", ratio(c.meta_misses, c.meta_accesses));
+        for k in AccessKind::ALL {
+            let (a, miss) = c.kinds[k as usize];
+            out.int(&format!("l2.{}_accesses", k.name()), a);
+            out.int(&format!("l2.{}_misses", k.name()), miss);
+        }
         out.int("l2.data_writebacks", c.data_writebacks);
         out.int("l2.meta_writebacks", c.meta_writebacks);
-        let b = &self.m.bus;
-        out.int("mem.read_bytes", b.read_bytes);
-        out.int("mem.write_bytes", b.write_bytes);
-        out.int("mem.reads", b.reads);
-        out.int("mem.writes", b.writes);
-        out.int("mem.bus_busy_cycles", b.busy_cycles);
-        out.int("mem.bus_queue_cycles", b.queue_cycles);
-        out.int("mem.resident_bytes", self.m.mem.resident_bytes());
+        let c = *self.m.port.counters();
+        out.int("mem.read_bytes", c.read_bytes);
+        out.int("mem.write_bytes", c.write_bytes);
+        out.int("mem.reads", c.reads);
+        out.int("mem.writes", c.writes);
+        out.int("mem.bus_busy_cycles", c.busy_cycles);
+        out.int("mem.bus_queue_cycles", c.queue_cycles);
+        out.int("mem.resident_bytes", self.m.port.resident_bytes());
+        out.str("mem.model", self.m.port.model().name());
+        self.m.port.model().extra_stats(&mut |k, v| out.int(&format!("mem.{}", k), v));
         out.int("aes.units", self.m.aes.units);
         out.int("aes.wait_cycles", self.m.aes.wait_cycles);
         out.int("hash.ops", self.m.hash.ops);

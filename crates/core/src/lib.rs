@@ -4,6 +4,7 @@
 
 pub mod adversary;
 pub mod cache;
+pub mod decl;
 pub mod encryption;
 pub mod engine;
 pub mod integrity;
@@ -11,11 +12,13 @@ pub mod layout;
 pub mod machine;
 pub mod mem;
 pub mod params;
+pub mod port;
 pub mod power;
+pub mod speculation;
 pub mod stats;
 pub mod wordbuf;
 
-pub use engine::{Engine, Outcome};
+pub use engine::{AccessKind, Engine, Outcome};
 pub use integrity::IntegrityError;
 pub use mem::{Snapshot, UntrustedMemory};
 pub use params::{ConfigError, Params};
@@ -23,5 +26,7 @@ pub use stats::{Stat, Stats};
 
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod security_tests;
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,13 @@
-//! What the schemes operate on: untrusted memory behind the bus, the AES and hash engines,
-//! the trusted L2 and the buffers between them. A scheme performs an operation by calling
-//! these, and the same call returns when it is done: the functional and timing behaviour of
-//! every scheme is one code path.
+//! What the schemes operate on: untrusted memory behind the timed port, the AES and hash
+//! engines, the trusted L2 and the buffers between them. A scheme performs an operation by
+//! calling these, and the same call returns when it is done: the functional and timing
+//! behaviour of every scheme is one code path.
 
 use crate::cache::{LineKind, TrustedCache};
 use crate::layout::Layout;
-use crate::mem::UntrustedMemory;
-use secmem_timing::{Bus, Cycle, Pipe, Slots};
+use crate::port::Port;
+use crate::speculation::Speculation;
+use secmem_timing::{Cycle, Pipe, Slots};
 
 /// A line leaving the L2, held in the write buffer until its scheme has written it back.
 pub struct Victim {
@@ -21,6 +22,8 @@ pub struct Victim {
 pub struct L2Counters {
     pub data_accesses: u64,
     pub data_misses: u64,
+    /// (accesses, misses) per `AccessKind`.
+    pub kinds: [(u64, u64); 4],
     pub meta_accesses: u64,
     pub meta_misses: u64,
     pub data_writebacks: u64,
@@ -29,8 +32,10 @@ pub struct L2Counters {
 }
 
 pub struct Machine {
-    pub mem: UntrustedMemory,
-    pub bus: Bus,
+    /// Untrusted memory, reachable only through transfers that are timed.
+    pub port: Port,
+    /// The speculation stage: on-chip predictors and whether data is used before its check.
+    pub spec: Speculation,
     pub aes: Pipe,
     pub hash: Pipe,
     pub l2: TrustedCache,
@@ -54,8 +59,7 @@ pub struct Machine {
 impl Machine {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        mem: UntrustedMemory,
-        bus: Bus,
+        port: Port,
         aes: Pipe,
         hash: Pipe,
         l2: TrustedCache,
@@ -66,8 +70,8 @@ impl Machine {
         write_buf: usize,
     ) -> Machine {
         Machine {
-            mem,
-            bus,
+            port,
+            spec: Speculation::none(),
             aes,
             hash,
             l2,

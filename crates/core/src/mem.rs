@@ -22,13 +22,18 @@ pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 
 
 /// Untrusted memory is one anonymous mapping reserved for the whole address range and
-/// committed by the kernel only where touched (huge pages where the kernel allows), so an
-/// access is a plain offset. A bitmap remembers which 4 KiB pages were ever written.
+/// committed by the kernel only where touched, so an access is a plain offset. A bitmap
+/// remembers which 4 KiB pages were ever written.
+///
+/// Huge pages are off unless asked for (`memory.huge_pages`): with them a single byte
+/// commits 2 MiB of host memory, so sparse use of a large memory costs 512 times what it
+/// touches; with them on, scattered lines miss the host TLB less.
 pub struct UntrustedMemory {
     size: u64,
     map: Mapping,
     touched: Vec<u64>,
     resident: u64,
+    huge_pages: bool,
 }
 
 /// A copy of the whole memory at one instant (for replay attacks).
@@ -45,9 +50,22 @@ impl Default for UntrustedMemory {
 }
 
 impl UntrustedMemory {
-    pub fn new(size: u64) -> UntrustedMemory {
+    /// `size` bytes, reserved but not committed. The host may refuse the reservation (an
+    /// address-space limit, `ulimit -v`): that is an error value, never an abort.
+    pub fn try_new(size: u64, huge_pages: bool) -> Result<UntrustedMemory, String> {
         let pages = size.div_ceil(PAGE);
-        UntrustedMemory { size, map: Mapping::new(pages * PAGE), touched: vec![0; pages.div_ceil(64) as usize], resident: 0 }
+        let words = pages.div_ceil(64) as usize;
+        let mut touched = Vec::new();
+        touched.try_reserve_exact(words).map_err(|_| reserve_error(size, "its page bitmap"))?;
+        touched.resize(words, 0);
+        let map = Mapping::new(pages * PAGE, huge_pages).map_err(|e| reserve_error(size, &e.to_string()))?;
+        Ok(UntrustedMemory { size, map, touched, resident: 0, huge_pages })
+    }
+
+    /// [`UntrustedMemory::try_new`] without huge pages, for memories known to fit (tests,
+    /// small tools); panics if the host refuses.
+    pub fn new(size: u64) -> UntrustedMemory {
+        UntrustedMemory::try_new(size, false).unwrap_or_else(|e| panic!("{}", e))
     }
 
     /// Addressable bytes (data and metadata regions).
@@ -156,7 +174,13 @@ impl UntrustedMemory {
                 s.size, self.size
             ));
         }
-        *self = UntrustedMemory::new(s.size);
+        // In place: a second reservation of the same size could exceed an address-space
+        // limit that the first one fitted. Touched pages go back to unwritten zeros.
+        for (lo, hi) in runs(&self.touched_pages(0, self.size.div_ceil(PAGE) * PAGE)) {
+            self.map.discard(lo, hi - lo);
+        }
+        self.touched.fill(0);
+        self.resident = 0;
         for (a, pg) in s.pages.iter() {
             self.write(*a, pg);
         }
@@ -165,11 +189,32 @@ impl UntrustedMemory {
 }
 
 impl Clone for UntrustedMemory {
+    /// Panics if the host refuses a second reservation of this size.
     fn clone(&self) -> Self {
-        let mut m = UntrustedMemory::new(self.size);
+        let mut m = UntrustedMemory::try_new(self.size, self.huge_pages).unwrap_or_else(|e| panic!("{}", e));
         m.restore(&self.snapshot()).expect("same size");
         m
     }
+}
+
+fn reserve_error(size: u64, why: &str) -> String {
+    format!(
+        "cannot reserve host address space for {} bytes of untrusted memory (program data and its metadata): {}; \
+         lower memory.size or raise the address-space limit (ulimit -v)",
+        size, why
+    )
+}
+
+/// Ascending page addresses as maximal [lo, hi) runs of consecutive pages.
+fn runs(pages: &[u64]) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = Vec::new();
+    for &a in pages {
+        match v.last_mut() {
+            Some(r) if r.1 == a => r.1 = a + PAGE,
+            _ => v.push((a, a + PAGE)),
+        }
+    }
+    v
 }
 
 /// A private anonymous mapping: reserved, not committed, zero where never written.
@@ -183,11 +228,11 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn new(len: u64) -> Mapping {
+    fn new(len: u64, huge_pages: bool) -> std::io::Result<Mapping> {
         if len == 0 {
-            return Mapping { ptr: std::ptr::NonNull::dangling().as_ptr(), len: 0 };
+            return Ok(Mapping { ptr: std::ptr::NonNull::dangling().as_ptr(), len: 0 });
         }
-        let len = len as usize;
+        let len = usize::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
         // SAFETY: a fresh private anonymous mapping; checked for failure below.
         let ptr = unsafe {
             libc::mmap(
@@ -200,12 +245,25 @@ impl Mapping {
             )
         };
         if ptr == libc::MAP_FAILED {
-            panic!("cannot reserve {} bytes of address space for untrusted memory", len);
+            return Err(std::io::Error::last_os_error());
         }
-        // Huge pages where the kernel allows them: fewer host TLB misses on scattered lines.
-        // SAFETY: advice on our own mapping; failure only loses the optimisation.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
-        Mapping { ptr: ptr as *mut u8, len }
+        // Asked for either way: a kernel whose transparent huge pages are "always" would
+        // otherwise commit 2 MiB for every byte touched.
+        let advice = if huge_pages { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        // SAFETY: advice on our own mapping; failure only loses the advice.
+        unsafe { libc::madvise(ptr, len, advice) };
+        Ok(Mapping { ptr: ptr as *mut u8, len })
+    }
+
+    /// Give [addr, addr+n) back to the kernel: it reads as zeros again and costs nothing.
+    fn discard(&mut self, addr: u64, n: u64) {
+        let s = self.slice_mut(addr, n as usize);
+        // SAFETY: a range of our own private anonymous mapping (checked by slice_mut), which
+        // MADV_DONTNEED refills with zero pages on the next touch.
+        let r = unsafe { libc::madvise(s.as_mut_ptr() as *mut libc::c_void, s.len(), libc::MADV_DONTNEED) };
+        if r != 0 {
+            s.fill(0);
+        }
     }
 
     #[inline]
@@ -298,6 +356,36 @@ mod tests {
         let mut b = [0u8; 3];
         m.read(64, &mut b);
         assert_eq!(&b, b"old");
+    }
+
+    #[test]
+    fn a_reservation_the_host_refuses_is_an_error_value() {
+        // 2^62 bytes exceed any x86-64 address space.
+        let e = UntrustedMemory::try_new(1 << 62, false).err().expect("refused");
+        assert!(e.starts_with("cannot reserve host address space for 4611686018427387904 bytes"), "{}", e);
+        assert!(e.ends_with("lower memory.size or raise the address-space limit (ulimit -v)"), "{}", e);
+    }
+
+    #[test]
+    fn restore_in_place_forgets_pages_written_after_the_snapshot() {
+        let mut m = UntrustedMemory::try_new(1 << 24, true).unwrap();
+        m.write(3 * PAGE, b"kept");
+        let s = m.snapshot();
+        for p in [0, 1, 2, 3, 4, 9, 10, 4095] {
+            m.write(p * PAGE + 5, b"later");
+        }
+        m.restore(&s).unwrap();
+        assert_eq!(m.touched_pages(0, 1 << 24), vec![3 * PAGE]);
+        assert_eq!(m.resident_bytes(), PAGE);
+        let mut b = [1u8; 9];
+        for p in [0, 2, 4, 9, 10, 4095] {
+            m.read(p * PAGE + 5, &mut b);
+            assert_eq!(b, [0; 9], "page {} reads as never written", p);
+        }
+        m.read(3 * PAGE, &mut b);
+        assert_eq!(&b, b"kept\0\0\0\0\0", "the snapshot's page as it was: the later bytes are gone");
+        let c = m.clone();
+        assert_eq!(c.touched_pages(0, 1 << 24), vec![3 * PAGE]);
     }
 
     #[test]

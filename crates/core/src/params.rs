@@ -30,6 +30,39 @@ impl fmt::Display for Value {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
+/// The largest size any parameter may hold (1 TiB): untrusted memory is reserved as host
+/// address space, half again as large with its metadata.
+pub const MAX_SIZE: u64 = 1 << 40;
+/// The largest count or cycle number any parameter may hold (about 10^12).
+pub const MAX_COUNT: u64 = 1 << 40;
+/// The largest preset file read: presets are a few kilobytes of TOML.
+pub const MAX_PRESET_BYTES: u64 = 1 << 20;
+
+/// Tighter ceilings for parameters that size a structure held in host memory, checked when
+/// the value is read and so before anything is allocated: (what the limit protects, ceiling).
+fn host_ceiling(key: &str) -> Option<(&'static str, u64)> {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    match key {
+        // The seeds' largest cache is 4 MiB; its lines' bytes are really held.
+        "l1i.size" | "l1d.size" | "l2.size" => Some(("a simulated cache's size", 256 << 20)),
+        "core.rob_size" | "core.lsq_size" | "tlb.entries" => Some(("an on-chip structure's entries", 1 << 20)),
+        // Ways, buffer and table entries: searched or allocated per entry.
+        _ if last == "ways" || last.ends_with("_entries") || last.ends_with("_buffer") => {
+            Some(("an on-chip structure's entries", 1 << 16))
+        }
+        _ => None,
+    }
+}
+
+/// `v` for `key` if within its ceiling (`general` unless the key has a tighter one).
+fn bounded(key: &str, v: u64, general: u64, what: &str) -> Result<u64, ConfigError> {
+    let (limit_of, max) = host_ceiling(key).unwrap_or((what, general));
+    if v > max {
+        return Err(ConfigError(format!("{}: {} is more than {} may be ({} at most)", key, v, limit_of, max)));
+    }
+    Ok(v)
+}
+
 #[derive(Debug, Default)]
 pub struct Params {
     map: BTreeMap<String, Value>,
@@ -98,12 +131,12 @@ impl Params {
     }
 
     fn nearest(&self, key: &str) -> Option<&str> {
-        self.map
-            .keys()
-            .map(|k| (edit_distance(k, key), k))
-            .filter(|(d, _)| *d <= 3)
-            .min()
-            .map(|(_, k)| k.as_str())
+        nearest(self.map.keys().map(|k| k.as_str()), key)
+    }
+
+    /// Set `key` to `v` whether or not it exists (declarations and presets build the map).
+    pub fn insert(&mut self, key: &str, v: Value) {
+        self.map.insert(key.to_string(), v);
     }
 
     pub fn contains(&self, key: &str) -> bool {
@@ -128,11 +161,11 @@ impl Params {
         self.read.lock().unwrap().clone()
     }
 
-    /// Refuse keys of `self` that `schema` (the full default machine) does not know.
-    pub fn check_known(&self, schema: &Params, origin: &str) -> Result<(), ConfigError> {
+    /// Refuse keys of `self` that are not among `known` (every declared key).
+    pub fn check_known(&self, known: &[&str], origin: &str) -> Result<(), ConfigError> {
         for k in self.map.keys() {
-            if !schema.map.contains_key(k) && k != "inherit" && k != "description" {
-                let hint = schema.nearest(k).map(|n| format!(" (did you mean '{}'?)", n)).unwrap_or_default();
+            if !known.contains(&k.as_str()) && k != "inherit" {
+                let hint = nearest(known.iter().copied(), k).map(|n| format!(" (did you mean '{}'?)", n)).unwrap_or_default();
                 return Err(ConfigError(format!("{}: unknown parameter '{}'{}", origin, k, hint)));
             }
         }
@@ -168,7 +201,7 @@ impl Params {
         if v < min {
             return Err(ConfigError(format!("{}: {} is too small (at least {})", key, v, min)));
         }
-        Ok(v)
+        bounded(key, v, MAX_COUNT, "a count")
     }
 
     /// A size in bytes: 64, "64B", "256KiB", "4GiB", "1MB" (powers of 1000).
@@ -179,7 +212,24 @@ impl Params {
             Value::Str(s) => parse_size(s),
             _ => None,
         };
-        r.filter(|&b| b > 0).ok_or_else(|| ConfigError(format!("{}: '{}' is not a size (e.g. 64B, 256KiB, 4GiB)", key, v)))
+        let b = r
+            .filter(|&b| b > 0)
+            .ok_or_else(|| ConfigError(format!("{}: '{}' is not a size (e.g. 64B, 256KiB, 4GiB)", key, v)))?;
+        bounded(key, b, MAX_SIZE, "a size")
+    }
+
+    /// The text of a preset file, refused past [`MAX_PRESET_BYTES`] (a device such as
+    /// /dev/zero would never end) and if it is not UTF-8.
+    pub fn read_file(path: &str) -> Result<String, ConfigError> {
+        use std::io::Read;
+        let err = |e: &dyn fmt::Display| ConfigError(format!("preset file '{}': {}", path, e));
+        let f = std::fs::File::open(path).map_err(|e| err(&e))?;
+        let mut bytes = Vec::new();
+        f.take(MAX_PRESET_BYTES + 1).read_to_end(&mut bytes).map_err(|e| err(&e))?;
+        if bytes.len() as u64 > MAX_PRESET_BYTES {
+            return Err(err(&format!("longer than {} bytes; a preset is a short TOML file", MAX_PRESET_BYTES)));
+        }
+        String::from_utf8(bytes).map_err(|_| err(&"not UTF-8 text"))
     }
 
     /// A frequency in Hz: "1GHz", "200MHz".
@@ -258,8 +308,25 @@ pub fn parse_count(s: &str) -> Option<u64> {
     if let Ok(v) = num.parse::<u64>() {
         return v.checked_mul(mult);
     }
-    let f = num.parse::<f64>().ok()?;
-    (f >= 0.0).then(|| (f * mult as f64).round() as u64)
+    whole(num, mult)
+}
+
+/// `num` (digits with an optional decimal fraction) times `mult`, computed exactly, if that
+/// is a whole number that fits a u64: a count of "1.5" is refused, "1.5k" is not.
+fn whole(num: &str, mult: u64) -> Option<u64> {
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |d: &str| d.bytes().all(|c| c.is_ascii_digit());
+    if int.is_empty() && frac.is_empty() || !digits(int) || !digits(frac) || frac.len() > 18 {
+        return None;
+    }
+    let int: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let scale = 10u128.pow(frac.len() as u32);
+    let frac: u128 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+    let scaled = frac * mult as u128;
+    if scaled % scale != 0 {
+        return None;
+    }
+    u64::try_from(int.checked_mul(mult as u128)? + scaled / scale).ok()
 }
 
 pub fn parse_size(s: &str) -> Option<u64> {
@@ -281,11 +348,15 @@ pub fn parse_size(s: &str) -> Option<u64> {
             if let Ok(v) = num.parse::<u64>() {
                 return v.checked_mul(mult);
             }
-            let f = num.parse::<f64>().ok()?;
-            return (f > 0.0).then(|| (f * mult as f64).round() as u64);
+            return whole(num, mult);
         }
     }
     lower.parse::<u64>().ok()
+}
+
+/// The key of `keys` nearest to `key` (a typo's likely intent), if near enough.
+fn nearest<'a>(keys: impl Iterator<Item = &'a str>, key: &str) -> Option<&'a str> {
+    keys.map(|k| (edit_distance(k, key), k)).filter(|(d, _)| *d <= 3).min().map(|(_, k)| k)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -317,6 +388,35 @@ mod tests {
         assert_eq!(parse_size("1.5MiB"), Some(1_572_864));
         assert_eq!(parse_size("12 parsecs"), None);
         assert_eq!(parse_count("10M"), Some(10_000_000));
+        assert_eq!(parse_count("1.5k"), Some(1500));
+        assert_eq!(parse_count("1.5"), None, "counts are whole");
+        assert_eq!(parse_size("1.5B"), None, "sizes are whole bytes");
+        assert_eq!(parse_count("inf"), None);
+        assert_eq!(parse_size("1e30GiB"), None);
+    }
+
+    #[test]
+    fn sizes_and_counts_have_ceilings_checked_before_anything_is_reserved() {
+        let mut p = Params::from_toml("[memory]\nsize = 1\n[l2]\nsize = 1\nways = 1\n[otp]\nts_buffer_entries = 1\n[aes]\nlatency = 1\n", "t").unwrap();
+        p.set_str("memory.size=64TiB").unwrap();
+        assert_eq!(p.size("memory.size").unwrap_err().0, "memory.size: 70368744177664 is more than a size may be (1099511627776 at most)");
+        p.set_str("memory.size=1TiB").unwrap();
+        assert_eq!(p.size("memory.size").unwrap(), MAX_SIZE);
+        p.set_str("l2.size=1GiB").unwrap();
+        assert!(p.size("l2.size").unwrap_err().0.starts_with("l2.size: 1073741824 is more than a simulated cache's size may be"));
+        p.set_str("l2.ways=100000").unwrap();
+        assert!(p.u64_min("l2.ways", 1).unwrap_err().0.starts_with("l2.ways: 100000 is more than an on-chip structure's entries"));
+        p.set_str("otp.ts_buffer_entries=1G").unwrap();
+        assert!(p.u64_min("otp.ts_buffer_entries", 0).unwrap_err().0.starts_with("otp.ts_buffer_entries:"));
+        p.set_str("aes.latency=2000G").unwrap();
+        assert!(p.u64_min("aes.latency", 1).unwrap_err().0.starts_with("aes.latency: 2000000000000 is more than a count may be"));
+    }
+
+    #[test]
+    fn a_preset_file_is_read_with_a_bound() {
+        let e = Params::read_file("/dev/zero").unwrap_err().0;
+        assert_eq!(e, format!("preset file '/dev/zero': longer than {} bytes; a preset is a short TOML file", MAX_PRESET_BYTES));
+        assert!(Params::read_file("/nonexistent.toml").unwrap_err().0.starts_with("preset file '/nonexistent.toml': "));
     }
 
     #[test]

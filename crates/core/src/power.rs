@@ -9,8 +9,60 @@ use crate::encryption::mecu::{Mecu, OfflineView};
 use crate::encryption::PowerEvent;
 use crate::engine::Engine;
 use crate::integrity::IntegrityError;
-use crate::machine::Victim;
+use crate::machine::{Machine, Victim};
 use secmem_timing::Cycle;
+
+/// An encryption scheme that protects non-volatile memory across power cycles (seed 002's
+/// MECU): what the engine's power management drives.
+pub trait PowerManaged {
+    /// Suspend (key device out), resume (s + 1) or reboot (new key, stamps reset).
+    fn event(&mut self, ev: PowerEvent) -> Result<(), String>;
+    fn is_running(&self) -> bool;
+    fn power_lost(&self) -> bool;
+    /// Cut the power at `step` of the next block re-encryption; the number of steps one has.
+    fn arm_power_cut(&mut self, step: u64) -> u64;
+    /// Power is back after a failure (the key device is still in): a resume.
+    fn restore_power(&mut self) -> Result<(), String>;
+    /// What an adversary reads from the unit while the system is suspended or off.
+    fn offline_view(&self) -> Result<OfflineView, String>;
+    /// The offline adversary overwrites the global state counter (002 §4.3).
+    fn set_state_counter(&mut self, v: u32) -> Result<(), String>;
+    /// A device reads memory through the second unit (002 §6.3).
+    fn dma_read(&mut self, m: &mut Machine, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String>;
+    /// A device writes memory through the second unit.
+    fn dma_write(&mut self, m: &mut Machine, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, String>;
+}
+
+impl PowerManaged for Mecu {
+    fn event(&mut self, ev: PowerEvent) -> Result<(), String> {
+        self.power_event(ev)
+    }
+    fn is_running(&self) -> bool {
+        Mecu::is_running(self)
+    }
+    fn power_lost(&self) -> bool {
+        Mecu::power_lost(self)
+    }
+    fn arm_power_cut(&mut self, step: u64) -> u64 {
+        Mecu::arm_power_cut(self, step);
+        self.reencryption_steps()
+    }
+    fn restore_power(&mut self) -> Result<(), String> {
+        Mecu::restore_power(self)
+    }
+    fn offline_view(&self) -> Result<OfflineView, String> {
+        Mecu::offline_view(self)
+    }
+    fn set_state_counter(&mut self, v: u32) -> Result<(), String> {
+        Mecu::set_state_counter(self, v)
+    }
+    fn dma_read(&mut self, m: &mut Machine, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String> {
+        Mecu::dma_read(self, m, addr, out, t)
+    }
+    fn dma_write(&mut self, m: &mut Machine, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, String> {
+        Mecu::dma_write(self, m, addr, data, t)
+    }
+}
 
 /// A power-management request that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,9 +80,9 @@ fn refused(e: String) -> PowerError {
 }
 
 impl Engine {
-    fn mecu_mut(&mut self) -> Result<&mut Mecu, PowerError> {
+    fn mecu_mut(&mut self) -> Result<&mut dyn PowerManaged, PowerError> {
         let name = self.enc.name();
-        self.enc.mecu().ok_or_else(|| {
+        self.enc.power_managed().ok_or_else(|| {
             refused(format!(
                 "encryption scheme '{}' has no suspend/resume/reboot: only mecu protects non-volatile memory across power cycles",
                 name
@@ -49,14 +101,13 @@ impl Engine {
             return Err(refused("the system is not running".into()));
         }
         self.flush(0)?;
-        self.enc.power(&mut self.m, PowerEvent::Suspend, 0).map_err(refused)?;
+        self.mecu_mut()?.event(PowerEvent::Suspend).map_err(refused)?;
         Ok(())
     }
 
     /// Resume: the key device is back and a new resume cycle begins (s + 1).
     pub fn resume(&mut self) -> Result<(), PowerError> {
-        self.mecu_mut()?;
-        self.enc.power(&mut self.m, PowerEvent::Resume, 0).map_err(refused)?;
+        self.mecu_mut()?.event(PowerEvent::Resume).map_err(refused)?;
         Ok(())
     }
 
@@ -71,21 +122,19 @@ impl Engine {
         } else if lost {
             self.discard_caches();
         }
-        self.enc.power(&mut self.m, PowerEvent::Reboot, 0).map_err(refused)?;
+        self.mecu_mut()?.event(PowerEvent::Reboot).map_err(refused)?;
         Ok(())
     }
 
     /// Cut the power at `step` of the next block re-encryption; returns the number of steps a
     /// block's re-encryption has (see `Mecu::reencryption_steps`).
     pub fn arm_power_cut(&mut self, step: u64) -> Result<u64, PowerError> {
-        let mecu = self.mecu_mut()?;
-        mecu.arm_power_cut(step);
-        Ok(mecu.reencryption_steps())
+        Ok(self.mecu_mut()?.arm_power_cut(step))
     }
 
     /// Whether the power has failed (and not been restored).
     pub fn power_lost(&mut self) -> bool {
-        self.enc.mecu().is_some_and(|m| m.power_lost())
+        self.enc.power_managed().is_some_and(|m| m.power_lost())
     }
 
     /// Power is back after a failure: whatever the caches held is gone; the system resumes.
@@ -104,6 +153,7 @@ impl Engine {
             self.m.l2.invalidate(s);
         }
         self.enc.drop_cached();
+        self.integ.drop_cached();
     }
 
     /// What the adversary reads from the MECU while the system is suspended or off.
@@ -114,12 +164,6 @@ impl Engine {
     /// The offline adversary sets the global state counter (a rollback, 002 §4.3).
     pub fn mecu_set_state_counter(&mut self, s: u32) -> Result<(), PowerError> {
         self.mecu_mut()?.set_state_counter(s).map_err(refused)
-    }
-
-    /// A failure the encryption scheme found on its own (an ocb tag mismatch, a mecu access
-    /// without its key) since the last call.
-    pub fn take_encryption_error(&mut self) -> Option<IntegrityError> {
-        self.enc.take_error()
     }
 
     /// Make DMA coherent with the L2: lines of [addr, addr+n) are written back if dirty, and
@@ -170,7 +214,7 @@ impl Engine {
         self.dma_range(addr, data.len() as u64)?;
         self.dma_coherence(addr, data.len() as u64, true)?;
         let m = &mut self.m;
-        self.enc.mecu().expect("mecu").dma_write(m, addr, data, t).map_err(refused)
+        self.enc.power_managed().expect("mecu").dma_write(m, addr, data, t).map_err(refused)
     }
 
     /// A device reads `out.len()` bytes at `addr` by DMA, through the second MECU.
@@ -179,6 +223,6 @@ impl Engine {
         self.dma_range(addr, out.len() as u64)?;
         self.dma_coherence(addr, out.len() as u64, false)?;
         let m = &mut self.m;
-        self.enc.mecu().expect("mecu").dma_read(m, addr, out, t).map_err(refused)
+        self.enc.power_managed().expect("mecu").dma_read(m, addr, out, t).map_err(refused)
     }
 }

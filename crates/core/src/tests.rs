@@ -1,7 +1,8 @@
 //! Behaviour of the engine under every scheme combination, and what the adversary can do.
 
+use crate::layout::MetaKind;
 use crate::testutil::{params, pattern};
-use crate::Engine;
+use crate::{AccessKind, Engine};
 
 const SCHEMES: [(&str, &str); 4] = [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")];
 
@@ -96,7 +97,8 @@ fn chash_detects_a_flipped_bit_in_every_tree_level() {
             .integrity()
             .metadata_of(0x8000)
             .into_iter()
-            .filter(|(k, _)| k.starts_with("tree level"))
+            .filter(|m| matches!(m.kind, MetaKind::TreeLevel(_)))
+            .map(|m| (m.kind.to_string(), m.addr))
             .collect();
         assert!(path.len() >= 8, "64 MiB with a 4-ary tree has many levels: {:?}", path);
         for (level, node) in path {
@@ -251,7 +253,7 @@ fn protected_misses_take_longer_and_move_more_bytes() {
         let mut e = engine(integ, enc);
         let mut t = 0;
         for k in 0..2000u64 {
-            let o = e.access(k * 4096 * 3 % (48 << 20), t).unwrap();
+            let o = e.access(k * 4096 * 3 % (48 << 20), AccessKind::Load, t).unwrap();
             e.write_cached(k * 4096 * 3 % (48 << 20), &[k as u8]);
             t = o.ready.max(e.settle().unwrap());
         }
@@ -376,7 +378,7 @@ fn lhash_notices_reordered_time_stamps() {
     for enc in ["none", "otp"] {
         let mut e = written("lhash", enc);
         let md = e.integrity().metadata_of(0x4000);
-        let ts = md.iter().find(|(k, _)| k == "time stamp").unwrap().1;
+        let ts = md.iter().find(|m| m.kind == MetaKind::LogStamp).unwrap().addr;
         let mut v = [0u8; 4];
         e.untrusted().read(ts, &mut v);
         e.untrusted().write(ts, &(u32::from_le_bytes(v) + 5).to_le_bytes());
@@ -388,7 +390,7 @@ fn lhash_notices_reordered_time_stamps() {
 fn lhash_notices_a_page_added_twice_or_skipped_by_the_page_table() {
     for skip in [false, true] {
         let mut e = written("lhash", "none");
-        let pt = e.integrity().metadata_of(0x4000 + 4096).iter().find(|(k, _)| k == "page table").unwrap().1;
+        let pt = e.integrity().metadata_of(0x4000 + 4096).iter().find(|m| m.kind == MetaKind::PageTable).unwrap().addr;
         let mut b = [0u8];
         e.untrusted().read(pt, &mut b);
         assert_ne!(b[0], 0, "the page is listed");
@@ -433,7 +435,7 @@ fn naive_and_chash_agree_on_every_attack_outcome_but_naive_reads_whole_paths() {
 fn naive_remembers_hashes_only_of_the_exact_bytes_it_checked() {
     // Every node of the path is checked (and remembered) by a first read; a bit flipped in
     // any of them afterwards must still be noticed on the next read.
-    let path: Vec<u64> = engine("naive", "none").integrity().metadata_of(0x8000).into_iter().map(|(_, a)| a).collect();
+    let path: Vec<u64> = engine("naive", "none").integrity().metadata_of(0x8000).into_iter().map(|m| m.addr).collect();
     assert!(path.len() >= 8);
     for node in path {
         let mut e = engine("naive", "none");
@@ -512,4 +514,42 @@ fn an_ocb_tag_mismatch_is_an_integrity_error_on_the_read_even_without_integrity(
     e.write(0x7000, b"fine", 0).unwrap();
     e.flush(0).unwrap();
     assert_eq!(read(&mut e, 0x7000, 4).unwrap(), b"fine");
+}
+
+#[test]
+fn data_waits_for_its_check_only_where_the_machine_says_so() {
+    // 003 §4.3: chash returns data for speculative use while the check completes; with
+    // speculation.use_before_verify off (001, 004: issue only after authentication) the same
+    // miss is usable only once verified.
+    let t = 1000;
+    let miss = |spec: &str| {
+        let mut e = Engine::new(&params("chash", "otp", &[&format!("speculation.use_before_verify={}", spec)]), 7).unwrap();
+        e.write(0x10_0000, b"x", 0).unwrap();
+        e.flush(0).unwrap();
+        let o = e.access(0x10_0000, AccessKind::Load, t).unwrap();
+        assert!(!o.hit);
+        o
+    };
+    let (early, late) = (miss("true"), miss("false"));
+    assert_eq!(early.verified, late.verified, "the check itself takes as long either way");
+    assert!(early.ready < early.verified, "chash's check outlasts the data's arrival: {:?}", early);
+    assert_eq!(late.ready, late.verified);
+}
+
+#[test]
+fn accesses_are_counted_by_kind() {
+    let mut e = engine("none", "none");
+    for (k, kind) in [(0u64, AccessKind::Fetch), (1, AccessKind::Load), (2, AccessKind::Store), (3, AccessKind::Walk), (4, AccessKind::Load)] {
+        e.access(k * 4096, kind, 0).unwrap();
+        e.settle().unwrap();
+    }
+    e.access(4096, AccessKind::Load, 0).unwrap();
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    let get = |k: &str| s.get_f64(k).unwrap();
+    assert_eq!((get("l2.fetch_accesses"), get("l2.fetch_misses")), (1.0, 1.0));
+    assert_eq!((get("l2.load_accesses"), get("l2.load_misses")), (3.0, 2.0));
+    assert_eq!((get("l2.store_accesses"), get("l2.walk_accesses")), (1.0, 1.0));
+    assert_eq!(get("l2.accesses"), 6.0);
+    assert_eq!(get("l2.misses"), 5.0);
 }

@@ -5,7 +5,8 @@ use crate::params::Params;
 /// The default machine with the given schemes, a 16 KiB L2 (so a few hundred lines already
 /// force evictions and tree traffic) and 64 MiB of memory, then `extra` `key=value`s.
 pub fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
-    let mut p = Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap();
+    let mut p = crate::decl::defaults(crate::decl::engine_components());
+    p.overlay(&Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap());
     p.set("integrity", integ).unwrap();
     p.set("encryption", enc).unwrap();
     p.set("l2.size", "16KiB").unwrap();
@@ -27,10 +28,4 @@ pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
-}
-
-/// Bytes from hex text (white space ignored), for published test vectors.
-pub fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }

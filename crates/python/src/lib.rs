@@ -2,12 +2,15 @@
 //! friendly API are in the `secmem` Python package.
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyException, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
+use std::sync::{Mutex, MutexGuard};
 
+mod codeauth;
+mod interrupt;
 mod readers;
 mod tracer;
 
@@ -117,7 +120,12 @@ fn run<'py>(
     let count = warmup.checked_add(instructions);
     let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, stdout, count, seed)?;
     let o = RunOptions { instructions, warmup, seed, progress };
-    let r = py.detach(|| secmem_sim::run(&p, &mut *src, &o)).map_err(cfg_err)?;
+    let r = py
+        .detach(|| {
+            let _signals = interrupt::Guard::install();
+            secmem_sim::run(&p, &mut *src, &o)
+        })
+        .map_err(cfg_err)?;
     // The run counts instructions after the fast-forward: say so when the input ran out.
     let error = r.error.map(|e| if skip > 0 && e.starts_with("the trace ended") { format!("{e}, after skipping {skip}") } else { e });
     Ok((stats_dict(py, &r.stats)?, error))
@@ -148,6 +156,25 @@ fn bench_schemes() -> Vec<(String, String)> {
 #[pyfunction]
 fn encryption_schemes() -> Vec<String> {
     secmem_core::encryption::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every declared component, as (name, kind, summary, source, parameters), each parameter as
+/// (key, default or None when the preset gives it, unit, meaning): what `secmem schemes` and
+/// `secmem presets NAME` print.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn components() -> Vec<(String, String, String, String, Vec<(String, Option<String>, String, String)>)> {
+    secmem_sim::components()
+        .into_iter()
+        .map(|c| {
+            let params = c
+                .params
+                .iter()
+                .map(|d| (d.key.to_string(), d.default.value().map(|v| v.to_string()), d.unit.to_string(), d.meaning.to_string()))
+                .collect();
+            (c.name.to_string(), c.kind.name().to_string(), c.summary.to_string(), c.source.to_string(), params)
+        })
+        .collect()
 }
 
 /// Every parameter of a preset (after --integrity/--encryption/--set) as key → text.
@@ -298,9 +325,16 @@ fn run_bench<'py>(
 }
 
 /// The functional engine on its own: real cryptography on real bytes in untrusted memory.
-#[pyclass(unsendable, module = "secmem._core")]
+/// Usable from any Python thread: one lock serialises the engine, and every call waits for
+/// it and works with the GIL released, so no thread holding the GIL ever waits on it.
+#[pyclass(module = "secmem._core")]
 struct SecureMemory {
-    eng: Engine,
+    eng: Mutex<Engine>,
+    size: u64,
+    raw_size: u64,
+    dma: (u64, u64),
+    integrity: &'static str,
+    encryption: &'static str,
 }
 
 #[pyclass(module = "secmem._core")]
@@ -308,144 +342,186 @@ struct Snapshot {
     inner: CoreSnapshot,
 }
 
+/// A zeroed buffer of `n` bytes, or MemoryError naming the request (never an abort).
+fn buffer(n: usize, what: &str) -> PyResult<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| PyMemoryError::new_err(format!("{}: cannot allocate {} bytes", what, n)))?;
+    v.resize(n, 0);
+    Ok(v)
+}
+
 #[pymethods]
 impl SecureMemory {
     #[new]
     #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=1))]
-    fn new(size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: u64) -> PyResult<Self> {
+    fn new(py: Python<'_>, size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: u64) -> PyResult<Self> {
         sets.insert(0, format!("memory.size={}", size));
         let p = secmem_sim::configure(preset, Some(integrity), Some(encryption), &sets).map_err(cfg_err)?;
-        Ok(SecureMemory { eng: Engine::new(&p, seed).map_err(cfg_err)? })
+        let mut eng = py.detach(|| Engine::new(&p, seed)).map_err(cfg_err)?;
+        Ok(SecureMemory {
+            size: eng.data_size(),
+            raw_size: eng.untrusted().size(),
+            dma: eng.dma_region(),
+            integrity: eng.integrity().name(),
+            encryption: eng.encryption().name(),
+            eng: Mutex::new(eng),
+        })
     }
 
     /// Protected bytes.
     #[getter]
     fn size(&self) -> u64 {
-        self.eng.data_size()
+        self.size
     }
 
     #[getter]
     fn integrity(&self) -> &'static str {
-        self.eng.integrity().name()
+        self.integrity
     }
 
     #[getter]
     fn encryption(&self) -> &'static str {
-        self.eng.encryption().name()
+        self.encryption
     }
 
-    fn write(&mut self, addr: u64, data: &[u8]) -> PyResult<()> {
+    fn write(&self, py: Python<'_>, addr: u64, data: &[u8]) -> PyResult<()> {
         self.bounds(addr, data.len() as u64)?;
-        self.eng.write(addr, data, 0).map_err(integrity_err)?;
+        py.detach(|| self.lock().write(addr, data, 0)).map_err(integrity_err)?;
         Ok(())
     }
 
-    fn read<'py>(&mut self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+    fn read<'py>(&self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
         self.bounds(addr, n as u64)?;
-        let mut buf = vec![0u8; n];
-        self.eng.read(addr, &mut buf, 0).map_err(integrity_err)?;
+        let mut buf = buffer(n, "read")?;
+        py.detach(|| self.lock().read(addr, &mut buf, 0)).map_err(integrity_err)?;
         Ok(PyBytes::new(py, &buf))
     }
 
     /// Write back and drop every cached line.
-    fn flush(&mut self) -> PyResult<()> {
-        self.eng.flush(0).map_err(integrity_err)?;
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.lock().flush(0)).map_err(integrity_err)?;
         Ok(())
     }
 
     /// Verify all touched memory; returns the number of chunks checked.
-    fn check(&mut self) -> PyResult<u64> {
-        self.eng.check(0).map_err(integrity_err)
+    fn check(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.lock().check(0)).map_err(integrity_err)
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let mut s = Stats::default();
-        self.eng.stats(&mut s);
+        let s = py.detach(|| {
+            let mut s = Stats::default();
+            self.lock().stats(&mut s);
+            s
+        });
         stats_dict(py, &s)
     }
 
     /// Regions of untrusted memory as (name, base, size).
-    fn layout(&self) -> Vec<(String, u64, u64)> {
-        self.eng.layout().regions().iter().map(|r| (r.name.clone(), r.base, r.size)).collect()
+    fn layout(&self, py: Python<'_>) -> Vec<(String, u64, u64)> {
+        py.detach(|| self.lock().layout().regions().iter().map(|r| (r.name.clone(), r.base, r.size)).collect())
     }
 
     /// Where the metadata protecting `addr` lives: (description, address) pairs.
-    fn metadata(&self, addr: u64) -> Vec<(String, u64)> {
-        self.eng.metadata_of(addr)
+    fn metadata(&self, py: Python<'_>, addr: u64) -> PyResult<Vec<(String, u64)>> {
+        self.bounds(addr, 1)?;
+        Ok(py.detach(|| self.lock().metadata_of(addr).into_iter().map(|m| (m.kind.to_string(), m.addr)).collect()))
     }
 
     /// The unprotected DMA region as (base, size).
     fn dma_region(&self) -> (u64, u64) {
-        self.eng.dma_region()
+        self.dma
     }
 
     /// ReadWithoutChecking: the unprotected region only, raw from memory.
-    fn read_without_checking<'py>(&mut self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
-        let mut buf = vec![0u8; n];
-        self.eng.read_without_checking(addr, &mut buf, 0).map_err(PyValueError::new_err)?;
+    fn read_without_checking<'py>(&self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        // No buffer larger than the region is ever allocated; the engine checks the range.
+        let mut buf = buffer(n.min(self.dma.1 as usize + 1), "read_without_checking")?;
+        if buf.len() < n {
+            let (base, size) = self.dma;
+            return Err(PyValueError::new_err(format!(
+                "ReadWithoutChecking of 0x{:x}+{} outside the unprotected region 0x{:x}+{}",
+                addr, n, base, size
+            )));
+        }
+        py.detach(|| self.lock().read_without_checking(addr, &mut buf, 0)).map_err(PyValueError::new_err)?;
         Ok(PyBytes::new(py, &buf))
     }
 
     // The adversary's view (also reachable as `.untrusted` from the Python wrapper).
     #[getter]
-    fn raw_size(&mut self) -> u64 {
-        self.eng.untrusted().size()
+    fn raw_size(&self) -> u64 {
+        self.raw_size
     }
 
-    fn peek<'py>(&mut self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
-        self.eng.untrusted().check_range(addr, n as u64).map_err(PyValueError::new_err)?;
-        let mut buf = vec![0u8; n];
-        self.eng.untrusted().read(addr, &mut buf);
+    fn peek<'py>(&self, py: Python<'py>, addr: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        self.raw_bounds(addr, n as u64)?;
+        let mut buf = buffer(n, "peek")?;
+        py.detach(|| self.lock().untrusted().read(addr, &mut buf));
         Ok(PyBytes::new(py, &buf))
     }
 
-    fn poke(&mut self, addr: u64, data: &[u8]) -> PyResult<()> {
-        self.eng.untrusted().check_range(addr, data.len() as u64).map_err(PyValueError::new_err)?;
-        self.eng.untrusted().write(addr, data);
+    fn poke(&self, py: Python<'_>, addr: u64, data: &[u8]) -> PyResult<()> {
+        self.raw_bounds(addr, data.len() as u64)?;
+        py.detach(|| self.lock().untrusted().write(addr, data));
         Ok(())
     }
 
-    fn snapshot(&mut self) -> Snapshot {
-        Snapshot { inner: self.eng.untrusted().snapshot() }
+    fn snapshot(&self, py: Python<'_>) -> Snapshot {
+        Snapshot { inner: py.detach(|| self.lock().untrusted().snapshot()) }
     }
 
-    fn restore(&mut self, s: &Snapshot) -> PyResult<()> {
-        self.eng.untrusted().restore(&s.inner).map_err(PyValueError::new_err)
+    fn restore(&self, py: Python<'_>, s: &Snapshot) -> PyResult<()> {
+        let inner = &s.inner;
+        py.detach(|| self.lock().untrusted().restore(inner)).map_err(PyValueError::new_err)
     }
 
     /// Base addresses of pages of untrusted memory ever written.
-    fn touched_pages(&mut self) -> Vec<u64> {
-        let end = self.eng.untrusted().size();
-        self.eng.untrusted().touched_pages(0, end)
+    fn touched_pages(&self, py: Python<'_>) -> Vec<u64> {
+        py.detach(|| {
+            let mut e = self.lock();
+            let end = e.untrusted().size();
+            e.untrusted().touched_pages(0, end)
+        })
     }
 
     /// Suspend (mecu): write the caches back and take the key device out.
-    fn suspend(&mut self) -> PyResult<()> {
-        self.eng.suspend().map_err(power_err)
+    fn suspend(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.lock().suspend()).map_err(power_err)
     }
 
     /// Resume (mecu): the key device is back, a new resume cycle begins.
-    fn resume(&mut self) -> PyResult<()> {
-        self.eng.resume().map_err(power_err)
+    fn resume(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.lock().resume()).map_err(power_err)
     }
 
     /// Reboot (mecu): a new key; the old instance's memory becomes unreadable.
-    fn reboot(&mut self) -> PyResult<()> {
-        self.eng.reboot().map_err(power_err)
+    fn reboot(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.lock().reboot()).map_err(power_err)
     }
 }
 
 impl SecureMemory {
+    /// The engine, waited for (call with the GIL released). A panic inside an earlier call
+    /// cannot happen by design; were it to, the engine is still handed out rather than every
+    /// later call failing.
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.eng.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn bounds(&self, addr: u64, n: u64) -> PyResult<()> {
-        match addr.checked_add(n) {
-            Some(e) if e <= self.eng.data_size() => Ok(()),
-            _ => Err(PyValueError::new_err(format!(
-                "address range 0x{:x}+{} is outside the {} protected bytes",
-                addr,
-                n,
-                self.eng.data_size()
-            ))),
-        }
+        range_in(addr, n, self.size, "protected")
+    }
+
+    fn raw_bounds(&self, addr: u64, n: u64) -> PyResult<()> {
+        range_in(addr, n, self.raw_size, "untrusted")
+    }
+}
+
+fn range_in(addr: u64, n: u64, size: u64, what: &str) -> PyResult<()> {
+    match addr.checked_add(n) {
+        Some(e) if e <= size => Ok(()),
+        _ => Err(PyValueError::new_err(format!("address range 0x{:x}+{} is outside the {} {} bytes", addr, n, size, what))),
     }
 }
 
@@ -458,6 +534,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(encryption_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
+    m.add_function(wrap_pyfunction!(components, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
@@ -465,6 +542,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
     readers::register(m)?;
     tracer::register(m)?;
+    codeauth::register(m)?;
     m.add_class::<SecureMemory>()?;
     m.add_class::<Snapshot>()?;
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;

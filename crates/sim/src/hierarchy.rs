@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashSet;
 use secmem_core::stats::{ratio, Stats};
-use secmem_core::{ConfigError, Engine, IntegrityError, Params};
+use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::{Cycle, Slots, Tags};
 
 /// Which L1 an access starts at.
@@ -216,11 +216,13 @@ impl Hierarchy {
         self.private.len()
     }
 
-    /// Access physical address `pa` from the `side` L1 at cycle `t`. A miss at a level waits
+    /// Access physical address `pa` for a `kind` access (from the L1I for fetches, the L1D
+    /// otherwise) at cycle `t`; the protected level counts it by kind. A miss at a level waits
     /// for a free MSHR there, goes one level down after the lookup latency, and comes back
     /// through each level's fill latency; every level it missed in then holds the line.
     #[inline]
-    pub fn access(&mut self, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+    pub fn access(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+        let side = if kind == AccessKind::Fetch { Side::Inst } else { Side::Data };
         let l1 = match side {
             Side::Inst => &mut self.l1i,
             Side::Data => &mut self.l1d,
@@ -233,7 +235,7 @@ impl Hierarchy {
         l1.misses += 1;
         if self.private.is_empty() && l1.mshr.is_none() && self.last_mshr.is_none() {
             // The seeds' two-level machines: straight to the protected level.
-            let o = eng.access(pa, t + l1.latency)?;
+            let o = eng.access(pa, kind, t + l1.latency)?;
             let hit = o.hit && !self.first_use(pa);
             let mut ready = o.ready;
             if !hit {
@@ -247,11 +249,11 @@ impl Hierarchy {
             l1.install(pa, ready);
             return Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true });
         }
-        self.access_below(side, pa, t, eng)
+        self.access_below(kind, side, pa, t, eng)
     }
 
     #[cold]
-    fn access_below(&mut self, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+    fn access_below(&mut self, kind: AccessKind, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
         let k = self.private.len();
         // Down: each missed level's lookup and MSHR; `held[i]` is the MSHR taken at level i.
         let mut held: [(usize, usize); 8] = [(usize::MAX, 0); 8];
@@ -293,7 +295,7 @@ impl Hierarchy {
                     slot = Some(idx);
                     tm = start;
                 }
-                let o = eng.access(pa, tm)?;
+                let o = eng.access(pa, kind, tm)?;
                 let hit = o.hit && !self.first_use(pa);
                 let mut ready = o.ready;
                 if !hit {
@@ -424,17 +426,17 @@ mod tests {
     fn a_miss_goes_down_level_by_level_and_comes_back_through_every_fill() {
         let (mut h, mut eng) = machine(&[]);
         let a = 0x12_3440;
-        let m = h.access(Side::Data, a, 100, &mut eng).unwrap();
+        let m = h.access(AccessKind::Load, a, 100, &mut eng).unwrap();
         eng.settle().unwrap();
         assert_eq!(m.depth, 3, "cold: from memory");
         let l2c = &h.private[0];
         // Down: L1D and L2C lookups, the protected level's (l2.latency) and memory; up: fills.
         let fills = h.l1d.fill + l2c.fill + h.last_fill;
         assert!(m.ready > 100 + h.l1d.latency + l2c.latency + fills, "{:?}", m);
-        let hit = h.access(Side::Data, a + 8, m.ready + 1, &mut eng).unwrap();
+        let hit = h.access(AccessKind::Load, a + 8, m.ready + 1, &mut eng).unwrap();
         assert_eq!((hit.depth, hit.ready), (0, m.ready + 1 + h.l1d.latency));
         // The same line from the other L1: the shared private level has it.
-        let i = h.access(Side::Inst, a, m.ready + 10, &mut eng).unwrap();
+        let i = h.access(AccessKind::Fetch, a, m.ready + 10, &mut eng).unwrap();
         assert_eq!(i.depth, 1);
         assert_eq!(i.ready, m.ready + 10 + h.l1i.latency + h.private[0].latency + h.l1i.fill);
     }
@@ -444,7 +446,7 @@ mod tests {
         let (mut h, mut eng) = machine(&["l1d.mshrs=2"]);
         let r: Vec<Served> = (0..3u64)
             .map(|k| {
-                let s = h.access(Side::Data, 0x10_0000 + k * 4096, 0, &mut eng).unwrap();
+                let s = h.access(AccessKind::Load, 0x10_0000 + k * 4096, 0, &mut eng).unwrap();
                 eng.settle().unwrap();
                 s
             })
@@ -460,7 +462,7 @@ mod tests {
         let keep_a = |repl: &str| {
             let (mut h, mut eng) = machine(&["l1d.size=128B", "l1d.ways=2", &format!("l1d.replacement={}", repl)]);
             for a in [0u64, 64, 0, 128] {
-                h.access(Side::Data, a, 0, &mut eng).unwrap();
+                h.access(AccessKind::Load, a, 0, &mut eng).unwrap();
                 eng.settle().unwrap();
             }
             h.l1d.tags.find(0).is_some()

@@ -7,11 +7,12 @@ pub mod hierarchy;
 pub mod mmu;
 pub mod ooo;
 pub mod pagemap;
+pub mod params;
 pub mod presets;
 pub mod run;
 pub mod storeq;
 
-pub use presets::{load as load_preset, preset_names, DEFAULT_PRESET};
+pub use presets::{components, load as load_preset, preset_names, DEFAULT_PRESET};
 pub use run::{run, RunOptions, RunResult};
 
 use secmem_core::{ConfigError, Params};

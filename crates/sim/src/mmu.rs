@@ -18,7 +18,7 @@ use crate::ooo::StepError;
 use crate::pagemap::PageMap;
 use rustc_hash::FxHashMap;
 use secmem_core::stats::Stats;
-use secmem_core::{ConfigError, Engine, Params};
+use secmem_core::{AccessKind, ConfigError, Engine, Params};
 use secmem_timing::{Cycle, Slots, Tags};
 
 /// Index bits per page-table level (4 KiB tables of 8-byte entries).
@@ -234,7 +234,7 @@ impl Walker {
                 eng.write(entry, &value.to_le_bytes(), now)?;
                 hier.back_invalidate(eng);
             }
-            let s = hier.access(Side::Data, entry, now, eng)?;
+            let s = hier.access(AccessKind::Walk, entry, now, eng)?;
             eng.read_cached(entry, &mut buf);
             if u64::from_le_bytes(buf) != value {
                 self.mismatches += 1;

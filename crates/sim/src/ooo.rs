@@ -15,7 +15,7 @@ use crate::mmu::Mmu;
 use crate::pagemap::PageMap;
 use crate::storeq::{LoadDep, StoreQueue};
 use secmem_core::stats::{ratio, Stats};
-use secmem_core::{ConfigError, Engine, IntegrityError, Params};
+use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::Cycle;
 use secmem_trace::{Branch, Instr, OpClass};
 
@@ -359,7 +359,7 @@ impl Core {
             self.fetch_line = iline;
             let t = self.fetch_t;
             let (pa, tt) = self.mmu.translate(Side::Inst, ins.pc, t, &mut self.pm, &mut self.hier, eng)?;
-            let s = self.hier.access(Side::Inst, pa, tt, eng)?;
+            let s = self.hier.access(AccessKind::Fetch, pa, tt, eng)?;
             let mut ready = s.ready;
             if s.engine {
                 ready = ready.max(self.hier.settle(eng)?);
@@ -527,7 +527,7 @@ impl Core {
             None => t,
         };
         let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
-        let s = self.hier.access(Side::Data, pa, t0, eng)?;
+        let s = self.hier.access(AccessKind::Store, pa, t0, eng)?;
         eng.write_cached(pa, bytes);
         if s.engine {
             self.hier.settle(eng)?;
@@ -572,7 +572,7 @@ impl Core {
             at = p.take(at);
         }
         let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
-        let s = self.hier.access(Side::Data, pa, t0, eng)?;
+        let s = self.hier.access(AccessKind::Load, pa, t0, eng)?;
         self.check_value(pa, bytes, eng);
         let mut ready = s.ready;
         if s.engine {

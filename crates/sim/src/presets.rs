@@ -1,6 +1,7 @@
 //! The seeds' machines as data (`configs/*.toml`), built into the binary so a fresh install
 //! needs no files; a path to a TOML file works too.
 
+use secmem_core::decl::{self, Component};
 use secmem_core::{ConfigError, Params};
 
 pub const PRESETS: &[(&str, &str)] = &[
@@ -17,19 +18,32 @@ pub fn preset_names() -> Vec<&'static str> {
     PRESETS.iter().map(|(n, _)| *n).collect()
 }
 
-/// Load a preset by name or path, following `inherit`.
+/// Every component's declaration: the machine's parts and every scheme.
+pub fn components() -> Vec<&'static Component> {
+    let mut v = decl::engine_components();
+    v.extend(crate::params::CORE.iter());
+    v
+}
+
+/// Load a preset by name or path, following `inherit`, over the declared defaults: a
+/// preset only overrides.
 pub fn load(name_or_path: &str) -> Result<Params, ConfigError> {
-    let p = load_depth(name_or_path, 0)?;
-    if name_or_path != DEFAULT_PRESET {
-        // A typo in a preset file must not silently do nothing. The cache levels a preset
-        // adds (`caches.private`) have the keys every level has.
-        let mut schema = load_depth(DEFAULT_PRESET, 0)?;
-        for level in p.str("caches.private")?.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let keys: String = crate::hierarchy::LEVEL_KEYS.iter().map(|k| format!("{} = 0\n", k)).collect();
-            schema.overlay(&Params::from_toml(&format!("[{}]\n{}", level, keys), name_or_path)?);
-        }
-        p.check_known(&schema, name_or_path)?;
-    }
+    let own = load_depth(name_or_path, 0)?;
+    let all = components();
+    // A typo in a preset file must not silently do nothing. The cache levels a preset adds
+    // (`caches.private`) have the keys every level has.
+    let private = if own.contains("caches.private") { own.str("caches.private")? } else { String::new() };
+    let level_keys: Vec<String> = private
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .flat_map(|level| crate::hierarchy::LEVEL_KEYS.iter().map(move |k| format!("{}.{}", level, k)))
+        .collect();
+    let mut known: Vec<&str> = all.iter().flat_map(|c| c.params.iter().map(|p| p.key)).collect();
+    known.extend(level_keys.iter().map(String::as_str));
+    own.check_known(&known, name_or_path)?;
+    let mut p = decl::defaults(all);
+    p.overlay(&own);
     Ok(p)
 }
 
@@ -39,8 +53,7 @@ fn load_depth(name: &str, depth: usize) -> Result<Params, ConfigError> {
     }
     let text = match PRESETS.iter().find(|(n, _)| *n == name) {
         Some((_, t)) => t.to_string(),
-        None if name.ends_with(".toml") || name.contains('/') => std::fs::read_to_string(name)
-            .map_err(|e| ConfigError(format!("preset file '{}': {}", name, e)))?,
+        None if name.ends_with(".toml") || name.contains('/') => Params::read_file(name)?,
         None => {
             return Err(ConfigError(format!(
                 "unknown preset '{}' (choose from {}, or give a .toml file)",

@@ -5,7 +5,31 @@ use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::{Instr, TraceSource};
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
+
+/// The signal that asked every run to stop (0: none). Whoever catches SIGINT or SIGTERM
+/// (the Python glue) stores it here; runs look every 256 instructions, stop, and keep what
+/// they measured, marked `interrupted`.
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Ask runs to stop because of `signal`. Async-signal-safe: one atomic store.
+pub fn request_stop(signal: i32) {
+    STOP.store(signal, Ordering::Relaxed);
+}
+
+/// Forget a stop request (before new runs start).
+pub fn clear_stop() {
+    STOP.store(0, Ordering::Relaxed);
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        2 => "SIGINT".into(),
+        15 => "SIGTERM".into(),
+        _ => format!("signal {}", sig),
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -43,9 +67,18 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let mut start_cycle = 0;
     let mut measure_wall = Instant::now();
     let mut error = None;
-    let mut bar = Progress::new(o.progress, total);
+    let label = format!("{} {}+{}", src.name(), p.str("integrity")?, p.str("encryption")?);
+    let mut bar = Progress::new(o.progress, total, label);
+    let mut interrupted = None;
+    let mut sampler = IpcSampler::new(p)?;
     loop {
         if n >= total {
+            break;
+        }
+        if n & 0xFF == 0 && STOP.load(Ordering::Relaxed) != 0 {
+            let name = signal_name(STOP.load(Ordering::Relaxed));
+            error = Some(format!("interrupted by {} after {} instructions", name, n));
+            interrupted = Some(name);
             break;
         }
         match src.next_into(&mut ins) {
@@ -63,6 +96,9 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
                 measuring = true;
                 eng.reset_stats();
                 core.reset_stats();
+                if let Some(s) = &mut sampler {
+                    s.series.clear();
+                }
                 start_cycle = core.now();
                 measure_wall = Instant::now();
             }
@@ -71,6 +107,9 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
                 bar.update(n);
             }
             if n & 0xFF == 0 {
+                if let Some(s) = &mut sampler {
+                    s.poll(core.now(), n);
+                }
                 if let Err(e) = core.poll(&mut eng, n) {
                     error = Some(format!("{} (instruction {})", e, n));
                     break;
@@ -111,15 +150,23 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     s.str("workload", src.name());
     s.int("warmup", o.warmup);
     s.int("seed", o.seed);
+    if let Some(name) = interrupted {
+        s.str("interrupted", &name);
+    }
     eng.stats(&mut s);
+    if let Some(smp) = &sampler {
+        s.int("sample.ipc_period", smp.period);
+        s.series("sample.ipc", smp.series.clone());
+    }
     core.stats(&mut s);
     // Schemes that verify at the end (lhash's certified execution) do it now, after the
     // measured statistics were taken: its cost is reported apart, not mixed into them.
     if error.is_none() {
-        let (t0, bytes0) = (core.now(), eng.machine().bus.read_bytes + eng.machine().bus.write_bytes);
+        let moved = |e: &Engine| e.machine().port.counters().read_bytes + e.machine().port.counters().write_bytes;
+        let (t0, bytes0) = (core.now(), moved(&eng));
         match eng.finish(t0) {
             Ok(done) => {
-                let b = eng.machine().bus.read_bytes + eng.machine().bus.write_bytes - bytes0;
+                let b = moved(&eng) - bytes0;
                 s.int("integrity.final_check_cycles", done - t0);
                 s.int("integrity.final_check_bytes", b);
             }
@@ -131,56 +178,111 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     Ok(RunResult { stats: s, error })
 }
 
+/// The IPC of every `sample.ipc_period` cycles, recorded as the series `sample.ipc` (the
+/// baseline curve of 002 Fig. 4, for any scheme). Windows close at the run loop's polls
+/// (every 256 instructions).
+pub(crate) struct IpcSampler {
+    period: u64,
+    next: u64,
+    start_cycle: u64,
+    start_instr: u64,
+    series: Vec<f64>,
+}
+
+impl IpcSampler {
+    pub(crate) fn new(p: &Params) -> Result<Option<IpcSampler>, ConfigError> {
+        let period = p.u64_min("sample.ipc_period", 0)?;
+        Ok((period > 0).then_some(IpcSampler { period, next: period, start_cycle: 0, start_instr: 0, series: Vec::new() }))
+    }
+
+    fn poll(&mut self, now: u64, instructions: u64) {
+        if now >= self.next {
+            let cycles = now - self.start_cycle;
+            self.series.push((instructions - self.start_instr) as f64 / cycles.max(1) as f64);
+            (self.start_cycle, self.start_instr) = (now, instructions);
+            self.next = (now / self.period + 1) * self.period;
+        }
+    }
+}
+
 /// A run's statistics without the host's own figures (`sim.*`: wall time, speed): what the
 /// simulated machine did, identical for identical inputs.
 pub fn simulated(s: &Stats) -> Stats {
     Stats(s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect())
 }
 
-/// A one-line progress bar on stderr, shown only on a terminal and after two seconds.
+/// Progress on stderr, naming what runs: a one-line bar on a terminal (after two seconds),
+/// otherwise a plain line every ten seconds (`SECMEM_PROGRESS_SECONDS` changes the interval),
+/// so logs and CI stay readable.
 struct Progress {
-    on: bool,
+    want: bool,
+    terminal: bool,
+    interval: f64,
+    label: String,
     total: u64,
     start: Instant,
+    last_line: f64,
     shown: bool,
 }
 
 impl Progress {
-    fn new(want: bool, total: u64) -> Progress {
-        Progress { on: want && std::io::stderr().is_terminal(), total, start: Instant::now(), shown: false }
+    fn new(want: bool, total: u64, label: String) -> Progress {
+        let interval = std::env::var("SECMEM_PROGRESS_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10.0);
+        Progress { want, terminal: std::io::stderr().is_terminal(), interval, label, total, start: Instant::now(), last_line: 0.0, shown: false }
     }
 
     fn update(&mut self, done: u64) {
-        if !self.on {
+        if !self.want {
             return;
         }
         let secs = self.start.elapsed().as_secs_f64();
-        if secs < 2.0 {
+        let due = if self.terminal { secs >= 2.0 } else { secs - self.last_line >= self.interval };
+        if !due {
             return;
         }
         let frac = (done as f64 / self.total.max(1) as f64).min(1.0);
         let rate = done as f64 / secs;
         let eta = if rate > 0.0 { (self.total.saturating_sub(done)) as f64 / rate } else { 0.0 };
-        let w = 30;
-        let filled = (frac * w as f64) as usize;
-        eprint!(
-            "\r[{}{}] {:5.1}% {:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s ",
-            "#".repeat(filled),
-            " ".repeat(w - filled),
-            frac * 100.0,
+        let figures = format!(
+            "{:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s",
             done as f64 / 1e6,
             self.total as f64 / 1e6,
             rate / 1e6,
             eta
         );
+        if self.terminal {
+            let w = 30;
+            let filled = (frac * w as f64) as usize;
+            eprint!("\r{} [{}{}] {:5.1}% {} ", self.label, "#".repeat(filled), " ".repeat(w - filled), frac * 100.0, figures);
+            self.shown = true;
+        } else {
+            eprintln!("secmem: {}: {:.0}% {}", self.label, frac * 100.0, figures);
+            self.last_line = secs;
+        }
         let _ = std::io::stderr().flush();
-        self.shown = true;
     }
 
     fn finish(&mut self) {
         if self.shown {
-            eprint!("\r{}\r", " ".repeat(90));
+            eprint!("\r{}\r", " ".repeat(110));
             let _ = std::io::stderr().flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ipc_sampler_closes_a_window_at_the_first_poll_past_each_period() {
+        let mut p = secmem_core::Params::from_toml("[sample]\nipc_period = 1000\n", "t").unwrap();
+        let mut s = IpcSampler::new(&p).unwrap().unwrap();
+        for k in 1..=10u64 {
+            s.poll(k * 500, k * 100);
+        }
+        assert_eq!(s.series, [0.2; 5]);
+        p.set("sample.ipc_period", "0").unwrap();
+        assert!(IpcSampler::new(&p).unwrap().is_none());
     }
 }

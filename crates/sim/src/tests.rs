@@ -173,25 +173,55 @@ fn scheme_names_are_checked_wherever_they_come_from() {
 }
 
 #[test]
-fn every_preset_parameter_is_read_by_some_component() {
-    // A preset key nobody reads would be a silent no-op for users who --set it.
+fn every_declared_parameter_is_read_by_some_component() {
+    // A declared key nobody reads would be a silent no-op for users who --set it.
     let p = configure("suh2003", None, None, &[]).unwrap();
-    for i in secmem_core::integrity::INTEGRITY_SCHEMES {
-        for e in secmem_core::encryption::ENCRYPTION_SCHEMES {
-            let mut q = p.clone();
-            q.set("integrity", i).unwrap();
-            q.set("encryption", e).unwrap();
-            let eng = secmem_core::Engine::new(&q, 1).unwrap();
-            crate::ooo::Core::new(&q, &eng).unwrap();
-            // Clones share nothing: fold this combination's reads into p's record.
-            for k in q.keys_read() {
-                let _ = p.str(&k);
+    let mut models = vec![p.clone()];
+    let mut dram = p.clone();
+    dram.set("memory.model", "dram").unwrap();
+    models.push(dram);
+    for base in &models {
+        for i in secmem_core::integrity::INTEGRITY_SCHEMES {
+            for e in secmem_core::encryption::ENCRYPTION_SCHEMES {
+                let mut q = base.clone();
+                q.set("integrity", i).unwrap();
+                q.set("encryption", e).unwrap();
+                let eng = secmem_core::Engine::new(&q, 1).unwrap();
+                crate::ooo::Core::new(&q, &eng).unwrap();
+                crate::run::IpcSampler::new(&q).unwrap();
+                // Clones share nothing: fold this combination's reads into p's record.
+                for k in q.keys_read() {
+                    let _ = p.str(&k);
+                }
             }
         }
     }
     let read = p.keys_read();
-    for k in p.keys() {
-        assert!(read.contains(k) || k == "description" || k == "inherit", "preset key '{}' is read by no component", k);
+    for c in crate::components() {
+        // `description` is read by the CLI's preset list.
+        for d in c.params.iter().filter(|d| d.key != "description") {
+            assert!(read.contains(d.key), "{} declares '{}', which no component reads", c.name, d.key);
+        }
+    }
+    // And every key a preset gives is declared.
+    for name in crate::preset_names() {
+        let q = crate::load_preset(name).unwrap();
+        for k in q.keys() {
+            let declared = crate::components().iter().any(|c| c.params.iter().any(|d| d.key == k));
+            assert!(k == "inherit" || declared, "preset {} sets '{}', which nothing declares", name, k);
+        }
+    }
+}
+
+#[test]
+fn declarations_have_units_and_meanings_and_each_key_is_declared_once() {
+    let mut seen = std::collections::BTreeSet::new();
+    for c in crate::components() {
+        assert!(!c.summary.is_empty() && !c.source.is_empty(), "{}", c.name);
+        for d in c.params {
+            assert!(seen.insert(d.key), "'{}' is declared twice", d.key);
+            assert!(!d.unit.is_empty() && d.meaning.len() > 3, "{}: unit and meaning", d.key);
+        }
     }
 }
 

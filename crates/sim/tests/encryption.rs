@@ -29,7 +29,7 @@ fn every_new_scheme_reads_back_what_every_workload_wrote() {
         ("none", "ocb", &[]),
         ("none", "tdes", &[]),
         ("none", "mecu", &["mecu.resume_period=50000", "mecu.lines_per_block=16"]),
-        ("none", "otp", &["otp.ts_cache_entries=512", "otp.speculate=true"]),
+        ("none", "otp", &["otp.ts_cache_entries=512", "speculation.stamps=true"]),
         ("chash", "direct", &[]),
         ("chash", "mecu", &["mecu.resume_period=50000"]),
     ];
@@ -73,7 +73,7 @@ fn time_stamp_caching_and_speculation_help_otp() {
     let w = "chase";
     let plain = sim("suh2003", w, "none", "otp", &["aes.latency=160"], 150_000, 30_000);
     let cached = sim("suh2003", w, "none", "otp", &["aes.latency=160", "otp.ts_cache_entries=65536"], 150_000, 30_000);
-    let spec = sim("suh2003", w, "none", "otp", &["aes.latency=160", "otp.speculate=true"], 150_000, 30_000);
+    let spec = sim("suh2003", w, "none", "otp", &["aes.latency=160", "speculation.stamps=true"], 150_000, 30_000);
     assert!(f(&cached, "otp.ts_cache_hit_rate") > 0.0);
     assert!(f(&spec, "otp.spec_hit_rate") > 0.0);
     // With a slow AES the pad started at request time is what hides it (Fig. 7c).
@@ -98,7 +98,7 @@ fn the_new_presets_are_the_papers_machines() {
     let suh = secmem_sim::load_preset("suh2003").unwrap();
     assert_eq!(suh.u64_min("mecu.resume_period", 0).unwrap(), 0);
     assert_eq!(suh.u64_min("otp.ts_cache_entries", 0).unwrap(), 0);
-    assert!(!suh.bool("otp.speculate").unwrap());
+    assert!(!suh.bool("speculation.stamps").unwrap());
     for (preset, enc) in [("shi2007", "tdes"), ("shi2007", "ocb"), ("enck2008", "mecu")] {
         let s = sim(preset, "stream", "none", enc, &[], 60_000, 10_000);
         assert_eq!(f(&s, "trace.value_mismatches"), 0.0, "{} {}", preset, enc);

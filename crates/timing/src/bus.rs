@@ -12,6 +12,8 @@
 //! whatever was presented before it.
 
 use crate::calendar::Calendar;
+use crate::memory::{Beat, MemCounters, MemoryModel};
+use crate::write_queue::{Posted, WriteQueue};
 use crate::Cycle;
 
 #[derive(Clone, Copy, Debug)]
@@ -36,7 +38,7 @@ pub struct Transfer {
 
 /// The transfer of `n` beats of `bc` cycles from bus slot `s` on.
 #[inline]
-fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
+pub(crate) fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
     Transfer { first: s * bc + bc, last: s * bc + n * bc }
 }
 
@@ -45,13 +47,9 @@ pub struct Bus {
     p: BusParams,
     /// Bus cycles booked.
     cal: Calendar,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub busy_cycles: u64,
-    /// Cycles reads waited for the data bus beyond the DRAM latency.
-    pub queue_cycles: u64,
+    /// `queue_cycles`: cycles reads waited for the data bus beyond the memory latency.
+    pub c: MemCounters,
+    wq: WriteQueue,
 }
 
 impl Bus {
@@ -62,30 +60,30 @@ impl Bus {
 
     pub fn new(p: BusParams) -> Bus {
         assert!(p.width > 0 && p.beat_cycles > 0);
-        Bus {
-            p,
-            cal: Calendar::new(),
-            read_bytes: 0,
-            write_bytes: 0,
-            reads: 0,
-            writes: 0,
-            busy_cycles: 0,
-            queue_cycles: 0,
-        }
+        Bus { p, cal: Calendar::new(), c: MemCounters::default(), wq: WriteQueue::new(0) }
+    }
+
+    /// Posted writes wait in a controller queue of `entries` writes, so that reads go first
+    /// (see `WriteQueue`); 0: no queue, each write is booked when issued.
+    pub fn with_write_queue(mut self, entries: usize) -> Bus {
+        self.wq = WriteQueue::new(entries);
+        self
     }
 
     pub fn params(&self) -> BusParams {
         self.p
     }
 
-    /// Cycle from which no transfer is booked.
+    /// Cycle from which no transfer is booked or queued (queued writes: a bound, as if
+    /// drained one after the other after everything booked).
     pub fn free_at(&self) -> Cycle {
-        self.cal.end() * self.p.beat_cycles
+        let bc = self.p.beat_cycles;
+        self.wq.drained_by(self.cal.end() * bc, self.p.write_delay, |w| (self.beats(w.bytes) + 1) * bc)
     }
 
     pub fn reset_stats(&mut self) {
-        (self.read_bytes, self.write_bytes, self.reads, self.writes) = (0, 0, 0, 0);
-        (self.busy_cycles, self.queue_cycles) = (0, 0);
+        self.c = MemCounters::default();
+        self.wq.reset_stats();
     }
 
     #[inline]
@@ -124,35 +122,105 @@ impl Bus {
 
     #[inline]
     fn count_reads(&mut self, k: u64, n: u64, queued: Cycle) {
-        self.queue_cycles += queued;
-        self.busy_cycles += k * n * self.p.beat_cycles;
-        self.read_bytes += k * n * self.p.width;
-        self.reads += k;
+        self.c.queue_cycles += queued;
+        self.c.busy_cycles += k * n * self.p.beat_cycles;
+        self.c.read_bytes += k * n * self.p.width;
+        self.c.reads += k;
     }
 
-    /// Write `bytes` issued at `t`; returns when it is on memory (writers do not wait for it).
-    /// Like a controller draining its write queue, the beats go into the earliest idle bus
-    /// cycles from `t` on, one by one, filling gaps between reads rather than splitting them.
+    /// Write `bytes` issued at `t`; returns when the writer is rid of it (writers do not wait
+    /// for it): on memory, or accepted by the write queue if there is one. The beats go into
+    /// the earliest idle bus cycles from `t + write_delay` on (from when it is booked, with a
+    /// queue), one by one, filling gaps between reads rather than splitting them.
     #[inline]
     pub fn write(&mut self, t: Cycle, bytes: u64) -> Cycle {
         self.write_many(t, bytes, 1)
     }
 
     /// Write `k` transfers of `bytes` each, all issued at `t`: the same as `k` calls of
-    /// `write` (their beats take the first free bus cycles, in order), booked in one pass.
-    /// Returns when the last is on memory.
+    /// `write` (their beats take the first free bus cycles, in order), booked in one pass
+    /// when there is no queue. Returns when the writer is rid of the last.
     #[inline]
     pub fn write_many(&mut self, t: Cycle, bytes: u64, k: usize) -> Cycle {
         if k == 0 {
             return t;
         }
         let n = self.beats(bytes) * k as u64;
+        self.c.busy_cycles += n * self.p.beat_cycles;
+        self.c.write_bytes += n * self.p.width;
+        self.c.writes += k as u64;
+        if !self.wq.enabled() {
+            return self.drain(t, n);
+        }
+        (0..k).fold(t, |done, _| {
+            let displaced = self.wq.post(Posted { addr: 0, bytes, t }).map(|w| self.drain(w.t, self.beats(w.bytes)));
+            done.max(self.wq.accept(t, displaced))
+        })
+    }
+
+    /// Book `n` write beats issued at `t`; returns when the last is on memory.
+    #[inline]
+    fn drain(&mut self, t: Cycle, n: u64) -> Cycle {
         let bc = self.p.beat_cycles;
-        let last = self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n);
-        self.busy_cycles += n * bc;
-        self.write_bytes += n * self.p.width;
-        self.writes += k as u64;
-        (last + 1) * bc
+        (self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n) + 1) * bc
+    }
+}
+
+/// The bus ignores addresses: memory is one pipelined device behind it.
+impl MemoryModel for Bus {
+    fn read(&mut self, _addr: u64, bytes: u64, t: Cycle) -> Transfer {
+        Bus::read(self, t, bytes)
+    }
+
+    fn read_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle, f: &mut dyn FnMut(Transfer)) {
+        Bus::read_many(self, t, bytes, addrs.len(), f)
+    }
+
+    /// One transfer: the first piece takes whole beats, the second follows on the next beat.
+    fn read_pair(&mut self, _a: u64, a_bytes: u64, _b: u64, b_bytes: u64, t: Cycle) -> (Transfer, Transfer) {
+        let (na, bc) = (self.beats(a_bytes), self.p.beat_cycles);
+        let tr = Bus::read(self, t, na * self.p.width + b_bytes);
+        (Transfer { first: tr.first, last: tr.first + (na - 1) * bc }, Transfer { first: tr.first + na * bc, last: tr.last })
+    }
+
+    fn write(&mut self, _addr: u64, bytes: u64, t: Cycle) -> Cycle {
+        Bus::write(self, t, bytes)
+    }
+
+    fn write_pair(&mut self, _a: u64, a_bytes: u64, _b: u64, b_bytes: u64, t: Cycle) -> Cycle {
+        Bus::write(self, t, self.beats(a_bytes) * self.p.width + b_bytes)
+    }
+
+    fn write_many(&mut self, addrs: &[u64], bytes: u64, t: Cycle) -> Cycle {
+        Bus::write_many(self, t, bytes, addrs.len())
+    }
+
+    fn beat(&self) -> Beat {
+        Beat { width: self.p.width, cycles: self.p.beat_cycles }
+    }
+
+    fn latency(&self) -> Cycle {
+        self.p.latency
+    }
+
+    fn free_at(&self) -> Cycle {
+        Bus::free_at(self)
+    }
+
+    fn counters(&self) -> &MemCounters {
+        &self.c
+    }
+
+    fn reset_stats(&mut self) {
+        Bus::reset_stats(self)
+    }
+
+    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        self.wq.stats(out)
+    }
+
+    fn name(&self) -> &'static str {
+        "bus"
     }
 }
 
@@ -170,7 +238,7 @@ mod tests {
         let t = b.read(100, 64);
         assert_eq!(t.first, 180);
         assert_eq!(t.last, 215);
-        assert_eq!(b.read_bytes, 64);
+        assert_eq!(b.c.read_bytes, 64);
     }
 
     #[test]
@@ -179,7 +247,7 @@ mod tests {
         let a = b.read(0, 64);
         let c = b.read(0, 64);
         assert_eq!(c.first, a.last + 5, "second transfer starts when the first frees the bus");
-        assert_eq!(b.queue_cycles, 40);
+        assert_eq!(b.c.queue_cycles, 40);
     }
 
     #[test]
@@ -187,7 +255,7 @@ mod tests {
         let mut b = table1();
         let t = b.read(0, 4);
         assert_eq!(t.last - t.first, 0);
-        assert_eq!(b.read_bytes, 8, "a 4-byte time stamp costs a full 8-byte beat");
+        assert_eq!(b.c.read_bytes, 8, "a 4-byte time stamp costs a full 8-byte beat");
         assert_eq!(b.write(1000, 64), 1040);
     }
 
@@ -197,7 +265,7 @@ mod tests {
         b.write(5000, 64);
         let r = b.read(100, 64);
         assert_eq!(r.first, 180, "the bus was free at 175");
-        assert_eq!(b.queue_cycles, 0);
+        assert_eq!(b.c.queue_cycles, 0);
         // A read overlapping the booked write goes after it.
         let r = b.read(4930, 64);
         assert_eq!(r.first, 5045);
@@ -215,7 +283,7 @@ mod tests {
             b.read_many(t, 64, 13, |tr| batch.push(tr));
             assert_eq!(singles, batch);
         }
-        assert_eq!((a.reads, a.read_bytes, a.busy_cycles, a.queue_cycles), (b.reads, b.read_bytes, b.busy_cycles, b.queue_cycles));
+        assert_eq!(a.c, b.c);
     }
 
     #[test]
@@ -227,8 +295,19 @@ mod tests {
             let singles = (0..14).map(|_| a.write(t, 64)).max().unwrap();
             assert_eq!(singles, b.write_many(t, 64, 14));
         }
-        assert_eq!((a.writes, a.write_bytes, a.busy_cycles), (b.writes, b.write_bytes, b.busy_cycles));
+        assert_eq!(a.c, b.c);
         assert_eq!(a.free_at(), b.free_at());
+    }
+
+    #[test]
+    fn a_pair_is_one_transfer_whose_second_piece_follows_the_first() {
+        let mut b = table1();
+        let (ts, line) = MemoryModel::read_pair(&mut b, 0, 4, 64, 64, 100);
+        assert_eq!((ts.first, ts.last), (180, 180), "a 4-B stamp is one beat");
+        assert_eq!((line.first, line.last), (185, 220));
+        assert_eq!((b.c.reads, b.c.read_bytes), (1, 72));
+        let done = MemoryModel::write_pair(&mut b, 64, 64, 0, 4, 1000);
+        assert_eq!((done, b.c.writes, b.c.write_bytes), (1045, 1, 72));
     }
 
     #[test]
@@ -239,7 +318,7 @@ mod tests {
             last = b.read(0, 64).last;
         }
         assert_eq!(last, 75 + 1000 * 40);
-        assert_eq!(b.busy_cycles, 40_000);
+        assert_eq!(b.c.busy_cycles, 40_000);
     }
 
     #[test]
@@ -254,7 +333,7 @@ mod tests {
             let r = b.read(0, 64);
             assert!(r.first >= end, "{} < {}", r.first, end);
         }
-        assert_eq!(b.busy_cycles, 20_000 * 5 + 20_000 * 40);
+        assert_eq!(b.c.busy_cycles, 20_000 * 5 + 20_000 * 40);
     }
 
     #[test]
@@ -267,6 +346,63 @@ mod tests {
         assert_eq!(r.first, 61 * 5, "fits in the gap 60..70");
         let r = b.read(0, 64);
         assert_eq!(r.first, 201 * 5, "the next one goes after the busy run");
+    }
+
+    #[test]
+    fn queued_writes_let_reads_presented_later_go_first() {
+        // Without a queue the write issued at 80 (slots 16..24) pushes the read wanted at 0
+        // (slots 15..23) behind it.
+        let mut b = table1();
+        assert_eq!(b.write(80, 64), 120);
+        assert_eq!(b.read(0, 64).first, 125);
+        // With one, the read goes first and the write waits, unbooked, for an entry to be
+        // needed.
+        let mut b = table1().with_write_queue(4);
+        assert_eq!(b.write(80, 64), 80, "accepted at once");
+        assert_eq!(b.read(0, 64).first, 80);
+        for _ in 0..3 {
+            assert_eq!(b.write(100_000, 64), 100_000);
+        }
+        // The fifth write displaces the first: its beats take the idle slots from 16 on,
+        // after the read's (23..31), on memory at 155; the fifth waits for its entry until then.
+        assert_eq!(b.write(100, 64), 155);
+        assert_eq!((b.wq.full_waits, b.wq.wait_cycles), (1, 55));
+        assert_eq!((b.c.writes, b.c.write_bytes, b.c.busy_cycles), (5, 320, 240), "counted when issued");
+    }
+
+    #[test]
+    fn a_full_queue_forces_its_oldest_write_after_the_reads_booked() {
+        let mut b = table1().with_write_queue(2);
+        for _ in 0..10 {
+            b.read(0, 64); // the bus is busy from slot 15 to 95
+        }
+        assert_eq!(b.write(100, 64), 100);
+        assert_eq!(b.write(100, 64), 100);
+        // The third write finds the queue full: the first drains in slots 95..103.
+        assert_eq!(b.write(100, 64), 515);
+        // Writes drain in order behind it.
+        assert_eq!(b.write(100, 64), 555);
+        let mut s = Vec::new();
+        b.extra_stats(&mut |k, v| s.push((k, v)));
+        assert_eq!(s, vec![("write_queue_full_waits", 2), ("write_queue_wait_cycles", 415 + 455)]);
+        assert_eq!(b.free_at(), 555 + 2 * 45, "two writes still queued");
+    }
+
+    #[test]
+    fn the_write_delay_holds_back_queued_writes_too() {
+        let mut b = Bus::new(BusParams { write_delay: 50, ..table1().params() }).with_write_queue(1);
+        b.write(0, 64);
+        // Displaced at once: its beats start at slot 10.
+        assert_eq!(b.write(0, 64), 90);
+    }
+
+    #[test]
+    fn without_a_queue_the_bus_reports_nothing_more() {
+        let mut b = table1();
+        b.write(0, 64);
+        let mut n = 0;
+        b.extra_stats(&mut |_, _| n += 1);
+        assert_eq!(n, 0);
     }
 
     #[test]

@@ -274,6 +274,28 @@ impl Calendar {
         r
     }
 
+    /// The slot `reserve(from, n)` would book, without booking it: a resource that needs
+    /// slots on two calendars at a fixed distance (a DRAM bank and its data bus) searches both
+    /// before it books either.
+    pub fn find(&mut self, from: u64, n: u64) -> u64 {
+        let s = self.start(from);
+        if n > 64 {
+            return self.fit_long(s, n);
+        }
+        let r = self.first_fit(s, n);
+        if r != s {
+            self.learn(s, r, n);
+        }
+        r
+    }
+
+    /// Book slots [s, s + n), which must be free (as `find` just answered).
+    pub fn take(&mut self, s: u64, n: u64) {
+        debug_assert!(s >= self.base && s + n <= self.base + WINDOW && self.last_busy(s, n).is_none());
+        self.book(s, n);
+        self.booked(s, s + n);
+    }
+
     /// Book `k` runs of `n` slots as `k` calls of `reserve(from, n)` would, calling `f` with
     /// the start of each in order, in one search: once a run is booked at r, the next first
     /// fit from `from` is the first fit from r + n (nothing fit before r, and every run
@@ -350,16 +372,7 @@ impl Calendar {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Numbers below `m` from a fixed xorshift sequence.
-    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
-        move |m| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        }
-    }
+    use crate::xorshift;
 
     #[test]
     fn gaps_are_found_across_word_boundaries() {
@@ -530,6 +543,25 @@ mod tests {
         let last = c.reserve_each(WINDOW - 12, 40);
         assert_eq!(last, WINDOW - 12 + 40 + 5 - 1, "5 slots were taken already");
         assert_eq!(c.reserve(WINDOW - 12, 1), last + 1);
+    }
+
+    #[test]
+    fn find_then_take_books_what_reserve_books() {
+        let mut rnd = xorshift(0x5851_f42d_4c95_7f2d);
+        let (mut a, mut b) = (Calendar::new(), Calendar::new());
+        for i in 0..20_000u64 {
+            let from = (i * 20).saturating_sub(rnd(3000));
+            let n = if rnd(40) == 0 { 65 + rnd(60) } else { 1 + rnd(12) };
+            let s = b.find(from, n);
+            // A search that is not followed by its booking changes nothing.
+            if rnd(3) == 0 {
+                assert_eq!(b.find(from, n), s);
+            }
+            b.take(s, n);
+            assert_eq!(a.reserve(from, n), s, "booking {} ({} from {})", i, n, from);
+            assert_eq!(a.end(), b.end());
+        }
+        assert_eq!(a.busy, b.busy);
     }
 
     #[test]

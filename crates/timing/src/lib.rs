@@ -6,15 +6,32 @@
 
 pub mod bus;
 pub mod calendar;
+pub mod dram;
+pub mod memory;
 pub mod pipe;
 pub mod slots;
 pub mod tags;
+pub mod write_queue;
 
 pub use bus::{Bus, BusParams, Transfer};
 pub use calendar::Calendar;
+pub use dram::{Dram, DramParams};
+pub use memory::{Beat, MemCounters, MemoryModel};
 pub use pipe::Pipe;
 pub use slots::Slots;
 pub use tags::{Tags, NO_SLOT};
+pub use write_queue::WriteQueue;
 
 /// Processor cycles.
 pub type Cycle = u64;
+
+/// Numbers below `m` from a fixed xorshift sequence: the tests' random but reproducible inputs.
+#[cfg(test)]
+pub(crate) fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+    move |m| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    }
+}

@@ -506,6 +506,9 @@ impl ChampSimReader {
             len = self.lens[slot].1;
         }
         r.to_instr(len, out);
+        if let Some(why) = out.wrapping_access() {
+            return Err(self.corrupt(at, format!("record {}: {why}", self.count)));
+        }
         self.rec = r;
         self.s.pos += RECORD_LEN;
         self.count += 1;

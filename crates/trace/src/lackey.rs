@@ -275,6 +275,12 @@ impl LackeyReader {
                             ),
                         ));
                     }
+                    if size > 0 && addr.checked_add(size as u64 - 1).is_none() {
+                        return Err(self.corrupt(
+                            self.last_start,
+                            format!("bad lackey line {}: {size} bytes at {addr:#x} run past the end of the address space", self.line),
+                        ));
+                    }
                     // L: a load; S: a store; M: a load, then a store of the same bytes.
                     let stores: &[bool] = match kind {
                         b'L' => &[false],

@@ -138,6 +138,16 @@ impl Instr {
     }
 
     #[inline]
+    /// Why the record cannot come from a real program, if an access runs past the end of the
+    /// 64-bit address space (ending at its last byte is fine): readers refuse such records
+    /// with this text.
+    pub fn wrapping_access(&self) -> Option<String> {
+        self.accesses
+            .iter()
+            .find(|a| a.size > 0 && a.addr.checked_add(a.size as u64 - 1).is_none())
+            .map(|a| format!("an access of {} bytes at {:#x} runs past the end of the address space", a.size, a.addr))
+    }
+
     pub fn value(&self, a: &Access) -> &[u8] {
         &self.data[a.off as usize..(a.off + a.size) as usize]
     }

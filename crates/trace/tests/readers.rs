@@ -674,3 +674,38 @@ fn garbage_never_panics_or_hangs() {
         }
     }
 }
+
+#[test]
+fn an_access_past_the_end_of_the_address_space_is_refused_by_every_reader() {
+    // Found by fuzzing: such a record reached the simulator, whose address arithmetic
+    // overflowed. No program can make one.
+    let first_err = |p: &Path, f: &str| {
+        let mut src = open_trace_as(s(p), Some(f)).unwrap();
+        let mut ins = Instr::default();
+        loop {
+            match src.next_into(&mut ins) {
+                Ok(true) => {}
+                Ok(false) => panic!("{f}: read to the end"),
+                Err(e) => return e.to_string(),
+            }
+        }
+    };
+    let l = tmp("wrap.lackey");
+    std::fs::write(&l, "I  04001000,3\n L fffffffffffffffc,8\n").unwrap();
+    let e = first_err(&l, "lackey");
+    assert!(e.ends_with("bad lackey line 2: 8 bytes at 0xfffffffffffffffc run past the end of the address space at byte offset 14"), "{e}");
+    let c = tmp("wrap.champsim");
+    let mut r = ChampSimRecord { ip: 0x401000, ..Default::default() };
+    r.source_memory[0] = u64::MAX - 3;
+    std::fs::write(&c, r.encode()).unwrap();
+    let e = first_err(&c, "champsim");
+    assert!(e.contains("record 0: an access of 8 bytes at 0xfffffffffffffffc runs past the end of the address space at byte offset 0"), "{e}");
+    let n = tmp("wrap.smt");
+    let mut w = NativeWriter::create(&n).unwrap();
+    let mut ins = Instr { pc: 0x401000, len: 4, op: OpClass::Mem, ..Default::default() };
+    ins.add_access(false, u64::MAX - 1, &[1, 2, 3, 4]);
+    w.write(&ins).unwrap();
+    w.finish().unwrap();
+    let e = first_err(&n, "native");
+    assert!(e.contains("an access of 4 bytes at 0xfffffffffffffffe runs past the end of the address space at byte offset 16"), "{e}");
+}

@@ -483,25 +483,7 @@ pub struct Summary {
 /// Trace `cmd` into a native trace file at `path` (with [`Consistent`]'s external records,
 /// so the file simulates without value mismatches). A failed run removes the file.
 pub fn trace_to_file(cmd: &TraceCommand, path: &Path) -> Result<Summary, TraceError> {
-    // Written beside its destination and renamed at the end: a failed run leaves an existing
-    // file of that name alone, and readers never see a half-written trace.
-    let name = path.file_name().ok_or_else(|| TraceError::Other(format!("{}: not a file name", path.display())))?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(TraceError::Other(format!("{}: cannot create the trace: no such directory {}", path.display(), dir.display())));
-    }
-    if path.is_dir() {
-        return Err(TraceError::Other(format!("{}: is a directory, not a trace file name", path.display())));
-    }
-    let tmp = path.with_file_name(format!(".{}.{}.part", name.to_string_lossy(), std::process::id()));
-    let r = trace_to_file_inner(cmd, &tmp).and_then(|s| {
-        std::fs::rename(&tmp, path).map_err(|e| TraceError::Io { path: path.display().to_string(), source: e })?;
-        Ok(s)
-    });
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    secmem_trace::native::write_atomically(path, |tmp| trace_to_file_inner(cmd, tmp))
 }
 
 fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, TraceError> {

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..provenance import sha256_file as _sha256_file
 from .workloads import WORKLOADS, Workload
 
 __all__ = [
@@ -381,10 +382,3 @@ def _inputs_source_digest() -> str:
         _src_digest.append(_sha256_file(Path(__file__).with_name("inputs.py"))[:16])
     return _src_digest[0]
 
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

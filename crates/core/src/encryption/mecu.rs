@@ -33,13 +33,31 @@
 //! all zero is that initial state.
 
 use super::{derive_key, Encryption, PowerEvent};
-use crate::integrity::chash::MAX_LINE;
 use crate::integrity::IntegrityError;
+use crate::layout::{is_initial, MAX_LINE};
 use crate::machine::Machine;
+use crate::power::PowerManaged;
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// mecu's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "mecu",
+    kind: Kind::Encryption,
+    summary: "the memory encryption control unit for non-volatile memory: pads F_k(a, s_a), a global state counter, lazy re-encryption after resume",
+    source: "002 §4",
+    params: &[
+        param("mecu.lines_per_block", Def::Int(256), "lines", "N: cache lines sharing one stamp (002 §4.2, §5.2.3)"),
+        param("mecu.state_bits", Def::Int(16), "bits", "global state counter s and stamps s_a (002 §4.1)"),
+        param("mecu.state_lookup", Def::Int(3), "cycles", "to read s_a from the MECU (002 Table 1)"),
+        param("mecu.s_on_device", Def::Bool(true), "bool", "s kept on the removable key device (false: on the MECU, 002 §4.3)"),
+        param("mecu.capacitor", Def::Bool(true), "bool", "capacitors finish a block re-encryption on power failure (002 §6.4)"),
+        param("mecu.resume_period", Def::Int(0), "cycles", "between simulated suspend/resume cycles in timed runs (0: never; 002 §5.2: 100 M)"),
+    ],
+};
 
 const CHUNK: usize = 4096;
 /// A resume cycle stalled for re-encryption this much of its length is counted as saturated:
@@ -132,7 +150,6 @@ pub struct Mecu {
     running: bool,
     power_lost: bool,
     cut_at: Option<u64>,
-    pending: Option<IntegrityError>,
     /// The stamp table's single port is held until this cycle (002 §6.3: shared by two MECUs).
     table_free: Cycle,
     // the resume schedule and its per-cycle series
@@ -172,9 +189,6 @@ pub struct Mecu {
 impl Mecu {
     pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Mecu, ConfigError> {
         let line = m.line();
-        if line % 16 != 0 {
-            return Err(ConfigError(format!("l2.line: {} B is not a whole number of 16-B AES chunks", line)));
-        }
         let n = p.u64_min("mecu.lines_per_block", 1)?;
         let state_bits = p.u64_min("mecu.state_bits", 1)?;
         if state_bits > 32 {
@@ -204,7 +218,6 @@ impl Mecu {
             running: true,
             power_lost: false,
             cut_at: None,
-            pending: None,
             table_free: 0,
             resume_period,
             next_resume: resume_period,
@@ -333,6 +346,17 @@ impl Mecu {
         Ok(())
     }
 
+    pub(crate) fn power_event(&mut self, ev: PowerEvent) -> Result<(), String> {
+        match ev {
+            PowerEvent::Suspend => self.suspend(),
+            PowerEvent::Resume => self.resume(),
+            PowerEvent::Reboot => {
+                self.reboot();
+                Ok(())
+            }
+        }
+    }
+
     fn reboot(&mut self) {
         self.boot += 1;
         self.device_key = derive_key(self.seed, 0x3ec0 + self.boot);
@@ -378,57 +402,53 @@ impl Mecu {
         done
     }
 
-    fn unpowered(&mut self, addr: u64, what: &str) {
+    fn unpowered(&self, addr: u64, what: &str) -> IntegrityError {
         let why = if self.power_lost { "the power is out" } else { "the system is suspended and the key device removed" };
-        self.pending.get_or_insert(IntegrityError { addr, what: format!("mecu cannot {}: {}", what, why) });
+        IntegrityError { addr, what: format!("mecu cannot {}: {}", what, why) }
     }
 
-    fn read_port(&mut self, m: &mut Machine, port: Port, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
-        let tr = m.bus.read(t, out.len() as u64);
-        m.mem.read(addr, out);
+    fn read_port(&mut self, m: &mut Machine, port: Port, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
+        let tr = m.port.read(addr, out, t);
         let Some(key) = self.key.as_ref().filter(|_| !self.power_lost) else {
             out.fill(0);
-            self.unpowered(addr, "decrypt");
-            return tr.last;
+            return Err(self.unpowered(addr, "decrypt"));
         };
         let s_a = self.stamps.get(self.block_of(addr));
-        if !(s_a == 0 && out.iter().all(|&b| b == 0)) {
+        if !is_initial(s_a as u64, out) {
             Self::apply_pad(key, addr, s_a, out);
         }
         let t_look = self.lookup(port, t);
         let t_pad = m.aes.run(t_look, out.len() as u64);
         let ready = tr.last.max(t_pad) + m.xor_latency;
         self.read_delay += ready - tr.last;
-        ready
+        Ok(ready)
     }
 
-    fn write_port(&mut self, m: &mut Machine, port: Port, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+    fn write_port(&mut self, m: &mut Machine, port: Port, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         if self.power_lost {
             // It was in the volatile cache: lost with the power.
             self.lost_writes += 1;
-            return t;
+            return Ok(t);
         }
         if self.key.is_none() {
-            self.unpowered(addr, "encrypt");
-            return t;
+            return Err(self.unpowered(addr, "encrypt"));
         }
         let b = self.block_of(addr);
         if self.stamps.get(b) != self.s {
-            return self.reencrypt(m, port, b, t, addr, plain);
+            return Ok(self.reencrypt(m, port, b, t, addr, plain));
         }
-        self.write_under(m, addr, plain, self.s);
         let t_look = self.lookup(port, t);
         let t_pad = m.aes.run(t_look, plain.len() as u64);
-        m.bus.write(t_pad + m.xor_latency, plain.len() as u64)
+        Ok(self.write_under(m, addr, plain, self.s, t_pad + m.xor_latency))
     }
 
-    /// Encrypt `plain` under stamp `s` and store it (functional half of a write).
-    fn write_under(&mut self, m: &mut Machine, addr: u64, plain: &[u8], s: u32) {
+    /// Encrypt `plain` under stamp `s` and write it, posted at `t`: when memory has it.
+    fn write_under(&mut self, m: &mut Machine, addr: u64, plain: &[u8], s: u32, t: Cycle) -> Cycle {
         let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);
         Self::apply_pad(self.key.as_ref().expect("running"), addr, s, ct);
-        m.mem.write(addr, ct);
+        m.port.write(addr, ct, t)
     }
 
     /// Lazy re-encryption of block `b` under s on its first write of this resume cycle, then
@@ -479,11 +499,10 @@ impl Mecu {
             let mut t_x = t;
             if !skip {
                 // Read and decipher under the old stamp into the MECU's buffer.
-                let tr = m.bus.read(t_rd, self.line);
                 let line = &mut buf[..len];
-                m.mem.read(a, line);
+                let tr = m.port.read(a, line, t_rd);
                 let key = self.key.as_ref().expect("running");
-                if !(old == 0 && line.iter().all(|&x| x == 0)) {
+                if !is_initial(old as u64, line) {
                     Self::apply_pad(key, a, old, line);
                 }
                 let t_pads = m.aes.run(t_aes, 2 * self.line);
@@ -491,7 +510,7 @@ impl Mecu {
                 t_x = tr.last.max(t_pads) + m.xor_latency;
                 // Double-buffered: the next line arrives as this one is done, so reads never
                 // run ahead of the pads (nor of the writes that follow them).
-                t_rd = tr.first.max(t_x).saturating_sub(m.bus.latency()).max(t);
+                t_rd = tr.first.max(t_x).saturating_sub(m.port.latency()).max(t);
             }
             if at_step(step, &mut failed, self) {
                 return done;
@@ -500,8 +519,7 @@ impl Mecu {
             if !skip {
                 // Encipher under the new stamp and write back.
                 Self::apply_pad(self.key.as_ref().expect("running"), a, new, &mut buf[..len]);
-                m.mem.write(a, &buf[..len]);
-                done = done.max(m.bus.write(t_x, self.line));
+                done = done.max(m.port.write(a, &buf[..len], t_x));
                 others += 1;
             }
         }
@@ -516,9 +534,8 @@ impl Mecu {
         if at_step(step, &mut failed, self) {
             return done;
         }
-        self.write_under(m, addr, plain, new);
         let t_pad = m.aes.run(t_look.max(reenc_done), plain.len() as u64);
-        done = done.max(m.bus.write(t_pad + m.xor_latency, plain.len() as u64));
+        done = done.max(self.write_under(m, addr, plain, new, t_pad + m.xor_latency));
         self.reencryptions += 1;
         self.reencrypted_lines += others;
         if port == Port::Cpu {
@@ -552,7 +569,7 @@ impl Mecu {
             let la = a & !(self.line - 1);
             let off = (a - la) as usize;
             let n = (self.line as usize - off).min(out.len() - pos);
-            done = done.max(self.read_port(m, Port::Dma, la, t, &mut buf[..self.line as usize]));
+            done = done.max(self.read_port(m, Port::Dma, la, t, &mut buf[..self.line as usize]).map_err(|e| e.what)?);
             out[pos..pos + n].copy_from_slice(&buf[off..off + n]);
             self.dma_reads += 1;
             pos += n;
@@ -577,11 +594,11 @@ impl Mecu {
             let n = (len - off).min(data.len() - pos);
             let mut tw = t;
             if n < len {
-                tw = self.read_port(m, Port::Dma, la, t, &mut buf[..len]);
+                tw = self.read_port(m, Port::Dma, la, t, &mut buf[..len]).map_err(|e| e.what)?;
             }
             buf[off..off + n].copy_from_slice(&data[pos..pos + n]);
             let line = buf;
-            done = done.max(self.write_port(m, Port::Dma, la, &line[..len], tw));
+            done = done.max(self.write_port(m, Port::Dma, la, &line[..len], tw).map_err(|e| e.what)?);
             self.dma_writes += 1;
             pos += n;
         }
@@ -617,12 +634,12 @@ impl Encryption for Mecu {
         "mecu"
     }
 
-    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
         self.reads += 1;
         self.read_port(m, Port::Cpu, addr, t, out)
     }
 
-    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         self.write_port(m, Port::Cpu, addr, plain, t)
     }
@@ -643,24 +660,7 @@ impl Encryption for Mecu {
         now.max(self.stall_until)
     }
 
-    fn take_error(&mut self) -> Option<IntegrityError> {
-        self.pending.take()
-    }
-
-    fn power(&mut self, _m: &mut Machine, ev: PowerEvent, t: Cycle) -> Result<Cycle, String> {
-        match ev {
-            PowerEvent::Suspend => self.suspend()?,
-            PowerEvent::Resume => self.resume()?,
-            PowerEvent::Reboot => self.reboot(),
-        }
-        Ok(t)
-    }
-
-    fn mecu(&mut self) -> Option<&mut Mecu> {
-        Some(self)
-    }
-
-    fn mecu_ref(&self) -> Option<&Mecu> {
+    fn power_managed(&mut self) -> Option<&mut dyn PowerManaged> {
         Some(self)
     }
 

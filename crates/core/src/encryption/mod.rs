@@ -2,11 +2,14 @@
 //! L2 and the bus (seed 000 §2): it moves every line, data or metadata, in and out of
 //! untrusted memory.
 
-use crate::integrity::{chash::MAX_LINE, IntegrityError};
+use crate::decl::Component;
+use crate::integrity::IntegrityError;
+use crate::layout::{Meta, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
+use crate::power::PowerManaged;
 use crate::stats::Stats;
-use secmem_timing::{Cycle, Transfer};
+use secmem_timing::Cycle;
 
 pub mod direct;
 pub mod mecu;
@@ -29,37 +32,53 @@ pub enum PowerEvent {
     Reboot,
 }
 
-pub trait Encryption {
+/// `Send`: an engine may be used from any one thread at a time (Python threads).
+pub trait Encryption: Send {
     fn name(&self) -> &'static str;
 
-    /// Fetch the line at `addr` (requested at `t`) and its encryption metadata from untrusted
-    /// memory and decrypt it into `out`. Returns when the plaintext is available.
-    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle;
+    /// Fetch the line at `addr` (requested at `t`) and its encryption metadata through the
+    /// port and decrypt it into `out`. Returns when the plaintext is available, or the failure
+    /// of a scheme that authenticates what it decrypts (ocb's tag) or cannot serve the access
+    /// (mecu without its key): reported for this access alone.
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError>;
 
     /// Fetch the lines at `addrs`, all requested at `t` (naive's path to the root), into
     /// `out[i][..n]`, pushing when each is available to `arrive`: the same as one
-    /// `read_line` each, in order. A scheme may book the bus for them in one search.
-    fn read_lines(&mut self, m: &mut Machine, addrs: &[u64], t: Cycle, out: &mut [[u8; MAX_LINE]], n: usize, arrive: &mut Vec<Cycle>) {
+    /// `read_line` each, in order. A scheme may book them in one pass.
+    fn read_lines(
+        &mut self,
+        m: &mut Machine,
+        addrs: &[u64],
+        t: Cycle,
+        out: &mut [[u8; MAX_LINE]],
+        n: usize,
+        arrive: &mut Vec<Cycle>,
+    ) -> Result<(), IntegrityError> {
         for (&a, buf) in addrs.iter().zip(out) {
-            arrive.push(self.read_line(m, a, t, &mut buf[..n]));
+            arrive.push(self.read_line(m, a, t, &mut buf[..n])?);
         }
+        Ok(())
     }
 
     /// A host-side hint, no simulated effect: the line at `addr` will soon be read, so the
     /// host may start loading it and its metadata (a check climbing a tree reads its chunks
     /// one after another; loading them together overlaps the host's cache misses).
     fn prefetch(&self, m: &Machine, addr: u64) {
-        m.mem.prefetch(addr);
+        m.port.prefetch(addr);
     }
 
     /// Encrypt `plain` and write it, with its metadata, to `addr` starting at `t`.
-    /// Returns when the bus is done with it.
-    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle;
+    /// Returns when the memory has it.
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError>;
 
     /// Encrypt and write `lines[i][..n]` to `addrs[i]`, all issued at `t` (naive's updated
     /// path): the same as one `write_line` each, in order. Returns when the last is done.
-    fn write_lines(&mut self, m: &mut Machine, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
-        addrs.iter().zip(lines).fold(t, |done, (&a, l)| done.max(self.write_line(m, a, &l[..n], t)))
+    fn write_lines(&mut self, m: &mut Machine, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let mut done = t;
+        for (&a, l) in addrs.iter().zip(lines) {
+            done = done.max(self.write_line(m, a, &l[..n], t)?);
+        }
+        Ok(done)
     }
 
     /// Forget on-chip copies of untrusted metadata (flush).
@@ -72,8 +91,8 @@ pub trait Encryption {
 
     fn space_overhead(&self) -> f64;
 
-    /// Where the metadata of `addr`'s line lives, as (description, address) pairs.
-    fn metadata_of(&self, _addr: u64) -> Vec<(String, u64)> {
+    /// Where the metadata of `addr`'s line lives, as (what, address) pairs.
+    fn metadata_of(&self, _addr: u64) -> Vec<Meta> {
         Vec::new()
     }
 
@@ -82,55 +101,87 @@ pub trait Encryption {
 
     fn stats(&self, m: &Machine, out: &mut Stats);
 
-    /// A failure found by the last `read_line` of a scheme that authenticates what it
-    /// decrypts (ocb's tag), or an access the scheme could not serve (mecu without its key).
-    /// `read_line` can only return a cycle, so the failure waits here until taken: the caller
-    /// of `read_line` must take it before using the bytes.
-    fn take_error(&mut self) -> Option<IntegrityError> {
-        None
-    }
-
-    /// Suspend, resume or reboot (seed 002). Schemes without a notion of it refuse.
-    fn power(&mut self, _m: &mut Machine, ev: PowerEvent, _t: Cycle) -> Result<Cycle, String> {
-        Err(format!(
-            "encryption scheme '{}' does not model {:?} (only mecu protects non-volatile memory across power cycles)",
-            self.name(),
-            ev
-        ))
-    }
-
-    /// The memory encryption control unit, if this scheme is one (DMA, adversary's offline view).
-    fn mecu(&mut self) -> Option<&mut mecu::Mecu> {
-        None
-    }
-
-    fn mecu_ref(&self) -> Option<&mecu::Mecu> {
+    /// The scheme's power management, if it protects non-volatile memory across power
+    /// cycles (seed 002's MECU).
+    fn power_managed(&mut self) -> Option<&mut dyn PowerManaged> {
         None
     }
 }
 
-pub const ENCRYPTION_SCHEMES: &[&str] = &["none", "direct", "otp", "ocb", "tdes", "mecu"];
+/// A registered encryption scheme: its declaration and how to build it.
+pub struct EncryptionScheme {
+    pub decl: &'static Component,
+    /// Build it over the lines of [0, `covered`) (data and integrity metadata), placing its
+    /// metadata in `m`'s layout; `seed` fixes keys and random vectors.
+    pub build: fn(&Params, &mut Machine, u64, u64) -> Result<Box<dyn Encryption>, ConfigError>,
+}
+
+/// Every encryption scheme; `build` and `secmem schemes` know them from here alone.
+pub const SCHEMES: &[EncryptionScheme] = &[
+    EncryptionScheme { decl: &none::DECL, build: |_, _, _, _| Ok(Box::new(none::NoEncryption)) },
+    EncryptionScheme { decl: &direct::DECL, build: |p, m, c, seed| Ok(Box::new(direct::Direct::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &otp::DECL, build: |p, m, c, seed| Ok(Box::new(otp::Otp::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &ocb::DECL, build: |p, m, c, seed| Ok(Box::new(ocb::Ocb::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &tdes::DECL, build: |p, m, c, seed| Ok(Box::new(tdes::Tdes::new(p, m, c, seed)?)) },
+    EncryptionScheme { decl: &mecu::DECL, build: |p, m, c, seed| Ok(Box::new(mecu::Mecu::new(p, m, c, seed)?)) },
+];
+
+const NAMES: [&str; SCHEMES.len()] = {
+    let mut n = [""; SCHEMES.len()];
+    let mut i = 0;
+    while i < n.len() {
+        n[i] = SCHEMES[i].decl.name;
+        i += 1;
+    }
+    n
+};
+
+/// The schemes' names, in registration order.
+pub const ENCRYPTION_SCHEMES: &[&str] = &NAMES;
 
 /// Build the scheme named by `encryption`. `covered` is the end of the address range whose
 /// lines it must carry (data and integrity metadata).
 pub fn build(name: &str, p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Box<dyn Encryption>, ConfigError> {
-    let period = p.u64_min("sample.ipc_period", 0)?;
-    let scheme: Box<dyn Encryption> = match name {
-        "none" => Box::new(none::NoEncryption),
-        "direct" => Box::new(direct::Direct::new(p, m, covered, seed)?),
-        "otp" => Box::new(otp::Otp::new(p, m, covered, seed)?),
-        "ocb" => Box::new(ocb::Ocb::new(p, m, covered, seed)?),
-        "tdes" => Box::new(tdes::Tdes::new(p, m, covered, seed)?),
-        "mecu" => Box::new(mecu::Mecu::new(p, m, covered, seed)?),
-        other => {
-            return Err(ConfigError(format!(
-                "unknown encryption scheme '{}' (choose from {})",
-                other,
-                ENCRYPTION_SCHEMES.join(", ")
-            )))
+    match SCHEMES.iter().find(|s| s.decl.name == name) {
+        Some(s) => (s.build)(p, m, covered, seed),
+        None => Err(ConfigError(format!("unknown encryption scheme '{}' (choose from {})", name, ENCRYPTION_SCHEMES.join(", ")))),
+    }
+}
+
+/// The on-chip sequence the nonce counters of ocb and tdes are drawn from at each dirty
+/// eviction. Taking the next value of one monotonic counter, instead of the stored counter
+/// plus one, means no (key, nonce) pair can repeat whatever the adversary writes into the
+/// counters in memory; each line's counter still grows at every eviction (004 §2.1).
+pub struct NonceCounter {
+    next: u64,
+    max: u64,
+}
+
+impl NonceCounter {
+    pub fn new(p: &Params, scheme: &str) -> Result<NonceCounter, ConfigError> {
+        let key = format!("{}.counter_bits", scheme);
+        let bits = p.u64_min(&key, 1)?;
+        if bits > 32 {
+            return Err(ConfigError(format!("{}: {} exceeds the 32-bit counter field", key, bits)));
         }
-    };
-    Ok(if period > 0 { Box::new(Sampled::new(scheme, period)) } else { scheme })
+        // 0 is the never-written line's counter.
+        Ok(NonceCounter { next: 1, max: (1u64 << bits) - 1 })
+    }
+
+    /// The counter for the next write-back (of the line at `addr`).
+    pub fn next(&mut self, addr: u64, scheme: &str) -> Result<u32, IntegrityError> {
+        if self.next > self.max {
+            return Err(IntegrityError {
+                addr,
+                what: format!(
+                    "{}: the nonce counter is exhausted after {} write-backs (a new key would be needed; not modelled)",
+                    scheme, self.max
+                ),
+            });
+        }
+        self.next += 1;
+        Ok((self.next - 1) as u32)
+    }
 }
 
 /// Deterministic key material from a seed (splitmix64), so runs are reproducible.
@@ -165,86 +216,5 @@ impl Rng {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
-    }
-}
-
-/// When each `chunk`-byte piece of transfer `tr` has fully arrived: beat k of the transfer
-/// arrives at `first + k·beat` and a piece is usable once its last beat is in (seed 000 Fig. 7a:
-/// "decryption is performed immediately after each 128-bit chunk is read").
-#[inline]
-pub fn chunk_arrivals(m: &Machine, tr: Transfer, chunk: u64, out: &mut [Cycle]) {
-    let bp = m.bus.params();
-    for (i, a) in out.iter_mut().enumerate() {
-        let beat = ((i as u64 + 1) * chunk).div_ceil(bp.width) - 1;
-        *a = (tr.first + beat * bp.beat_cycles).min(tr.last);
-    }
-}
-
-/// Any scheme, with the IPC of every `sample.ipc_period` cycles recorded as the series
-/// `sample.ipc` (the baseline curve of 002 Fig. 4, for any scheme). Windows are closed at the
-/// run loop's polls (every 256 instructions).
-struct Sampled {
-    inner: Box<dyn Encryption>,
-    period: Cycle,
-    next: Cycle,
-    start_cycle: Cycle,
-    start_instr: u64,
-    series: Vec<f64>,
-}
-
-impl Sampled {
-    fn new(inner: Box<dyn Encryption>, period: Cycle) -> Sampled {
-        Sampled { inner, period, next: period, start_cycle: 0, start_instr: 0, series: Vec::new() }
-    }
-}
-
-impl Encryption for Sampled {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
-        self.inner.read_line(m, addr, t, out)
-    }
-    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
-        self.inner.write_line(m, addr, plain, t)
-    }
-    fn drop_cached(&mut self) {
-        self.inner.drop_cached()
-    }
-    fn poll(&mut self, m: &mut Machine, now: Cycle, instructions: u64) -> Cycle {
-        if now >= self.next {
-            let cycles = now - self.start_cycle;
-            self.series.push((instructions - self.start_instr) as f64 / cycles.max(1) as f64);
-            (self.start_cycle, self.start_instr) = (now, instructions);
-            self.next = (now / self.period + 1) * self.period;
-        }
-        self.inner.poll(m, now, instructions)
-    }
-    fn space_overhead(&self) -> f64 {
-        self.inner.space_overhead()
-    }
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
-        self.inner.metadata_of(addr)
-    }
-    fn reset_stats(&mut self) {
-        self.series.clear();
-        self.inner.reset_stats()
-    }
-    fn stats(&self, m: &Machine, out: &mut Stats) {
-        self.inner.stats(m, out);
-        out.int("sample.ipc_period", self.period);
-        out.series("sample.ipc", self.series.clone());
-    }
-    fn take_error(&mut self) -> Option<IntegrityError> {
-        self.inner.take_error()
-    }
-    fn power(&mut self, m: &mut Machine, ev: PowerEvent, t: Cycle) -> Result<Cycle, String> {
-        self.inner.power(m, ev, t)
-    }
-    fn mecu(&mut self) -> Option<&mut mecu::Mecu> {
-        self.inner.mecu()
-    }
-    fn mecu_ref(&self) -> Option<&mecu::Mecu> {
-        self.inner.mecu_ref()
     }
 }

@@ -1,10 +1,22 @@
 //! No encryption: lines cross the bus as plaintext.
 
 use super::Encryption;
-use crate::integrity::chash::MAX_LINE;
+use crate::integrity::IntegrityError;
+use crate::layout::MAX_LINE;
 use crate::machine::Machine;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
+use crate::decl::{Component, Kind};
+
+/// none's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "none",
+    kind: Kind::Encryption,
+    summary: "no encryption: lines cross the bus as plaintext",
+    source: "—",
+    params: &[
+    ],
+};
 
 pub struct NoEncryption;
 
@@ -13,29 +25,29 @@ impl Encryption for NoEncryption {
         "none"
     }
 
-    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
-        let tr = m.bus.read(t, out.len() as u64);
-        m.mem.read(addr, out);
-        tr.last
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
+        Ok(m.port.read(addr, out, t).last)
     }
 
-    fn read_lines(&mut self, m: &mut Machine, addrs: &[u64], t: Cycle, out: &mut [[u8; MAX_LINE]], n: usize, arrive: &mut Vec<Cycle>) {
-        m.bus.read_many(t, n as u64, addrs.len(), |tr| arrive.push(tr.last));
-        for (&a, buf) in addrs.iter().zip(out) {
-            m.mem.read(a, &mut buf[..n]);
-        }
+    fn read_lines(
+        &mut self,
+        m: &mut Machine,
+        addrs: &[u64],
+        t: Cycle,
+        out: &mut [[u8; MAX_LINE]],
+        n: usize,
+        arrive: &mut Vec<Cycle>,
+    ) -> Result<(), IntegrityError> {
+        m.port.read_lines(addrs, out, n, t, &mut |tr| arrive.push(tr.last));
+        Ok(())
     }
 
-    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
-        m.mem.write(addr, plain);
-        m.bus.write(t, plain.len() as u64)
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
+        Ok(m.port.write(addr, plain, t))
     }
 
-    fn write_lines(&mut self, m: &mut Machine, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
-        for (&a, l) in addrs.iter().zip(lines) {
-            m.mem.write(a, &l[..n]);
-        }
-        m.bus.write_many(t, n as u64, addrs.len())
+    fn write_lines(&mut self, m: &mut Machine, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Result<Cycle, IntegrityError> {
+        Ok(m.port.write_lines(addrs, lines, n, t))
     }
 
     fn space_overhead(&self) -> f64 {

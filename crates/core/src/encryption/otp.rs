@@ -14,27 +14,38 @@
 //! - `otp.ts_cache_entries` > 0: a set-associative on-chip cache of stamp values (trusted
 //!   copies, written through on every write-back). A hit needs no bus read and the pad starts
 //!   at request time.
-//! - `otp.speculate`: on a cache miss the pad is started at request time for a predicted
-//!   stamp: the last stamp a read found in the same page, advanced by the line distance when
-//!   the page's stamps have been rising one per line (written back in a sweep). A page with
-//!   no history is not guessed. The stamp is still fetched to confirm the guess; a wrong
-//!   guess costs a second pad computation (AES bandwidth) from the stamp's arrival.
+//! - `speculation.stamps`: on a cache miss the pad is started at request time for the stamp
+//!   the speculation stage predicts (`speculation::stamp`). The stamp is still fetched to
+//!   confirm the guess; a wrong guess costs a second pad computation (AES bandwidth) from the
+//!   stamp's arrival.
 //!
 //! Memory is all-zero plaintext at power-on; instead of encrypting it all up front, a line
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
 
 use super::{derive_key, Encryption};
+use crate::integrity::IntegrityError;
+use crate::layout::{is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
-use secmem_crypto::Aes128;
 use crate::wordbuf::TsBuffer;
+use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags};
+use crate::decl::{param, Component, Def, Kind};
 
-const B_TS: u64 = 4;
-/// Pages tracked by the stamp predictor.
-const PREDICTOR_PAGES: usize = 4096;
+/// otp's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "otp",
+    kind: Kind::Encryption,
+    summary: "one-time-pad (counter-mode) encryption with per-line time stamps: the pad is computed while the line is on the bus",
+    source: "000 §4.3, Figs. 5–7",
+    params: &[
+        param("otp.ts_bits", Def::Int(32), "bits", "time-stamp width; TIMER wrapping re-keys and re-encrypts memory"),
+        param("otp.ts_buffer_entries", Def::Int(32), "entries", "time-stamp buffer of 8-B words (000 Table 1: 32 entries)"),
+        param("otp.ts_cache_entries", Def::Int(0), "entries", "on-chip cache of time-stamp values (000 §4.4, Fig. 7c); 0: none"),
+    ],
+};
 
 /// On-chip copies of time stamps, one per entry, set-associative (8 ways).
 struct TsCache {
@@ -75,58 +86,6 @@ impl TsCache {
     }
 }
 
-/// Per page: the last (line index, stamp) read and whether stamps rose one per line.
-#[derive(Clone, Copy, Default)]
-struct PageHistory {
-    page: u64,
-    line: u64,
-    ts: u32,
-    sweep: bool,
-}
-
-/// The time-stamp predictor: pages hashed into a table, trained on the stamps reads find.
-struct Predictor {
-    pages: Vec<PageHistory>,
-}
-
-impl Predictor {
-    fn new() -> Predictor {
-        Predictor { pages: vec![PageHistory { page: u64::MAX, ..Default::default() }; PREDICTOR_PAGES] }
-    }
-
-    #[inline]
-    fn split(addr: u64, line: u64) -> (u64, u64, usize) {
-        let page = addr / crate::mem::PAGE;
-        // Hashed: arrays a power-of-two apart must not share entries.
-        let i = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % PREDICTOR_PAGES;
-        (page, (addr % crate::mem::PAGE) / line, i)
-    }
-
-    /// A guess for the stamp of the line at `addr`, if its page was seen.
-    #[inline]
-    fn predict(&self, addr: u64, line: u64) -> Option<u32> {
-        let (page, idx, i) = Self::split(addr, line);
-        let h = &self.pages[i];
-        if h.page != page {
-            return None;
-        }
-        Some(if h.sweep { h.ts.wrapping_add((idx as i64 - h.line as i64) as u32) } else { h.ts })
-    }
-
-    #[inline]
-    fn observe(&mut self, addr: u64, line: u64, ts: u32) {
-        let (page, idx, i) = Self::split(addr, line);
-        let h = &mut self.pages[i];
-        if h.page == page {
-            let dl = idx as i64 - h.line as i64;
-            h.sweep = dl != 0 && ts.wrapping_sub(h.ts) as i32 as i64 == dl;
-        } else {
-            *h = PageHistory { page, line: idx, ts, sweep: false };
-        }
-        (h.line, h.ts) = (idx, ts);
-    }
-}
-
 pub struct Otp {
     aes: Aes128,
     seed: u64,
@@ -135,12 +94,11 @@ pub struct Otp {
     timer: u64,
     ts_max: u64,
     ts_bits: u32,
-    ts_base: u64,
+    stamps: PerLine,
     covered: u64,
     line: u64,
     ts_buf: TsBuffer,
     ts_cache: Option<TsCache>,
-    predictor: Option<Predictor>,
     // statistics
     ts_cache_hits: u64,
     spec_predictions: u64,
@@ -151,6 +109,10 @@ pub struct Otp {
     pad_exposed: u64,
     reencryptions: u64,
     reencrypted_lines: u64,
+    /// Test builds: every (key epoch, address, stamp) a pad was made from for a write, which
+    /// must never repeat.
+    #[cfg(test)]
+    nonces_used: std::collections::HashSet<(u64, u64, u32)>,
 }
 
 impl Otp {
@@ -161,12 +123,8 @@ impl Otp {
         }
         let ts_buf = TsBuffer::new(p, "otp.ts_buffer_entries")?;
         let ts_cache = TsCache::new(p.u64_min("otp.ts_cache_entries", 0)?)?;
-        let predictor = p.bool("otp.speculate")?.then(Predictor::new);
         let line = m.line();
-        if line % 16 != 0 {
-            return Err(ConfigError(format!("l2.line: {} B is not a whole number of 16-B AES chunks", line)));
-        }
-        let ts_base = m.layout.alloc("otp time stamps", covered.div_ceil(line) * B_TS);
+        let stamps = m.layout.per_line("otp time stamps", covered, B_TS);
         let k = derive_key(seed, 0x07b0);
         Ok(Otp {
             aes: Aes128::new(&derive_key(seed, 1)),
@@ -176,12 +134,11 @@ impl Otp {
             timer: 1,
             ts_max: (1u64 << ts_bits) - 1,
             ts_bits: ts_bits as u32,
-            ts_base,
+            stamps,
             covered,
             line,
             ts_buf,
             ts_cache,
-            predictor,
             ts_cache_hits: 0,
             spec_predictions: 0,
             spec_hits: 0,
@@ -191,11 +148,13 @@ impl Otp {
             pad_exposed: 0,
             reencryptions: 0,
             reencrypted_lines: 0,
+            #[cfg(test)]
+            nonces_used: Default::default(),
         })
     }
 
     pub fn ts_addr(&self, addr: u64) -> u64 {
-        self.ts_base + addr / self.line * B_TS
+        self.stamps.addr(addr)
     }
 
     pub fn timer(&self) -> u64 {
@@ -208,7 +167,7 @@ impl Otp {
 
     /// XOR `buf` with the pads of line `addr` at time stamp `ts`.
     fn apply_pad(&self, addr: u64, ts: u32, buf: &mut [u8]) {
-        let mut pads = [[0u8; 16]; crate::integrity::chash::MAX_LINE / 16];
+        let mut pads = [[0u8; 16]; MAX_LINE / 16];
         let n = buf.len() / 16;
         for (i, pad) in pads[..n].iter_mut().enumerate() {
             pad[..4].copy_from_slice(&self.v.to_le_bytes());
@@ -235,12 +194,13 @@ impl Otp {
         // all at `t`: bookings then start near the frontier instead of searching past every
         // earlier one.
         let (mut t_rd, mut t_aes) = (t, t);
-        for page in m.mem.touched_pages(0, self.covered) {
+        for page in m.port.touched_pages(0, self.covered) {
             for addr in (page..page + crate::mem::PAGE).step_by(self.line as usize) {
                 let ta = self.ts_addr(addr);
-                let ts = m.mem.read_u32(ta);
-                m.mem.read(addr, &mut buf);
-                if ts == 0 && buf.iter().all(|&b| b == 0) {
+                let mut tsb = [0u8; B_TS as usize];
+                let (_, tr) = m.port.read_pair(ta, &mut tsb, addr, &mut buf, t_rd);
+                let ts = u32::from_le_bytes(tsb);
+                if is_initial(ts as u64, &buf) {
                     continue;
                 }
                 // Decrypt under the old key...
@@ -249,16 +209,15 @@ impl Otp {
                 self.aes = new;
                 // ...and encrypt under the new one.
                 self.apply_pad(addr, 1, &mut buf);
-                m.mem.write(addr, &buf);
-                m.mem.write_u32(ta, 1);
-                let tr = m.bus.read(t_rd, self.line + B_TS);
-                t_rd = tr.first.saturating_sub(m.bus.latency()).max(t);
+                t_rd = tr.first.saturating_sub(m.port.latency()).max(t);
                 let p = m.aes.run(tr.last.max(t_aes), 2 * self.line);
                 t_aes = p.saturating_sub(m.aes.latency());
-                done = m.bus.write(p, self.line + B_TS);
+                done = m.port.write_pair(addr, &buf, ta, &1u32.to_le_bytes(), p);
                 self.reencrypted_lines += 1;
             }
         }
+        // Every stamp was rewritten behind the buffer's back.
+        self.ts_buf.words.clear();
         self.reencryptions += 1;
         self.timer = 1;
         if let Some(c) = &mut self.ts_cache {
@@ -274,52 +233,51 @@ impl Encryption for Otp {
     }
 
     fn prefetch(&self, m: &Machine, addr: u64) {
-        m.mem.prefetch(addr);
-        m.mem.prefetch(self.ts_addr(addr));
+        m.port.prefetch(addr);
+        m.port.prefetch(self.ts_addr(addr));
     }
 
-    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Cycle {
+    fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
         self.reads += 1;
         let ta = self.ts_addr(addr);
         // The stamp is read first and the line after it: let the host load both at once.
-        m.mem.prefetch(addr);
+        m.port.prefetch(addr);
         let cached = self.ts_cache.as_mut().and_then(|c| c.get(ta));
         let (ts, t_ts, tr) = match cached {
             // On chip: no bus read, the pad starts at request time (Fig. 7c).
             Some(v) => {
                 self.ts_cache_hits += 1;
-                (v, t + 1, m.bus.read(t, out.len() as u64))
+                (v, t + 1, m.port.read(addr, out, t))
             }
             None => {
-                let (v, tt, tr) = self.ts_buf.read_with_line(m, ta, out.len() as u64, t);
+                let (v, tt, tr) = self.ts_buf.read_with_line(&mut m.port, ta, addr, out, t);
                 if let Some(c) = &mut self.ts_cache {
                     c.put(ta, v);
                 }
                 (v, tt, tr)
             }
         };
-        m.mem.read(addr, out);
         // The pad depends only on the time stamp: start it as soon as the stamp is here, or
         // at request time on a guess that the stamp then confirms.
         let mut t_pad = None;
         if cached.is_none() {
-            if let Some(pr) = &mut self.predictor {
-                if let Some(guess) = pr.predict(addr, self.line) {
+            if let Some(pr) = &mut m.spec.meta {
+                if let Some(guess) = pr.predict(addr) {
                     self.spec_predictions += 1;
                     let t_guess = m.aes.run(t + 1, out.len() as u64);
-                    if guess == ts {
+                    if guess == ts as u64 {
                         self.spec_hits += 1;
                         t_pad = Some(t_guess);
                     }
                 }
-                pr.observe(addr, self.line, ts);
+                pr.observe(addr, ts as u64);
             }
         }
         let (t_pad, t_start) = match t_pad {
             Some(tp) => (tp, t + 1),
             None => (m.aes.run(t_ts, out.len() as u64), t_ts),
         };
-        if !(ts == 0 && out.iter().all(|&b| b == 0)) {
+        if !is_initial(ts as u64, out) {
             self.apply_pad(addr, ts, out);
         }
         let ready = tr.last.max(t_pad) + m.xor_latency;
@@ -327,10 +285,10 @@ impl Encryption for Otp {
         let pad_time = t_pad - t_start;
         self.pad_exposed += exposed;
         self.pad_hidden += pad_time.saturating_sub(exposed);
-        ready
+        Ok(ready)
     }
 
-    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Cycle {
+    fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let mut t = t;
         if self.timer >= self.ts_max {
@@ -338,19 +296,20 @@ impl Encryption for Otp {
         }
         self.timer += 1;
         let ts = self.timer as u32;
+        #[cfg(test)]
+        assert!(self.nonces_used.insert((self.key_epoch, addr, ts)), "otp reused the pad of stamp {} at {:#x}", ts, addr);
         let t_pad = m.aes.run(t, plain.len() as u64);
-        let mut buf = [0u8; crate::integrity::chash::MAX_LINE];
+        let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);
         self.apply_pad(addr, ts, ct);
-        m.mem.write(addr, ct);
         let t_x = t_pad + m.xor_latency;
         let ta = self.ts_addr(addr);
         if let Some(c) = &mut self.ts_cache {
             c.put(ta, ts);
         }
-        self.ts_buf.write(m, ta, ts, t_x);
-        m.bus.write(t_x, plain.len() as u64)
+        let stamp_done = self.ts_buf.write(&mut m.port, ta, ts, t_x);
+        Ok(m.port.write(addr, ct, t_x).max(stamp_done))
     }
 
     fn drop_cached(&mut self) {
@@ -360,8 +319,8 @@ impl Encryption for Otp {
         }
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
-        vec![("otp time stamp".to_string(), self.ts_addr(addr))]
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
+        vec![Meta::new(MetaKind::PadStamp, self.ts_addr(addr), B_TS)]
     }
 
     fn reset_stats(&mut self) {
@@ -372,7 +331,7 @@ impl Encryption for Otp {
     }
 
     fn space_overhead(&self) -> f64 {
-        B_TS as f64 / self.line as f64
+        self.stamps.overhead()
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {

@@ -14,17 +14,30 @@
 
 use super::tree::{Tree, H};
 use super::{Integrity, IntegrityError, Verified};
-use crate::mem::same_bytes;
 use crate::cache::LineKind;
 use crate::encryption::Encryption;
+use crate::layout::{Meta, MAX_LINE};
+use crate::mem::same_bytes;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::{HashAlg, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
 
-/// Largest L2 line (chunk) supported; scratch buffers live on the stack.
-pub const MAX_LINE: usize = 256;
+/// chash's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "chash",
+    kind: Kind::Integrity,
+    summary: "the hash tree merged with the L2: a chunk brought in is checked up to its first cached ancestor; data is used while the check completes",
+    source: "003 §4.3; CHTree in 000 §3.1",
+    params: &[
+        param("chash.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the tree hash (md5: the seeds' one-block MD5 compression over the 64-B chunk)"),
+        param("chash.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent (128-bit hashes)"),
+        param("chash.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk (64 B / 16 B = 4)"),
+    ],
+};
+
 
 /// The tree hash chosen by `{scheme}.hash` / `{scheme}.hash_bytes`.
 pub fn hasher_from(p: &Params, scheme: &str) -> Result<Hasher, ConfigError> {
@@ -56,9 +69,6 @@ impl Chash {
     pub fn new(p: &Params, m: &mut Machine) -> Result<Chash, ConfigError> {
         let hasher = hasher_from(p, "chash")?;
         let line = m.line();
-        if line as usize > MAX_LINE {
-            return Err(ConfigError(format!("l2.line: {} B exceeds the {} B supported", line, MAX_LINE)));
-        }
         let tree = Tree::new(&mut m.layout, "chash tree", line, hasher.len(), p.u64_min("chash.arity", 0)?, "chash.arity")?;
         let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
         let roots = vec![zero[0]; tree.m as usize];
@@ -77,7 +87,7 @@ impl Chash {
         self.hash_loads += 1;
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.tree.chunk as usize];
-        let t_data = enc.read_line(m, addr, t, plain);
+        let t_data = enc.read_line(m, addr, t, plain)?;
         let v = self.verify(m, enc, addr, plain, t, t_data)?;
         let slot = m.insert(addr, plain, LineKind::Meta, false, v.ready);
         Ok((slot, v.ready))
@@ -227,12 +237,12 @@ impl Integrity for Chash {
         if !self.tree.is_leaf(c) {
             self.hash_stores += 1;
         }
-        let done = enc.write_line(m, v.addr, &v.bytes, h_done);
+        let done = enc.write_line(m, v.addr, &v.bytes, h_done)?;
         m.write_buf.hold_until(wslot, done);
         Ok(start)
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         super::tree_path(&self.tree, addr)
     }
 

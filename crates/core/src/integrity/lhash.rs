@@ -19,26 +19,42 @@
 
 use super::{Integrity, IntegrityError, Verified};
 use crate::encryption::{derive_key, Encryption};
+use crate::layout::{Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::machine::{Machine, Victim};
 use crate::mem::PAGE;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
-use crate::wordbuf::TsBuffer;
+use crate::wordbuf::{TsBuffer, WordBuffer};
 use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
 
-const B_TS: u64 = 4;
+/// lhash's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "lhash",
+    kind: Kind::Integrity,
+    summary: "log-hash checking with incremental multiset hashes of (address, chunk, time stamp); memory is checked at the end or every T accesses",
+    source: "000 §3.2, Fig. 3",
+    params: &[
+        param("lhash.multiset", Def::Str("add"), "add|xor|mu", "the multiset hash: MSet-Add-Hash over keyed MD5 (000 §3.2), XOR or Mu"),
+        param("lhash.check_period", Def::Str("end"), "accesses|end", "off-chip accesses between integrity checks, or \"end\" (certified execution)"),
+        param("lhash.ts_bits", Def::Int(32), "bits", "time-stamp width; TIMER nearing its limit forces a check"),
+        param("lhash.ts_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of time stamps (000 Table 1)"),
+        param("lhash.pt_buffer_entries", Def::Int(16), "entries", "on-chip 8-B words of the untrusted page table (not in 000: a page's entry comes with its translation)"),
+    ],
+};
 
 pub struct Lhash {
     read_hash: Multiset,
     write_hash: Multiset,
     timer: u64,
     ts_max: u64,
-    ts_base: u64,
+    stamps: PerLine,
     pt_base: u64,
     line: u64,
     data_size: u64,
     ts_buf: TsBuffer,
+    pt_buf: WordBuffer,
     /// Off-chip accesses between checks; `None`: only at the end.
     period: Option<u64>,
     since_check: u64,
@@ -69,7 +85,7 @@ impl Lhash {
         };
         let line = m.line();
         let data_size = m.layout.data_size;
-        let ts_base = m.layout.alloc("lhash time stamps", data_size / line * B_TS);
+        let stamps = m.layout.per_line("lhash time stamps", data_size, B_TS);
         let pt_base = m.layout.alloc("lhash page table", (data_size / PAGE).div_ceil(8));
         // Clean evictions are logged too (write-chunk writes their time stamp).
         m.keep_clean_victims = true;
@@ -78,11 +94,12 @@ impl Lhash {
             read_hash: hash,
             timer: 0,
             ts_max: (1 << ts_bits) - 1,
-            ts_base,
+            stamps,
             pt_base,
             line,
             data_size,
             ts_buf: TsBuffer::new(p, "lhash.ts_buffer_entries")?,
+            pt_buf: WordBuffer::new(p.u64_min("lhash.pt_buffer_entries", 0)?, "lhash.pt_buffer_entries")?,
             period,
             since_check: 0,
             read_chunks: 0,
@@ -96,47 +113,52 @@ impl Lhash {
     }
 
     fn ts_addr(&self, addr: u64) -> u64 {
-        self.ts_base + addr / self.line * B_TS
+        self.stamps.addr(addr)
     }
 
     fn pt_bit(&self, page: u64) -> (u64, u8) {
         (self.pt_base + page / 8, 1 << (page % 8))
     }
 
-    fn page_listed(&self, m: &Machine, page: u64) -> bool {
+    /// Whether the page table lists `page` (requested at `t`), and when that is known. The
+    /// table's words are kept on chip once read (`lhash.pt_buffer_entries`), as a page's entry
+    /// comes with its translation.
+    fn page_listed(&mut self, m: &mut Machine, page: u64, t: Cycle) -> (bool, Cycle) {
         let (a, bit) = self.pt_bit(page);
         let mut b = [0u8];
-        m.mem.read(a, &mut b);
-        b[0] & bit != 0
+        let done = self.pt_buf.read(&mut m.port, a, &mut b, t);
+        (b[0] & bit != 0, done)
     }
 
-    /// Add the triple (address ‖ chunk ‖ time stamp) to a log.
-    fn log(h: &mut Multiset, addr: u64, chunk: &[u8], ts: u32) {
-        h.add(&[&addr.to_le_bytes(), chunk, &ts.to_le_bytes()]);
+    /// Add the triple (address ‖ chunk ‖ time stamp) to a log; the bytes hashed.
+    fn log(h: &mut Multiset, addr: u64, chunk: &[u8], ts: u32) -> u64 {
+        let parts: [&[u8]; 3] = [&addr.to_le_bytes(), chunk, &ts.to_le_bytes()];
+        h.add(&parts);
+        parts.iter().map(|p| p.len() as u64).sum()
     }
 
     /// A page used for the first time: add-chunk every chunk of it (their initial value is
     /// zero) and list it in the page table.
-    fn add_page(&mut self, m: &mut Machine, enc: &mut dyn Encryption, page: u64, t: Cycle) -> Cycle {
-        let zero = [0u8; super::chash::MAX_LINE];
+    fn add_page(&mut self, m: &mut Machine, enc: &mut dyn Encryption, page: u64, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let zero = [0u8; MAX_LINE];
         let z = &zero[..self.line as usize];
         let base = page * PAGE;
         let mut done = t;
         for a in (base..base + PAGE).step_by(self.line as usize) {
             let ts = self.timer as u32;
-            Self::log(&mut self.write_hash, a, z, ts);
-            let h = m.hash.run(t, 12 + self.line);
-            done = done.max(enc.write_line(m, a, z, h));
-            done = done.max(self.ts_buf.write(m, self.ts_addr(a), ts, h));
+            let hashed = Self::log(&mut self.write_hash, a, z, ts);
+            let h = m.hash.run(t, hashed);
+            done = done.max(enc.write_line(m, a, z, h)?);
+            done = done.max(self.ts_buf.write(&mut m.port, self.ts_addr(a), ts, h));
             self.added_chunks += 1;
         }
+        // List it: read-modify-write of the table byte (on chip since the lookup).
         let (pa, bit) = self.pt_bit(page);
         let mut b = [0u8];
-        m.mem.read(pa, &mut b);
-        m.mem.write(pa, &[b[0] | bit]);
-        m.bus.write(t, 1);
+        let t_pt = self.pt_buf.read(&mut m.port, pa, &mut b, t);
+        self.pt_buf.write(&mut m.port, pa, &[b[0] | bit], t_pt);
         self.pages_added += 1;
-        done
+        Ok(done)
     }
 
     /// integrity-check (Fig. 3). Returns when it is done.
@@ -144,13 +166,12 @@ impl Lhash {
         let mut new_write = self.write_hash.empty_like();
         let new_timer = 0u32;
         let mut done = t;
-        let mut buf = [0u8; super::chash::MAX_LINE];
+        let mut buf = [0u8; MAX_LINE];
         let n = self.line as usize;
         let pages = (self.data_size / PAGE).div_ceil(8);
         // Walk the untrusted page table in address order: each listed chunk is read once.
         let mut table = vec![0u8; pages as usize];
-        m.mem.read(self.pt_base, &mut table);
-        let tw = m.bus.read(t, pages.max(1));
+        let tw = m.port.read(self.pt_base, &mut table, t);
         let mut checked = 0;
         // Chunks are streamed: each read is issued as the previous one arrives (less the bus
         // latency), not all at once, so bookings start near the frontier instead of searching
@@ -167,15 +188,15 @@ impl Lhash {
                         continue; // cached chunks are trusted; their next eviction logs them
                     }
                     let plain = &mut buf[..n];
-                    let td = enc.read_line(m, a, t_rd, plain);
-                    let (ts, tt) = self.ts_buf.read(m, self.ts_addr(a), t_rd);
-                    t_rd = td.saturating_sub(m.bus.latency()).max(t_rd);
-                    Self::log(&mut self.read_hash, a, plain, ts);
+                    let td = enc.read_line(m, a, t_rd, plain)?;
+                    let (ts, tt) = self.ts_buf.read(&mut m.port, self.ts_addr(a), t_rd);
+                    t_rd = td.saturating_sub(m.port.latency()).max(t_rd);
+                    let read = Self::log(&mut self.read_hash, a, plain, ts);
                     self.timer = self.timer.max(ts as u64 + 1);
-                    Self::log(&mut new_write, a, plain, new_timer);
-                    let h1 = m.hash.run(td.max(tt), 12 + self.line);
-                    let h2 = m.hash.run(td.max(tt), 12 + self.line);
-                    done = done.max(self.ts_buf.write(m, self.ts_addr(a), new_timer, h1.max(h2)));
+                    let rewritten = Self::log(&mut new_write, a, plain, new_timer);
+                    let h1 = m.hash.run(td.max(tt), read);
+                    let h2 = m.hash.run(td.max(tt), rewritten);
+                    done = done.max(self.ts_buf.write(&mut m.port, self.ts_addr(a), new_timer, h1.max(h2)));
                     checked += 1;
                 }
             }
@@ -220,16 +241,20 @@ impl Integrity for Lhash {
             return Ok(Verified { ready: t_data, checked: t_data });
         }
         let page = addr / PAGE;
-        if !self.page_listed(m, page) {
-            self.add_page(m, enc, page, t_req);
-            // The line read before the page was added was the old content: read it again.
-            enc.read_line(m, addr, t_req, plain);
+        let (listed, t_pt) = self.page_listed(m, page, t_req);
+        let mut t_data = t_data;
+        if !listed {
+            // A page used for the first time: add-chunk every chunk of it. What was read
+            // before is not this program's data: the chunk is the zero just added.
+            self.add_page(m, enc, page, t_pt)?;
+            plain.fill(0);
+            t_data = t_data.max(t_pt);
         }
-        let (ts, t_ts) = self.ts_buf.read(m, self.ts_addr(addr), t_req);
-        Self::log(&mut self.read_hash, addr, plain, ts);
+        let (ts, t_ts) = self.ts_buf.read(&mut m.port, self.ts_addr(addr), t_req);
+        let hashed = Self::log(&mut self.read_hash, addr, plain, ts);
         self.timer = self.timer.max(ts as u64 + 1);
         let (slot, t_start) = m.read_buf.acquire(t_data.max(t_ts));
-        let done = m.hash.run(t_start, 12 + self.line);
+        let done = m.hash.run(t_start, hashed);
         m.read_buf.hold_until(slot, done);
         self.read_chunks += 1;
         self.since_check += 1;
@@ -242,12 +267,12 @@ impl Integrity for Lhash {
             return super::write_back_plain(m, enc, v);
         }
         let ts = self.timer as u32;
-        Self::log(&mut self.write_hash, v.addr, &v.bytes, ts);
+        let hashed = Self::log(&mut self.write_hash, v.addr, &v.bytes, ts);
         let (slot, start) = m.write_buf.acquire(v.t);
-        let h = m.hash.run(start, 12 + self.line);
-        let mut done = self.ts_buf.write(m, self.ts_addr(v.addr), ts, h);
+        let h = m.hash.run(start, hashed);
+        let mut done = self.ts_buf.write(&mut m.port, self.ts_addr(v.addr), ts, h);
         if v.dirty {
-            done = done.max(enc.write_line(m, v.addr, &v.bytes, h));
+            done = done.max(enc.write_line(m, v.addr, &v.bytes, h)?);
         }
         m.write_buf.hold_until(slot, done);
         self.write_chunks += 1;
@@ -278,12 +303,17 @@ impl Integrity for Lhash {
         self.integrity_check(m, enc, now)
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
-        vec![("time stamp".into(), self.ts_addr(addr)), ("page table".into(), self.pt_bit(addr / PAGE).0)]
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
+        vec![Meta::new(MetaKind::LogStamp, self.ts_addr(addr), B_TS), Meta::new(MetaKind::PageTable, self.pt_bit(addr / PAGE).0, 1)]
+    }
+
+    fn drop_cached(&mut self) {
+        self.ts_buf.words.clear();
+        self.pt_buf.clear();
     }
 
     fn space_overhead(&self) -> f64 {
-        B_TS as f64 / self.line as f64
+        self.stamps.overhead()
     }
 
     fn reset_stats(&mut self) {

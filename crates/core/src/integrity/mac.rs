@@ -5,21 +5,34 @@
 //! MAC(addr, data) = H(K ‖ addr ‖ data) truncated, stored at MAC_base + addr/B·B_MAC. A line
 //! whose MAC slot and data are all zero is the initial all-zero memory.
 
-use super::chash::{hasher_from, MAX_LINE};
+use super::chash::hasher_from;
 use super::{Integrity, IntegrityError, Verified};
-use crate::mem::same_bytes;
 use crate::encryption::{derive_key, Encryption};
+use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
+use crate::mem::same_bytes;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// mac's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "mac",
+    kind: Kind::Integrity,
+    summary: "a MAC of each block and its address, XOM style: detects tampering and splicing, not replay",
+    source: "003 §3.3, 000 §3",
+    params: &[
+        param("mac.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of (key ‖ address ‖ block)"),
+        param("mac.hash_bytes", Def::Int(16), "B", "bytes of each MAC kept (truncated hash)"),
+    ],
+};
 
 pub struct Mac {
     hasher: Hasher,
     key: [u8; 16],
-    base: u64,
-    line: u64,
+    macs: PerLine,
     checks: u64,
     mac_loads: u64,
     mac_stores: u64,
@@ -28,20 +41,21 @@ pub struct Mac {
 impl Mac {
     pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Mac, ConfigError> {
         let hasher = hasher_from(p, "mac")?;
-        let line = m.line();
         let data = m.layout.data_size;
-        let base = m.layout.alloc("mac", data / line * hasher.len() as u64);
-        Ok(Mac { hasher, key: derive_key(seed, 0x3ac), base, line, checks: 0, mac_loads: 0, mac_stores: 0 })
+        let macs = m.layout.per_line("mac", data, hasher.len() as u64);
+        Ok(Mac { hasher, key: derive_key(seed, 0x3ac), macs, checks: 0, mac_loads: 0, mac_stores: 0 })
     }
 
     fn mac_addr(&self, addr: u64) -> u64 {
-        self.base + addr / self.line * self.hasher.len() as u64
+        self.macs.addr(addr)
     }
 
-    fn mac(&self, addr: u64, data: &[u8]) -> [u8; MAX_HASH_BYTES] {
+    /// The MAC of `data` at `addr`, and the bytes hashed for it (what the engine is booked for).
+    fn mac(&self, addr: u64, data: &[u8]) -> ([u8; MAX_HASH_BYTES], u64) {
         let mut h = [0u8; MAX_HASH_BYTES];
-        self.hasher.hash_parts(&[&self.key, &addr.to_le_bytes(), data], &mut h);
-        h
+        let parts: [&[u8]; 3] = [&self.key, &addr.to_le_bytes(), data];
+        self.hasher.hash_parts(&parts, &mut h);
+        (h, parts.iter().map(|p| p.len() as u64).sum())
     }
 
     fn covers(&self, m: &Machine, addr: u64) -> bool {
@@ -56,7 +70,7 @@ impl Integrity for Mac {
 
     fn prefetch(&self, m: &Machine, _enc: &dyn Encryption, addr: u64) {
         if self.covers(m, addr) {
-            m.mem.prefetch(self.mac_addr(addr));
+            m.port.prefetch(self.mac_addr(addr));
         }
     }
 
@@ -74,15 +88,15 @@ impl Integrity for Mac {
         }
         let hb = self.hasher.len();
         let ma = self.mac_addr(addr);
-        let t_mac = m.bus.read(t_req, hb as u64).last;
         let mut stored = [0u8; MAX_HASH_BYTES];
-        m.mem.read(ma, &mut stored[..hb]);
+        let t_mac = m.port.read(ma, &mut stored[..hb], t_req).last;
         self.mac_loads += 1;
+        let (mac, hashed) = self.mac(addr, plain);
         let (slot, t_start) = m.read_buf.acquire(t_data);
-        let h_done = m.hash.run(t_start, (16 + 8 + plain.len()) as u64);
+        let h_done = m.hash.run(t_start, hashed);
         self.checks += 1;
-        let fresh = stored[..hb].iter().all(|&b| b == 0) && plain.iter().all(|&b| b == 0);
-        let matched = fresh || same_bytes(&self.mac(addr, plain)[..hb], &stored[..hb]);
+        let fresh = all_zero(&stored[..hb]) && all_zero(plain);
+        let matched = fresh || same_bytes(&mac[..hb], &stored[..hb]);
         super::conclude(m, slot, t_start, matched, h_done.max(t_mac) + 1, || IntegrityError {
             addr,
             what: "data does not match its MAC".into(),
@@ -95,22 +109,21 @@ impl Integrity for Mac {
         }
         let hb = self.hasher.len();
         let (slot, start) = m.write_buf.acquire(v.t);
-        let h_done = m.hash.run(start, (16 + 8 + v.bytes.len()) as u64);
-        let mac = self.mac(v.addr, &v.bytes);
-        m.mem.write(self.mac_addr(v.addr), &mac[..hb]);
+        let (mac, hashed) = self.mac(v.addr, &v.bytes);
+        let h_done = m.hash.run(start, hashed);
+        m.port.write(self.mac_addr(v.addr), &mac[..hb], h_done);
         self.mac_stores += 1;
-        m.bus.write(h_done, hb as u64);
-        let done = enc.write_line(m, v.addr, &v.bytes, h_done);
+        let done = enc.write_line(m, v.addr, &v.bytes, h_done)?;
         m.write_buf.hold_until(slot, done);
         Ok(start)
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
-        vec![("mac".to_string(), self.mac_addr(addr))]
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
+        vec![Meta::new(MetaKind::Mac, self.mac_addr(addr), self.hasher.len() as u64)]
     }
 
     fn space_overhead(&self) -> f64 {
-        self.hasher.len() as f64 / self.line as f64
+        self.macs.overhead()
     }
 
     fn reset_stats(&mut self) {

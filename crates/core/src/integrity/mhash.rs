@@ -9,16 +9,32 @@
 //! without the rest of the chunk: M' = E(D(M) ⊕ h(i, old) ⊕ h(i, new)), the old value being
 //! read from memory unchecked (a tampered old value leaves M' inconsistent, caught later).
 
-use super::chash::{hasher_from, MAX_LINE};
+use super::chash::hasher_from;
 use super::tree::{Tree, H};
 use super::{Integrity, IntegrityError, Verified};
 use crate::cache::LineKind;
 use crate::encryption::{derive_key, Encryption};
+use crate::layout::{Meta, MAX_LINE};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::{Aes128, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// mhash's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "mhash",
+    kind: Kind::Integrity,
+    summary: "several cache blocks per tree chunk under an incremental MAC; a dirty block updates its parent MAC alone",
+    source: "003 §4.4",
+    params: &[
+        param("mhash.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of one block inside the MAC"),
+        param("mhash.hash_bytes", Def::Int(16), "B", "bytes of each MAC: one AES block, 16"),
+        param("mhash.blocks_per_chunk", Def::Int(2), "blocks", "L2 blocks per tree chunk (003 Fig. 8: two 64-B blocks per 128-B chunk)"),
+        param("mhash.arity", Def::Int(0), "children", "MACs per tree chunk; 0: as many as fit a chunk"),
+    ],
+};
 
 /// Largest chunk (blocks_per_chunk × line).
 pub const MAX_CHUNK: usize = 2048;
@@ -132,7 +148,7 @@ impl Mhash {
                 Some(s) if !m.l2.is_dirty(s) => blk.copy_from_slice(m.l2.bytes(s)),
                 cached => {
                     // Absent, or cached dirty (memory holds what the MAC covers).
-                    t_data = t_data.max(enc.read_line(m, a, t, blk));
+                    t_data = t_data.max(enc.read_line(m, a, t, blk)?);
                     self.tree.decode_zero_block(c, j * self.line, blk, &self.zero);
                     self.sibling_reads += 1;
                     cache_it[j] = cached.is_none() && !m.is_pending(a);
@@ -251,7 +267,7 @@ impl Integrity for Mhash {
         let (wslot, start) = m.write_buf.acquire(v.t);
         let mut old = [0u8; MAX_LINE];
         let old = &mut old[..self.line];
-        let t_old = enc.read_line(m, v.addr, start, old);
+        let t_old = enc.read_line(m, v.addr, start, old)?;
         self.tree.decode_zero_block(c, j * self.line, old, &self.zero);
         self.old_block_reads += 1;
         let delta = self.h(j, old) ^ self.h(j, &v.bytes);
@@ -271,12 +287,12 @@ impl Integrity for Mhash {
             }
         }
         self.mac_updates += 1;
-        let done = enc.write_line(m, v.addr, &v.bytes, t_upd);
+        let done = enc.write_line(m, v.addr, &v.bytes, t_upd)?;
         m.write_buf.hold_until(wslot, done);
         Ok(start)
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         super::tree_path(&self.tree, addr)
     }
 

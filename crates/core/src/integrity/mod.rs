@@ -1,6 +1,8 @@
 //! Integrity verification: one trait, one module per scheme of seeds 000/003.
 
+use crate::decl::Component;
 use crate::encryption::Encryption;
+use crate::layout::{Meta, MetaKind};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
@@ -31,7 +33,8 @@ pub struct Verified {
     pub checked: Cycle,
 }
 
-pub trait Integrity {
+/// `Send`: an engine may be used from any one thread at a time (Python threads).
+pub trait Integrity: Send {
     fn name(&self) -> &'static str;
 
     /// Called on an L2 miss, after `enc` fetched and decrypted the line into `plain` (data
@@ -80,12 +83,15 @@ pub trait Integrity {
         Ok(now)
     }
 
+    /// Forget on-chip copies of untrusted metadata (flush): the next use reads memory.
+    fn drop_cached(&mut self) {}
+
     /// Fraction of the data size used by this scheme's metadata.
     fn space_overhead(&self) -> f64;
 
     /// Where the metadata protecting `addr` lives, as (description, address) pairs: what an
     /// adversary would tamper with.
-    fn metadata_of(&self, _addr: u64) -> Vec<(String, u64)> {
+    fn metadata_of(&self, _addr: u64) -> Vec<Meta> {
         Vec::new()
     }
 
@@ -95,22 +101,41 @@ pub trait Integrity {
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 
-pub const INTEGRITY_SCHEMES: &[&str] = &["none", "mac", "naive", "chash", "mhash", "lhash"];
+/// A registered integrity scheme: its declaration and how to build it.
+pub struct IntegrityScheme {
+    pub decl: &'static Component,
+    /// Build it from its parameters, placing its metadata in `m`'s layout; `seed` fixes keys.
+    pub build: fn(&Params, &mut Machine, u64) -> Result<Box<dyn Integrity>, ConfigError>,
+}
+
+/// Every integrity scheme; `build` and `secmem schemes` know them from here alone.
+pub const SCHEMES: &[IntegrityScheme] = &[
+    IntegrityScheme { decl: &none::DECL, build: |_, _, _| Ok(Box::new(none::NoIntegrity)) },
+    IntegrityScheme { decl: &mac::DECL, build: |p, m, seed| Ok(Box::new(mac::Mac::new(p, m, seed)?)) },
+    IntegrityScheme { decl: &naive::DECL, build: |p, m, _| Ok(Box::new(naive::Naive::new(p, m)?)) },
+    IntegrityScheme { decl: &chash::DECL, build: |p, m, _| Ok(Box::new(chash::Chash::new(p, m)?)) },
+    IntegrityScheme { decl: &mhash::DECL, build: |p, m, seed| Ok(Box::new(mhash::Mhash::new(p, m, seed)?)) },
+    IntegrityScheme { decl: &lhash::DECL, build: |p, m, seed| Ok(Box::new(lhash::Lhash::new(p, m, seed)?)) },
+];
+
+const NAMES: [&str; SCHEMES.len()] = {
+    let mut n = [""; SCHEMES.len()];
+    let mut i = 0;
+    while i < n.len() {
+        n[i] = SCHEMES[i].decl.name;
+        i += 1;
+    }
+    n
+};
+
+/// The schemes' names, in registration order.
+pub const INTEGRITY_SCHEMES: &[&str] = &NAMES;
 
 /// Build the scheme named by `integrity`, reading its own parameters.
 pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
-    match name {
-        "none" => Ok(Box::new(none::NoIntegrity)),
-        "mac" => Ok(Box::new(mac::Mac::new(p, m, seed)?)),
-        "naive" => Ok(Box::new(naive::Naive::new(p, m)?)),
-        "lhash" => Ok(Box::new(lhash::Lhash::new(p, m, seed)?)),
-        "mhash" => Ok(Box::new(mhash::Mhash::new(p, m, seed)?)),
-        "chash" => Ok(Box::new(chash::Chash::new(p, m)?)),
-        other => Err(ConfigError(format!(
-            "unknown integrity scheme '{}' (choose from {})",
-            other,
-            INTEGRITY_SCHEMES.join(", ")
-        ))),
+    match SCHEMES.iter().find(|s| s.decl.name == name) {
+        Some(s) => (s.build)(p, m, seed),
+        None => Err(ConfigError(format!("unknown integrity scheme '{}' (choose from {})", name, INTEGRITY_SCHEMES.join(", ")))),
     }
 }
 
@@ -140,14 +165,14 @@ pub fn write_back_plain(m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -
         return Ok(v.t);
     }
     let (slot, start) = m.write_buf.acquire(v.t);
-    let done = enc.write_line(m, v.addr, &v.bytes, start);
+    let done = enc.write_line(m, v.addr, &v.bytes, start)?;
     m.write_buf.hold_until(slot, done);
     Ok(start)
 }
 
-/// ("<scheme> tree level N", address) for every ancestor of `addr`'s chunk.
-pub fn tree_path(tree: &tree::Tree, addr: u64) -> Vec<(String, u64)> {
+/// (tree level, address) for every ancestor of `addr`'s chunk.
+pub fn tree_path(tree: &tree::Tree, addr: u64) -> Vec<Meta> {
     let Some(c) = tree.chunk_of(addr / tree.chunk * tree.chunk) else { return Vec::new() };
-    tree.ancestors(c).into_iter().map(|a| (format!("tree level {}", tree.level_of(a)), tree.addr_of(a))).collect()
+    tree.ancestors(c).into_iter().map(|a| Meta::new(MetaKind::TreeLevel(tree.level_of(a)), tree.addr_of(a), tree.chunk)).collect()
 }
 

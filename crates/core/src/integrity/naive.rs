@@ -3,16 +3,31 @@
 //! checks it; every dirty write-back reads and checks the path, recomputes every hash on it
 //! and writes the path back. Same tree layout as chash.
 
-use super::chash::{hash, hasher_from, mismatch, MAX_LINE};
+use super::chash::{hash, hasher_from, mismatch};
 use super::tree::{Tree, H};
 use super::{Integrity, IntegrityError, Verified};
-use crate::mem::same_bytes;
 use crate::encryption::Encryption;
+use crate::layout::{Meta, MAX_LINE};
+use crate::mem::same_bytes;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use secmem_crypto::Hasher;
 use secmem_timing::Cycle;
+use crate::decl::{param, Component, Def, Kind};
+
+/// naive's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "naive",
+    kind: Kind::Integrity,
+    summary: "a hash tree between the L2 and memory: every miss reads and checks the whole path to the root, every dirty write-back rewrites it",
+    source: "003 §4.2",
+    params: &[
+        param("naive.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the tree hash (md5: the seeds' one-block MD5 compression)"),
+        param("naive.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent"),
+        param("naive.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk"),
+    ],
+};
 
 const MEMO: usize = 4096;
 
@@ -114,7 +129,7 @@ impl Naive {
         self.hashes.clear();
         self.addrs.clear();
         self.addrs.extend(self.anc.iter().map(|&a| self.tree.addr_of(a)));
-        enc.read_lines(m, &self.addrs, t, &mut self.path, n, &mut self.arrive);
+        enc.read_lines(m, &self.addrs, t, &mut self.path, n, &mut self.arrive)?;
         for (i, &a) in self.anc.iter().enumerate() {
             let bytes = &mut self.path[i][..n];
             // A remembered node is never all zero (zero nodes are remembered decoded), so a
@@ -214,16 +229,16 @@ impl Integrity for Naive {
             child = a;
         }
         self.roots[child as usize] = h;
-        let done = enc.write_line(m, v.addr, &v.bytes, t);
+        let done = enc.write_line(m, v.addr, &v.bytes, t)?;
         // `addrs` still holds the path's addresses from `read_path`.
-        let done = done.max(enc.write_lines(m, &self.addrs, &self.path, n, t));
+        let done = done.max(enc.write_lines(m, &self.addrs, &self.path, n, t)?);
         self.hash_stores += self.anc.len() as u64;
         m.counters.meta_writebacks += self.anc.len() as u64;
         m.write_buf.hold_until(wslot, done);
         Ok(start)
     }
 
-    fn metadata_of(&self, addr: u64) -> Vec<(String, u64)> {
+    fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         super::tree_path(&self.tree, addr)
     }
 

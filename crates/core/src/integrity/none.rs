@@ -5,6 +5,17 @@ use crate::encryption::Encryption;
 use crate::machine::Machine;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
+use crate::decl::{Component, Kind};
+
+/// none's declaration: its parameters with defaults, units and meanings.
+pub const DECL: Component = Component {
+    name: "none",
+    kind: Kind::Integrity,
+    summary: "no integrity verification",
+    source: "—",
+    params: &[
+    ],
+};
 
 pub struct NoIntegrity;
 

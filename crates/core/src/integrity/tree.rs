@@ -5,7 +5,7 @@
 //! holds m^(l+1) chunks, the last level holds the leaves, which are the data chunks
 //! themselves (leaf j is the data chunk at j·B); internal chunks live in a metadata region.
 
-use crate::layout::Layout;
+use crate::layout::{all_zero, Layout};
 use crate::params::ConfigError;
 use secmem_crypto::MAX_HASH_BYTES;
 
@@ -172,14 +172,6 @@ impl Tree {
             }
         }
     }
-}
-
-/// Whether every byte is zero (word at a time: naive asks it of every node on every path).
-#[inline]
-fn all_zero(bytes: &[u8]) -> bool {
-    let mut words = bytes.chunks_exact(8);
-    let acc = words.by_ref().fold(0u64, |a, w| a | u64::from_ne_bytes(w.try_into().unwrap()));
-    acc == 0 && words.remainder().iter().all(|&b| b == 0)
 }
 
 #[cfg(test)]

@@ -1,0 +1,149 @@
+//! The timed port: the only way a scheme reaches untrusted memory.
+//!
+//! Every call moves the bytes *and* books their transfer on the memory model, at the address
+//! they live at, in one step: a scheme cannot read or write untrusted bytes without paying for
+//! them, nor pay for bytes it did not move. Bytes moved == bytes booked holds by construction
+//! (`mem.read_bytes` counts whole beats of exactly the bytes moved).
+//!
+//! The raw memory is reachable only with an [`Adversary`] token, which only the engine can
+//! make: it is the adversary's view (`Engine::untrusted`), never a scheme's.
+
+use crate::layout::MAX_LINE;
+use crate::mem::UntrustedMemory;
+use secmem_timing::{Beat, Cycle, MemCounters, MemoryModel, Transfer};
+
+/// Permission to touch untrusted memory without the port: the adversary's, handed out by the
+/// engine only (its constructor is private to `engine`).
+pub struct Adversary(pub(crate) ());
+
+pub struct Port {
+    mem: UntrustedMemory,
+    model: Box<dyn MemoryModel>,
+}
+
+impl Port {
+    pub fn new(mem: UntrustedMemory, model: Box<dyn MemoryModel>) -> Port {
+        Port { mem, model }
+    }
+
+    /// Untrusted memory spanning the whole layout, never written (once the layout is complete).
+    pub(crate) fn allocate(&mut self, mem: UntrustedMemory) {
+        self.mem = mem;
+    }
+
+    /// Read `out.len()` bytes at `addr`, requested at `t`.
+    #[inline]
+    pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Transfer {
+        self.mem.read(addr, out);
+        self.model.read(addr, out.len() as u64, t)
+    }
+
+    /// Read two pieces back to back in one transfer (a time stamp and the line after it,
+    /// 000 Fig. 7b): when each has arrived.
+    #[inline]
+    pub fn read_pair(&mut self, a: u64, first: &mut [u8], b: u64, second: &mut [u8], t: Cycle) -> (Transfer, Transfer) {
+        self.mem.read(a, first);
+        self.mem.read(b, second);
+        self.model.read_pair(a, first.len() as u64, b, second.len() as u64, t)
+    }
+
+    /// Read `n` bytes at each of `addrs` into `out[i][..n]`, all requested at `t`; `arrive`
+    /// gets each transfer in order.
+    #[inline]
+    pub fn read_lines(&mut self, addrs: &[u64], out: &mut [[u8; MAX_LINE]], n: usize, t: Cycle, arrive: &mut dyn FnMut(Transfer)) {
+        for (&a, buf) in addrs.iter().zip(out.iter_mut()) {
+            self.mem.read(a, &mut buf[..n]);
+        }
+        self.model.read_many(addrs, n as u64, t, arrive);
+    }
+
+    /// Write `data` at `addr`, posted at `t`: when it is on memory.
+    #[inline]
+    pub fn write(&mut self, addr: u64, data: &[u8], t: Cycle) -> Cycle {
+        self.mem.write(addr, data);
+        self.model.write(addr, data.len() as u64, t)
+    }
+
+    /// Write two pieces as one transfer (a line and its time stamp). When both are on memory.
+    #[inline]
+    pub fn write_pair(&mut self, a: u64, first: &[u8], b: u64, second: &[u8], t: Cycle) -> Cycle {
+        self.mem.write(a, first);
+        self.mem.write(b, second);
+        self.model.write_pair(a, first.len() as u64, b, second.len() as u64, t)
+    }
+
+    /// Write `lines[i][..n]` at each of `addrs`, all posted at `t`. When the last is on memory.
+    #[inline]
+    pub fn write_lines(&mut self, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
+        for (&a, l) in addrs.iter().zip(lines) {
+            self.mem.write(a, &l[..n]);
+        }
+        self.model.write_many(addrs, n as u64, t)
+    }
+
+    /// A host-side hint, no simulated effect: the line at `addr` will soon be read.
+    #[inline]
+    pub fn prefetch(&self, addr: u64) {
+        self.mem.prefetch(addr);
+    }
+
+    /// Base addresses of pages ever written within [lo, hi), ascending: which lines exist to
+    /// be re-encrypted or checked (what the memory controller's own bookkeeping would know).
+    pub fn touched_pages(&self, lo: u64, hi: u64) -> Vec<u64> {
+        self.mem.touched_pages(lo, hi)
+    }
+
+    pub fn size(&self) -> u64 {
+        self.mem.size()
+    }
+
+    pub fn resident_bytes(&self) -> u64 {
+        self.mem.resident_bytes()
+    }
+
+    pub fn beat(&self) -> Beat {
+        self.model.beat()
+    }
+
+    /// Cycles from a request to its first beat on an idle memory.
+    pub fn latency(&self) -> Cycle {
+        self.model.latency()
+    }
+
+    pub fn free_at(&self) -> Cycle {
+        self.model.free_at()
+    }
+
+    pub fn counters(&self) -> &MemCounters {
+        self.model.counters()
+    }
+
+    pub fn model(&self) -> &dyn MemoryModel {
+        &*self.model
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.model.reset_stats()
+    }
+
+    /// The adversary's handle on raw memory (no time passes for the processor).
+    pub fn untrusted(&mut self, _: Adversary) -> &mut UntrustedMemory {
+        &mut self.mem
+    }
+
+    /// The adversary's read-only view.
+    pub fn untrusted_ref(&self, _: &Adversary) -> &UntrustedMemory {
+        &self.mem
+    }
+}
+
+/// When each `chunk`-byte piece of transfer `tr` has fully arrived: beat k of the transfer
+/// arrives at `first + k·beat` and a piece is usable once its last beat is in (seed 000 Fig. 7a:
+/// "decryption is performed immediately after each 128-bit chunk is read").
+#[inline]
+pub fn chunk_arrivals(beat: Beat, tr: Transfer, chunk: u64, out: &mut [Cycle]) {
+    for (i, a) in out.iter_mut().enumerate() {
+        let k = ((i as u64 + 1) * chunk).div_ceil(beat.width) - 1;
+        *a = (tr.first + k * beat.cycles).min(tr.last);
+    }
+}

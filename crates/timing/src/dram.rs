@@ -1,0 +1,733 @@
+//! DRAM: channels of banks with an open-page row buffer each, behind one data bus per channel.
+//!
+//! Seed 004 times memory with "a more accurate DRAM model [Gries & Romer] ... in which bank
+//! conflicts, page miss, row miss are modeled based on the PC SDRAM specification" (§5), with
+//! Table 2's "X-5-5-5 (core clocks), X depends on page status", CAS 20, RP 7 and RCD 7 memory
+//! bus clocks, and CPU:memory clock ratios 1:4, 1:5, 1:6 (Fig. 9). This model has what those
+//! numbers need and nothing the paper does not give (no refresh, tRAS, tWR, tRRD/tFAW, rank
+//! or command-bus limits):
+//!
+//! - An access to a bank whose open row is the one addressed (row hit) issues its column
+//!   command at once; to a precharged bank (miss) it activates the row first (tRCD); to a bank
+//!   with another row open (conflict) it precharges, activates, then reads (tRP + tRCD).
+//! - A read's first beat arrives tCAS memory clocks after its column command, then one beat
+//!   per clock: on an idle memory X = tCAS, tRCD + tCAS, tRP + tRCD + tCAS clocks (100, 135,
+//!   170 core cycles at 1:5), each further 8-B beat 5 cycles later: X-5-5-5. A write's data
+//!   goes with its column command (SDRAM write latency 0).
+//! - A burst holds its bank's row from the first command to the end of the column access
+//!   (column command + burst), so row hits to one bank pipeline back to back (tCCD = burst)
+//!   and a conflict's precharge follows the previous burst; banks work in parallel and their
+//!   bursts share the channel's data bus.
+//! - Open page: a row stays open until another row of its bank is needed.
+//! - One memory clock = one data-bus beat = `clock` processor cycles (the CPU:memory ratio:
+//!   1 GHz / 200 MHz = 5 in Table 2).
+//!
+//! The structure follows the simulators the field uses, written for the calendar model:
+//! like DRAMSim3's `BankState` (open row, state, earliest cycle per command) and Ramulator 2's
+//! DRAM nodes (per-node state and row state, command timing constraints), a bank keeps its
+//! open row and when it is free; unlike them there is no cycle-by-cycle controller, because
+//! requests are not presented in time order.
+//!
+//! # Requests presented out of time order
+//! The timing model presents requests in program order with out-of-order times (a load that
+//! issues late, a write that waits for a hash); the bus lets each take the earliest free
+//! slots at or after its own time (see `Calendar`). A DRAM bank's state depends on the order
+//! it serves requests, so each bank keeps the schedule of its recent bursts in time order,
+//! each with its row and kind (hit, miss, conflict). A new request takes the first gap in its
+//! bank's schedule at or after its wanted time where
+//! - its kind follows from the burst before the gap (that burst's row is open; a bank with
+//!   nothing before is precharged),
+//! - its burst, with the data beats on the channel's bus (the bus calendar's first fit at
+//!   the column command's data slot), ends before the burst after the gap starts, and
+//! - it leaves the bank as the burst after the gap found it: a request inserted before a row
+//!   hit (or a miss) must itself be a hit on the same row; before a conflict, whose
+//!   precharge closes whatever is open, anything may go.
+//!
+//! Every booking therefore stays valid: the bank's schedule, replayed in time order, is one a
+//! real controller could have issued (an FR-FCFS controller serving a row hit between two
+//! others, or a request in an idle stretch), and a request never waits behind one that was
+//! presented first but wanted later unless the bank's row state demands it. The schedule
+//! remembers the last `HISTORY` bursts per bank; time before them is treated as past (a
+//! request wanting it is served from the end of the oldest forgotten burst, with its row
+//! open), just as the bus calendar clamps requests older than its window.
+//!
+//! # Address mapping
+//! From the least significant bit: the byte within an `interleave` granule (a cache line),
+//! the channel, the bank, the granule within the row, the row: row : column-high : bank :
+//! channel : column-low. Consecutive lines alternate channels, then banks, so a stream and
+//! a miss's neighbouring lines and metadata spread over the banks (bank-level parallelism);
+//! a stream comes back to each bank in the same row for `row_bytes / interleave` rounds, so
+//! the open page still gives row hits; regions far apart (data, time stamps, counters, tree
+//! nodes) fall into different rows of the same banks and conflict, as in 004. This is
+//! Ramulator 2's row-bank-column-channel family with the column split around the bank and
+//! channel bits (cf. DRAMSim3's configurable field order). A transfer is one burst in the bank
+//! of its first byte.
+
+use std::collections::VecDeque;
+
+use crate::bus::{transfer, Transfer};
+use crate::calendar::Calendar;
+use crate::memory::{Beat, MemCounters, MemoryModel};
+use crate::write_queue::{Posted, WriteQueue};
+use crate::Cycle;
+
+/// Bursts each bank's schedule remembers.
+const HISTORY: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DramParams {
+    /// Channels, each with its own banks and data bus (a power of two).
+    pub channels: u64,
+    /// Banks per channel (a power of two).
+    pub banks: u64,
+    /// Bytes in one row of one bank across the channel (the page; a power of two).
+    pub row_bytes: u64,
+    /// Bytes mapped to one channel and bank before the next (a power of two ≤ `row_bytes`).
+    pub interleave: u64,
+    /// Precharge, activate-to-column-command and CAS latencies, in memory clocks.
+    pub t_rp: u64,
+    pub t_rcd: u64,
+    pub t_cas: u64,
+    /// Processor cycles per memory clock, which is also one data-bus beat.
+    pub clock: Cycle,
+    /// Bytes per beat (the data bus width).
+    pub width: u64,
+    /// Cycles a posted write waits before it may be scheduled (as `BusParams::write_delay`).
+    pub write_delay: Cycle,
+}
+
+impl DramParams {
+    /// Memory clocks from a burst's first command to its column command.
+    #[inline]
+    fn prep(&self, k: Kind) -> u64 {
+        match k {
+            Kind::Hit => 0,
+            Kind::Miss => self.t_rcd,
+            Kind::Conflict => self.t_rp + self.t_rcd,
+        }
+    }
+}
+
+/// How a burst found its bank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Its row was open.
+    Hit,
+    /// The bank was precharged: activate.
+    Miss,
+    /// Another row was open: precharge, activate.
+    Conflict,
+}
+
+/// A burst in a bank's schedule: the bank is held over memory clocks [start, end).
+#[derive(Clone, Copy, Debug)]
+struct Burst {
+    start: u64,
+    end: u64,
+    row: u64,
+    kind: Kind,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Bank {
+    /// Recent bursts in time order (non-overlapping).
+    sched: VecDeque<Burst>,
+    /// Nothing may start before this clock (the end of the last forgotten burst) ...
+    floor: u64,
+    /// ... when this row was open (`None`: precharged).
+    floor_row: Option<u64>,
+}
+
+/// Row-buffer outcomes, reads and writes together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowCounters {
+    pub hits: u64,
+    pub misses: u64,
+    pub conflicts: u64,
+}
+
+/// The bit fields of an address (see the module's "Address mapping").
+#[derive(Clone, Copy, Debug)]
+struct Map {
+    offset_bits: u32,
+    channel_mask: u64,
+    channel_bits: u32,
+    bank_mask: u64,
+    bank_bits: u32,
+    /// Bits of the granule within a row.
+    column_bits: u32,
+}
+
+impl Map {
+    /// (index of the bank among all banks, channel, row) of `addr`.
+    #[inline]
+    fn locate(&self, addr: u64) -> (usize, usize, u64) {
+        let g = addr >> self.offset_bits;
+        let ch = g & self.channel_mask;
+        let bank = (g >> self.channel_bits) & self.bank_mask;
+        let row = g >> (self.channel_bits + self.bank_bits + self.column_bits);
+        (((ch << self.bank_bits) | bank) as usize, ch as usize, row)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Dram {
+    p: DramParams,
+    map: Map,
+    /// Channel-major: bank b of channel c is `banks[c * p.banks + b]`.
+    banks: Vec<Bank>,
+    /// Each channel's data bus, in memory clocks.
+    buses: Vec<Calendar>,
+    /// `queue_cycles`: cycles reads waited beyond the latency of their row outcome (busy
+    /// bank or data bus).
+    pub c: MemCounters,
+    pub rows: RowCounters,
+    wq: WriteQueue,
+}
+
+fn power_of_two(key: &str, v: u64) -> Result<u32, String> {
+    if v.is_power_of_two() {
+        Ok(v.trailing_zeros())
+    } else {
+        Err(format!("{}: {} is not a power of two", key, v))
+    }
+}
+
+impl Dram {
+    /// A DRAM with `p`'s geometry and timing; the error names the parameter at fault.
+    pub fn new(p: DramParams) -> Result<Dram, String> {
+        let channel_bits = power_of_two("dram.channels", p.channels)?;
+        let bank_bits = power_of_two("dram.banks", p.banks)?;
+        let offset_bits = power_of_two("dram.interleave", p.interleave)?;
+        let row_bits = power_of_two("dram.row_bytes", p.row_bytes)?;
+        if p.interleave > p.row_bytes {
+            return Err(format!("dram.interleave: {} B is more than a row (dram.row_bytes = {} B)", p.interleave, p.row_bytes));
+        }
+        if p.t_cas == 0 {
+            return Err("dram.tCAS: must be at least one memory clock".into());
+        }
+        if p.clock == 0 || p.width == 0 {
+            return Err(format!("memory bus: {} cycles per beat of {} B; both must be positive", p.clock, p.width));
+        }
+        let map = Map {
+            offset_bits,
+            channel_mask: p.channels - 1,
+            channel_bits,
+            bank_mask: p.banks - 1,
+            bank_bits,
+            column_bits: row_bits - offset_bits,
+        };
+        Ok(Dram {
+            p,
+            map,
+            banks: vec![Bank::default(); (p.channels * p.banks) as usize],
+            buses: (0..p.channels).map(|_| Calendar::new()).collect(),
+            c: MemCounters::default(),
+            rows: RowCounters::default(),
+            wq: WriteQueue::new(0),
+        })
+    }
+
+    /// Posted writes wait in a controller queue of `entries` writes, so that reads go first
+    /// (see `WriteQueue`); 0: no queue, each write is booked when issued.
+    pub fn with_write_queue(mut self, entries: usize) -> Dram {
+        self.wq = WriteQueue::new(entries);
+        self
+    }
+
+    pub fn params(&self) -> DramParams {
+        self.p
+    }
+
+    #[inline]
+    fn beats(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.p.width).max(1)
+    }
+
+    /// Schedule a burst of `n` beats at `addr` wanted from memory clock `w`: its first data
+    /// slot on the channel's bus and its row outcome. `data` is the distance from the column
+    /// command to the first data slot.
+    fn burst(&mut self, addr: u64, n: u64, w: u64, data: u64) -> (u64, Kind) {
+        let (b, ch, row) = self.map.locate(addr);
+        let p = self.p;
+        let bank = &mut self.banks[b];
+        let bus = &mut self.buses[ch];
+        let w = w.max(bank.floor);
+        // The first gap that may hold the burst: after the last burst ending by `w` (mostly
+        // the last one: requests come roughly in time order).
+        let mut i = match bank.sched.back() {
+            Some(u) if u.end > w => bank.sched.partition_point(|u| u.end <= w),
+            _ => bank.sched.len(),
+        };
+        loop {
+            let (free, open) = match i.checked_sub(1).map(|j| bank.sched[j]) {
+                Some(u) => (u.end, Some(u.row)),
+                None => (bank.floor, bank.floor_row),
+            };
+            let kind = match open {
+                Some(r) if r == row => Kind::Hit,
+                Some(_) => Kind::Conflict,
+                None => Kind::Miss,
+            };
+            let next = bank.sched.get(i);
+            let until = next.map_or(u64::MAX, |u| u.start);
+            // The next burst must find the bank as it would have without this one.
+            if next.is_none_or(|u| u.kind == Kind::Conflict || kind == Kind::Hit) {
+                let prep = p.prep(kind);
+                let col = free.max(w) + prep;
+                if col + n <= until {
+                    let s = bus.find(col + data, n);
+                    let col = s - data;
+                    if col + n > until {
+                        // Every later gap's first fit on the bus is at or after `s` too: skip
+                        // the gaps that end before a burst with its data there could.
+                        i = bank.sched.partition_point(|u| u.start < col + n);
+                        continue;
+                    }
+                    bus.take(s, n);
+                    let b = Burst { start: col - prep, end: col + n, row, kind };
+                    if i == bank.sched.len() {
+                        bank.sched.push_back(b);
+                    } else {
+                        bank.sched.insert(i, b);
+                    }
+                    if bank.sched.len() > HISTORY {
+                        let old = bank.sched.pop_front().expect("history is not empty");
+                        (bank.floor, bank.floor_row) = (old.end, Some(old.row));
+                    }
+                    let r = &mut self.rows;
+                    *match kind {
+                        Kind::Hit => &mut r.hits,
+                        Kind::Miss => &mut r.misses,
+                        Kind::Conflict => &mut r.conflicts,
+                    } += 1;
+                    return (s, kind);
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Read `bytes` at `addr` requested at `t`.
+    pub fn read(&mut self, addr: u64, bytes: u64, t: Cycle) -> Transfer {
+        let (n, bc) = (self.beats(bytes), self.p.clock);
+        // Commands issue on memory clock edges.
+        let w = t.div_ceil(bc);
+        let (s, kind) = self.burst(addr, n, w, self.p.t_cas - 1);
+        let tr = transfer(s, n, bc);
+        let c = &mut self.c;
+        c.queue_cycles += tr.first - (w + self.p.prep(kind) + self.p.t_cas) * bc;
+        c.busy_cycles += n * bc;
+        c.read_bytes += n * self.p.width;
+        c.reads += 1;
+        tr
+    }
+
+    /// A posted write of `bytes` at `addr` issued at `t`: when the writer is rid of it (on
+    /// memory, or accepted by the write queue if there is one).
+    pub fn write(&mut self, addr: u64, bytes: u64, t: Cycle) -> Cycle {
+        let n = self.beats(bytes);
+        let c = &mut self.c;
+        c.busy_cycles += n * self.p.clock;
+        c.write_bytes += n * self.p.width;
+        c.writes += 1;
+        if !self.wq.enabled() {
+            return self.drain(Posted { addr, bytes, t });
+        }
+        let displaced = self.wq.post(Posted { addr, bytes, t }).map(|w| self.drain(w));
+        self.wq.accept(t, displaced)
+    }
+
+    /// Book a write now; returns when it is on memory.
+    fn drain(&mut self, w: Posted) -> Cycle {
+        let (n, bc) = (self.beats(w.bytes), self.p.clock);
+        let (s, _) = self.burst(w.addr, n, (w.t + self.p.write_delay).div_ceil(bc), 0);
+        (s + n) * bc
+    }
+
+    /// Cycle from which nothing is booked or queued (queued writes: a bound, as if drained
+    /// one after the other after everything booked, each a conflict).
+    pub fn free_at(&self) -> Cycle {
+        let bc = self.p.clock;
+        let end = self.buses.iter().map(Calendar::end).max().unwrap_or(0) * bc;
+        let worst = self.p.t_rp + self.p.t_rcd + 1;
+        self.wq.drained_by(end, self.p.write_delay, |w| (worst + self.beats(w.bytes)) * bc)
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.c = MemCounters::default();
+        self.rows = RowCounters::default();
+        self.wq.reset_stats();
+    }
+}
+
+impl MemoryModel for Dram {
+    fn read(&mut self, addr: u64, bytes: u64, t: Cycle) -> Transfer {
+        Dram::read(self, addr, bytes, t)
+    }
+
+    fn write(&mut self, addr: u64, bytes: u64, t: Cycle) -> Cycle {
+        Dram::write(self, addr, bytes, t)
+    }
+
+    fn beat(&self) -> Beat {
+        Beat { width: self.p.width, cycles: self.p.clock }
+    }
+
+    /// A row hit's: tCAS.
+    fn latency(&self) -> Cycle {
+        self.p.t_cas * self.p.clock
+    }
+
+    fn free_at(&self) -> Cycle {
+        Dram::free_at(self)
+    }
+
+    fn counters(&self) -> &MemCounters {
+        &self.c
+    }
+
+    fn reset_stats(&mut self) {
+        Dram::reset_stats(self)
+    }
+
+    fn extra_stats(&self, out: &mut dyn FnMut(&'static str, u64)) {
+        out("dram_row_hits", self.rows.hits);
+        out("dram_row_misses", self.rows.misses);
+        out("dram_row_conflicts", self.rows.conflicts);
+        self.wq.stats(out);
+    }
+
+    fn name(&self) -> &'static str {
+        "dram"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::{Bus, BusParams};
+    use crate::xorshift;
+
+    /// 004 Table 2 at a CPU:memory clock ratio of 1:`clock`: CAS 20, RP 7, RCD 7, an 8-B
+    /// bus; 1 channel of 4 banks with 4 KiB rows, 64-B lines interleaved.
+    fn table2_at(clock: Cycle) -> DramParams {
+        DramParams { channels: 1, banks: 4, row_bytes: 4096, interleave: 64, t_rp: 7, t_rcd: 7, t_cas: 20, clock, width: 8, write_delay: 0 }
+    }
+
+    fn table2() -> Dram {
+        Dram::new(table2_at(5)).unwrap()
+    }
+
+    /// The address of `line` within `row` of `bank` (one channel, 4 banks, 64 lines a row).
+    fn at(bank: u64, row: u64, line: u64) -> u64 {
+        ((row << 8) | (line << 2) | bank) << 6
+    }
+
+    #[test]
+    fn idle_reads_take_x_5_5_5_with_x_set_by_the_page() {
+        let mut d = table2();
+        // Precharged bank: RCD 7 + CAS 20 clocks of 5 cycles, then 8-B beats 5 cycles apart.
+        let r = d.read(at(0, 0, 0), 64, 0);
+        assert_eq!((r.first, r.last), (135, 170));
+        // Row hit: CAS only.
+        let r = d.read(at(0, 0, 1), 64, 1000);
+        assert_eq!((r.first, r.last), (1100, 1135));
+        // Another row open in the bank: RP 7 + RCD 7 + CAS 20.
+        let r = d.read(at(0, 1, 0), 64, 2000);
+        assert_eq!((r.first, r.last), (2170, 2205));
+        assert_eq!(d.rows, RowCounters { hits: 1, misses: 1, conflicts: 1 });
+        assert_eq!(d.c.queue_cycles, 0);
+        assert_eq!((d.c.reads, d.c.read_bytes, d.c.busy_cycles), (3, 192, 120));
+        assert_eq!(MemoryModel::latency(&d), 100);
+    }
+
+    #[test]
+    fn the_clock_ratio_scales_every_timing() {
+        // Fig. 9's 1:4 and 1:6: 27 clocks to a precharged bank's first beat, a beat a clock.
+        for ratio in [4, 6] {
+            let mut d = Dram::new(table2_at(ratio)).unwrap();
+            let r = d.read(at(2, 5, 3), 64, 0);
+            assert_eq!((r.first, r.last), (27 * ratio, 34 * ratio));
+            assert_eq!(d.beat(), Beat { width: 8, cycles: ratio });
+        }
+    }
+
+    #[test]
+    fn a_request_off_the_memory_clock_waits_for_its_edge() {
+        let mut d = table2();
+        let r = d.read(at(0, 0, 0), 64, 1);
+        assert_eq!(r.first, 5 + 135);
+        assert_eq!(d.c.queue_cycles, 0, "clock alignment is not queueing");
+    }
+
+    #[test]
+    fn banks_overlap_their_activations_and_share_the_data_bus() {
+        let mut d = table2();
+        // Four precharged banks at once: the activations overlap, the bursts follow each
+        // other on the bus.
+        let firsts: Vec<Cycle> = (0..4).map(|b| d.read(at(b, 0, 0), 64, 0).first).collect();
+        assert_eq!(firsts, vec![135, 175, 215, 255]);
+        assert_eq!(d.c.queue_cycles, 40 + 80 + 120);
+        // The same four in one bank's four rows: each precharges after the burst before it.
+        let mut d = table2();
+        let firsts: Vec<Cycle> = (0..4).map(|row| d.read(at(0, row, 0), 64, 0).first).collect();
+        // Miss: commands at 0 (ACT) and 7, data slots 26..34, bank held 0..15.
+        // Conflicts: PRE at 15, 37, 59; column at 29, 51, 73; first beats at +20 clocks.
+        assert_eq!(firsts, vec![135, 49 * 5, 71 * 5, 93 * 5]);
+        assert_eq!(d.rows, RowCounters { hits: 0, misses: 1, conflicts: 3 });
+    }
+
+    #[test]
+    fn row_hits_to_one_bank_pipeline_back_to_back() {
+        let mut d = table2();
+        let rs: Vec<(Cycle, Cycle)> = (0..3).map(|k| d.read(at(1, 0, k), 64, 0)).map(|r| (r.first, r.last)).collect();
+        // Column commands at 7, 15, 23: the data bus never idles.
+        assert_eq!(rs, vec![(135, 170), (175, 210), (215, 250)]);
+        assert_eq!(d.rows, RowCounters { hits: 2, misses: 1, conflicts: 0 });
+    }
+
+    #[test]
+    fn a_request_presented_late_fills_an_earlier_gap_its_row_allows() {
+        let mut d = table2();
+        d.read(at(0, 0, 0), 64, 0); // bank 0 held 0..15, row 0 open
+        let far = d.read(at(0, 1, 0), 64, 10_000); // conflict: PRE at clock 2000
+        assert_eq!(far.first, 10_170);
+        // Wanted at 1000, presented after: a hit on row 0 before the conflict, which closes
+        // whatever is open.
+        assert_eq!(d.read(at(0, 0, 1), 64, 1000).first, 1100);
+        // A third row in the same gap: a conflict there too.
+        assert_eq!(d.read(at(0, 2, 0), 64, 1500).first, 1670);
+        // Row 0 again at 1600: bank busy with row 2 until clock 322, then PRE, ACT.
+        assert_eq!(d.read(at(0, 0, 2), 64, 1600).first, (322 + 14 + 20) * 5);
+        assert_eq!(d.rows, RowCounters { hits: 1, misses: 1, conflicts: 3 });
+    }
+
+    #[test]
+    fn a_request_that_would_close_the_row_of_a_later_hit_goes_after_it() {
+        let mut d = table2();
+        d.read(at(0, 0, 0), 64, 0);
+        let hit = d.read(at(0, 0, 1), 64, 10_000); // row 0 still open: column at clock 2000
+        assert_eq!(hit.first, 10_100);
+        // Row 1 wanted at 1000 would leave the later hit a closed row: it waits until that
+        // hit's burst ends (clock 2008), then PRE, ACT, column at 2022.
+        let r = d.read(at(0, 1, 0), 64, 1000);
+        assert_eq!(r.first, (2022 + 20) * 5);
+        assert_eq!(d.c.queue_cycles, r.first - (1000 + 170));
+        // Row 0 wanted at 2000 still fits before the hit, as a hit.
+        assert_eq!(d.read(at(0, 0, 2), 64, 2000).first, 2100);
+    }
+
+    #[test]
+    fn a_long_stream_runs_at_the_bus_rate_across_row_switches() {
+        // A line every 40 cycles (the bus's rate): 64 lines a row in each of 4 banks, so every
+        // 256th line starts a round of conflicts. The first round's activations leave the
+        // stream 7 clocks behind, the first conflicts 14 (X = 170); later conflicts hide
+        // their precharge in that slack. Long enough for the schedules to forget old bursts
+        // and the bus calendar's window to slide.
+        let mut d = table2();
+        let n = 256 * 800u64;
+        for k in 0..n {
+            let r = d.read(k * 64, 64, k * 40);
+            let x = if k < 256 { 135 } else { 170 };
+            assert_eq!((r.first, r.last), (k * 40 + x, k * 40 + x + 35), "line {}", k);
+        }
+        assert_eq!(d.rows, RowCounters { hits: n - 800 * 4, misses: 4, conflicts: 799 * 4 });
+        assert_eq!(d.free_at(), (n - 1) * 40 + 170 + 35);
+    }
+
+    #[test]
+    fn writes_take_their_bank_and_bus_like_reads_with_data_at_the_command() {
+        let mut d = table2();
+        // Precharged bank: ACT at clock 0, column (with the data) at 7, 8 beats.
+        assert_eq!(d.write(at(3, 0, 0), 64, 0), (7 + 8) * 5);
+        // A read of the open row right after: column at 15, first beat 20 clocks later.
+        assert_eq!(d.read(at(3, 0, 1), 64, 0).first, (15 + 20) * 5);
+        assert_eq!((d.c.writes, d.c.write_bytes), (1, 64));
+        let mut delayed = Dram::new(DramParams { write_delay: 100, ..table2_at(5) }).unwrap();
+        assert_eq!(delayed.write(at(3, 0, 0), 64, 0), 100 + (7 + 8) * 5, "write_delay still holds writes back");
+    }
+
+    #[test]
+    fn queued_writes_let_reads_presented_later_go_first() {
+        // Without a queue the write, issued at 95 (column at clock 26, data 26..34), takes
+        // the bus slots the read wanted at 0 needs.
+        let mut d = table2();
+        assert_eq!(d.write(at(1, 0, 0), 64, 95), 34 * 5);
+        assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 175);
+        // With a queue the read goes first; the write waits for an entry to be needed.
+        let mut d = table2().with_write_queue(4);
+        assert_eq!(d.write(at(1, 0, 0), 64, 95), 95, "accepted by the queue at once");
+        assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 135);
+        for k in 0..3 {
+            assert_eq!(d.write(at(2, 0, k), 64, 100_000), 100_000);
+        }
+        // The fifth write displaces the first, which drains after the read's burst (data
+        // 34..42, on memory at 210): the fifth waits for its entry until then.
+        assert_eq!(d.write(at(2, 0, 3), 64, 100), 210);
+        assert_eq!((d.wq.full_waits, d.wq.wait_cycles), (1, 110));
+        // It did drain: a hit on its open row follows its burst.
+        assert_eq!(d.read(at(1, 0, 1), 64, 0).first, (42 + 20) * 5);
+        assert_eq!(d.rows.hits, 1);
+    }
+
+    #[test]
+    fn a_queued_write_drains_into_time_reads_left_idle() {
+        let mut d = table2().with_write_queue(2);
+        d.write(at(1, 0, 0), 64, 0);
+        for k in 0..4 {
+            d.read(at(0, 0, k), 64, 1000 + k * 40);
+        }
+        // Displaced by the third write long after: it drains at its own issue time, into
+        // the idle memory, and the writer that displaced it does not wait.
+        d.write(at(2, 0, 0), 64, 5000);
+        assert_eq!(d.write(at(2, 0, 1), 64, 5000), 5000);
+        assert_eq!(d.wq.full_waits, 0);
+        // Bank 1 holds row 0 from clock 0 to 15: a read wanting it at 0 is a hit at 15.
+        assert_eq!(d.read(at(1, 0, 1), 64, 0).first, (15 + 20) * 5);
+        assert_eq!(d.rows, RowCounters { hits: 4, misses: 2, conflicts: 0 }, "two writes still queued");
+    }
+
+    #[test]
+    fn free_at_counts_queued_writes() {
+        let mut d = table2().with_write_queue(4);
+        d.read(at(0, 0, 0), 64, 0);
+        assert_eq!(d.free_at(), 170);
+        d.write(at(1, 0, 0), 64, 0);
+        // Not booked yet; bounded as a conflict after everything booked: (14 + 1 + 8) clocks.
+        assert_eq!(d.free_at(), 170 + 23 * 5);
+    }
+
+    /// Random reads and writes with jittered times over a few rows of every bank of a
+    /// two-channel DRAM; returns every read's (addr, beats, wanted clock, first data slot).
+    fn scramble(d: &mut Dram, seed: u64, count: u64) -> Vec<(u64, u64, u64, u64)> {
+        let mut rnd = xorshift(seed);
+        let mut reads = Vec::new();
+        for i in 0..count {
+            let t = (i * 60).saturating_sub(rnd(4000));
+            let addr = rnd(1 << 15) & !7;
+            let bytes = [8, 64, 64, 64, 72, 128][rnd(6) as usize];
+            if rnd(3) == 0 {
+                d.write(addr, bytes, t);
+            } else {
+                let r = d.read(addr, bytes, t);
+                let n = d.beats(bytes);
+                reads.push((addr, n, t.div_ceil(5), r.first / 5 - 1));
+            }
+        }
+        reads
+    }
+
+    /// Every bank's schedule, replayed in time order, is one the DRAM could have run: bursts
+    /// do not overlap, each hit finds its row open, each miss a precharged bank; no data bus
+    /// slot is booked twice (the calendar would panic in debug builds).
+    fn assert_consistent(d: &Dram) {
+        for bank in &d.banks {
+            assert_eq!((bank.floor, bank.floor_row), (0, None), "the test stays within the history");
+            let mut open = None;
+            let mut free = 0;
+            for u in &bank.sched {
+                assert!(u.start >= free, "{:?} overlaps the burst before", u);
+                match u.kind {
+                    Kind::Hit => assert_eq!(open, Some(u.row), "{:?}", u),
+                    Kind::Miss => assert_eq!(open, None, "{:?}", u),
+                    Kind::Conflict => assert!(open.is_some(), "{:?}", u),
+                }
+                (open, free) = (Some(u.row), u.end);
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_order_requests_leave_a_schedule_a_controller_could_run() {
+        for (seed, queue) in [(0x2545_f491_4f6c_dd1du64, 0), (0x9e37_79b9_7f4a_7c15, 0), (0x1234_5678_9abc_def1, 3)] {
+            let p = DramParams { channels: 2, row_bytes: 1024, ..table2_at(5) };
+            let mut d = Dram::new(p).unwrap().with_write_queue(queue);
+            let reads = scramble(&mut d, seed, 300);
+            assert_consistent(&d);
+            let c = d.rows;
+            assert!(c.hits > 50 && c.conflicts > 50, "the mix exercises both: {:?}", c);
+            let booked: usize = d.banks.iter().map(|b| b.sched.len()).sum();
+            assert_eq!(booked as u64, c.hits + c.misses + c.conflicts);
+            assert_eq!(booked as u64, d.c.reads + d.c.writes - d.wq.pending().count() as u64);
+            // Each read's burst is in its bank's schedule, its column command CAS before its
+            // data, its first command no earlier than wanted.
+            for (addr, n, w, s) in reads {
+                let (b, _, row) = d.map.locate(addr);
+                let col = s + 1 - p.t_cas;
+                let u = d.banks[b].sched.iter().find(|u| u.end == col + n && u.row == row);
+                let u = u.unwrap_or_else(|| panic!("read of {:#x} (column at {}) not in its bank", addr, col));
+                assert_eq!(u.start, col - p.prep(u.kind));
+                assert!(u.start >= w, "{:?} starts before its request at {}", u, w);
+            }
+        }
+    }
+
+    #[test]
+    fn batched_reads_and_writes_are_one_call_each() {
+        let models: Vec<fn() -> Box<dyn MemoryModel>> = vec![
+            || Box::new(Bus::new(BusParams { latency: 80, width: 8, beat_cycles: 5, write_delay: 0 })),
+            || Box::new(Bus::new(BusParams { latency: 80, width: 8, beat_cycles: 5, write_delay: 0 }).with_write_queue(3)),
+            || Box::new(table2()),
+            || Box::new(table2().with_write_queue(3)),
+        ];
+        for make in models {
+            let (mut a, mut b) = (make(), make());
+            let mut rnd = xorshift(0x0bad_cafe_f00d_1234);
+            for i in 0..300u64 {
+                let t = (i * 300).saturating_sub(rnd(2000));
+                let addrs: Vec<u64> = (0..1 + rnd(13)).map(|_| rnd(1 << 20) & !63).collect();
+                if rnd(2) == 0 {
+                    let singles: Vec<Transfer> = addrs.iter().map(|&x| a.read(x, 64, t)).collect();
+                    let mut batch = Vec::new();
+                    b.read_many(&addrs, 64, t, &mut |tr| batch.push(tr));
+                    assert_eq!(singles, batch, "{} reads {}", a.name(), i);
+                } else {
+                    let singles = addrs.iter().fold(t, |done, &x| done.max(a.write(x, 64, t)));
+                    assert_eq!(singles, b.write_many(&addrs, 64, t), "{} writes {}", a.name(), i);
+                }
+            }
+            assert_eq!(a.counters(), b.counters());
+            assert_eq!(a.free_at(), b.free_at());
+            let (mut sa, mut sb) = (Vec::new(), Vec::new());
+            a.extra_stats(&mut |k, v| sa.push((k, v)));
+            b.extra_stats(&mut |k, v| sb.push((k, v)));
+            assert_eq!(sa, sb);
+        }
+    }
+
+    #[test]
+    fn row_outcomes_and_the_queue_are_reported_as_statistics() {
+        let mut d = table2().with_write_queue(1);
+        d.read(at(0, 0, 0), 64, 0);
+        d.read(at(0, 0, 1), 64, 0);
+        d.read(at(0, 1, 0), 64, 0);
+        d.write(at(1, 0, 0), 64, 0);
+        d.write(at(1, 0, 1), 64, 0); // displaces the first, on memory at 75: waits 75
+        let mut s = Vec::new();
+        d.extra_stats(&mut |k, v| s.push((k, v)));
+        let expect = [
+            ("dram_row_hits", 1),
+            ("dram_row_misses", 2),
+            ("dram_row_conflicts", 1),
+            ("write_queue_full_waits", 1),
+            ("write_queue_wait_cycles", 75),
+        ];
+        assert_eq!(s, expect);
+        d.reset_stats();
+        s.clear();
+        d.extra_stats(&mut |k, v| s.push((k, v)));
+        assert!(s.iter().all(|&(_, v)| v == 0), "{:?}", s);
+        assert_eq!(d.name(), "dram");
+    }
+
+    #[test]
+    fn a_geometry_that_cannot_be_mapped_is_an_error_naming_the_parameter() {
+        let bad = |p: DramParams| Dram::new(p).unwrap_err();
+        let p = table2_at(5);
+        assert_eq!(bad(DramParams { banks: 3, ..p }), "dram.banks: 3 is not a power of two");
+        assert_eq!(bad(DramParams { channels: 0, ..p }), "dram.channels: 0 is not a power of two");
+        assert!(bad(DramParams { interleave: 8192, ..p }).starts_with("dram.interleave: 8192 B is more than a row"));
+        assert!(bad(DramParams { t_cas: 0, ..p }).starts_with("dram.tCAS"));
+    }
+}

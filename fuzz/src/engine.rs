@@ -1,0 +1,201 @@
+//! SecureMemory operations and adversary pokes against a plain byte array, through the
+//! public `secmem_core::Engine` API only (read, write, flush, check, `untrusted()`).
+//!
+//! The oracle, per the seeds' security model:
+//! - untampered memory reads back exactly what was written, and no operation fails;
+//! - after the adversary changes untrusted memory (`poke`), a scheme that verifies every
+//!   read (naive, chash, mhash, mac; OCB's tag) returns the written bytes or an
+//!   IntegrityError, never other bytes; lhash may return other bytes but then its next
+//!   full check must fail (000 §3.2: detection at the check);
+//! - a replay (`restore` of an old snapshot) is the same, except that mac and OCB cannot see
+//!   it (a stale block with its stale tag is one the processor wrote);
+//! - without integrity (and without OCB) nothing is promised about data after tampering;
+//! - after any IntegrityError, or a MECU reboot (old memory is garbage by design), only
+//!   "no panic" is checked from then on.
+
+use secmem_core::{Engine, IntegrityError};
+
+const INTEGRITY: [&str; 6] = ["none", "mac", "naive", "chash", "mhash", "lhash"];
+const ENCRYPTION: [&str; 6] = ["none", "direct", "otp", "ocb", "tdes", "mecu"];
+
+/// The input, consumed a value at a time; zeros once exhausted.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&b, rest)) => {
+                self.0 = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+    fn take(&mut self, n: usize) -> Vec<u8> {
+        let k = n.min(self.0.len());
+        let (a, b) = self.0.split_at(k);
+        self.0 = b;
+        let mut v = a.to_vec();
+        v.resize(n, 0xA5);
+        v
+    }
+    fn done(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// What the oracle may still assert.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Trust {
+    /// Untampered: exact contents, no errors.
+    Exact,
+    /// Tampered: written bytes or an IntegrityError (lhash: or a failing next check).
+    Detect,
+    /// Nothing about data (no integrity, replay under mac/OCB, after an error or a reboot).
+    Nothing,
+}
+
+/// An operation's outcome under the current trust: whether it succeeded. A failure on
+/// untampered memory is a bug, except while a MECU is suspended (it refuses every line).
+fn outcome(r: Result<(), IntegrityError>, trust: &mut Trust, suspended: bool, integ: &str, enc: &str, what: &str) -> bool {
+    match r {
+        Ok(()) => true,
+        Err(_) if suspended => false,
+        Err(err) => {
+            assert!(*trust != Trust::Exact, "{integ}+{enc}: {what} failed on untampered memory: {err}");
+            *trust = Trust::Nothing;
+            false
+        }
+    }
+}
+
+pub fn engine(data: &[u8]) {
+    let mut b = Bytes(data);
+    let sel = b.u8();
+    let (integ, enc) = (INTEGRITY[(sel % 6) as usize], ENCRYPTION[((sel / 6) % 6) as usize]);
+    let size: u64 = [16 << 10, 64 << 10][((sel / 36) & 1) as usize];
+    let l2 = ["1KiB", "4KiB"][((sel / 72) & 1) as usize];
+    let sets = vec![format!("memory.size={}", size), format!("l2.size={}", l2), "l2.ways=2".to_string()];
+    let p = secmem_sim::configure("suh2003", Some(integ), Some(enc), &sets).expect("a valid small machine");
+    let mut e = Engine::new(&p, 1).expect("engine");
+    let raw = e.untrusted().size();
+    let (dma, dma_size) = e.dma_region();
+    let verifies = integ != "none" || enc == "ocb";
+    let mut model = vec![0u8; size as usize];
+    let mut trust = Trust::Exact;
+    // lhash under tampering: a read returned bytes other than the written ones.
+    let mut owed_failure = false;
+    let mut snap = None;
+    let mut suspended = false;
+
+    for _ in 0..64 {
+        if b.done() {
+            break;
+        }
+        let op = b.u8() % 10;
+        let addr = b.u16() as u64 % size;
+        let len = (b.u8() as u64).min(size - addr) as usize;
+        match op {
+            0 | 1 => {
+                let data = b.take(len);
+                let r = e.write(addr, &data, 0).map(|_| ());
+                if outcome(r, &mut trust, suspended, integ, enc, "write") {
+                    model[addr as usize..addr as usize + len].copy_from_slice(&data);
+                }
+            }
+            2 | 3 => {
+                let mut out = vec![0u8; len];
+                let r = e.read(addr, &mut out, 0).map(|_| ());
+                if outcome(r, &mut trust, suspended, integ, enc, "read") {
+                    let same = out == model[addr as usize..addr as usize + len];
+                    match trust {
+                        Trust::Exact => assert!(same || suspended, "{integ}+{enc}: read 0x{addr:x}+{len} differs from what was written"),
+                        Trust::Detect if integ == "lhash" => owed_failure |= !same,
+                        Trust::Detect => assert!(same, "{integ}+{enc}: tampered read 0x{addr:x}+{len} returned other bytes, undetected"),
+                        Trust::Nothing => {}
+                    }
+                }
+            }
+            4 => {
+                let r = e.flush(0).map(|_| ());
+                outcome(r, &mut trust, suspended, integ, enc, "flush");
+            }
+            5 => {
+                let r = e.check(0).map(|_| ());
+                let ok = outcome(r, &mut trust, suspended, integ, enc, "check");
+                assert!(!(ok && owed_failure), "{integ}+{enc}: lhash's check passed after a read returned tampered bytes");
+                owed_failure = false;
+            }
+            6 => {
+                // The adversary writes anywhere in untrusted memory (data, metadata, DMA).
+                let a = b.u32() as u64 % raw;
+                let n = (b.u8() as u64 % 16 + 1).min(raw - a) as usize;
+                let bytes = b.take(n);
+                let mut old = vec![0u8; n];
+                e.untrusted().read(a, &mut old);
+                e.untrusted().write(a, &bytes);
+                let in_dma = a >= dma && a + n as u64 <= dma + dma_size;
+                if old != bytes && !in_dma && trust == Trust::Exact {
+                    trust = if verifies { Trust::Detect } else { Trust::Nothing };
+                }
+            }
+            7 => match b.u8() % 3 {
+                0 => snap = Some(e.untrusted().snapshot()),
+                1 => {
+                    if let Some(s) = &snap {
+                        e.untrusted().restore(s).expect("same size");
+                        let replay_blind = integ == "mac" || (integ == "none" && enc == "ocb");
+                        if trust == Trust::Exact {
+                            trust = if verifies && !replay_blind { Trust::Detect } else { Trust::Nothing };
+                        } else if replay_blind {
+                            trust = Trust::Nothing;
+                        }
+                    }
+                }
+                _ => {
+                    // The unprotected region reads raw, exactly what is in untrusted memory.
+                    let off = addr % dma_size;
+                    let n = len.min((dma_size - off) as usize);
+                    let mut got = vec![0u8; n];
+                    e.read_without_checking(dma + off, &mut got, 0).expect("inside the DMA region");
+                    let mut raw_bytes = vec![0u8; n];
+                    e.untrusted().read(dma + off, &mut raw_bytes);
+                    assert_eq!(got, raw_bytes, "read_without_checking is not the raw bytes");
+                    assert!(e.read_without_checking(dma + dma_size, &mut [0u8; 1], 0).is_err());
+                    assert!(e.read_without_checking(u64::MAX, &mut [0u8; 2], 0).is_err());
+                }
+            },
+            8 => {
+                for m in e.metadata_of(addr) {
+                    let a = m.addr;
+                    assert!(a < raw, "{integ}+{enc}: metadata '{}' of 0x{addr:x} at 0x{a:x}, outside memory of {raw} bytes", m.kind);
+                }
+                assert!(e.metadata_of(size + addr).is_empty() && e.metadata_of(u64::MAX).is_empty());
+            }
+            _ => {
+                // Power events: only the MECU has them; others refuse with an error.
+                let r = match b.u8() % 3 {
+                    0 => e.suspend().map(|_| suspended = true),
+                    1 => e.resume().map(|_| suspended = false),
+                    _ => {
+                        let r = e.reboot();
+                        if r.is_ok() {
+                            trust = Trust::Nothing;
+                            suspended = false;
+                        }
+                        r
+                    }
+                };
+                if enc != "mecu" {
+                    assert!(r.is_err(), "{integ}+{enc}: a power event without a MECU was accepted");
+                }
+            }
+        }
+    }
+}

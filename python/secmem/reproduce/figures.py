@@ -1,0 +1,866 @@
+"""Every reproducible table and figure of the seeds: one entry each.
+
+An entry names the points it simulates, the rows it sets beside the paper's values (read from
+``data/SEED.toml`` by key) and its plot. Adding a figure is one entry here and its values in
+the seed's data file. The built-in workloads stand in for the papers' SPEC programs
+(``stand_ins`` in each data file says which, and why).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import mean, median
+from typing import Optional, Sequence
+
+from ..sweep import Point
+from . import plots
+from .registry import Data, Figure, Paper, Row, Scale, Value, product_points
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def _all(xs) -> Optional[list]:
+    """The values, or None if any point behind them failed."""
+    xs = list(xs)
+    return None if any(x is None for x in xs) else xs
+
+
+def _trend(cond, *deps) -> Optional[bool]:
+    """A trend is not measurable when a value it depends on is missing."""
+    return None if any(d is None for d in deps) else bool(cond() if callable(cond) else cond)
+
+
+def _names(paper: Paper, benchmarks: Sequence[str]) -> list:
+    return [paper.stand_in(b).workload for b in benchmarks]
+
+
+def _label(paper: Paper, workload: str) -> str:
+    bs = [s.benchmark for s in paper.stand_ins.values() if s.workload == workload]
+    return f"{workload} ({'/'.join(bs)})" if bs else workload
+
+
+def _overheads(d: Data, workloads, scheme, configs) -> Optional[list]:
+    return _all(None if (n := d.norm(w, scheme, sets=c)) is None else 1 - n for w in workloads for c in configs)
+
+
+def _cells(workloads, configs) -> list:
+    """(workload, configuration) pairs in the order _overheads lists them."""
+    return [(w, c) for w in workloads for c in configs]
+
+
+def _size_label(c: dict) -> str:
+    return ", ".join(str(v) for v in c.values()) or "default"
+
+
+# The papers' SPEC programs: which ones each figure runs stand-ins for.
+SPEC = ("gzip", "mcf", "swim")
+
+
+# ---------------------------------------------------------------------------------------
+# 000: Suh et al., MICRO-36 2003 (suh2003)
+
+
+def _space_points(paper, scale, rows):
+    return [Point(workload="hot", integrity=i, encryption=e, preset=paper.preset, sets=tuple(s.items()),
+                  instructions=20_000, warmup=0) for i, e, s in rows]
+
+
+_SPACE_000 = [("chash", "none", {}), ("lhash", "none", {}), ("none", "otp", {}), ("none", "direct", {})]
+
+
+def _space_rows_000(d: Data, paper: Paper, scale: Scale):
+    out = []
+    for key, scheme, stat, claim in (
+        ("chtree", "chash+none", "integrity.space_overhead", "CHTree (4-ary, 128-bit hashes, 64-B chunks)"),
+        ("lhash", "lhash+none", "integrity.space_overhead", "LHash (32-bit time stamps, 64-B chunks)"),
+        ("encryption", "none+otp", "encryption.space_overhead", "OTP encryption (32-bit time stamps)"),
+        ("encryption", "none+direct", "encryption.space_overhead", "direct encryption (32-bit random vectors)"),
+    ):
+        v = paper.value("000-space", key)
+        got = d.get("hot", scheme, stat)
+        out.append(Row(f"space overhead of {claim}, of the data it covers", v, got, _pct(got),
+                       _trend(lambda: abs(got - v.value) <= 0.01 * v.value, got)))
+    return out
+
+
+def _space_plot_000(d, paper, fig):
+    ax = fig.add_subplot(111)
+    labels = ["CHTree", "LHash", "OTP", "direct"]
+    stats = [("chash+none", "integrity.space_overhead"), ("lhash+none", "integrity.space_overhead"),
+             ("none+otp", "encryption.space_overhead"), ("none+direct", "encryption.space_overhead")]
+    keys = ["chtree", "lhash", "encryption", "encryption"]
+    plots.bars(ax, labels, {"secmem": [d.get("hot", s, st) for s, st in stats]}, "extra memory / data",
+               paper={"secmem": [paper.value("000-space", k).value for k in keys]})
+
+
+_FIG9_CONFIGS = [{"l2.size": s, "l2.line": b} for s in ("256KiB", "4MiB") for b in ("64B", "128B")]
+
+
+def _fig9_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    ch = _overheads(d, ws, "chash+none", _FIG9_CONFIGS)
+    lh = _overheads(d, ws, "lhash+none", _FIG9_CONFIGS)
+    rows = []
+    v = paper.value("000-fig9", "lhash_beats_chtree")
+    wins = None if ch is None else sum(l <= c + 1e-12 for l, c in zip(lh, ch))
+    rows.append(Row("LHash (checked at the end) beats CHTree in every workload and L2 configuration", v, None,
+                    "-" if wins is None else f"{wins} of {len(ch)} cells" + "".join(
+                        f"; loses on {c[0]}, {_size_label(c[1])}" for c, l, h in zip(_cells(ws, _FIG9_CONFIGS), lh, ch) if l > h + 1e-12),
+                    _trend(lambda: wins == len(ch), ch, lh), cause="lhash_pages"))
+    v = paper.value("000-fig9", "lhash_worst")
+    got = None if lh is None else max(lh)
+    rows.append(Row("LHash's worst-case overhead", v, got, _pct(got), _trend(lambda: got <= max(ch), lh, ch), upper=True,
+                    cause="lhash_pages"))
+    v = paper.value("000-fig9", "lhash_typical")
+    got = None if lh is None else median(lh)
+    rows.append(Row("LHash's typical (median) overhead", v, got, _pct(got), _trend(lambda: got <= median(ch), lh, ch), upper=True,
+                    cause="lhash_pages"))
+    v = paper.value("000-fig9", "chtree_worst")
+    got = None if ch is None else max(ch)
+    rows.append(Row("CHTree's worst-case overhead", v, got, _pct(got), _trend(lambda: got > max(lh), ch, lh), cause="footprint"))
+    v = paper.value("000-fig9", "chtree_typical")
+    got = None if ch is None else median(ch)
+    rows.append(Row("CHTree's typical (median) overhead", v, got, _pct(got), _trend(lambda: got > median(lh), ch, lh),
+                    cause="footprint"))
+    v = paper.value("000-fig9", "overhead_falls")
+    means = None if ch is None else {_size_label(c): mean(ch[i::len(_FIG9_CONFIGS)]) for i, c in enumerate(_FIG9_CONFIGS)}
+    falls = None if means is None else (
+        means["4MiB, 64B"] <= means["256KiB, 64B"] and means["4MiB, 128B"] <= means["256KiB, 128B"]
+        and means["256KiB, 128B"] <= means["256KiB, 64B"] and means["4MiB, 128B"] <= means["4MiB, 64B"] + 0.005)
+    rows.append(Row("CHTree's mean overhead falls from 256 KB to 4 MB and from 64-B to 128-B blocks", v, None,
+                    "-" if means is None else ", ".join(f"{k}: {_pct(m)}" for k, m in means.items()),
+                    _trend(falls, means), cause="footprint"))
+    return rows
+
+
+def _fig9_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    for i, c in enumerate(_FIG9_CONFIGS):
+        ax = fig.add_subplot(1, 4, i + 1)
+        plots.bars(ax, ws, {s.split("+")[0]: [d.norm(w, s, sets=c) for w in ws] for s in ("chash+none", "lhash+none")},
+                   "IPC / baseline" if i == 0 else "", _size_label(c), ylim=(0, 1.1),
+                   refs=[(0.85, "paper: LHash worst 15%"), (0.5, "CHTree worst 50%")] if i == 0 else [])
+
+
+def _table2_rows(d: Data, paper: Paper, scale: Scale):
+    rows = []
+    for b in SPEC:
+        w = paper.stand_in(b).workload
+        v = paper.value("000-table2", b)
+        for size in ("256KiB", "4MiB"):
+            base, ch, lh = (d.get(w, s, "l2.miss_rate", {"l2.size": size}) for s in ("none+none", "chash+none", "lhash+none"))
+            pb, pc, pl = v.raw[size]
+            paper_raises = pc >= 1.1 * pb
+            trend = _trend(lambda: lh == base and (ch >= 1.1 * base) == paper_raises, base, ch, lh)
+            text = "-" if base is None else f"{_pct(base)} / {_pct(ch)} / {_pct(lh)}"
+            rows.append(Row(f"{b} ({w}), {size.replace('i', '')} L2: baseline / CHTree / LHash data miss rate; "
+                            f"LHash leaves it unchanged, CHTree {'raises it by 10% or more' if paper_raises else 'barely changes it'}",
+                            v, base, text, trend, cause="footprint", paper=pb / 100,
+                            paper_text=f"{pb:.2f}% / {pc:.2f}% / {pl:.2f}%"))
+    return rows
+
+
+def _table2_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    t = {b: paper.value("000-table2", b).raw for b in SPEC}
+    for i, size in enumerate(("256KiB", "4MiB")):
+        ax = fig.add_subplot(1, 2, i + 1)
+        series = {lab: [d.get(w, s, "l2.miss_rate", {"l2.size": size}) for w in ws]
+                  for lab, s in (("baseline", "none+none"), ("CHTree", "chash+none"), ("LHash", "lhash+none"))}
+        ref = {lab: [t[b][size][j] / 100 for b in SPEC] for j, lab in enumerate(("baseline", "CHTree", "LHash"))}
+        plots.bars(ax, [_label(paper, w) for w in ws], series, "L2 data miss rate" if i == 0 else "",
+                   f"{size.replace('i', '')} L2, 64-B blocks", paper=ref)
+
+
+def _fig10_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    lh = _all(_traffic(d, w, "lhash+none") for w in ws)
+    ch = _all(_traffic(d, w, "chash+none") for w in ws)
+    v = paper.value("000-fig10", "lhash_extra")
+    extra = None if lh is None else [x - 1 for x in lh]
+    rows = [Row("LHash's extra off-chip traffic over the baseline (1 MB L2, 64-B blocks), mean of the workloads", v,
+                None if extra is None else mean(extra),
+                "-" if extra is None else " / ".join(f"{w} {_pct(x)}" for w, x in zip(ws, extra)),
+                _trend(lambda: all(x > 0 for x in extra), extra), cause="lhash_pages")]
+    v = paper.value("000-fig10", "chtree_more")
+    rows.append(Row("CHTree moves more data than LHash on every workload", v, None,
+                    "-" if ch is None else " / ".join(f"{w} {c:.2f}x vs {l:.2f}x" for w, c, l in zip(ws, ch, lh)),
+                    _trend(lambda: all(c > l for c, l in zip(ch, lh)), ch, lh)))
+    return rows
+
+
+def _traffic(d, w, s, sets=None):
+    """Off-chip bytes moved over the baseline's (same workload and settings)."""
+    a, b = d.get(w, s, "mem.read_bytes", sets), d.get(w, "none+none", "mem.read_bytes", sets)
+    if a is None or b is None:
+        return None
+    return (a + d.get(w, s, "mem.write_bytes", sets)) / (b + d.get(w, "none+none", "mem.write_bytes", sets))
+
+
+def _fig10_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws], {lab: [_traffic(d, w, s) for w in ws]
+               for lab, s in (("CHTree", "chash+none"), ("LHash", "lhash+none"))}, "off-chip traffic / baseline",
+               refs=[(1.085, "paper: LHash +8.5%"), (1.20, "paper: LHash +20%")])
+
+
+_PERIODS = ["1k", "10k", "100k", "1M", "10M"]
+_PERIOD_N = [1e3, 1e4, 1e5, 1e6, 1e7]
+_FIG11 = ("swim", "twolf")
+
+
+def _fig11_points(paper, scale):
+    ws = _names(paper, _FIG11)
+    pts = product_points(paper, scale, ws, ["none+none", "chash+none", "lhash+none"])
+    pts += product_points(paper, scale, ws, ["lhash+none"], [{"lhash.check_period": p} for p in _PERIODS])
+    return pts
+
+
+def _crossover(periods, lh, chash) -> Optional[float]:
+    """The check period where LHash's IPC reaches CHTree's, interpolated in log(period)."""
+    if lh[0] >= chash:
+        return periods[0]
+    for (p0, a), (p1, b) in zip(zip(periods, lh), zip(periods[1:], lh[1:])):
+        if a < chash <= b:
+            f = (chash - a) / (b - a)
+            return math.exp(math.log(p0) + f * (math.log(p1) - math.log(p0)))
+    return None
+
+
+def _fig11_rows(d: Data, paper: Paper, scale: Scale):
+    rows = []
+    for b in _FIG11:
+        w = paper.stand_in(b).workload
+        ch = d.norm(w, "chash+none")
+        lh = _all(d.norm(w, "lhash+none", sets={"lhash.check_period": p}, base_sets={}) for p in _PERIODS)
+        end = d.norm(w, "lhash+none")
+        checks = _all(d.get(w, "lhash+none", "lhash.checks", {"lhash.check_period": p}) for p in _PERIODS)
+        rows.append(Row(f"{b} ({w}): LHash checked every {_PERIODS[0]} accesses is slower than CHTree", paper.value("000-fig11", "frequent_infeasible"),
+                        None, "-" if lh is None else f"{lh[0]:.2f} vs CHTree {ch:.2f} (IPC / baseline)",
+                        _trend(lambda: lh[0] < ch, lh, ch)))
+        mono = None if lh is None or end is None else all(b2 >= a2 - 0.01 for a2, b2 in zip(lh + [end], lh[1:] + [end]))
+        rows.append(Row(f"{b} ({w}): LHash's IPC rises with the check period towards its run-time IPC (checked at the end)",
+                        paper.value("000-fig11", "converges"), None,
+                        "-" if lh is None else " → ".join(f"{x:.2f}" for x in lh + [end]) + f" (checks: {', '.join(map(str, checks))})",
+                        _trend(mono, mono)))
+        x = None if lh is None or ch is None else _crossover(_PERIOD_N, lh, ch)
+        text = "-" if lh is None else ("beyond " + _PERIODS[-1] if x is None else f"{x:.3g} accesses")
+        rows.append(Row(f"{b} ({w}): the check period where LHash catches up with CHTree", paper.value("000-fig11", "crossover"),
+                        x, text, _trend(x is not None and lh[0] < ch, lh, ch), cause="footprint"))
+    return rows
+
+
+def _fig11_plot(d, paper, fig):
+    for i, b in enumerate(_FIG11):
+        w = paper.stand_in(b).workload
+        ax = fig.add_subplot(1, 2, i + 1)
+        ch, end = d.norm(w, "chash+none"), d.norm(w, "lhash+none")
+        marks = [(y, lab) for y, lab in ((ch, "CHTree"), (end, "LHash run-time")) if y is not None]
+        plots.lines(ax, _PERIOD_N, {"LHash": [d.norm(w, "lhash+none", sets={"lhash.check_period": p}, base_sets={}) for p in _PERIODS]},
+                    "check period (off-chip accesses)", "IPC / baseline" if i == 0 else "", _label(paper, w), logx=True,
+                    marks=marks, vrefs=[(1e6, "paper: crossover ~10^6")])
+
+
+def _enc_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    otp = _overheads(d, ws, "none+otp", [{}])
+    dr = _overheads(d, ws, "none+direct", [{}])
+    v = lambda k: paper.value("000-fig12", k)
+    per = "-" if otp is None else " / ".join(f"{w} {_pct(o)} vs {_pct(x)}" for w, o, x in zip(ws, otp, dr))
+    rows = [
+        Row("OTP's worst-case overhead", v("otp_worst"), None if otp is None else max(otp), _pct(otp and max(otp)),
+            _trend(lambda: max(otp) < max(dr), otp, dr), cause="write_priority"),
+        Row("direct encryption's worst-case overhead", v("direct_worst"), None if dr is None else max(dr), _pct(dr and max(dr)),
+            _trend(lambda: max(dr) > max(otp), otp, dr), cause="write_priority"),
+        Row("OTP's mean overhead", v("otp_mean"), None if otp is None else mean(otp), _pct(otp and mean(otp)),
+            _trend(lambda: mean(otp) < mean(dr), otp, dr), cause="write_priority"),
+        Row("direct encryption's mean overhead", v("direct_mean"), None if dr is None else mean(dr), _pct(dr and mean(dr)),
+            _trend(lambda: mean(dr) > mean(otp), otp, dr), cause="write_priority"),
+    ]
+    red = None if otp is None or mean(dr) <= 0 else 1 - mean(otp) / mean(dr)
+    rows.append(Row("share of direct encryption's mean overhead that OTP removes", v("reduction"), red, _pct(red),
+                    _trend(lambda: red > 0, red), cause="write_priority"))
+    rows.append(Row("OTP beats direct encryption on every workload (OTP vs direct overhead)", v("otp_beats_direct"), None, per,
+                    _trend(lambda: all(o <= x for o, x in zip(otp, dr)), otp, dr), cause="write_priority"))
+    return rows
+
+
+def _enc_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws], {lab: [d.norm(w, s) for w in ws]
+               for lab, s in (("direct", "none+direct"), ("OTP", "none+otp"))}, "IPC / baseline", ylim=(0, 1.15),
+               refs=[(0.82, "paper: OTP worst 18%"), (0.75, "direct worst 25%")])
+
+
+def _ptr_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    old = _overheads(d, ws, "chash+direct", [{}])
+    new = _overheads(d, ws, "lhash+otp", [{}])
+    v = lambda k: paper.value("000-fig13", k)
+    return [
+        Row("CHTree + direct: worst-case overhead", v("old_worst"), old and max(old), _pct(old and max(old)),
+            _trend(lambda: max(old) > max(new), old, new), cause="footprint"),
+        Row("CHTree + direct: typical (median) overhead", v("old_typical"), old and median(old), _pct(old and median(old)),
+            _trend(lambda: median(old) > median(new), old, new), cause="footprint"),
+        Row("LHash + OTP: worst-case overhead", v("new_worst"), new and max(new), _pct(new and max(new)),
+            _trend(lambda: max(new) < max(old), old, new), upper=True),
+        Row("LHash + OTP: typical (median) overhead", v("new_typical"), new and median(new), _pct(new and median(new)),
+            _trend(lambda: median(new) < median(old), old, new), upper=True),
+        Row("LHash + OTP beats CHTree + direct on every workload", v("new_beats_old"), None,
+            "-" if old is None else " / ".join(f"{w} {_pct(n)} vs {_pct(o)}" for w, n, o in zip(ws, new, old)),
+            _trend(lambda: all(n <= o for n, o in zip(new, old)), old, new)),
+    ]
+
+
+def _ptr_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws], {lab: [d.norm(w, s) for w in ws]
+               for lab, s in (("CHTree + direct", "chash+direct"), ("LHash + OTP", "lhash+otp"))}, "IPC / baseline",
+               ylim=(0, 1.1), refs=[(0.4, "paper: old worst 60%"), (0.77, "new worst 23%")])
+
+
+def _spec_points(schemes, configs=({},)):
+    return lambda paper, scale: product_points(paper, scale, _names(paper, SPEC), schemes, configs)
+
+
+FIGURES_000 = [
+    Figure("000-space", "000", "Memory space overhead of integrity checking and encryption", "§6.2.1, §6.3.1",
+           lambda paper, scale: _space_points(paper, scale, _SPACE_000), _space_rows_000, _space_plot_000,
+           lambda paper, scale: "one tiny run per scheme (space overhead is a property of the layout)", size=(5, 3)),
+    Figure("000-fig9", "000", "Run-time overhead of CHTree and LHash (checked at the end), 256 KB/4 MB L2, 64/128-B blocks",
+           "Figure 9, §6.2.2", _spec_points(["none+none", "chash+none", "lhash+none"], _FIG9_CONFIGS), _fig9_rows, _fig9_plot,
+           size=(12, 3.2)),
+    Figure("000-table2", "000", "L2 miss rates of program data: baseline, CHTree, LHash", "Table 2",
+           _spec_points(["none+none", "chash+none", "lhash+none"], [{"l2.size": "256KiB"}, {"l2.size": "4MiB"}]),
+           _table2_rows, _table2_plot, size=(10, 3.2)),
+    Figure("000-fig10", "000", "Off-chip bandwidth of CHTree and LHash, normalized to the baseline (1 MB L2, 64-B blocks)",
+           "Figure 10, §6.2.2", _spec_points(["none+none", "chash+none", "lhash+none"]), _fig10_rows, _fig10_plot, size=(6, 3.2)),
+    Figure("000-fig11", "000", "LHash against CHTree as the integrity-check period grows", "Figure 11, §6.2.3",
+           _fig11_points, _fig11_rows, _fig11_plot, size=(10, 3.4)),
+    Figure("000-fig12", "000", "Direct (AES-CBC) and one-time-pad encryption, normalized IPC (64-B blocks)", "Figure 12, §6.3.2",
+           _spec_points(["none+none", "none+otp", "none+direct"]), _enc_rows, _enc_plot, size=(6, 3.2)),
+    Figure("000-fig13", "000", "PTR processing: CHTree + direct encryption against LHash + OTP", "Figure 13, §6.4",
+           _spec_points(["none+none", "chash+direct", "lhash+otp"]), _ptr_rows, _ptr_plot, size=(6, 3.2)),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# 003: Gassend et al., HPCA-9 2003 (gassend2003)
+
+_SPACE_003 = [("chash", "none", {}), ("chash", "none", {"l2.line": "128B"}), ("mhash", "none", {"mhash.blocks_per_chunk": "2"})]
+
+
+def _space_rows_003(d: Data, paper: Paper, scale: Scale):
+    rows = []
+    for key, (i, e, sets), claim in zip(("chash_64", "chash_128", "mhash_2x64"), _SPACE_003,
+                                        ("chash, one 128-bit hash per 64-B block", "chash with 128-B blocks",
+                                         "mhash, one hash per two 64-B blocks")):
+        v = paper.value("003-space", key)
+        o = d.get("hot", f"{i}+{e}", "integrity.space_overhead", sets)
+        share = None if o is None else o / (1 + o)
+        rows.append(Row(f"share of memory holding hashes: {claim}", v, share, _pct(share),
+                        _trend(lambda: abs(share - v.value) <= 0.01 * v.value, share)))
+    return rows
+
+
+def _space_plot_003(d, paper, fig):
+    ax = fig.add_subplot(111)
+    got = []
+    for i, e, sets in _SPACE_003:
+        o = d.get("hot", f"{i}+{e}", "integrity.space_overhead", sets)
+        got.append(None if o is None else o / (1 + o))
+    plots.bars(ax, ["chash 64B", "chash 128B", "mhash 2x64B"], {"secmem": got}, "share of memory used by hashes",
+               paper={"secmem": [paper.value("003-space", k).value for k in ("chash_64", "chash_128", "mhash_2x64")]})
+
+
+_FIG3_CONFIGS = [{"l2.size": s, "l2.line": b} for b in ("64B", "128B") for s in ("256KiB", "1MiB", "4MiB")]
+
+
+def _fig3_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    ch = _overheads(d, ws, "chash+none", _FIG3_CONFIGS)
+    cells = _cells(ws, _FIG3_CONFIGS)
+    slow = _all((d.get(w, "none+none", sets=c) / n if (n := d.get(w, "naive+none", sets=c)) else None) for w, c in cells)
+    v = lambda k: paper.value("003-fig3", k)
+    rows = []
+    worst = None if ch is None else max(range(len(ch)), key=lambda i: ch[i])
+    rows.append(Row("chash's worst-case IPC loss", v("chash_worst"), None if ch is None else ch[worst],
+                    "-" if ch is None else f"{_pct(ch[worst])} ({cells[worst][0]}, {_size_label(cells[worst][1])})",
+                    _trend(lambda: ch[worst] < 1 - 1 / slow[worst], ch, slow), upper=True))
+    big = None if ch is None else [o for (w, c), o in zip(cells, ch) if c["l2.size"] == "4MiB"]
+    rows.append(Row("chash's worst IPC loss with a 4 MB L2", v("chash_4mb"), big and max(big), _pct(big and max(big)),
+                    _trend(lambda: max(big) <= max(ch), big, ch), upper=True))
+    means = None if ch is None else {_size_label(c): mean(ch[i::len(_FIG3_CONFIGS)]) for i, c in enumerate(_FIG3_CONFIGS)}
+    falls = None if means is None else all(
+        means[f"{b}, {line}"] <= means[f"{a}, {line}"] + 0.005
+        for line in ("64B", "128B") for a, b in (("256KiB", "1MiB"), ("1MiB", "4MiB"))) and all(
+        means[f"{s}, 128B"] <= means[f"{s}, 64B"] + 0.005 for s in ("256KiB", "1MiB", "4MiB"))
+    rows.append(Row("chash's mean IPC loss falls as the L2 grows and as its blocks grow", v("falls"), None,
+                    "-" if means is None else ", ".join(f"{k}: {_pct(m)}" for k, m in means.items()), _trend(falls, means),
+                    cause="footprint"))
+    rows.append(Row("naive's worst slowdown (baseline IPC / naive IPC)", v("naive_slowdown"), slow and max(slow),
+                    "-" if slow is None else f"{max(slow):.1f}x",
+                    _trend(lambda: all(1 - 1 / s >= o for s, o in zip(slow, ch)), slow, ch)))
+    w = paper.stand_in("swim").workload
+    c4, c256 = {"l2.size": "4MiB", "l2.line": "64B"}, {"l2.size": "256KiB", "l2.line": "64B"}
+    s4 = d.get(w, "none+none", sets=c4) / n4 if (n4 := d.get(w, "naive+none", sets=c4)) else None
+    s256 = d.get(w, "none+none", sets=c256) / n2 if (n2 := d.get(w, "naive+none", sets=c256)) else None
+    rows.append(Row(f"naive's slowdown of {w} (applu/swim) with a 64-B, 4 MB L2: no better than at 256 KB", v("naive_4mb"),
+                    s4, "-" if s4 is None else f"{s4:.1f}x (256 KB: {s256:.1f}x)", _trend(lambda: s4 >= 0.5 * s256, s4, s256)))
+    return rows
+
+
+def _fig3_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    for i, c in enumerate(_FIG3_CONFIGS):
+        ax = fig.add_subplot(2, 3, i + 1)
+        plots.bars(ax, ws, {lab: [d.get(w, s, sets=c) for w in ws] for lab, s in
+                            (("base", "none+none"), ("chash", "chash+none"), ("naive", "naive+none"))},
+                   "IPC" if i % 3 == 0 else "", _size_label(c))
+
+
+def _fig4_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+
+    def rise(size):
+        return _all((c / b - 1 if (b := d.get(w, "none+none", "l2.miss_rate", {"l2.size": size, "l2.line": "64B"})) and
+                     (c := d.get(w, "chash+none", "l2.miss_rate", {"l2.size": size, "l2.line": "64B"})) is not None else None)
+                    for w in ws)
+
+    small, large = rise("256KiB"), rise("4MiB")
+    txt = lambda r: "-" if r is None else " / ".join(f"{w} {x * 100:+.1f}%" for w, x in zip(ws, r))
+    return [
+        Row("256 KB L2: chash raises some program's data miss rate by 10% or more (relative)", paper.value("003-fig4", "small_pollutes"),
+            None, txt(small), _trend(lambda: max(small) >= 0.10, small), cause="footprint"),
+        Row("4 MB L2: no program's data miss rate rises by 10% or more", paper.value("003-fig4", "large_clean"), None, txt(large),
+            _trend(lambda: max(large) < 0.10, large)),
+    ]
+
+
+def _fig4_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    for i, size in enumerate(("256KiB", "4MiB")):
+        ax = fig.add_subplot(1, 2, i + 1)
+        c = {"l2.size": size, "l2.line": "64B"}
+        plots.bars(ax, [_label(paper, w) for w in ws], {lab: [d.get(w, s, "l2.miss_rate", c) for w in ws] for lab, s in
+                   (("base", "none+none"), ("chash", "chash+none"))}, "L2 data miss rate" if i == 0 else "",
+                   f"{size.replace('i', '')} L2, 64-B blocks")
+
+
+_1MB = {"l2.size": "1MiB", "l2.line": "64B"}
+
+
+def _fig5_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    nv = _all(d.get(w, "naive+none", "naive.hash_loads_per_miss", _1MB) for w in ws)
+    ch = _all(d.get(w, "chash+none", "chash.hash_loads_per_miss", _1MB) for w in ws)
+    tn = _all(_traffic(d, w, "naive+none", _1MB) for w in ws)
+    tc = _all(_traffic(d, w, "chash+none", _1MB) for w in ws)
+    per = lambda xs: " / ".join(f"{w} {x:.2f}" for w, x in zip(ws, xs))
+    return [
+        Row("naive: extra hash-chunk reads per L2 miss (mean of the workloads)", paper.value("003-fig5", "naive_loads"),
+            nv and mean(nv), "-" if nv is None else per(nv), _trend(lambda: min(nv) >= 12, nv)),
+        Row("chash: extra hash-chunk reads per L2 miss, worst workload", paper.value("003-fig5", "chash_loads"), ch and max(ch),
+            "-" if ch is None else per(ch), _trend(lambda: max(ch) < 1, ch), upper=True, cause="random_chase"),
+        Row("off-chip traffic over the baseline: chash far below naive", paper.value("003-fig5", "bandwidth"), None,
+            "-" if tn is None else " / ".join(f"{w} {c:.2f}x vs {n:.2f}x" for w, c, n in zip(ws, tc, tn)),
+            _trend(lambda: all(c - 1 < 0.5 * (n - 1) for c, n in zip(tc, tn)), tc, tn)),
+    ]
+
+
+def _fig5_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(1, 2, 1)
+    plots.bars(ax, ws, {"chash": [d.get(w, "chash+none", "chash.hash_loads_per_miss", _1MB) for w in ws],
+                        "naive": [d.get(w, "naive+none", "naive.hash_loads_per_miss", _1MB) for w in ws]},
+               "hash loads per L2 miss", "(a)", refs=[(13, "paper: naive 13"), (1, "paper: chash < 1")])
+    ax = fig.add_subplot(1, 2, 2)
+    plots.bars(ax, ws, {lab: [_traffic(d, w, s, _1MB) for w in ws] for lab, s in
+                        (("chash", "chash+none"), ("naive", "naive+none"))}, "traffic / baseline", "(b)")
+
+
+_THROUGHPUT = ["6.4GB/s", "3.2GB/s", "1.6GB/s", "0.8GB/s"]
+_GBPS = [6.4, 3.2, 1.6, 0.8]
+
+
+def _fig6_points(paper, scale):
+    ws = _names(paper, SPEC)
+    return (product_points(paper, scale, ws, ["none+none"]) +
+            product_points(paper, scale, ws, ["chash+none"], [{"hash.throughput": t} for t in _THROUGHPUT]))
+
+
+def _fig6_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    ipc = {w: _all(d.get(w, "chash+none", sets={"hash.throughput": t}) for t in _THROUGHPUT) for w in ws}
+    ok = None if any(v is None for v in ipc.values()) else ipc
+    rel = lambda w, i: ok[w][i] / ok[w][1]
+    txt = lambda i: "-" if ok is None else " / ".join(f"{w} {rel(w, i):.3f}" for w in ws)
+    drop = None if ok is None else [1 - rel(w, 3) for w in ws]
+    return [
+        Row("IPC at 6.4 GB/s over IPC at 3.2 GB/s: no gain above 1%", paper.value("003-fig6", "above"), None, txt(0),
+            _trend(lambda: all(rel(w, 0) <= 1.01 for w in ws), ok)),
+        Row("IPC at 1.6 GB/s (the bus bandwidth) over IPC at 3.2 GB/s: a minor loss (under 10%)", paper.value("003-fig6", "at_bus"),
+            None, txt(2), _trend(lambda: all(rel(w, 2) >= 0.9 for w in ws), ok)),
+        Row("worst IPC loss at 0.8 GB/s (half the bus bandwidth) against 3.2 GB/s; it is larger than at 1.6 GB/s",
+            paper.value("003-fig6", "below"), drop and max(drop), "-" if drop is None else " / ".join(f"{w} {_pct(x)}" for w, x in zip(ws, drop)),
+            _trend(lambda: max(drop) > max(1 - rel(w, 2) for w in ws), ok), cause="footprint"),
+    ]
+
+
+def _fig6_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    plots.lines(ax, _GBPS, {w: [d.norm(w, "chash+none", sets={"hash.throughput": t}, base_sets={}) for t in _THROUGHPUT] for w in ws},
+                "hash throughput (GB/s)", "IPC / baseline", logx=True, xticklabels=[str(g) for g in _GBPS],
+                vrefs=[(1.6, "bus 1.6 GB/s")])
+
+
+_BUFFERS = [1, 2, 4, 8, 16, 32]
+
+
+def _fig7_points(paper, scale):
+    ws = _names(paper, SPEC)
+    return (product_points(paper, scale, ws, ["none+none"]) +
+            product_points(paper, scale, ws, ["chash+none"], [{"hash.read_buffer": b, "hash.write_buffer": b} for b in _BUFFERS]))
+
+
+def _buf(b):
+    return {"hash.read_buffer": b, "hash.write_buffer": b}
+
+
+def _fig7_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    rows = []
+    for lo in (_BUFFERS[0], 2):
+        sizes = [b for b in _BUFFERS if b >= lo]
+        spread = _all((max(v) - min(v)) / max(v) if (v := _all(d.get(w, "chash+none", sets=_buf(b)) for b in sizes)) else None
+                      for w in ws)
+        rows.append(Row(f"IPC spread across read/write buffers of {sizes[0]} to {sizes[-1]} entries: under 5% on every workload",
+                        paper.value("003-fig7", "no_effect"), None,
+                        "-" if spread is None else " / ".join(f"{w} {_pct(s)}" for w, s in zip(ws, spread)),
+                        _trend(lambda: max(spread) < 0.05, spread)))
+    return rows
+
+
+def _fig7_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    plots.lines(ax, _BUFFERS, {w: [d.norm(w, "chash+none", sets=_buf(b), base_sets={}) for b in _BUFFERS] for w in ws},
+                "hash read/write buffer entries", "IPC / baseline", logx=True, xticklabels=[str(b) for b in _BUFFERS])
+
+
+_FIG8 = [("chash-64B", "chash+none", {}), ("chash-128B", "chash+none", {"l2.line": "128B"}),
+         ("mhash-64B", "mhash+none", {"mhash.blocks_per_chunk": "2"})]
+
+
+def _fig8_points(paper, scale):
+    ws = _names(paper, SPEC)
+    pts = product_points(paper, scale, ws, ["none+none"], [{}, {"l2.line": "128B"}])
+    for _, s, c in _FIG8:
+        pts += product_points(paper, scale, ws, [s], [c])
+    return pts
+
+
+def _fig8_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    ipc = {lab: _all(d.get(w, s, sets=c) for w in ws) for lab, s, c in _FIG8}
+    ok = None if any(v is None for v in ipc.values()) else ipc
+    vs128 = None if ok is None else [m / c for m, c in zip(ok["mhash-64B"], ok["chash-128B"])]
+    vs64 = None if ok is None else [m / c for m, c in zip(ok["mhash-64B"], ok["chash-64B"])]
+    txt = lambda r: "-" if r is None else " / ".join(f"{w} {x:.3f}" for w, x in zip(ws, r))
+    heavy = [ws.index(paper.stand_in(b).workload) for b in ("swim", "mcf")]
+    light = [ws.index(paper.stand_in("gzip").workload)]
+    comp = paper.value("003-fig8", "comparable")
+    return [
+        Row("mhash-64B beats chash-128B on every workload (IPC ratio)", paper.value("003-fig8", "mhash_beats_128"), None,
+            txt(vs128), _trend(lambda: all(r > 1 for r in vs128), vs128), cause="mhash_128"),
+        Row("mhash-64B within 15% of chash-64B on every workload (IPC ratio)", comp, None, txt(vs64),
+            _trend(lambda: all(abs(r - 1) <= 0.15 for r in vs64), vs64)),
+        Row("mhash-64B below chash-64B on the bandwidth-heavy (stream, chase), not below it on the contention-sensitive (hot)",
+            comp, None, txt(vs64), _trend(lambda: all(vs64[i] < 1 for i in heavy) and all(vs64[i] >= 0.999 for i in light), vs64),
+            cause="footprint"),
+    ]
+
+
+def _fig8_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws], {lab: [d.get(w, s, sets=c) for w in ws] for lab, s, c in _FIG8}, "IPC",
+               "1 MB L2")
+
+
+FIGURES_003 = [
+    Figure("003-space", "003", "Memory used by hashes: chash with 64-B and 128-B blocks, mhash with two 64-B blocks per chunk",
+           "§4.1, §5.6, Conclusion", lambda paper, scale: _space_points(paper, scale, _SPACE_003), _space_rows_003, _space_plot_003,
+           lambda paper, scale: "one tiny run per scheme (space overhead is a property of the layout)", size=(5, 3)),
+    Figure("003-fig3", "003", "IPC of base, chash and naive for 256 KB/1 MB/4 MB L2s with 64-B and 128-B blocks",
+           "Figure 3, §5.4", _spec_points(["none+none", "chash+none", "naive+none"], _FIG3_CONFIGS), _fig3_rows, _fig3_plot,
+           size=(11, 5.5)),
+    Figure("003-fig4", "003", "L2 miss rates of program data, base and chash, 256 KB and 4 MB L2 (64-B blocks)",
+           "Figure 4, §5.4.1", _spec_points(["none+none", "chash+none"], [c for c in _FIG3_CONFIGS if c["l2.line"] == "64B" and c["l2.size"] != "1MiB"]),
+           _fig4_rows, _fig4_plot, size=(9, 3.2)),
+    Figure("003-fig5", "003", "Hash loads per L2 miss and normalized bandwidth, 1 MB L2, 64-B blocks", "Figure 5, §5.4.2",
+           _spec_points(["none+none", "chash+none", "naive+none"], [_1MB]), _fig5_rows, _fig5_plot, size=(9, 3.2)),
+    Figure("003-fig6", "003", "chash's IPC against hash throughput", "Figure 6, §5.5", _fig6_points, _fig6_rows, _fig6_plot,
+           size=(6, 3.4)),
+    Figure("003-fig7", "003", "chash's IPC against the hash read/write buffer size (1 MB L2, 64-B blocks)", "Figure 7, §5.5",
+           _fig7_points, _fig7_rows, _fig7_plot, size=(6, 3.4)),
+    Figure("003-fig8", "003", "chash-64B, chash-128B and mhash-64B (two blocks per chunk), 1 MB L2", "Figure 8, §5.6",
+           _fig8_points, _fig8_rows, _fig8_plot, size=(6, 3.4)),
+]
+
+
+# ---------------------------------------------------------------------------------------
+# 002: Enck et al., ACSAC 2008 (enck2008)
+
+_LINES = [1, 16, 256, 4096, 65536]
+# Baseline IPC of each built-in workload on enck2008 (measured, from a cold start): how many
+# instructions cover the resume cycles a figure needs (with a margin; a run covering fewer is
+# reported with the resume cycles it has).
+_IPC_ENCK = {"stream": 0.75, "hot": 0.8, "chase": 0.03}
+_MARGIN = 1.2
+_CYCLES_SHORT = 10  # Figs. 4-6: resume cycles simulated
+_CYCLES_LONG = 5  # Fig. 7, Table 2
+
+
+def _period_short(scale):
+    """Figs. 4-6: a suspend/resume every 100 M cycles, 10 of them (laptop: every 10 M)."""
+    return scale.period_short
+
+
+def _period_long(scale):
+    """Fig. 7, Table 2: every 1 G cycles, 5 resume cycles (laptop: every 20 M)."""
+    return scale.period_long
+
+
+def _mecu_sets(k, period):
+    return {"mecu.lines_per_block": str(k), "mecu.resume_period": str(period)}
+
+
+def _base_sets(period):
+    """The baseline, without a MECU, its IPC sampled once per resume period."""
+    return {"sample.ipc_period": str(period)}
+
+
+def _mecu_points(paper, scale, workloads, lines, period, periods, base=False):
+    out = []
+    for w in workloads:
+        n = int(period * periods * _IPC_ENCK[w] * _MARGIN)
+        if base:
+            out.append(Point(workload=w, integrity="none", encryption="none", preset=paper.preset,
+                             sets=tuple(_base_sets(period).items()), instructions=n, warmup=0))
+        for k in lines:
+            out.append(Point(workload=w, integrity="none", encryption="mecu", preset=paper.preset, instructions=n, warmup=0,
+                             sets=tuple(_mecu_sets(k, period).items())))
+    return out
+
+
+def _per_cycle(d, w, k, period, cycles):
+    """IPC per resume cycle, the first ``cycles`` of them: with a MECU of k lines per block, or
+    (k None) the baseline's IPC over the same windows of ``period`` cycles. None if failed."""
+    if k is None:
+        v = d.get(w, "none+none", "sample.ipc", _base_sets(period))
+        return None if v is None else list(v)[:cycles]
+    v = d.get(w, "none+mecu", "mecu.ipc_per_resume_cycle", _mecu_sets(k, period))
+    if v is None:
+        return None
+    v = list(v)
+    # at warm-up 0 the MECU closes an empty window at cycle 0 before the first real one
+    if v and v[0] == 0:
+        v = v[1:]
+    return v[:cycles]
+
+
+_Q_WORKLOADS = ("bzip2", "gcc", "twolf")
+
+
+def _quiescence_points(benchmarks):
+    return lambda paper, scale: _mecu_points(paper, scale, list(dict.fromkeys(_names(paper, benchmarks))), _LINES,
+                                             _period_long(scale), _CYCLES_LONG)
+
+
+def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
+    return d.get(w, "none+mecu", stat, _mecu_sets(k, _period_long(scale)))
+
+
+def _t2_rows(d: Data, paper: Paper, scale: Scale):
+    t = paper.table("002-table2")
+    w = paper.stand_in("bzip2").workload
+    formula = paper.value("002-table2", "storage_formula")
+    rows = []
+    for k, b, text in zip(t["lines"], t["storage_bytes"], t["storage_text"]):
+        got = _q(d, w, k, scale, "mecu.state_storage_bytes")
+        rows.append(Row(f"state storage, blocks of {k:,} lines (4 GB of memory, 16-bit states)", formula, got,
+                        "-" if got is None else f"{got:,} B", _trend(lambda: got == b, got), paper=b,
+                        paper_text=f"{text} ({b:,} B)"))
+    qs = _all(_q(d, w, k, scale) for k in t["lines"])
+    for i, (k, p) in enumerate(zip(t["lines"], t["quiescence_1000MHz"])):
+        got = None if qs is None else qs[i]
+        trend = _trend(lambda: i == 0 or qs[i] <= qs[i - 1] * 1.05, qs)
+        rows.append(Row(f"time to quiescence at 1 GHz, blocks of {k:,} lines ({w} for bzip2); no longer than with smaller blocks",
+                        Value("quiescence", p, f"{p} s", t["source"] + ", 1,000 MHz column", {}), got,
+                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="footprint"))
+    ratio_p = t["quiescence_1000MHz"][-1] / t["quiescence_1000MHz"][0]
+    ratio = None if qs is None or not qs[0] else qs[-1] / qs[0]
+    rows.append(Row("time to quiescence at 65,536 lines over that at 1 line",
+                    Value("ratio", ratio_p, f"{ratio_p:.3f} (35.53 s / 79.50 s)", t["source"] + ": its last row over its first", {}),
+                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="laptop_scale"))
+    return rows
+
+
+def _t2_plot(d, paper, fig):
+    t = paper.table("002-table2")
+    w = paper.stand_in("bzip2").workload
+    ax = fig.add_subplot(1, 2, 1)
+    plots.bars(ax, [f"{k:,}" for k in t["lines"]], {"secmem": [_q(d, w, k, d.scale, "mecu.state_storage_bytes") for k in t["lines"]]},
+               "state storage (bytes)", "in-MECU storage", paper={"secmem": t["storage_bytes"]}, log=True)
+    ax = fig.add_subplot(1, 2, 2)
+    qs = [_q(d, w, k, d.scale) for k in t["lines"]]
+    q0, p0 = qs[0], t["quiescence_1000MHz"][0]
+    plots.lines(ax, t["lines"], {f"secmem ({w})": [q / q0 if q is not None and q0 else None for q in qs],
+                                 "paper (bzip2)": [p / p0 for p in t["quiescence_1000MHz"]]},
+                "lines per block", "time to quiescence / at 1 line", "time to quiescence (relative)", logx=True)
+
+
+def _short_points(benchmark, lines):
+    return lambda paper, scale: _mecu_points(paper, scale, _names(paper, [benchmark]), lines, _period_short(scale),
+                                             _CYCLES_SHORT, base=True)
+
+
+def _fig4_002_rows(d: Data, paper: Paper, scale: Scale):
+    w = paper.stand_in("bzip2").workload
+    period = _period_short(scale)
+    ipc = {k: _per_cycle(d, w, k, period, _CYCLES_SHORT) for k in (None, 256, 65536)}
+    stall = {k: d.get(w, "none+mecu", "mecu.stall_cycles_per_resume_cycle", _mecu_sets(k, period)) for k in (256, 65536)}
+    share = {k: None if v is None else mean(list(v)[1:_CYCLES_SHORT + 1] or [0]) / period for k, v in stall.items()}
+    rel = {k: None if ipc[k] is None or ipc[None] is None else mean(ipc[k]) / mean(ipc[None]) for k in (256, 65536)}
+    text = lambda k: "-" if rel[k] is None else f"IPC {rel[k]:.3f} of no MECU; stalled {_pct(share[k])} of each resume cycle"
+    return [
+        Row("256-line blocks: mean IPC over the resume cycles within 10% of no MECU", paper.value("002-fig4", "brief_256"), None,
+            text(256), _trend(lambda: rel[256] >= 0.9, rel[256]), cause="laptop_scale"),
+        Row("65,536-line blocks: a larger share of each resume cycle stalled than with 256-line blocks, and a lower IPC",
+            paper.value("002-fig4", "long_65536"), None, text(65536),
+            _trend(lambda: share[65536] > share[256] and rel[65536] < rel[256], rel[256], rel[65536], share[256], share[65536])),
+    ]
+
+
+def _fig4_002_plot(d, paper, fig):
+    w = paper.stand_in("bzip2").workload
+    period = _period_short(d.scale)
+    ax = fig.add_subplot(1, 2, 1)
+    cycles = list(range(1, _CYCLES_SHORT + 1))
+    plots.lines(ax, cycles, {lab: _per_cycle(d, w, k, period, _CYCLES_SHORT) or [] for lab, k in
+                             (("no MECU", None), ("256 lines/block", 256), ("65,536 lines/block", 65536))},
+                f"resume cycle ({period / 1e6:g} M cycles each)", "IPC", f"{w} (bzip2)")
+    ax = fig.add_subplot(1, 2, 2)
+    series = {}
+    for lab, k in (("256 lines/block", 256), ("65,536 lines/block", 65536)):
+        v = d.get(w, "none+mecu", "mecu.stall_cycles_per_resume_cycle", _mecu_sets(k, period))
+        series[lab] = [] if v is None else [x / period for x in list(v)[1:_CYCLES_SHORT + 1]]
+    plots.lines(ax, cycles, series, "resume cycle", "share of the cycle stalled re-encrypting", "stalls")
+
+
+def _per_cycle_decrease(d, w, k, scale):
+    """1 - IPC per resume cycle with blocks of k lines / the baseline's IPC over the same cycles."""
+    period = _period_short(scale)
+    mecu, base = _per_cycle(d, w, k, period, _CYCLES_SHORT), _per_cycle(d, w, None, period, _CYCLES_SHORT)
+    if mecu is None or base is None:
+        return None
+    return [1 - m / b if b else None for m, b in zip(mecu, base)]
+
+
+def _decrease_rows(benchmark, keys):
+    def rows(d: Data, paper: Paper, scale: Scale):
+        w = paper.stand_in(benchmark).workload
+        dec = {k: _per_cycle_decrease(d, w, k, scale) for k in _LINES}
+        # the worst resume cycle after the first (which re-encrypts nothing): (decrease, cycle)
+        worst = {k: None if v is None or not v[1:] else max((x, i + 1) for i, x in enumerate(v) if i > 0 and x is not None)
+                 for k, v in dec.items()}
+        out = []
+        for key, ks in keys:
+            got = None if any(worst[j] is None for j in ks) else max(worst[j] for j in ks)
+            blocks = "256 lines or fewer" if len(ks) > 1 else f"{ks[0]:,} lines"
+            out.append(Row(f"largest IPC decrease in a resume cycle, blocks of {blocks} ({w} for {benchmark})",
+                           paper.value(f"002-{'fig5' if benchmark == 'bzip2' else 'fig6'}", key), got and got[0],
+                           "-" if got is None else f"{_pct(got[0])} (resume cycle {got[1]})",
+                           _trend(lambda: got[0] > 0, got), cause="laptop_scale"))
+        ws = [None if worst[k] is None else worst[k][0] for k in _LINES]
+        grows = None if any(x is None for x in ws) else all(b >= a - 0.01 for a, b in zip(ws, ws[1:]))
+        out.append(Row(f"{w} ({benchmark}): the largest decrease grows with the block size", paper.value("002-fig5", "grows"), None,
+                       "-" if grows is None else ", ".join(f"{k:,}: {_pct(x)}" for k, x in zip(_LINES, ws)), _trend(grows, grows)))
+        return out
+
+    return rows
+
+
+def _decrease_plot(benchmark):
+    def plot(d, paper, fig):
+        w = paper.stand_in(benchmark).workload
+        ax = fig.add_subplot(111)
+        dec = {f"{k:,} lines": _per_cycle_decrease(d, w, k, d.scale) for k in _LINES}
+        n = max((len(v) for v in dec.values() if v), default=0)
+        plots.bars(ax, [str(i + 1) for i in range(n)],
+                   {k: [(v[i] * 100 if v and i < len(v) and v[i] is not None else None) for i in range(n)] for k, v in dec.items()},
+                   "% decrease in IPC", f"{w} ({benchmark}): per resume cycle")
+        ax.set_xlabel("resume cycle", fontsize=8)
+
+    return plot
+
+
+def _fig7_002_rows(d: Data, paper: Paper, scale: Scale):
+    rows = []
+    for b in _Q_WORKLOADS:
+        w = paper.stand_in(b).workload
+        qs = _all(_q(d, w, k, scale, "mecu.time_to_quiescence_cycles") for k in _LINES)
+        falls = None if qs is None else all(y <= x * 1.05 for x, y in zip(qs, qs[1:])) and qs[-1] < qs[0]
+        rows.append(Row(f"{w} ({b}): time to quiescence falls as blocks grow (1 to 65,536 lines)", paper.value("002-fig7", "falls"),
+                        None, "-" if qs is None else " → ".join(f"{q / 1e6:.2f}M" for q in qs) + " cycles", _trend(falls, falls)))
+    a = _q(d, paper.stand_in("bzip2").workload, 65536, scale, "mecu.time_to_quiescence_cycles")
+    b = _q(d, paper.stand_in("parser").workload, 4096, scale, "mecu.time_to_quiescence_cycles")
+    r = None if a is None or not b else a / b
+    rows.append(Row(f"time to quiescence of bzip2's stand-in at 65,536 lines over parser's ({paper.stand_in('parser').workload}) at 4,096",
+                    paper.value("002-fig7", "bzip2_vs_parser"), r, "-" if r is None else f"{r:.2f}", _trend(lambda: r > 1, r),
+                    cause="footprint"))
+    return rows
+
+
+def _fig7_002_plot(d, paper, fig):
+    ws = _names(paper, _Q_WORKLOADS)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws],
+               {f"{k:,}": [None if (q := _q(d, w, k, d.scale, "mecu.time_to_quiescence_cycles")) is None else q / 1e6 for w in ws]
+                for k in _LINES}, "time to quiescence (M cycles)", "lines per block")
+
+
+def _short(scale):
+    return f"a suspend/resume every {_period_short(scale) / 1e6:g} M cycles, {_CYCLES_SHORT} resume cycles"
+
+
+def _long(scale):
+    return f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, {_CYCLES_LONG} resume cycles"
+
+
+FIGURES_002 = [
+    Figure("002-table2", "002", "System-level MECU impact: state storage and time to quiescence against the block size",
+           "Table 2, §4.2, §5.2.3", _quiescence_points(["bzip2"]), _t2_rows, _t2_plot, lambda p, s: _long(s), size=(10, 3.4)),
+    Figure("002-fig4", "002", "IPC over time with and without a MECU (bzip2), per resume cycle", "Figure 4, §5.2.1",
+           _short_points("bzip2", [256, 65536]), _fig4_002_rows, _fig4_002_plot, lambda p, s: _short(s), size=(10, 3.4)),
+    Figure("002-fig5", "002", "Percent decrease in IPC per resume cycle against the block size (bzip2)", "Figure 5, §5.2.1",
+           _short_points("bzip2", _LINES), _decrease_rows("bzip2", [("max_256", (1, 16, 256))]), _decrease_plot("bzip2"),
+           lambda p, s: _short(s), size=(9, 3.4)),
+    Figure("002-fig6", "002", "Percent decrease in IPC per resume cycle against the block size (gcc)", "Figure 6, §5.2.1",
+           _short_points("gcc", _LINES), _decrease_rows("gcc", [("max_4096", (4096,)), ("max_256", (256,))]), _decrease_plot("gcc"),
+           lambda p, s: _short(s), size=(9, 3.4)),
+    Figure("002-fig7", "002", "Average time to quiescence per program and block size", "Figure 7, §5.2.2",
+           _quiescence_points(_Q_WORKLOADS + ("parser",)), _fig7_002_rows, _fig7_002_plot, lambda p, s: _long(s), size=(9, 3.4)),
+]
+
+FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002

@@ -1,0 +1,189 @@
+"""What ``secmem reproduce`` writes: per figure a CSV of its points, a CSV of its verdicts, a
+plot (PNG and SVG), and one self-contained HTML report (plots inlined as SVG) with the paper's
+values beside secmem's."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..results import for_csv
+from .registry import REPRODUCED, VERDICTS, Data, Figure, Paper, Row, Scale
+
+# Columns of a figure's points CSV before its statistics.
+POINT_COLUMNS = ("workload", "integrity", "encryption", "preset", "sets", "requested_instructions", "warmup", "skip", "seed",
+                 "status", "error")
+
+
+@dataclass
+class Outcome:
+    """One figure's result: its rows, files and the simulation time its points took."""
+
+    figure: Figure
+    paper: Paper
+    data: Data
+    rows: list
+    files: dict = field(default_factory=dict)
+    svg: str = ""
+    sim_seconds: float = 0.0
+
+    def counts(self) -> dict:
+        c = {v: 0 for v in VERDICTS}
+        for r in self.rows:
+            c[r.verdict] += 1
+        return c
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _fmt_paper(r: Row) -> str:
+    return r.paper_text or "-"
+
+
+def write_points_csv(o: Outcome, path: Path) -> None:
+    df = o.data.frame
+    stats = [c for c in df.columns if c not in POINT_COLUMNS and not c.startswith("config.")]
+    cols = [c for c in POINT_COLUMNS if c in df.columns] + stats
+    buf = io.StringIO()
+    for_csv(df[cols]).to_csv(buf, index=False)
+    _atomic_text(path, buf.getvalue())
+
+
+def write_rows_csv(o: Outcome, path: Path) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["figure", "claim", "paper", "paper_number", "secmem", "secmem_number", "verdict", "known_cause", "source"])
+    for r in o.rows:
+        cause = o.paper.cause(r.cause) if r.cause and r.verdict != REPRODUCED else ""
+        w.writerow([o.figure.id, r.claim, _fmt_paper(r), "" if r.paper is None else r.paper, r.secmem_text,
+                    "" if r.secmem is None else r.secmem, r.verdict, cause, r.value.source])
+    _atomic_text(path, buf.getvalue())
+
+
+def write_plot(o: Outcome, png: Path, svg: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a small, searchable SVG
+
+    fig = plt.figure(figsize=o.figure.size)
+    try:
+        o.figure.plot(o.data, o.paper, fig)
+        fig.suptitle(f"secmem {o.figure.id}: {o.figure.source}", fontsize=9)
+        fig.tight_layout()
+        for path, fmt in ((png, "png"), (svg, "svg")):
+            tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
+            fig.savefig(tmp, format=fmt, dpi=120)
+            os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+    text = svg.read_text(encoding="utf-8")
+    return text[text.index("<svg"):] if "<svg" in text else ""
+
+
+# ---------------------------------------------------------------------------------------
+# HTML
+
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2.2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: .6em 0; width: 100%; }
+th, td { border: 1px solid #ddd; padding: 4px 6px; vertical-align: top; text-align: left; font-size: 13px; }
+th { background: #f4f4f4; }
+.v { font-weight: 600; white-space: nowrap; }
+.reproduced { color: #1a7f37; } .trend-only { color: #9a6700; } .differs { color: #cf222e; } .not-run { color: #6e7781; }
+.src { color: #555; font-size: 12px; } .small { font-size: 12px; color: #555; }
+.plot svg { max-width: 100%; height: auto; }
+code { background: #f4f4f4; padding: 0 3px; }
+"""
+
+
+def _cls(verdict: str) -> str:
+    return verdict.replace(" ", "-")
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _figure_html(o: Outcome, scale: Scale) -> str:
+    f, p = o.figure, o.paper
+    c = o.counts()
+    parts = [f'<h2 id="{_e(f.id)}">{_e(f.id)}: {_e(f.title)}</h2>']
+    parts.append(f'<p class="small">Paper: {_e(p.title)} — <b>{_e(f.source)}</b>. Paper method: {_e(p.method)}.</p>')
+    ask = f.ask(p, scale) if f.ask else ""
+    stand = {s.workload for s in p.stand_ins.values()} & {pl.point.workload for pl in o.data.planned}
+    sis = "; ".join(f"<b>{_e(s.workload)}</b> for {_e(s.benchmark)} ({_e(s.why)})" for s in p.stand_ins.values() if s.workload in stand)
+    parts.append(
+        f'<p class="small">secmem: preset <code>{_e(p.preset)}</code>, {len(o.data.planned)} points'
+        f"{', ' + _e(ask) if ask else ', ' + _e(scale.describe())}; {o.sim_seconds:.0f} s of simulation. "
+        f"Stand-ins: {sis or '-'}.</p>"
+    )
+    parts.append("<p>" + " · ".join(f'<span class="v {_cls(v)}">{n} {v}</span>' for v, n in c.items() if n) + "</p>")
+    if o.svg:
+        parts.append(f'<div class="plot">{o.svg}</div>')
+    parts.append("<table><tr><th>claim</th><th>paper</th><th>secmem</th><th>verdict</th><th>known cause / source</th></tr>")
+    for r in o.rows:
+        cause = p.cause(r.cause) if r.cause and r.verdict != REPRODUCED else ""
+        parts.append(
+            f"<tr><td>{_e(r.claim)}</td><td>{_e(_fmt_paper(r))}</td><td>{_e(r.secmem_text or '-')}</td>"
+            f'<td class="v {_cls(r.verdict)}">{_e(r.verdict)}</td>'
+            f'<td>{_e(cause)}{"<br>" if cause else ""}<span class="src">{_e(r.value.source)}</span></td></tr>'
+        )
+    parts.append("</table>")
+    fails = o.data.failures()
+    if fails:
+        parts.append("<p><b>Failed points:</b></p><ul>" + "".join(f"<li>{_e(l)}: {_e(err)}</li>" for l, err in fails) + "</ul>")
+    files = " · ".join(f'<a href="{_e(os.path.basename(v))}">{_e(k)}</a>' for k, v in o.files.items())
+    parts.append(f'<p class="small">Files: {files}</p>')
+    return "\n".join(parts)
+
+
+def write_html(outcomes: Sequence[Outcome], path: Path, scale: Scale, provenance: dict, wall_seconds: float) -> None:
+    totals = {v: 0 for v in VERDICTS}
+    for o in outcomes:
+        for v, n in o.counts().items():
+            totals[v] += n
+    title = "secmem reproduce: " + (outcomes[0].figure.id if len(outcomes) == 1 else "the seed papers' figures and tables")
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{_e(title)}</title><style>{_CSS}</style></head><body>"]
+    parts.append(f"<h1>{_e(title)}</h1>")
+    parts.append(
+        "<p>Each row sets one claim of a paper — a number from its text or tables, with the sentence it comes from — "
+        "beside what secmem measures. Verdicts: <span class='v reproduced'>reproduced</span> (the trend holds and the number "
+        "is within 2×; for a paper's bound, at most twice it), <span class='v trend-only'>trend only</span> (the trend holds, "
+        "the number does not), <span class='v differs'>differs</span> (the trend does not hold), "
+        "<span class='v not-run'>not run</span> (a point it needs failed). Known causes come from the seeds' data files "
+        "and issue 15.</p>"
+    )
+    prov = provenance
+    parts.append(
+        f"<p class='small'>secmem {_e(prov.get('secmem_version'))}, commit {_e(prov.get('git_commit') or 'unknown')}, "
+        f"on {_e(prov.get('host'))}, {_e(prov.get('date'))}; scale <b>{_e(scale.name)}</b> ({_e(scale.describe())} "
+        f"unless a figure says otherwise); {wall_seconds:.0f} s wall. Command: <code>{_e(prov.get('command'))}</code></p>"
+    )
+    parts.append("<table><tr><th>id</th><th>title</th>" + "".join(f"<th>{v}</th>" for v in VERDICTS) + "<th>simulation s</th></tr>")
+    for o in outcomes:
+        c = o.counts()
+        parts.append(
+            f"<tr><td><a href='#{_e(o.figure.id)}'>{_e(o.figure.id)}</a></td><td>{_e(o.figure.title)}</td>"
+            + "".join(f"<td class='v {_cls(v)}'>{c[v] or ''}</td>" for v in VERDICTS)
+            + f"<td>{o.sim_seconds:.0f}</td></tr>"
+        )
+    parts.append(
+        "<tr><th colspan=2>total</th>" + "".join(f"<th class='v {_cls(v)}'>{totals[v]}</th>" for v in VERDICTS) + "<th></th></tr></table>"
+    )
+    for o in outcomes:
+        parts.append(_figure_html(o, scale))
+    parts.append("</body></html>")
+    _atomic_text(path, "\n".join(parts))

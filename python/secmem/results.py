@@ -1,0 +1,334 @@
+"""The results store: every simulated point of every sweep, with its provenance, as Parquet.
+
+A store is a directory::
+
+    STORE/secmem-store.json          marks the directory as a store (format version)
+    STORE/points/KEY.parquet         one finished point (one row), written as it finishes
+    STORE/data-DIGEST.parquet        points compacted together (``Store.compact``)
+
+A point's KEY is a sha256 of its full resolved configuration (every parameter of the
+machine, after preset, schemes and ``--set``), the identity of its workload or trace (a
+content digest), its seed, its instruction counts and secmem's version (``point_key``).
+Each point file is written to a temporary name, flushed to disk and renamed, so a sweep
+killed at any moment (even by SIGKILL) leaves only whole points behind; the points it
+finished are not run again. Compaction writes the merged file the same way before it
+removes the files it merged; a key found twice is read once.
+
+A file that cannot be read (damaged, truncated, not Parquet) is never overwritten or
+skipped: every read of the store stops with a :class:`StoreError` naming it.
+
+Each row holds: ``key``, ``status`` (``ok`` or ``failed``), ``error``; the point's
+``workload``/``workload_kind``/``workload_digest``, ``preset``, ``integrity``,
+``encryption``, ``seed``, ``requested_instructions``, ``warmup``, ``skip``, ``sets`` (the
+point's overrides as JSON), ``config_digest`` and the whole configuration as ``config.*``
+columns (text, as ``secmem presets`` prints it); the provenance (``secmem_version``,
+``git_commit``, ``command``, ``host``, ``date``, ``wall_seconds``, ``python``); and every
+statistic of the run under its own name (``ipc``, ``l2.miss_rate``, ``chash.…``; series
+such as ``mecu.ipc_per_resume_cycle`` as lists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Optional
+
+from . import _core
+
+MARKER = "secmem-store.json"
+FORMAT = 1
+POINTS = "points"
+_TMP = ".tmp-"
+
+
+class StoreError(ValueError):
+    """The store cannot be used as asked: not a store, unwritable, or a damaged file.
+    The message is one line naming the path."""
+
+
+def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int) -> str:
+    """The store key of one simulated point (see the module docstring)."""
+    doc = {
+        "config": dict(sorted(config.items())),
+        "workload_digest": identity["digest"],
+        "workload_kind": identity["kind"],
+        "seed": int(seed),
+        "instructions": int(instructions),
+        "warmup": int(warmup),
+        "skip": int(skip),
+        "secmem_version": _core.__version__,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write_table(table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(f"{_TMP}{os.getpid()}-{path.name}")
+    try:
+        with open(tmp, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def _column(values: list):
+    """One Arrow column from Python values of one statistic or field (None for absent)."""
+    import pyarrow as pa
+
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return pa.nulls(len(values))
+    if kinds <= {list, tuple}:
+        return pa.array([None if v is None else [float(x) for x in v] for v in values], pa.list_(pa.float64()))
+    if kinds == {bool}:
+        return pa.array(values, pa.bool_())
+    if kinds <= {int}:
+        return pa.array(values, pa.int64())
+    if kinds <= {int, float}:
+        return pa.array([None if v is None else float(v) for v in values], pa.float64())
+    return pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values], pa.string())
+
+
+def rows_to_table(rows: list):
+    import pyarrow as pa
+
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    return pa.table({n: _column([r.get(n) for r in rows]) for n in names})
+
+
+def _unify(tables: list):
+    """Concatenate tables whose columns may differ: absent columns are null, integers meet
+    floats as floats, anything else that disagrees is kept as text."""
+    import pyarrow as pa
+
+    if not tables:
+        return pa.table({})
+    types: dict = {}
+    for t in tables:
+        for f in t.schema:
+            types.setdefault(f.name, set()).add(f.type)
+    text = {n for n, ts in types.items() if len(ts - {pa.null()}) > 1 and not all(pa.types.is_integer(t) or pa.types.is_floating(t) or t == pa.null() for t in ts)}
+    if text:
+        fixed = []
+        for t in tables:
+            for n in text & set(t.column_names):
+                i = t.column_names.index(n)
+                t = t.set_column(i, n, t.column(n).cast(pa.string()))
+            fixed.append(t)
+        tables = fixed
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+class Store:
+    """A results store at ``path`` (created on first write when ``create``)."""
+
+    def __init__(self, path, create: bool = True):
+        self.path = Path(path)
+        self.points = self.path / POINTS
+        marker = self.path / MARKER
+        if marker.exists():
+            try:
+                fmt = json.loads(marker.read_text()).get("format")
+            except (OSError, ValueError) as e:
+                raise StoreError(f"results store {self.path}: unreadable {MARKER} ({e})") from None
+            if fmt != FORMAT:
+                raise StoreError(f"results store {self.path}: format {fmt!r}, this secmem reads format {FORMAT}")
+        elif self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise StoreError(
+                f"{self.path} is not a secmem results store (no {MARKER}): give a new or empty directory"
+            )
+        elif not create:
+            raise StoreError(f"no results store at {self.path}")
+        self._create = create
+
+    def _ensure(self) -> None:
+        """Create the store if needed and prove it writable (one clear error if not)."""
+        try:
+            self.points.mkdir(parents=True, exist_ok=True)
+            marker = self.path / MARKER
+            if not marker.exists():
+                tmp = self.path / f"{_TMP}{os.getpid()}-{MARKER}"
+                tmp.write_text(json.dumps({"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
+                os.replace(tmp, marker)
+            probe = self.points / f"{_TMP}{os.getpid()}-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise StoreError(f"results store {self.path} is not writable: {e.strerror or e}") from None
+
+    def files(self) -> list:
+        """Every data file of the store (compacted parts first), temporary files left out."""
+        if not self.path.exists():
+            return []
+        parts = sorted(p for p in self.path.glob("data-*.parquet"))
+        pts = sorted(p for p in self.points.glob("*.parquet") if not p.name.startswith(_TMP)) if self.points.exists() else []
+        return parts + pts
+
+    def _read(self, path: Path, columns=None):
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(path)
+            names = pf.schema_arrow.names
+            t = pf.read(columns=None if columns is None else [c for c in columns if c in names])
+        except FileNotFoundError:
+            return None  # compacted away meanwhile by another process
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError, …
+            raise StoreError(
+                f"results store {self.path}: {path.name} is damaged ({str(e).splitlines()[0]}); "
+                "move it away to recompute its points (nothing was overwritten)"
+            ) from None
+        if "key" not in t.column_names or "status" not in t.column_names:
+            raise StoreError(f"results store {self.path}: {path.name} is not a secmem results file (no key/status)")
+        return t
+
+    def table(self, columns=None):
+        """All rows as one Arrow table, each key once (an ok row wins over a failed one, then
+        the latest)."""
+        import pyarrow as pa
+
+        cols = None if columns is None else list(dict.fromkeys(["key", "status", "date", *columns]))
+        tables = []
+        for f in self.files():
+            t = self._read(f, cols)
+            if t is not None:
+                tables.append(t)
+        t = _unify(tables)
+        if t.num_rows == 0:
+            return t
+        # one row per key: ok before failed, then newest
+        keys = t.column("key").to_pylist()
+        status = t.column("status").to_pylist()
+        dates = t.column("date").to_pylist() if "date" in t.column_names else [""] * len(keys)
+        best: dict = {}
+        for i, (k, s, d) in enumerate(zip(keys, status, dates)):
+            rank = (s == "ok", d or "", i)
+            if k not in best or rank > best[k][0]:
+                best[k] = (rank, i)
+        if len(best) == t.num_rows:
+            return t
+        return t.take(pa.array(sorted(i for _, i in best.values())))
+
+    def frame(self, columns=None):
+        """All rows as a pandas DataFrame (see :meth:`table`)."""
+        return self.table(columns).to_pandas()
+
+    def status(self) -> dict:
+        """key → status of every point in the store."""
+        t = self.table(columns=["status"])
+        if t.num_rows == 0:
+            return {}
+        return dict(zip(t.column("key").to_pylist(), t.column("status").to_pylist()))
+
+    def write(self, row: dict) -> Path:
+        """Store one finished point durably (temporary file, fsync, rename)."""
+        self._ensure()
+        path = self.points / f"{row['key']}.parquet"
+        try:
+            _atomic_write_table(rows_to_table([row]), path)
+        except OSError as e:
+            raise StoreError(f"results store {self.path}: cannot write {path.name}: {e.strerror or e}") from None
+        return path
+
+    def compact(self) -> int:
+        """Merge every file into one ``data-*.parquet`` (written atomically before the files it
+        replaces are removed). Returns the number of rows."""
+        files = self.files()
+        if len(files) <= 1:
+            return self.table().num_rows
+        t = self.table()
+        digest = hashlib.sha256("\n".join(sorted(t.column("key").to_pylist())).encode()).hexdigest()[:16]
+        dest = self.path / f"data-{digest}.parquet"
+        self._ensure()
+        import pyarrow.parquet as pq
+
+        tmp = dest.with_name(f"{_TMP}{os.getpid()}-{dest.name}")
+        try:
+            pq.write_table(t, tmp, compression="zstd")
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, dest)
+        except OSError as e:
+            raise StoreError(f"results store {self.path}: cannot write {dest.name}: {e.strerror or e}") from None
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        _fsync_dir(self.path)
+        for f in files:
+            if f != dest:
+                f.unlink(missing_ok=True)
+        return t.num_rows
+
+    def clean_temporaries(self, older_than: float = 3600.0) -> None:
+        """Remove temporary files a killed writer left (only old ones: a live sweep may be
+        writing into the same store)."""
+        now = time.time()
+        for d in (self.path, self.points):
+            if d.exists():
+                for p in d.glob(f"{_TMP}*"):
+                    try:
+                        if now - p.stat().st_mtime > older_than:
+                            p.unlink()
+                    except OSError:
+                        pass
+
+
+def for_csv(df):
+    """A copy whose series statistics (lists, arrays) are JSON lists: CSV would otherwise get
+    numpy's shortened repr ("[0.1 0.2 ... 0.9]")."""
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object and out[c].map(lambda v: hasattr(v, "__len__") and not isinstance(v, (str, bytes))).any():
+            out[c] = out[c].map(lambda v: json.dumps([float(x) for x in v]) if hasattr(v, "__len__") and not isinstance(v, (str, bytes)) else v)
+    return out
+
+
+def filter_frame(df, where: Iterable[str]):
+    """Rows of ``df`` matching every ``COLUMN=VALUE`` (compared as text; ``COLUMN~TEXT``
+    keeps rows whose text contains TEXT). Unknown columns raise StoreError."""
+    for cond in where:
+        op = "~" if "~" in cond and ("=" not in cond or cond.index("~") < cond.index("=")) else "="
+        col, _, val = cond.partition(op)
+        col = col.strip()
+        if not col or not _:
+            raise StoreError(f"--where '{cond}': expected COLUMN=VALUE or COLUMN~TEXT")
+        if col not in df.columns:
+            cfg = f"config.{col}"
+            if cfg in df.columns:
+                col = cfg
+            else:
+                raise StoreError(f"--where '{cond}': no column '{col}' in the store")
+        text = df[col].map(lambda v: "" if v is None else (f"{v:g}" if isinstance(v, float) else str(v)))
+        df = df[text.str.contains(val, regex=False)] if op == "~" else df[text == val]
+    return df
+
+
+def default_path() -> str:
+    """``$SECMEM_RESULTS`` or ``./secmem-results``."""
+    return os.environ.get("SECMEM_RESULTS", "secmem-results")
+
+
+def open_store(path: Optional[str] = None, create: bool = True) -> Store:
+    return Store(path or default_path(), create=create)

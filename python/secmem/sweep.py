@@ -1,0 +1,464 @@
+"""Sweeps: a grid of simulations run in parallel on Dask, every point kept in a results store.
+
+A grid has axes — ``workload``, ``trace``, ``scheme`` (``INTEGRITY+ENCRYPTION``),
+``integrity``, ``encryption``, ``preset``, ``seed``, ``instructions``, ``warmup``, ``skip``
+and any machine parameter (``l2.size``, ``hash.latency``, …, see ``secmem presets``) — and
+every combination of their values is one point. Points already in the store (same resolved
+configuration, workload content, seed, instruction counts and secmem version) are read back
+instead of simulated, so re-running a sweep, or running it again after it was killed,
+computes only what is missing.
+
+Points run on a Dask cluster: by default a local one with one single-threaded worker process
+per core (``workers``), or an existing cluster at ``scheduler`` (``tcp://host:8786``; see
+docs/sweeps.md for dask-jobqueue on Slurm/PBS). Each point is written to the store as soon as
+it finishes. A point that fails (a bad parameter value, an integrity failure, a trace that
+ends early, a worker that died) is stored with its error; the others go on.
+
+    >>> import secmem
+    >>> df = secmem.sweep({"workload": ["stream", "chase"], "scheme": ["none+none", "chash+none"],
+    ...                    "l2.size": ["256KiB", "1MiB"]}, instructions="1M", warmup="250k")
+    >>> df[["workload", "scheme", "config.l2.size", "ipc"]]
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional, Sequence
+
+from . import _core, provenance
+from ._args import count as _count
+from .api import DEFAULT_PRESET
+from .progress import Progress
+from .results import Store, StoreError, open_store, point_key
+
+# Axes that are not machine parameters.
+INPUT_AXES = ("workload", "trace")
+RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip")
+AXES = INPUT_AXES + RUN_AXES
+_COUNTS = ("instructions", "warmup", "skip")
+_NOT_PARAMS = ("description", "inherit")
+
+DEFAULT_INSTRUCTIONS = 10_000_000
+DEFAULT_WARMUP = 1_000_000
+
+
+@dataclass(frozen=True)
+class Point:
+    """One simulation of a sweep."""
+
+    workload: Optional[str] = None
+    trace: Optional[str] = None
+    integrity: Optional[str] = None
+    encryption: Optional[str] = None
+    preset: str = DEFAULT_PRESET
+    sets: tuple = ()  # ((key, value), …) in axis order
+    instructions: int = DEFAULT_INSTRUCTIONS
+    warmup: int = DEFAULT_WARMUP
+    skip: int = 0
+    seed: int = 1
+
+    @property
+    def input(self) -> str:
+        return self.trace if self.trace is not None else (self.workload or "mix")
+
+    def label(self) -> str:
+        scheme = f"{self.integrity or 'preset'}+{self.encryption or 'preset'}" if self.integrity or self.encryption else ""
+        sets = " ".join(f"{k}={v}" for k, v in self.sets)
+        return " ".join(x for x in (os.path.basename(self.input), scheme, self.preset if self.preset != DEFAULT_PRESET else "", sets) if x)
+
+    def run_kwargs(self) -> dict:
+        return dict(
+            workload=self.workload,
+            trace=self.trace,
+            integrity=self.integrity,
+            encryption=self.encryption,
+            preset=self.preset,
+            sets=[f"{k}={v}" for k, v in self.sets],
+            instructions=self.instructions,
+            warmup=self.warmup,
+            skip=self.skip,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A point with what the store needs: its resolved configuration, workload identity, key."""
+
+    point: Point
+    config: dict
+    identity: dict
+    key: str
+
+
+@dataclass
+class Summary:
+    points: int = 0
+    stored: int = 0  # found in the store
+    computed: int = 0
+    failed: int = 0
+    wall_seconds: float = 0.0
+    workers: int = 0
+    failures: list = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------
+# The grid
+
+
+def _split(v) -> list:
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return [v]
+
+
+def parameter_names(preset: str = DEFAULT_PRESET) -> list:
+    return [k for k, _ in _core.params(preset) if k not in _NOT_PARAMS]
+
+
+def _check_axis(key: str, known: Sequence[str]) -> None:
+    if key in AXES or key in known:
+        return
+    near = difflib.get_close_matches(key, list(AXES) + list(known), n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
+    raise _core.ConfigError(
+        f"sweep axis '{key}': not a parameter (see `secmem presets`) nor one of {', '.join(AXES)}{hint}"
+    )
+
+
+def _scheme(text: str) -> tuple:
+    parts = str(text).split("+")
+    if len(parts) != 2 or not all(parts):
+        raise _core.ConfigError(f"sweep axis 'scheme': '{text}' is not INTEGRITY+ENCRYPTION (e.g. chash+otp)")
+    for kind, name, known in (("integrity", parts[0], _core.integrity_schemes()), ("encryption", parts[1], _core.encryption_schemes())):
+        if name not in known:
+            raise _core.ConfigError(f"unknown {kind} scheme '{name}' (choose from {', '.join(known)})")
+    return parts[0], parts[1]
+
+
+def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
+    """Every point of a grid: ``axes`` maps an axis name to its values (a scalar is a fixed
+    value); ``fixed`` gives single values (``instructions``, ``warmup``, ``preset``, …) and
+    ``params``/``sets`` fixed machine parameters. Points come in axis order, the last axis
+    varying fastest. Unknown axis names raise ``ConfigError`` naming them."""
+    merged: dict = {}
+    params = dict(fixed.pop("params", None) or {})
+    for s in fixed.pop("sets", None) or ():
+        k, _, v = str(s).partition("=")
+        params[k.strip()] = v.strip()
+    for k, v in fixed.items():
+        if v is not None:
+            merged[k] = [v]
+    for k, v in params.items():
+        merged[k] = [v]
+    for k, v in (axes or {}).items():
+        merged[k] = _split(v)
+    presets = [str(p) for p in merged.get("preset", [DEFAULT_PRESET])]
+    known = parameter_names(presets[0])
+    for k, vals in merged.items():
+        _check_axis(k, known)
+        if not vals:
+            raise _core.ConfigError(f"sweep axis '{k}' has no values")
+    # workloads and traces are one input axis
+    inputs = [("workload", str(w)) for w in merged.pop("workload", [])] + [("trace", str(t)) for t in merged.pop("trace", [])]
+    if not inputs:
+        inputs = [("workload", None)]
+    names = list(merged)
+    points = []
+    for inp in inputs:
+        for combo in itertools.product(*(merged[n] for n in names)):
+            kw: dict = {inp[0]: inp[1]}
+            sets = []
+            for n, v in zip(names, combo):
+                if n == "scheme":
+                    kw["integrity"], kw["encryption"] = _scheme(v)
+                elif n in _COUNTS:
+                    kw[n] = _count(v, n)
+                elif n == "seed":
+                    kw[n] = int(v)
+                elif n in RUN_AXES:
+                    kw[n] = str(v)
+                else:
+                    sets.append((n, str(v).lower() if isinstance(v, bool) else str(v)))
+            points.append(Point(sets=tuple(sets), **kw))
+    return points
+
+
+def _flatten(table: Mapping, prefix: str = "") -> dict:
+    out = {}
+    for k, v in table.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def load_grid_file(path: str) -> dict:
+    """A sweep file (TOML): every key is an axis or a fixed value; lists are axes, scalars
+    fixed; tables nest parameter names as in preset files (``[l2] size = [...]``)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise OSError(f"{path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise _core.ConfigError(f"{path}: not valid TOML ({e})") from None
+    return _flatten(doc)
+
+
+# ---------------------------------------------------------------------------------------
+# Planning: configuration, workload identity, key
+
+
+def plan(points: Iterable[Point]) -> list:
+    """Resolve each point's configuration and workload identity and compute its key.
+    A bad preset, scheme or parameter name raises ``ConfigError`` naming the point."""
+    out = []
+    idents: dict = {}
+    configs: dict = {}
+    for p in points:
+        ck = (p.preset, p.integrity, p.encryption, p.sets)
+        if ck not in configs:
+            try:
+                configs[ck] = dict(_core.params(p.preset, p.integrity, p.encryption, [f"{k}={v}" for k, v in p.sets]))
+            except _core.ConfigError as e:
+                raise _core.ConfigError(f"{p.label()}: {e}") from None
+        ik = (p.workload, p.trace, p.seed if p.trace is None else None)
+        if ik not in idents:
+            idents[ik] = provenance.workload_identity(workload=p.workload, trace=p.trace, seed=p.seed)
+        cfg, ident = configs[ck], idents[ik]
+        out.append(Planned(p, cfg, ident, point_key(cfg, ident, p.seed, p.instructions, p.warmup, p.skip)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+
+def simulate(kwargs: dict) -> dict:
+    """Run one point (on a Dask worker): its statistics and error, never an exception."""
+    from . import api
+
+    t = time.perf_counter()
+    try:
+        r = api.run(**kwargs)
+        stats, error = r.stats, r.error
+    except Exception as e:  # recorded with the point; the sweep goes on
+        stats, error = {}, f"{type(e).__name__}: {e}"
+    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
+
+
+def row(pl: Planned, result: dict, command: Optional[str] = None) -> dict:
+    """The store row of a finished point."""
+    p, cfg = pl.point, pl.config
+    r = dict(result.get("stats") or {})
+    prov = provenance.block(wall_seconds=result.get("wall_seconds"))
+    prov["host"] = result.get("host") or prov["host"]
+    if command is not None:
+        prov["command"] = command
+    r.update(prov)
+    r.update({"config." + k: v for k, v in cfg.items()})
+    r.update(
+        {
+            "key": pl.key,
+            "status": "failed" if result.get("error") else "ok",
+            "error": result.get("error"),
+            "workload": pl.identity["name"],
+            "workload_kind": pl.identity["kind"],
+            "workload_digest": pl.identity["digest"],
+            "preset": p.preset,
+            "integrity": cfg.get("integrity"),
+            "encryption": cfg.get("encryption"),
+            "scheme": f"{cfg.get('integrity')}+{cfg.get('encryption')}",
+            "seed": p.seed,
+            "requested_instructions": p.instructions,
+            "warmup": p.warmup,
+            "skip": p.skip,
+            "sets": json.dumps(dict(p.sets), sort_keys=True),
+            "config_digest": provenance.json_digest(cfg),
+        }
+    )
+    return r
+
+
+def _versions_match(client) -> None:
+    mine = _core.__version__
+
+    def theirs():
+        import secmem
+
+        return secmem.__version__
+
+    try:
+        got = client.run(theirs)
+    except Exception as e:
+        raise RuntimeError(f"the Dask workers cannot import secmem ({type(e).__name__}: {e})") from None
+    bad = {w: v for w, v in got.items() if v != mine}
+    if bad:
+        w, v = next(iter(bad.items()))
+        raise RuntimeError(f"Dask worker {w} runs secmem {v}, this is secmem {mine}: install the same version on every worker")
+
+
+@contextmanager
+def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None):
+    """A Dask client: on the cluster at ``scheduler``, or on a new local cluster of
+    ``workers`` single-threaded processes (default: every core)."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as e:  # pragma: no cover
+        raise RuntimeError(f"sweeps need dask[distributed] ({e}): pip install 'dask[distributed]'") from None
+    if workers is not None and workers < 1:
+        raise _core.ConfigError(f"--workers: {workers} (at least one)")
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="30s")
+        except (OSError, TimeoutError) as e:
+            raise OSError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+        try:
+            _versions_match(client)
+            yield client
+        finally:
+            client.close()
+        return
+    n = workers or os.cpu_count() or 1
+    try:
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=0,
+            silence_logs=logging.CRITICAL,
+        )
+    except RuntimeError as e:
+        # Most often a script without a main guard: spawned workers import it again.
+        raise RuntimeError(
+            f"could not start {n} local Dask worker processes ({e}); in a script, call secmem.sweep "
+            "under `if __name__ == \"__main__\":` (each worker is a new Python process that imports the script)"
+        ) from None
+    client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _nworkers(client) -> int:
+    try:
+        return len(client.scheduler_info()["workers"])
+    except Exception:
+        return 0
+
+
+def execute(
+    planned: Sequence[Planned],
+    store: Store,
+    scheduler: Optional[str] = None,
+    workers: Optional[int] = None,
+    progress: bool = False,
+    recompute: bool = False,
+    what: str = "sweep",
+) -> Summary:
+    """Simulate every planned point not already in the store (ok), each written to the
+    store as it finishes. Failed points are run again."""
+    t0 = time.monotonic()
+    uniq = list({pl.key: pl for pl in planned}.values())
+    have = {} if recompute else store.status()
+    # In key order, which is a pseudo-random order: long and short points mix, so the ETA
+    # (time so far per point finished) is fair from the start.
+    todo = sorted((pl for pl in uniq if have.get(pl.key) != "ok"), key=lambda pl: pl.key)
+    s = Summary(points=len(uniq), stored=len(uniq) - len(todo))
+    if not todo:
+        s.wall_seconds = time.monotonic() - t0
+        return s
+    store._ensure()
+    store.clean_temporaries()
+    command = provenance.command_line()
+    with dask_client(scheduler, workers) as client, Progress(len(todo), what, enabled=progress) as bar:
+        from dask.distributed import as_completed
+
+        s.workers = _nworkers(client)
+        futures = {}
+        for pl in todo:
+            f = client.submit(simulate, pl.point.run_kwargs(), key=f"secmem-{pl.key}", pure=False)
+            futures[f] = pl
+            if len(futures) <= max(s.workers, 1):
+                bar.running(pl.point.label())
+        started = max(s.workers, 1)
+        for f in as_completed(list(futures)):
+            pl = futures[f]
+            try:
+                result = f.result()
+            except Exception as e:  # the worker died (KilledWorker), was cancelled, …
+                result = {"stats": {}, "error": f"{type(e).__name__}: {e}", "wall_seconds": None}
+            store.write(row(pl, result, command))
+            s.computed += 1
+            if result.get("error"):
+                s.failed += 1
+                s.failures.append((pl.point.label(), result["error"]))
+            if started < len(todo):
+                bar.running(todo[started].point.label())
+                started += 1
+            bar.done(pl.point.label(), result.get("wall_seconds"), "failed: " + result["error"] if result.get("error") else "")
+    s.wall_seconds = time.monotonic() - t0
+    return s
+
+
+def frame(planned: Sequence[Planned], store: Store, whole=None):
+    """The store's rows of ``planned``, in plan order (one row per point). ``whole``: the
+    store's frame already read (callers taking several slices read it once)."""
+    import pandas as pd
+
+    keys = [pl.key for pl in planned]
+    df = store.frame() if whole is None else whole
+    if df.empty:
+        return pd.DataFrame({"key": keys})
+    df = df.set_index("key", drop=False)
+    missing = [k for k in keys if k not in df.index]
+    if missing:
+        raise StoreError(f"results store {store.path}: {len(missing)} point(s) of the sweep are missing")
+    return df.loc[keys].reset_index(drop=True)
+
+
+def sweep(
+    axes=None,
+    *,
+    store: Optional[str] = None,
+    scheduler: Optional[str] = None,
+    workers: Optional[int] = None,
+    progress: bool = False,
+    recompute: bool = False,
+    **fixed,
+):
+    """Run a grid (``axes``: a mapping of axis → values, or the path of a TOML sweep file)
+    and return a pandas DataFrame with one row per point: its configuration (``config.*``),
+    workload identity, provenance and statistics (see :mod:`secmem.results`). Points already
+    in ``store`` (default ``$SECMEM_RESULTS`` or ``./secmem-results``) are not run again.
+    ``fixed`` gives single values: ``instructions``, ``warmup``, ``skip``, ``seed``,
+    ``preset``, ``workload``, ``params`` (a dict of parameters).
+
+    The local cluster's workers are new Python processes that import the calling script: in
+    a script, call ``sweep`` under ``if __name__ == "__main__":``."""
+    if isinstance(axes, (str, os.PathLike)):
+        axes = load_grid_file(str(axes))
+    st = open_store(store)
+    planned = plan(grid(axes, **fixed))
+    summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute)
+    df = frame(planned, st)
+    df.attrs["summary"] = summary
+    return df

@@ -1,0 +1,147 @@
+"""`secmem reproduce`: the registry of seed figures, their transcribed values, the verdict
+rules, and the pipeline end to end (a real sweep on the shared Dask cluster, at smoke scale)."""
+
+from __future__ import annotations
+
+import csv
+
+import pandas as pd
+import pytest
+
+import secmem
+from secmem import reproduce
+from secmem.sweep import Planned
+from secmem.reproduce.registry import (
+    DIFFERS, NOT_RUN, REPRODUCED, SCALES, TREND_ONLY, VERDICTS, Data, Row, Value, load_paper, within_2x,
+)
+
+from conftest import assert_clean_error, cli
+
+SEEDS = ("000", "002", "003")
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts
+
+
+def _v(value=None):
+    return Value("k", value, "t", "s", {})
+
+
+@pytest.mark.parametrize("paper,secmem_,want", [
+    (0.5, 0.3, True), (0.5, 0.2, False), (0.5, 1.0, True), (0.5, 1.01, False),
+    ([0.085, 0.20], 0.05, True), ([0.085, 0.20], 0.40, True), ([0.085, 0.20], 0.41, False), ([0.085, 0.20], 0.04, False),
+    (10, -3, False), (None, 1, None), (1, None, None),
+])
+def test_within_a_factor_of_two(paper, secmem_, want):
+    assert within_2x(paper, secmem_) is want
+
+
+def test_the_verdict_follows_trend_then_number():
+    assert Row("c", _v(0.5), 0.4, trend=True).verdict == REPRODUCED
+    assert Row("c", _v(0.5), 0.1, trend=True).verdict == TREND_ONLY
+    assert Row("c", _v(0.5), 0.5, trend=False).verdict == DIFFERS
+    assert Row("c", _v(0.5), None, trend=None).verdict == NOT_RUN
+    assert Row("c", _v(), None, trend=True).verdict == REPRODUCED  # a claim with no number
+    # a bound ("less than 15%"): far below it is consistent, above twice it is not
+    assert Row("c", _v(0.15), 0.001, trend=True, upper=True).verdict == REPRODUCED
+    assert Row("c", _v(0.15), 0.31, trend=True, upper=True).verdict == TREND_ONLY
+    assert Row("c", _v(0.15), 0.001, trend=True).verdict == TREND_ONLY
+
+
+# ---------------------------------------------------------------------------------------
+# The registry and the data files
+
+
+def test_every_seed_required_by_the_issue_is_covered():
+    ids = {f.id for f in reproduce.figures()}
+    want = {"000-fig9", "000-fig10", "000-fig11", "000-fig12", "000-fig13", "000-table2", "003-fig3", "003-fig4", "003-fig5",
+            "003-fig6", "003-fig7", "003-fig8", "003-space", "002-table2", "002-fig4", "002-fig5", "002-fig6", "002-fig7"}
+    assert want <= ids
+    assert len(ids) == len(reproduce.figures())
+
+
+def test_every_transcribed_value_has_a_source_and_every_stand_in_is_a_workload():
+    builtin = {n for n, _ in secmem.workloads()}
+    for seed in SEEDS:
+        p = load_paper(seed)
+        assert p.preset in secmem.presets() and p.title and p.method
+        assert {s.workload for s in p.stand_ins.values()} <= builtin
+        for fig, vals in p.values.items():
+            assert fig.startswith(seed + "-")
+            for key, raw in vals.items():
+                if isinstance(raw, dict):
+                    assert raw.get("source") or vals.get("source"), (fig, key)
+
+
+def _failed_data(fig, paper, scale):
+    """The figure's points, every one failed: rows and plots must cope (verdict: not run)."""
+    pts = fig.points(paper, scale)
+    planned = [Planned(p, {}, {"kind": "builtin", "name": p.workload, "digest": ""}, f"k{i}") for i, p in enumerate(pts)]
+    frame = pd.DataFrame({"key": [pl.key for pl in planned], "status": ["failed"] * len(pts), "error": ["boom"] * len(pts)})
+    return Data(planned, frame, scale)
+
+
+@pytest.mark.parametrize("fig", reproduce.figures(), ids=lambda f: f.id)
+def test_every_figure_cites_values_that_exist_and_copes_with_failed_points(fig, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paper = load_paper(fig.seed)
+    scale = SCALES["laptop"]
+    d = _failed_data(fig, paper, scale)
+    rows = fig.rows(d, paper, scale)  # KeyError naming a missing value otherwise
+    assert rows and all(r.verdict == NOT_RUN for r in rows)
+    assert all(r.value.source for r in rows)
+    assert any(f == fig.id for f, _ in paper.used), "cites no value of its own"
+    f = plt.figure()
+    fig.plot(d, paper, f)
+    plt.close(f)
+    # the grid: real, resolvable points on the paper's machine
+    points = fig.points(paper, scale)
+    assert points and all(p.preset == paper.preset for p in points)
+    assert len(set(points)) == len(points)
+
+
+def test_an_unknown_id_is_one_clear_error():
+    assert_clean_error(cli("reproduce", "003-fig99"), "unknown reproduce id '003-fig99'", "003-fig3")
+
+
+def test_the_listing_names_every_id():
+    p = cli("reproduce")
+    assert p.returncode == 0, p.stderr
+    for f in reproduce.figures():
+        assert f.id in p.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# End to end
+
+
+def test_reproduce_runs_writes_every_file_and_reads_points_back(tmp_path, scheduler):
+    store, out = tmp_path / "store", tmp_path / "out"
+    ids = ["000-space", "000-fig12", "003-space"]
+    outcomes = reproduce.run(ids, scale="smoke", store=str(store), out=str(out), scheduler=scheduler)
+    assert [o.figure.id for o in outcomes] == ids
+    html = (out / "report.html").read_text()
+    for i in ids:
+        for ext in (".csv", "-verdicts.csv", ".png", ".svg"):
+            assert (out / f"{i}{ext}").stat().st_size > 0, i + ext
+        assert f'id="{i}"' in html
+    assert "<svg" in html and "src=" not in html  # plots inlined: the report is one file
+    rows = {o.figure.id: o.rows for o in outcomes}
+    # layout properties do not depend on the scale: they are reproduced exactly
+    assert all(r.verdict == REPRODUCED for r in rows["000-space"] + rows["003-space"])
+    assert [round(r.secmem, 4) for r in rows["003-space"]] == [0.25, 0.125, 0.125]
+    with open(out / "000-fig12-verdicts.csv") as f:
+        recs = list(csv.DictReader(f))
+    assert recs and all(r["verdict"] in VERDICTS and r["source"] for r in recs)
+    pts = pd.read_csv(out / "000-fig12.csv")
+    assert len(pts) == 9 and set(pts["status"]) == {"ok"} and "ipc" in pts
+    # a second run simulates nothing: every point comes from the store
+    files = sorted(p.name for p in (store / "points").iterdir())
+    reproduce.run(["000-fig12"], scale="smoke", store=str(store), out=str(out), scheduler=scheduler)
+    assert sorted(p.name for p in (store / "points").iterdir()) == files
+    assert (out / "000-fig12.html").exists()
