@@ -2,7 +2,7 @@
 //! native or a ChampSim trace: `secmem export`, so that ChampSim can run exactly the
 //! instructions secmem ran.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::champsim::{ChampSimRecord, ChampSimWriter, Lost, Numbering};
 use crate::native::NativeWriter;
@@ -35,24 +35,14 @@ pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, n
     let mut ins = Instr::default();
     match format {
         "native" => {
-            let tmp = temp_name(path);
-            let mut w = NativeWriter::create(&tmp).map_err(|e| match e {
-                // Name the file asked for, not its temporary name.
-                TraceError::Io { source, .. } => TraceError::Io { path: path.to_string(), source },
-                e => e,
-            })?;
-            let r = (|| {
+            crate::native::write_atomically(Path::new(path), |tmp| {
+                let mut w = NativeWriter::create(tmp)?;
                 while out.instructions < limit && src.next_into(&mut ins)? {
                     w.write(&ins)?;
                     count(&mut out, &ins);
                 }
-                w.finish()?;
-                std::fs::rename(&tmp, path).map_err(|e| TraceError::Io { path: path.to_string(), source: e })
-            })();
-            if r.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            r?;
+                w.finish()
+            })?;
         }
         "champsim" => {
             let mut w = ChampSimWriter::create(path)?;
@@ -92,15 +82,11 @@ fn count(out: &mut Exported, ins: &Instr) {
     }
 }
 
-fn temp_name(path: &str) -> PathBuf {
-    let mut t = Path::new(path).as_os_str().to_owned();
-    t.push(format!(".tmp-{}", std::process::id()));
-    PathBuf::from(t)
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use crate::champsim::{BranchType, ChampSimReader, REG_FLAGS, REG_INSTRUCTION_POINTER, REG_STACK_POINTER};
     use crate::record::{Branch, OpClass};
     use crate::workloads::builtin;
