@@ -72,7 +72,7 @@ pub const CORE: &[Component] = &[
             param("tlb.ways", Def::Preset, "ways", "associativity"),
             param("tlb.page", Def::Preset, "B", "page size"),
             param("tlb.miss_latency", Def::Preset, "cycles", "fixed cost of a miss (without tlb.walk)"),
-            param("tlb.walk", Def::Bool(false), "", "walk the page table through the caches ([ptw]) instead of tlb.miss_latency"),
+            param("tlb.walk", Def::Bool(false), "bool", "walk the page table through the caches ([ptw]) instead of tlb.miss_latency"),
         ],
     },
     Component {
