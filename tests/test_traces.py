@@ -133,7 +133,7 @@ CHAMPSIM_WANT = [
 
 
 def summary(r):
-    assert all(a.size == 8 and a.value == bytes(8) for a in r.accesses)
+    assert all(a.size == 1 and a.value == bytes(1) for a in r.accesses)
     return (r.pc, r.length, r.op, r.taken, r.regs_read, r.regs_written, [(a.kind, a.addr) for a in r.accesses])
 
 

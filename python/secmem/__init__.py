@@ -11,7 +11,7 @@ memory; the same operations are timed by a cycle-level model of the processor.
 """
 
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Interrupted, Result, SecureMemory, Untrusted, compare, presets, run, workloads
+from .api import Interrupted, Result, SecureMemory, Untrusted, compare, export, presets, run, workloads
 from .provenance import load_result
 from .results import StoreError
 from .sweep import sweep
@@ -28,6 +28,7 @@ __all__ = [
     "Untrusted",
     "__version__",
     "compare",
+    "export",
     "load_result",
     "open_trace",
     "presets",

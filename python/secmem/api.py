@@ -87,6 +87,36 @@ class Result:
         return self.to_pandas()
 
 
+def _input(workload, trace, program, env, cwd, stdin, trace_format):
+    """Which instructions to read: a built-in workload, a suite workload (its real program,
+    run under the tracer), a trace file or a program. Returns (workload, trace, program, env,
+    cwd, stdin, clear_env, suite_name)."""
+    if isinstance(program, (str, bytes)):
+        raise TypeError("program is an argv list, e.g. ['/usr/bin/gzip', '-c', 'file']")
+    if trace_format not in (None, "auto") and trace is None:
+        raise _core.ConfigError("--trace-format applies to --trace files only")
+    if trace == "-":
+        trace = "/dev/stdin"
+    if trace is None and workload is None and program is None:
+        workload = DEFAULT_WORKLOAD
+    clear_env = env is not None
+    suite_name = None
+    if workload is not None and workload not in dict(_core.workloads()):
+        from . import suite
+
+        if workload not in suite.names():
+            raise _core.ConfigError(
+                f"unknown workload '{workload}': built-in are {', '.join(n for n, _ in _core.workloads())}; "
+                f"suite workloads are {', '.join(suite.names())}"
+            )
+        if program is not None or trace is not None:
+            raise _core.ConfigError("give one of a workload, a trace file or a program, not several")
+        cmd = suite.command(workload)
+        program, env, cwd, stdin, clear_env = list(cmd.argv), dict(cmd.env), cmd.cwd, cmd.stdin, True
+        suite_name, workload = workload, None
+    return workload, trace, program, env, cwd, stdin, clear_env, suite_name
+
+
 def run(
     workload: Optional[str] = None,
     *,
@@ -129,29 +159,7 @@ def run(
     instructions, warmup, skip = _whole(instructions, "instructions"), _whole(warmup, "warmup"), _whole(skip, "skip")
     seed = _whole(seed, "seed")
     all_sets = list(sets) + _sets(params)
-    if isinstance(program, (str, bytes)):
-        raise TypeError("program is an argv list, e.g. ['/usr/bin/gzip', '-c', 'file']")
-    if trace_format not in (None, "auto") and trace is None:
-        raise _core.ConfigError("--trace-format applies to --trace files only")
-    if trace == "-":
-        trace = "/dev/stdin"
-    if trace is None and workload is None and program is None:
-        workload = DEFAULT_WORKLOAD
-    clear_env = env is not None
-    suite_name = None
-    if workload is not None and workload not in dict(_core.workloads()):
-        from . import suite
-
-        if workload not in suite.names():
-            raise _core.ConfigError(
-                f"unknown workload '{workload}': built-in are {', '.join(n for n, _ in _core.workloads())}; "
-                f"suite workloads are {', '.join(suite.names())}"
-            )
-        if program is not None or trace is not None:
-            raise _core.ConfigError("give one of a workload, a trace file or a program, not several")
-        cmd = suite.command(workload)
-        program, env, cwd, stdin, clear_env = list(cmd.argv), dict(cmd.env), cmd.cwd, cmd.stdin, True
-        suite_name, workload = workload, None
+    workload, trace, program, env, cwd, stdin, clear_env, suite_name = _input(workload, trace, program, env, cwd, stdin, trace_format)
     stats, error = _core.run(
         preset,
         integrity,
@@ -179,6 +187,45 @@ def run(
         error = f"the input ended after {measured:,} of the {instructions:,} instructions asked for{after}"
     config = dict(_core.params(preset, integrity, encryption, all_sets))
     return Result(stats=stats, error=error, config=config)
+
+
+def export(
+    path: str,
+    workload: Optional[str] = None,
+    *,
+    format: str = "native",
+    records: int = 1_000_000,
+    trace: Optional[str] = None,
+    trace_format: Optional[str] = None,
+    program: Optional[Sequence[str]] = None,
+    skip: int = 0,
+    seed: int = 1,
+    env: Optional[dict] = None,
+    cwd: Optional[str] = None,
+    stdin: Optional[str] = None,
+) -> dict:
+    """Write ``records`` instructions of any input ``run`` takes (after ``skip``) to ``path``
+    as a ``native`` or ``champsim`` trace (ChampSim's: raw, or ``.xz``/``.gz`` compressed by
+    the name), so another simulator can run exactly these instructions. Returns what was
+    written (``instructions``, ``external_records``: written to native traces, left out of
+    ChampSim ones; ``branch_types``; registers and accesses beyond a ChampSim record's
+    slots)."""
+    workload, trace, program, env, cwd, stdin, clear_env, _ = _input(workload, trace, program, env, cwd, stdin, trace_format)
+    return _core.export(
+        str(path),
+        format,
+        int(records),
+        workload,
+        trace,
+        trace_format,
+        int(skip),
+        list(program) if program is not None else None,
+        sorted(env.items()) if env is not None else None,
+        clear_env,
+        cwd,
+        stdin,
+        int(seed),
+    )
 
 
 def compare(

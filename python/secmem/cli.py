@@ -57,6 +57,7 @@ def summary(stats: dict, preset: str, sets=()) -> str:
         f"  bus busy            {s['mem.bus_busy_cycles'] / max(s['cycles'], 1) * 100:>15.1f}%",
         f"  branch mispredicts  {s['core.branch_mispredict_rate'] * 100:>15.2f}%",
     ]
+    lines.extend(_cpi_stack(s))
     for prefix in (s["integrity"], s["encryption"]):
         keys = [k for k in s if k.startswith(prefix + ".")]
         if prefix != "none" and keys:
@@ -92,6 +93,17 @@ def summary(stats: dict, preset: str, sets=()) -> str:
     if s.get("interrupted"):
         lines.insert(1, f"  INTERRUPTED by {s['interrupted']}: the statistics measured until then")
     return "\n".join(lines)
+
+
+def _cpi_stack(s: dict) -> list:
+    """The CPI stack: cycles per instruction by what commit waited for (they sum to the CPI)."""
+    causes = sorted(((k[4:], v) for k, v in s.items() if k.startswith("cpi.") and v), key=lambda kv: -kv[1])
+    if not causes or not s["instructions"]:
+        return []
+    n, cycles = s["instructions"], max(s["cycles"], 1)
+    out = ["", f"  CPI stack           {cycles / n:>16.4f}   (cycles per instruction, by what commit waited for)"]
+    out += [f"    {k:<17} {v / n:>16.4f}   {100 * v / cycles:5.1f}%" for k, v in causes]
+    return out
 
 
 def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
@@ -304,8 +316,35 @@ def cmd_schemes(a) -> int:
 
 
 def cmd_export(a) -> int:
-    n = _core.export_workload(a.workload, a.output, _count(a.records, "records"), a.seed)
-    print(f"wrote {n:,} instructions of {a.workload} to {a.output}")
+    from .api import export
+
+    program = _program(a.program)
+    n = _count(a.records, "records")
+    e = export(
+        a.output,
+        a.workload,
+        format=a.format,
+        records=n,
+        trace=a.trace,
+        trace_format=a.trace_format,
+        program=program,
+        skip=_count(a.skip, "skip"),
+        seed=a.seed,
+    )
+    name = a.workload or a.trace or (" ".join(program) if program else DEFAULT_WORKLOAD)
+    print(f"wrote {e['instructions']:,} instructions of {name} to {a.output} ({a.format})")
+    if a.format == "champsim":
+        if e["external_records"]:
+            print(f"  {e['external_records']:,} external records (memory written by the environment) left out: ChampSim traces have none")
+        kinds = ", ".join(f"{k.removeprefix('BRANCH_').lower().replace('_', ' ')} {v:,}" for k, v in e["branch_types"].items() if v)
+        print(f"  branches by ChampSim type: {kinds or 'none'}")
+        if e["lossy_instructions"]:
+            print(
+                f"  {e['lossy_instructions']:,} instructions had more than a record holds: "
+                f"{e['lost_registers']:,} registers (4 sources, 2 destinations) and {e['lost_accesses']:,} accesses (4 loads, 2 stores) left out"
+            )
+    if e["instructions"] < n:
+        print(f"secmem: note: the input ended after {e['instructions']:,} of the {n:,} instructions asked for", file=sys.stderr)
     return 0
 
 
@@ -444,11 +483,22 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--all", action="store_true", help="the machine's parameters too")
     sc.set_defaults(func=cmd_schemes)
 
-    e = sub.add_parser("export", help="write a built-in workload as a native trace file")
-    e.add_argument("workload")
+    e = sub.add_parser(
+        "export",
+        help="write the instructions of a workload, trace file or program as a native or ChampSim trace",
+        description="Write instructions as a trace file: a built-in or suite workload, a --trace file, or a program "
+        "traced live (-- PROGRAM ARGS). --format champsim writes ChampSim's records (raw, or .xz/.gz by the name) "
+        "so that ChampSim runs exactly these instructions.",
+    )
+    e.add_argument("workload", nargs="?", help=f"built-in or suite workload (default {DEFAULT_WORKLOAD} unless --trace or a program is given)")
     e.add_argument("-o", "--output", required=True)
+    e.add_argument("--format", "-f", choices=["native", "champsim"], default="native", help="trace format to write (default %(default)s)")
+    e.add_argument("--trace", help="read this trace file (native, ChampSim or lackey)")
+    e.add_argument("--trace-format", choices=["auto", "native", "champsim", "lackey"], default="auto", help="format of --trace")
+    e.add_argument("--skip", default="0", help="leave out the first N instructions (their memory is kept as external records)")
     e.add_argument("--records", default="1M", help="instructions to write (default %(default)s)")
     e.add_argument("--seed", type=_seed, default=1)
+    e.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and export it")
     e.set_defaults(func=cmd_export)
 
     at = sub.add_parser("attack", help="run every attack against every integrity scheme: a detection matrix")

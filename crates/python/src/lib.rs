@@ -51,6 +51,46 @@ fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
+/// The instructions of one input: a built-in workload, a trace file or a live program
+/// (`count`: the instructions wanted after `skip`, so the tracer can end the program).
+#[allow(clippy::too_many_arguments)]
+fn source(
+    workload: Option<&str>,
+    trace: Option<&str>,
+    trace_format: Option<&str>,
+    skip: u64,
+    program: Option<Vec<String>>,
+    program_env: Option<Vec<(String, String)>>,
+    clear_env: bool,
+    cwd: Option<String>,
+    stdin: Option<&str>,
+    stdout: Option<&str>,
+    count: Option<u64>,
+    seed: u64,
+) -> PyResult<Box<dyn secmem_trace::TraceSource>> {
+    let given = workload.is_some() as u8 + trace.is_some() as u8 + program.is_some() as u8;
+    if given > 1 {
+        return Err(cfg_err("give one of a workload, a trace file or a program, not several"));
+    }
+    let live = program.is_some();
+    let mut src: Box<dyn secmem_trace::TraceSource> = match (workload, trace, program) {
+        (_, _, Some(argv)) => {
+            // The tracer fast-forwards itself and ends the program once the run has read
+            // what it needs (plus the records it may read ahead).
+            let count = count.and_then(|n| n.checked_add(1024));
+            tracer::program_source(argv, program_env, clear_env, cwd, skip, count, stdin, stdout)?
+        }
+        (_, Some(t), _) => secmem_trace::open_trace_as(t, trace_format).map_err(cfg_err)?,
+        (w, None, None) => secmem_trace::workloads::builtin(w.unwrap_or("mix"), seed).map_err(cfg_err)?,
+    };
+    if skip > 0 && !live {
+        // Fast-forward a file or built-in workload; memory the skipped part wrote reaches
+        // later loads as external records.
+        src = Box::new(secmem_trace::Consistent::new(secmem_trace::Skip::new(src, skip)));
+    }
+    Ok(src)
+}
+
 /// Run one simulation. Returns (stats dict, error or None): results up to an error are kept.
 #[pyfunction]
 #[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, stdout=None))]
@@ -77,26 +117,8 @@ fn run<'py>(
     stdout: Option<&str>,
 ) -> PyResult<(Bound<'py, PyDict>, Option<String>)> {
     let p = secmem_sim::configure(preset, integrity, encryption, &sets).map_err(cfg_err)?;
-    let given = workload.is_some() as u8 + trace.is_some() as u8 + program.is_some() as u8;
-    if given > 1 {
-        return Err(cfg_err("give one of a workload, a trace file or a program, not several"));
-    }
-    let live = program.is_some();
-    let mut src: Box<dyn secmem_trace::TraceSource> = match (workload, trace, program) {
-        (_, _, Some(argv)) => {
-            // The tracer fast-forwards itself and ends the program once the run has read
-            // what it needs (plus the records it may read ahead).
-            let count = warmup.checked_add(instructions).and_then(|n| n.checked_add(1024));
-            tracer::program_source(argv, program_env, clear_env, cwd, skip, count, stdin, stdout)?
-        }
-        (_, Some(t), _) => secmem_trace::open_trace_as(t, trace_format).map_err(cfg_err)?,
-        (w, None, None) => secmem_trace::workloads::builtin(w.unwrap_or("mix"), seed).map_err(cfg_err)?,
-    };
-    if skip > 0 && !live {
-        // Fast-forward a file or built-in workload; memory the skipped part wrote reaches
-        // later loads as external records.
-        src = Box::new(secmem_trace::Consistent::new(secmem_trace::Skip::new(src, skip)));
-    }
+    let count = warmup.checked_add(instructions);
+    let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, stdout, count, seed)?;
     let o = RunOptions { instructions, warmup, seed, progress };
     let r = py
         .detach(|| {
@@ -166,22 +188,56 @@ fn params(preset: &str, integrity: Option<&str>, encryption: Option<&str>, sets:
 /// Write a built-in workload to a native trace file (for `--trace` and for sharing).
 #[pyfunction]
 fn export_workload(py: Python<'_>, workload: &str, path: &str, records: u64, seed: u64) -> PyResult<u64> {
-    py.detach(|| -> Result<u64, String> {
-        let mut src = secmem_trace::workloads::builtin(workload, seed).map_err(|e| e.to_string())?;
-        secmem_trace::native::write_atomically(std::path::Path::new(path), |tmp| {
-            let mut w = secmem_trace::native::NativeWriter::create(tmp)?;
-            let mut ins = secmem_trace::Instr::default();
-            let mut n = 0;
-            while n < records && src.next_into(&mut ins)? {
-                w.write(&ins)?;
-                n += !ins.external as u64;
-            }
-            w.finish()?;
-            Ok(n)
-        })
-        .map_err(|e| e.to_string())
-    })
-    .map_err(cfg_err)
+    let mut src = secmem_trace::workloads::builtin(workload, seed).map_err(cfg_err)?;
+    let e = py.detach(|| secmem_trace::export(&mut *src, path, "native", records, secmem_trace::champsim::Numbering::X86));
+    Ok(e.map_err(cfg_err)?.instructions)
+}
+
+/// Write `records` instructions of a workload, trace file or live program (after `skip`)
+/// as a `format` trace (native or champsim); returns what was written and left out.
+#[pyfunction]
+#[pyo3(signature = (path, format="native", records=1_000_000, workload=None, trace=None, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, seed=1))]
+#[allow(clippy::too_many_arguments)]
+fn export<'py>(
+    py: Python<'py>,
+    path: &str,
+    format: &str,
+    records: u64,
+    workload: Option<&str>,
+    trace: Option<&str>,
+    trace_format: Option<&str>,
+    skip: u64,
+    program: Option<Vec<String>>,
+    program_env: Option<Vec<(String, String)>>,
+    clear_env: bool,
+    cwd: Option<String>,
+    stdin: Option<&str>,
+    seed: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    use secmem_trace::champsim::{BranchType, Numbering};
+    // ChampSim traces keep ChampSim's register ids; everything else numbers them as x86.
+    let champsim_in = match trace {
+        Some(t) => match trace_format {
+            None | Some("auto") => secmem_trace::detect_format(t).map_err(cfg_err)? == "champsim",
+            Some(f) => f == "champsim",
+        },
+        None => false,
+    };
+    let numbering = if champsim_in { Numbering::ChampSim } else { Numbering::X86 };
+    let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed)?;
+    let e = py.detach(|| secmem_trace::export(&mut *src, path, format, records, numbering)).map_err(cfg_err)?;
+    let d = PyDict::new(py);
+    d.set_item("instructions", e.instructions)?;
+    d.set_item("external_records", e.external)?;
+    d.set_item("lossy_instructions", e.lossy_instructions)?;
+    d.set_item("lost_registers", e.lost.registers)?;
+    d.set_item("lost_accesses", e.lost.accesses)?;
+    let types = PyDict::new(py);
+    for (name, n) in BranchType::NAMES.iter().zip(e.branch_types) {
+        types.set_item(name, n)?;
+    }
+    d.set_item("branch_types", types)?;
+    Ok(d)
 }
 
 /// Every attack against each integrity scheme: a list of dicts (scheme, attack, applicable,
@@ -480,6 +536,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(components, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;

@@ -2,11 +2,15 @@
 
 pub mod bench;
 pub mod bpred;
+pub mod cpistack;
+pub mod hierarchy;
+pub mod mmu;
 pub mod ooo;
 pub mod pagemap;
 pub mod params;
 pub mod presets;
 pub mod run;
+pub mod storeq;
 
 pub use presets::{components, load as load_preset, preset_names, DEFAULT_PRESET};
 pub use run::{run, RunOptions, RunResult};

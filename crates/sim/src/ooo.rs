@@ -1,21 +1,70 @@
 //! The out-of-order core: a dependence-driven window model in the spirit of interval
 //! simulation. Each instruction, in program order, is fetched (fetch width, L1I, I-TLB,
-//! branch mispredictions), dispatched when a ROB (and for memory ops an LSQ) entry frees,
-//! issued when its source registers are ready and an issue slot is free, executed (memory
-//! accesses go through the L1D, D-TLB and the secure engine's L2), and committed in order at
-//! the commit width. Misses overlap as far as the window and dependencies allow. A barrier
-//! (crypto/sign) instruction commits only when every pending integrity check has passed.
+//! branch mispredictions), dispatched when a ROB entry (for memory ops a load/store queue
+//! entry, for results a physical register) frees, issued when its source registers are ready
+//! and an issue slot is free, executed (loads are forwarded from older stores or go through
+//! the D-TLB, the cache levels and the secure engine, see `storeq` and `hierarchy`), and
+//! committed in order at the commit width. Misses overlap as far as the window and
+//! dependencies allow. A barrier (crypto/sign) instruction commits only when every pending
+//! integrity check has passed. Every cycle between commits is given to a cause (`cpistack`).
 
-use crate::bpred::Gshare;
+use crate::bpred::Predictor;
+use crate::cpistack::{self, Cause, CpiStack};
+use crate::hierarchy::{Hierarchy, Side};
+use crate::mmu::Mmu;
 use crate::pagemap::PageMap;
+use crate::storeq::{LoadDep, StoreQueue};
 use secmem_core::stats::{ratio, Stats};
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
-use secmem_timing::{Cycle, Tags};
+use secmem_timing::Cycle;
 use secmem_trace::{Branch, Instr, OpClass};
 
 /// Cycles between fetch and dispatch (decode/rename).
 const FRONTEND_DEPTH: Cycle = 3;
 const CAL: usize = 1 << 12;
+/// External bytes held for the next instruction before they are applied at once.
+const PENDING_BYTES: usize = 64 << 10;
+
+/// A resource with `width` uses per cycle (issue slots, load and store ports): the first
+/// cycle ≥ `t` with one left. The last `CAL` cycles are remembered.
+struct PerCycle {
+    width: u8,
+    cycle: Vec<Cycle>,
+    count: Vec<u8>,
+}
+
+impl PerCycle {
+    fn new(width: u8) -> PerCycle {
+        PerCycle { width, cycle: vec![u64::MAX; CAL], count: vec![0; CAL] }
+    }
+
+    #[inline]
+    fn take(&mut self, t: Cycle) -> Cycle {
+        let mut c = t;
+        loop {
+            let i = (c as usize) & (CAL - 1);
+            if self.cycle[i] != c {
+                self.cycle[i] = c;
+                self.count[i] = 1;
+                return c;
+            }
+            if self.count[i] < self.width {
+                self.count[i] += 1;
+                return c;
+            }
+            c += 1;
+        }
+    }
+}
+
+/// A `core.*_ports` key: uses per cycle, 0 for no limit.
+fn ports(p: &Params, key: &str) -> Result<Option<PerCycle>, ConfigError> {
+    let n = p.u64_min(key, 0)?;
+    if n > 255 {
+        return Err(ConfigError(format!("{}: {} is more than 255", key, n)));
+    }
+    Ok((n > 0).then(|| PerCycle::new(n as u8)))
+}
 
 #[derive(Debug)]
 pub enum StepError {
@@ -29,72 +78,109 @@ impl From<IntegrityError> for StepError {
     }
 }
 
-struct L1 {
-    tags: Tags,
-    ready: Vec<Cycle>,
-    latency: Cycle,
-    accesses: u64,
-    misses: u64,
+/// Entries of a queue held from dispatch until commit: the cycle each frees.
+struct Window {
+    free: Vec<Cycle>,
+    i: usize,
 }
 
-impl L1 {
-    fn new(p: &Params, name: &str) -> Result<L1, ConfigError> {
-        let tags = Tags::new(
-            p.size(&format!("{}.size", name))?,
-            p.u64_min(&format!("{}.ways", name), 1)? as usize,
-            p.size(&format!("{}.line", name))?,
-        )
-        .map_err(|e| ConfigError(format!("{}: {}", name, e)))?;
-        let n = tags.slots();
-        Ok(L1 { tags, ready: vec![0; n], latency: p.u64_min(&format!("{}.latency", name), 1)?, accesses: 0, misses: 0 })
+impl Window {
+    fn new(n: usize) -> Window {
+        Window { free: vec![0; n.max(1)], i: 0 }
     }
 
-    fn invalidate_range(&mut self, base: u64, len: u64) {
-        let step = self.tags.line_bytes();
-        let mut a = base;
-        while a < base + len {
-            if let Some(s) = self.tags.find(a) {
-                self.tags.invalidate(s);
+    /// When the entry the next instruction would take frees.
+    #[inline]
+    fn next_free(&self) -> Cycle {
+        self.free[self.i]
+    }
+
+    #[inline]
+    fn take(&mut self, until: Cycle) {
+        self.free[self.i] = until;
+        self.i = if self.i + 1 == self.free.len() { 0 } else { self.i + 1 };
+    }
+}
+
+/// Physical registers (`core.phys_regs`, ChampSim's register file): each result in flight
+/// holds one from rename until it commits, beyond one per architectural register in use.
+struct Registers {
+    size: usize,
+    /// Commit cycle of each allocation, by allocation number modulo `size`.
+    commits: Vec<Cycle>,
+    allocated: u64,
+    seen: [bool; 256],
+    architectural: usize,
+}
+
+impl Registers {
+    /// When rename can give `ins` its destination registers.
+    #[inline]
+    fn available(&mut self, ins: &Instr) -> Cycle {
+        for &r in ins.srcs().iter().chain(ins.dsts()) {
+            if !self.seen[r as usize] {
+                self.seen[r as usize] = true;
+                self.architectural += 1;
             }
-            a += step;
+        }
+        let spare = self.size.saturating_sub(self.architectural).max(1) as u64;
+        let last = self.allocated + ins.ndst as u64;
+        if ins.ndst == 0 || last <= spare {
+            return 0;
+        }
+        self.commits[((last - 1 - spare) % self.size as u64) as usize]
+    }
+
+    #[inline]
+    fn commit(&mut self, ins: &Instr, c: Cycle) {
+        for _ in 0..ins.ndst {
+            self.commits[(self.allocated % self.size as u64) as usize] = c;
+            self.allocated += 1;
         }
     }
 }
 
 pub struct Core {
     fetch_width: u32,
-    issue_width: u8,
     commit_width: u32,
     penalty: Cycle,
     lat: [Cycle; 8],
-    tlb_miss: Cycle,
-    l1i: L1,
-    l1d: L1,
-    itlb: Tags,
-    dtlb: Tags,
-    bp: Gshare,
+    /// Cycles from the L1 delivering a load's data to its dependents' issue.
+    load_result: Cycle,
+    hier: Hierarchy,
+    mmu: Mmu,
+    bp: Predictor,
+    sq: StoreQueue,
     reg_ready: [Cycle; 256],
-    rob: Vec<Cycle>,
-    rob_i: usize,
-    lsq: Vec<Cycle>,
-    lsq_i: usize,
+    reg_cause: [Cause; 256],
+    rob: Window,
+    /// The load/store queue (loads only when there is a separate store queue).
+    lsq: Window,
+    /// The store queue (`core.sq_size` > 0); otherwise stores share `lsq`.
+    sqw: Option<Window>,
+    regs: Option<Registers>,
     fetch_t: Cycle,
     fetch_n: u32,
     fetch_line: u64,
-    cal_cycle: Vec<Cycle>,
-    cal_count: Vec<u8>,
+    /// Why the next instruction fetched arrives when it does (after a redirect).
+    fetch_cause: Cause,
+    issue: PerCycle,
+    load_ports: Option<PerCycle>,
+    store_ports: Option<PerCycle>,
     commit_t: Cycle,
     commit_n: u32,
     pub pm: PageMap,
-    line: u64,
+    /// External records waiting for the next instruction (see `external`).
+    pending: Vec<Instr>,
+    pending_n: usize,
+    pending_bytes: usize,
+    cpi: CpiStack,
     buf: Vec<u8>,
     // statistics
     pub instructions: u64,
     loads: u64,
     stores: u64,
     branches: u64,
-    itlb_misses: u64,
-    dtlb_misses: u64,
     barriers: u64,
     barrier_stall: u64,
     rob_stall: u64,
@@ -107,63 +193,62 @@ impl Core {
         let w = |k: &str| p.u64_min(k, 1);
         let rob = w("core.rob_size")? as usize;
         let lsq = w("core.lsq_size")? as usize;
+        let sq = p.u64_min("core.sq_size", 0)? as usize;
         let issue = w("core.issue_width")?;
         if issue > 255 {
             return Err(ConfigError(format!("core.issue_width: {} is more than 255", issue)));
         }
         let page = p.size("tlb.page")?;
-        let entries = w("tlb.entries")?;
-        let tlb = || {
-            Tags::new(entries * page, p.u64_min("tlb.ways", 1)? as usize, page)
-                .map_err(|e| ConfigError(format!("tlb: {}", e)))
-        };
-        let bits = p.u64_min("core.branch_predictor_bits", 1)?;
-        if bits > 24 {
-            return Err(ConfigError(format!("core.branch_predictor_bits: {} is more than 24", bits)));
-        }
         let mut lat = [1; 8];
         lat[OpClass::Mul as usize] = w("core.mul_latency")?;
         lat[OpClass::Div as usize] = w("core.div_latency")?;
         lat[OpClass::Fp as usize] = w("core.fp_latency")?;
         lat[OpClass::FpDiv as usize] = w("core.fpdiv_latency")?;
-        let l1i = L1::new(p, "l1i")?;
-        let l1d = L1::new(p, "l1d")?;
-        if l1d.tags.line_bytes() > engine.line() || l1i.tags.line_bytes() > engine.line() {
-            return Err(ConfigError("l1 line size must not exceed the l2 line size (inclusion)".into()));
-        }
+        let hier = Hierarchy::new(p, engine)?;
+        let cpi = CpiStack::new(&hier.level_names(Side::Data));
+        let phys = p.u64_min("core.phys_regs", 0)? as usize;
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
-            issue_width: issue as u8,
             commit_width: w("core.commit_width")? as u32,
             penalty: p.u64_min("core.mispredict_penalty", 0)?,
             lat,
-            tlb_miss: p.u64_min("tlb.miss_latency", 0)?,
-            l1i,
-            l1d,
-            itlb: tlb()?,
-            dtlb: tlb()?,
-            bp: Gshare::new(bits as u32),
+            load_result: p.u64_min("core.load_result_latency", 0)?,
+            hier,
+            mmu: Mmu::new(p, page)?,
+            bp: Predictor::new(p)?,
+            // Stores are remembered as long as they can be queued.
+            sq: StoreQueue::new(p, if sq > 0 { sq } else { lsq })?,
             reg_ready: [0; 256],
-            rob: vec![0; rob],
-            rob_i: 0,
-            lsq: vec![0; lsq],
-            lsq_i: 0,
+            reg_cause: [cpistack::BASE; 256],
+            rob: Window::new(rob),
+            lsq: Window::new(lsq),
+            sqw: (sq > 0).then(|| Window::new(sq)),
+            regs: (phys > 0).then(|| Registers {
+                size: phys,
+                commits: vec![0; phys],
+                allocated: 0,
+                seen: [false; 256],
+                architectural: 0,
+            }),
             fetch_t: 0,
             fetch_n: 0,
             fetch_line: u64::MAX,
-            cal_cycle: vec![u64::MAX; CAL],
-            cal_count: vec![0; CAL],
+            fetch_cause: cpistack::BASE,
+            issue: PerCycle::new(issue as u8),
+            load_ports: ports(p, "core.load_ports")?,
+            store_ports: ports(p, "core.store_ports")?,
             commit_t: 0,
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
-            line: engine.line(),
+            pending: Vec::new(),
+            pending_n: 0,
+            pending_bytes: 0,
+            cpi,
             buf: Vec::new(),
             instructions: 0,
             loads: 0,
             stores: 0,
             branches: 0,
-            itlb_misses: 0,
-            dtlb_misses: 0,
             barriers: 0,
             barrier_stall: 0,
             rob_stall: 0,
@@ -182,147 +267,108 @@ impl Core {
         self.commit_t
     }
 
+    /// Zero the statistics: measuring starts now (`now()`), and so does the CPI stack.
     pub fn reset_stats(&mut self) {
         self.instructions = 0;
         (self.loads, self.stores, self.branches, self.barriers) = (0, 0, 0, 0);
-        (self.itlb_misses, self.dtlb_misses, self.barrier_stall, self.rob_stall) = (0, 0, 0, 0);
+        (self.barrier_stall, self.rob_stall) = (0, 0);
         (self.value_mismatches, self.external_bytes) = (0, 0);
-        (self.l1i.accesses, self.l1i.misses, self.l1d.accesses, self.l1d.misses) = (0, 0, 0, 0);
-        (self.bp.lookups, self.bp.misses) = (0, 0);
+        self.hier.reset_stats();
+        self.mmu.reset_stats();
+        self.bp.reset_stats();
+        self.sq.reset_stats();
+        self.cpi.start(self.now());
     }
 
     #[inline]
-    fn translate(&mut self, va: u64) -> Result<u64, StepError> {
-        self.pm.translate(va).ok_or(StepError::OutOfMemory(va))
-    }
-
-    /// Keep the L1s inside the L2 (inclusion): drop copies of lines the L2 let go.
-    #[inline]
-    fn back_invalidate(&mut self, eng: &mut Engine) {
-        let line = self.line;
-        let (l1i, l1d) = (&mut self.l1i, &mut self.l1d);
-        eng.take_evicted_data(|a| {
-            l1d.invalidate_range(a, line);
-            l1i.invalidate_range(a, line);
-        });
-    }
-
-    #[inline]
-    fn tlb(tlb: &mut Tags, va: u64, misses: &mut u64, penalty: Cycle) -> Cycle {
-        if tlb.access(va).1 {
-            0
-        } else {
-            *misses += 1;
-            penalty
+    fn redirect(&mut self, t: Cycle, why: Cause) {
+        if t > self.fetch_t {
+            self.fetch_t = t;
+            self.fetch_n = 0;
+            self.fetch_cause = why;
         }
     }
 
-    /// An access to physical line `pa` through an L1 at cycle `t`; returns when data is ready
-    /// and whether the L2 was involved (then the caller settles the engine after its byte
-    /// operation, see `Engine::settle`).
-    #[inline]
-    fn l1_access(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<(Cycle, bool), StepError> {
-        let data = kind != AccessKind::Fetch;
-        let l1 = if data { &mut self.l1d } else { &mut self.l1i };
-        l1.accesses += 1;
-        if let Some(s) = l1.tags.find(pa) {
-            l1.tags.touch(s);
-            // Inclusion: the L2 holds this line, so the byte operation finds it there.
-            return Ok(((t + l1.latency).max(l1.ready[s as usize]), false));
-        }
-        l1.misses += 1;
-        let lat = l1.latency;
-        let o = eng.access(pa, kind, t + lat)?;
-        let l1 = if data { &mut self.l1d } else { &mut self.l1i };
-        let v = l1.tags.victim(pa);
-        l1.tags.install(v, pa);
-        l1.ready[v as usize] = o.ready;
-        Ok((o.ready, true))
-    }
-
-    /// Let the engine write back what the last L2 access displaced, keeping the L1s inside
-    /// the L2; returns when the write buffer took it all.
-    #[inline]
-    fn settle(&mut self, eng: &mut Engine) -> Result<Cycle, StepError> {
-        let accepted = eng.settle()?;
-        self.back_invalidate(eng);
-        Ok(accepted)
-    }
-
-    #[inline]
-    fn issue_at(&mut self, ready: Cycle) -> Cycle {
-        let mut c = ready;
-        loop {
-            let i = (c as usize) & (CAL - 1);
-            if self.cal_cycle[i] != c {
-                self.cal_cycle[i] = c;
-                self.cal_count[i] = 1;
-                return c;
-            }
-            if self.cal_count[i] < self.issue_width {
-                self.cal_count[i] += 1;
-                return c;
-            }
-            c += 1;
-        }
-    }
-
-    /// Give the engine's schemes their timed events; the front end waits for them.
+    /// Give the engine's schemes their timed events; the front end waits for those that
+    /// take time (a MECU re-encryption, a periodic check). A poll with nothing to do holds
+    /// nothing: waiting for `now()` would drain the window every few hundred instructions.
     pub fn poll(&mut self, eng: &mut Engine, instructions: u64) -> Result<(), IntegrityError> {
         let now = self.now();
         let until = eng.poll(now, instructions)?;
-        self.back_invalidate(eng);
-        if until > self.fetch_t {
-            self.fetch_t = until;
-            self.fetch_n = 0;
+        self.hier.back_invalidate(eng);
+        if until > now {
+            self.redirect(until, cpistack::SCHEME);
         }
         Ok(())
     }
 
     /// Memory written by the environment (loader, kernel, or memory a trace never saw
-    /// written): applied through the engine at the current time, and the front end waits
-    /// until these writes are done (as for a blocking store miss), not for every other
-    /// resource to go idle — memory that was simply there before must not serialize the
-    /// program behind unrelated write-backs.
+    /// written). It was there before the instruction after it reads it, so nothing waits for
+    /// it: the writes are applied through the engine (their traffic and checks are real) when
+    /// that instruction issues, just before its own accesses — so a line they bring in
+    /// arrives when a demand miss would have. A trace and a copy of it without these records
+    /// (ChampSim's format) time alike. Long runs of them (a fast-forward's memory image) are
+    /// applied as they come, from the current fetch cycle.
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
-        let t = self.now();
-        let mut done = t;
-        for a in &ins.accesses {
-            let val = ins.value(a);
-            let mut off = 0u64;
-            while off < a.size as u64 {
-                let va = a.addr + off;
-                let n = (4096 - (va & 4095)).min(a.size as u64 - off);
-                let pa = self.translate(va)?;
-                done = done.max(eng.write(pa, &val[off as usize..(off + n) as usize], t)?);
-                off += n;
-            }
-            self.external_bytes += a.size as u64;
+        if self.pending.len() == self.pending_n {
+            self.pending.push(Instr::default());
         }
-        self.back_invalidate(eng);
-        self.fetch_t = self.fetch_t.max(done);
+        self.pending[self.pending_n].clone_from(ins);
+        self.pending_n += 1;
+        self.pending_bytes += ins.data.len();
+        if self.pending_bytes > PENDING_BYTES {
+            self.apply_external(self.fetch_t, false, eng)?;
+        }
         Ok(())
     }
 
-    /// Time one instruction, performing its loads and stores on the engine.
-    pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
-        self.instructions += 1;
-        // Fetch.
-        let iline = ins.pc / self.l1i.tags.line_bytes();
+    /// Apply the pending external records at `t`; `demand`: for the instruction about to
+    /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
+    #[cold]
+    fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
+        for ins in &self.pending[..self.pending_n] {
+            for a in &ins.accesses {
+                let val = ins.value(a);
+                let mut off = 0u64;
+                let line = eng.line();
+                while off < a.size as u64 {
+                    // Line by line (lines never cross pages): each may be brought in.
+                    let va = a.addr + off;
+                    let n = (line - (va & (line - 1))).min(a.size as u64 - off);
+                    let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+                    let cached = eng.machine().l2.tags.find(pa).is_some();
+                    eng.write(pa, &val[off as usize..(off + n) as usize], t)?;
+                    if demand && !cached {
+                        self.hier.brought_in(pa);
+                    }
+                    off += n;
+                }
+                self.external_bytes += a.size as u64;
+            }
+        }
+        (self.pending_n, self.pending_bytes) = (0, 0);
+        self.hier.back_invalidate(eng);
+        Ok(())
+    }
+
+    /// Fetch `ins`: returns the cycle it is fetched and why it came then.
+    #[inline]
+    fn fetch(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+        let iline = ins.pc / self.hier.l1i.line_bytes();
         if iline != self.fetch_line {
             self.fetch_line = iline;
-            let mut t = self.fetch_t;
-            t += Self::tlb(&mut self.itlb, ins.pc, &mut self.itlb_misses, self.tlb_miss);
-            let pa = self.translate(ins.pc)?;
-            let (mut ready, l2) = self.l1_access(AccessKind::Fetch, pa, t, eng)?;
-            if l2 {
-                ready = ready.max(self.settle(eng)?);
+            let t = self.fetch_t;
+            let (pa, tt) = self.mmu.translate(Side::Inst, ins.pc, t, &mut self.pm, &mut self.hier, eng)?;
+            let s = self.hier.access(AccessKind::Fetch, pa, tt, eng)?;
+            let mut ready = s.ready;
+            if s.engine {
+                ready = ready.max(self.hier.settle(eng)?);
             }
-            // The L1 hit latency is pipelined away; only misses hold fetch.
-            let hit_time = t + self.l1i.latency;
+            // The L1 hit latency is pipelined away; only misses (and TLB misses) hold fetch.
+            let hit_time = t + self.hier.l1i.latency;
             if ready > hit_time {
-                self.fetch_t = ready - self.l1i.latency;
-                self.fetch_n = 0;
+                let why = if tt > t { cpistack::TLB } else { cpistack::ICACHE };
+                self.redirect(ready - self.hier.l1i.latency, why);
             }
         }
         if self.fetch_n >= self.fetch_width {
@@ -330,27 +376,60 @@ impl Core {
             self.fetch_n = 0;
         }
         self.fetch_n += 1;
-        let fetched = self.fetch_t;
+        let why = std::mem::replace(&mut self.fetch_cause, cpistack::BASE);
+        Ok((self.fetch_t, why))
+    }
 
-        // Dispatch: needs a ROB entry (and an LSQ entry for memory operations).
-        let is_mem = !ins.accesses.is_empty();
-        let mut dispatch = (fetched + FRONTEND_DEPTH).max(self.rob[self.rob_i]);
-        if is_mem {
-            dispatch = dispatch.max(self.lsq[self.lsq_i]);
+    /// Time one instruction, performing its loads and stores on the engine.
+    pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        self.instructions += 1;
+        let (fetched, arrived) = self.fetch(ins, eng)?;
+
+        // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
+        let has_store = ins.accesses.iter().any(|a| a.store);
+        // With a store queue the LSQ holds loads only; without, every memory operation.
+        let has_load = if self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
+        let earliest = fetched + FRONTEND_DEPTH;
+        let (mut dispatch, mut why) = (earliest, arrived);
+        let mut wait = |free: Cycle, cause: Cause| {
+            if free > dispatch {
+                (dispatch, why) = (free, cause);
+            }
+        };
+        wait(self.rob.next_free(), cpistack::ROB_FULL);
+        if has_load {
+            wait(self.lsq.next_free(), cpistack::LSQ_FULL);
         }
-        if dispatch > fetched + FRONTEND_DEPTH {
+        if let (true, Some(sqw)) = (has_store, &self.sqw) {
+            wait(sqw.next_free(), cpistack::SQ_FULL);
+        }
+        if let Some(regs) = &mut self.regs {
+            wait(regs.available(ins), cpistack::REGS_FULL);
+        }
+        if dispatch > earliest {
             // Window full: the front end stalls with it.
-            self.rob_stall += dispatch - fetched - FRONTEND_DEPTH;
+            self.rob_stall += dispatch - earliest;
             self.fetch_t = dispatch - FRONTEND_DEPTH;
             self.fetch_n = 1;
         }
 
-        let mut ready = dispatch;
+        let (mut ready, mut cause) = (dispatch, why);
         for &r in ins.srcs() {
-            ready = ready.max(self.reg_ready[r as usize]);
+            let t = self.reg_ready[r as usize];
+            if t > ready {
+                (ready, cause) = (t, self.reg_cause[r as usize]);
+            }
         }
-        let issue = self.issue_at(ready);
-        let mut done = issue + self.lat[ins.op as usize];
+        let issue = self.issue.take(ready);
+        if self.pending_n > 0 {
+            // When a demand miss of this instruction would reach the protected level.
+            self.apply_external(issue + 1 + self.hier.lookups(Side::Data), true, eng)?;
+        }
+        let lat = self.lat[ins.op as usize];
+        let mut done = issue + lat;
+        if lat > 1 {
+            cause = cpistack::EXECUTE;
+        }
 
         // Memory accesses.
         for a in &ins.accesses {
@@ -358,30 +437,18 @@ impl Core {
             let mut off = 0u64;
             while off < a.size as u64 {
                 let va = a.addr + off;
-                // Split at L1-line (hence page and L2-line) boundaries.
-                let l1b = self.l1d.tags.line_bytes();
+                // Split at L1-line (hence page and protected-line) boundaries.
+                let l1b = self.hier.l1d.line_bytes();
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
-                let t0 = issue + 1 + Self::tlb(&mut self.dtlb, va, &mut self.dtlb_misses, self.tlb_miss);
-                let pa = self.translate(va)?;
-                let kind = if a.store { AccessKind::Store } else { AccessKind::Load };
-                let (mut t, l2) = self.l1_access(kind, pa, t0, eng)?;
                 let bytes = &val[off as usize..(off + n) as usize];
-                if a.store {
-                    eng.write_cached(pa, bytes);
+                let (t, why) = if a.store {
+                    self.store(ins.pc, va, bytes, issue + 1, eng)?;
+                    (0, cause)
                 } else {
-                    self.buf.resize(n as usize, 0);
-                    eng.read_cached(pa, &mut self.buf);
-                    if !secmem_core::mem::same_bytes(&self.buf, bytes) {
-                        self.value_mismatches += 1;
-                    }
-                }
-                eng.track_values(pa, n as usize);
-                if l2 {
-                    t = t.max(self.settle(eng)?);
-                }
-                if !a.store {
-                    // Loads wait for their data; stores retire from the store buffer.
-                    done = done.max(t);
+                    self.load(ins.pc, va, bytes, issue + 1, eng)?
+                };
+                if t > done {
+                    (done, cause) = (t, why);
                 }
                 off += n;
             }
@@ -395,15 +462,12 @@ impl Core {
         if ins.branch != Branch::None {
             self.branches += 1;
             if !self.bp.predict(ins.pc, ins.branch == Branch::Taken) {
-                let resume = done + self.penalty;
-                if resume > self.fetch_t {
-                    self.fetch_t = resume;
-                    self.fetch_n = 0;
-                }
+                self.redirect(done + self.penalty, cpistack::BRANCH);
             }
         }
         for &r in ins.dsts() {
             self.reg_ready[r as usize] = done;
+            self.reg_cause[r as usize] = cause;
         }
 
         // Commit in order, commit_width per cycle.
@@ -411,10 +475,12 @@ impl Core {
         if ins.op == OpClass::Barrier {
             self.barriers += 1;
             let checks = eng.barrier(c)?;
-            self.back_invalidate(eng);
+            self.hier.back_invalidate(eng);
             if checks > c {
                 self.barrier_stall += checks - c;
+                self.cpi.commit(c, cause);
                 c = checks;
+                cause = cpistack::INTEGRITY;
             }
         }
         if c == self.commit_t {
@@ -422,35 +488,135 @@ impl Core {
                 c += 1;
                 self.commit_t = c;
                 self.commit_n = 0;
+                cause = cpistack::BASE;
             }
         } else {
             self.commit_t = c;
             self.commit_n = 0;
         }
         self.commit_n += 1;
-        self.rob[self.rob_i] = c;
-        self.rob_i = if self.rob_i + 1 == self.rob.len() { 0 } else { self.rob_i + 1 };
-        if is_mem {
-            self.lsq[self.lsq_i] = c;
-            self.lsq_i = if self.lsq_i + 1 == self.lsq.len() { 0 } else { self.lsq_i + 1 };
+        self.cpi.commit(c, cause);
+        self.rob.take(c);
+        if has_load {
+            self.lsq.take(c);
+        }
+        if let Some(regs) = &mut self.regs {
+            regs.commit(ins, c);
+        }
+        if has_store {
+            // Stores are written to the L1 at commit, through a store port if ports are few.
+            let written = match &mut self.store_ports {
+                Some(p) => p.take(c),
+                None => c,
+            };
+            if let Some(sqw) = &mut self.sqw {
+                sqw.take(written);
+            }
+            self.sq.commit(written);
         }
         Ok(())
+    }
+
+    /// A store of `bytes` at `va`, executed at `t`: its line is fetched now (write-allocate)
+    /// and its bytes written to the protected level; it waits in the store queue until
+    /// commit.
+    #[inline]
+    fn store(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        let t = match &mut self.store_ports {
+            Some(p) => p.take(t),
+            None => t,
+        };
+        let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
+        let s = self.hier.access(AccessKind::Store, pa, t0, eng)?;
+        eng.write_cached(pa, bytes);
+        eng.track_values(pa, bytes.len());
+        if s.engine {
+            self.hier.settle(eng)?;
+        }
+        self.sq.store(pc, va, bytes.len() as u64, t);
+        Ok(())
+    }
+
+    /// A load of `bytes` (the trace's value) at `va`, ready to go at `t`: returns when its
+    /// data is usable and what it waited for.
+    #[inline]
+    fn load(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+        let n = bytes.len() as u64;
+        let (mut at, mut why) = (t, cpistack::BASE);
+        match self.sq.load(pc, va, n, t) {
+            LoadDep::Cache { at: a, waited } => {
+                at = a;
+                if waited {
+                    why = cpistack::MEMDEP;
+                }
+            }
+            LoadDep::Partial { at: a } => (at, why) = (a, cpistack::MEMDEP),
+            dep @ (LoadDep::Forward { .. } | LoadDep::Violation { .. }) => {
+                let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+                // The bytes come from the store, which left them in the protected level; if
+                // that line has gone meanwhile, the load is timed as a cache access.
+                if eng.machine().l2.tags.find(pa).is_some() {
+                    self.check_value(pa, bytes, eng);
+                    eng.track_values(pa, bytes.len());
+                    return Ok(match dep {
+                        LoadDep::Forward { ready, waited } => (ready, if waited { cpistack::MEMDEP } else { cpistack::BASE }),
+                        LoadDep::Violation { ready, store_done } => {
+                            // Squashed with every younger instruction: refetch after the store.
+                            self.redirect(store_done + self.penalty, cpistack::MEMDEP);
+                            (ready, cpistack::MEMDEP)
+                        }
+                        _ => unreachable!(),
+                    });
+                }
+            }
+        }
+        if let Some(p) = &mut self.load_ports {
+            at = p.take(at);
+        }
+        let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
+        let s = self.hier.access(AccessKind::Load, pa, t0, eng)?;
+        self.check_value(pa, bytes, eng);
+        eng.track_values(pa, bytes.len());
+        let mut ready = s.ready;
+        if s.engine {
+            ready = ready.max(self.hier.settle(eng)?);
+        }
+        ready += self.load_result;
+        if why == cpistack::BASE {
+            // What took longest: the translation or the access (by the level that served it).
+            why = if t0 - at > ready - t0 { cpistack::TLB } else { cpistack::DATA + s.depth };
+        }
+        Ok((ready, why))
+    }
+
+    /// Compare a load's bytes in the protected level with the trace's.
+    #[inline]
+    fn check_value(&mut self, pa: u64, bytes: &[u8], eng: &Engine) {
+        self.buf.resize(bytes.len(), 0);
+        eng.read_cached(pa, &mut self.buf);
+        if !secmem_core::mem::same_bytes(&self.buf, bytes) {
+            self.value_mismatches += 1;
+        }
+    }
+
+    /// The CPI stack's total: the cycles attributed so far (equal to the measured cycles).
+    pub fn cpi_total(&self) -> u64 {
+        self.cpi.total()
     }
 
     pub fn stats(&self, out: &mut Stats) {
         out.int("core.loads", self.loads);
         out.int("core.stores", self.stores);
         out.int("core.branches", self.branches);
-        out.float("core.branch_mispredict_rate", ratio(self.bp.misses, self.bp.lookups));
+        let (lookups, misses) = self.bp.counts();
+        out.float("core.branch_mispredict_rate", ratio(misses, lookups));
         out.int("core.rob_full_stall_cycles", self.rob_stall);
         out.int("core.barriers", self.barriers);
         out.int("core.barrier_stall_cycles", self.barrier_stall);
-        out.int("l1i.accesses", self.l1i.accesses);
-        out.float("l1i.miss_rate", ratio(self.l1i.misses, self.l1i.accesses));
-        out.int("l1d.accesses", self.l1d.accesses);
-        out.float("l1d.miss_rate", ratio(self.l1d.misses, self.l1d.accesses));
-        out.int("tlb.itlb_misses", self.itlb_misses);
-        out.int("tlb.dtlb_misses", self.dtlb_misses);
+        self.hier.stats(out);
+        self.mmu.stats(out, &self.hier.level_names(Side::Data));
+        self.sq.stats(out);
+        self.cpi.stats(out);
         out.int("trace.value_mismatches", self.value_mismatches);
         out.int("trace.external_bytes", self.external_bytes);
         out.int("mem.pages_mapped", self.pm.pages());

@@ -46,6 +46,16 @@ impl PageMap {
         Some(pf << self.shift | off)
     }
 
+    /// A frame for the system's own use (page tables), taken from the same pool; `None`
+    /// when physical memory is exhausted.
+    pub fn alloc_frame(&mut self) -> Option<u64> {
+        if self.next >= self.frames {
+            return None;
+        }
+        self.next += 1;
+        Some((self.next - 1) << self.shift)
+    }
+
     pub fn pages(&self) -> u64 {
         self.next
     }

@@ -9,6 +9,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("gassend2003", include_str!("../../../configs/gassend2003.toml")),
     ("shi2007", include_str!("../../../configs/shi2007.toml")),
     ("enck2008", include_str!("../../../configs/enck2008.toml")),
+    ("champsim", include_str!("../../../configs/champsim.toml")),
 ];
 
 pub const DEFAULT_PRESET: &str = "suh2003";
@@ -29,8 +30,17 @@ pub fn components() -> Vec<&'static Component> {
 pub fn load(name_or_path: &str) -> Result<Params, ConfigError> {
     let own = load_depth(name_or_path, 0)?;
     let all = components();
-    // A typo in a preset file must not silently do nothing.
-    let known: Vec<&str> = all.iter().flat_map(|c| c.params.iter().map(|p| p.key)).collect();
+    // A typo in a preset file must not silently do nothing. The cache levels a preset adds
+    // (`caches.private`) have the keys every level has.
+    let private = if own.contains("caches.private") { own.str("caches.private")? } else { String::new() };
+    let level_keys: Vec<String> = private
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .flat_map(|level| crate::hierarchy::LEVEL_KEYS.iter().map(move |k| format!("{}.{}", level, k)))
+        .collect();
+    let mut known: Vec<&str> = all.iter().flat_map(|c| c.params.iter().map(|p| p.key)).collect();
+    known.extend(level_keys.iter().map(String::as_str));
     own.check_known(&known, name_or_path)?;
     let mut p = decl::defaults(all);
     p.overlay(&own);
@@ -76,6 +86,22 @@ mod tests {
         assert_eq!(s.u64_min("hash.latency", 0).unwrap(), 160);
         assert_eq!(g.size("l2.size").unwrap(), 1 << 20);
         assert_eq!(g.str("encryption").unwrap(), "none");
+    }
+
+    #[test]
+    fn champsim_adds_a_private_level_with_every_level_key_and_no_unknown_one() {
+        let c = load("champsim").unwrap();
+        assert_eq!(c.str("caches.private").unwrap(), "l2c");
+        for k in crate::hierarchy::LEVEL_KEYS {
+            assert!(c.contains(&format!("l2c.{}", k)), "l2c.{}", k);
+        }
+        let dir = std::env::temp_dir().join(format!("secmem-level-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("l3.toml");
+        let text = "inherit = \"champsim\"\n[caches]\nprivate = \"l2c,l3\"\n[l3]\nsize = \"1MiB\"\nwayz = 8\n";
+        std::fs::write(&f, text).unwrap();
+        let e = load(f.to_str().unwrap()).unwrap_err().0;
+        assert!(e.ends_with("unknown parameter 'l3.wayz' (did you mean 'l3.ways'?)"), "{}", e);
     }
 
     #[test]

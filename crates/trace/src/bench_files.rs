@@ -14,9 +14,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::champsim::{ChampSimRecord, REG_FLAGS, REG_INSTRUCTION_POINTER, REG_STACK_POINTER};
+use crate::champsim::{ChampSimRecord, Numbering};
 use crate::open::check_format;
-use crate::record::{Branch, Instr, Reg};
+use crate::record::Instr;
 use crate::{NativeWriter, TraceError, TraceSource};
 
 /// xz preset for exported files: ChampSim's traces are distributed as `xz` files of the
@@ -88,40 +88,9 @@ fn foreign(src: &mut dyn TraceSource, tmp: &Path, format: &str, instructions: u6
     Ok(n)
 }
 
-/// A register as a ChampSim id: its own for the stack pointer and the flags (ChampSim tells
-/// calls and returns by them), 64 + ours for the rest (never 0, "none").
-fn champsim_reg(r: Reg) -> u8 {
-    match r {
-        4 => REG_STACK_POINTER,
-        16 => REG_FLAGS,
-        r => 64 + (r & 63),
-    }
-}
-
-/// `r` as a ChampSim record (branches also write the instruction pointer, as ChampSim's
-/// tracer records them).
+/// `r` as a ChampSim record: `secmem export`'s encoding (x86 registers, branch signatures).
 pub fn champsim(r: &Instr) -> ChampSimRecord {
-    let mut c = ChampSimRecord { ip: r.pc, ..Default::default() };
-    if r.branch != Branch::None {
-        c.is_branch = 1;
-        c.branch_taken = (r.branch == Branch::Taken) as u8;
-    }
-    let ip = (c.is_branch == 1).then_some(REG_INSTRUCTION_POINTER);
-    for (slot, reg) in c.destination_registers.iter_mut().zip(ip.into_iter().chain(r.dsts().iter().map(|&d| champsim_reg(d)))) {
-        *slot = reg;
-    }
-    for (slot, &s) in c.source_registers.iter_mut().zip(r.srcs()) {
-        *slot = champsim_reg(s);
-    }
-    let loads = r.accesses.iter().filter(|a| !a.store && a.addr != 0);
-    for (slot, a) in c.source_memory.iter_mut().zip(loads) {
-        *slot = a.addr;
-    }
-    let stores = r.accesses.iter().filter(|a| a.store && a.addr != 0);
-    for (slot, a) in c.destination_memory.iter_mut().zip(stores) {
-        *slot = a.addr;
-    }
-    c
+    ChampSimRecord::from_instr(r, Numbering::X86).0
 }
 
 /// `r` as lackey lines (as `--tool=lackey --trace-mem=yes` prints them).

@@ -12,25 +12,89 @@
 //! ```
 //!
 //! A zero register or address means "none". ChampSim traces carry **no data values and no
-//! access sizes**: every memory operand becomes an 8-byte access whose value is zero (so the
-//! simulator's load-value check stays consistent, but anything that depends on values —
-//! encryption of real data, frequent values — is meaningless). See `docs/trace-formats.md`.
+//! access sizes**: every memory operand becomes a 1-byte access at its address whose value
+//! is zero (so the simulator's load-value check stays consistent, but anything that depends
+//! on values — encryption of real data, frequent values — is meaningless). One byte is what
+//! ChampSim itself assumes: an operand touches the one block holding its address, and a load
+//! takes a store's data when their addresses are equal (`ooo_cpu.cc`, do_memory_scheduling)
+//! — with 1-byte accesses secmem's store queue forwards exactly then, where any longer guess
+//! would make neighbouring accesses overlap. See `docs/trace-formats.md`.
 
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 use crate::compress::{remember, repeat_err, Buffered, Decoded};
-use crate::record::{Branch, Instr, OpClass, MAX_DST, MAX_SRC};
+use crate::record::{Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
 /// Bytes per record.
 pub const RECORD_LEN: usize = 64;
-/// Size given to every memory operand (ChampSim records no sizes).
-pub const ACCESS_SIZE: usize = 8;
+/// Size given to every memory operand (ChampSim records no sizes; see the module doc).
+pub const ACCESS_SIZE: usize = 1;
 /// ChampSim's special register ids (`champsim::REG_*`).
 pub const REG_STACK_POINTER: u8 = 6;
 pub const REG_FLAGS: u8 = 25;
 /// Written by every branch: not a data dependency, so the reader drops it (see the docs).
 pub const REG_INSTRUCTION_POINTER: u8 = 26;
+/// Register slots of a record.
+const SRC_SLOTS: usize = 4;
+const DST_SLOTS: usize = 2;
+
+/// ChampSim's branch types (`inc/instruction.h`, `branch_type`), which it derives from the
+/// registers a branch reads and writes; [`ChampSimRecord::from_instr`] writes the registers
+/// that make ChampSim derive the type named here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BranchType {
+    DirectJump = 0,
+    Indirect = 1,
+    Conditional = 2,
+    DirectCall = 3,
+    IndirectCall = 4,
+    Return = 5,
+}
+
+impl BranchType {
+    /// ChampSim's name (`branch_type_names`), by `BranchType as usize`.
+    pub const NAMES: [&'static str; 6] =
+        ["BRANCH_DIRECT_JUMP", "BRANCH_INDIRECT", "BRANCH_CONDITIONAL", "BRANCH_DIRECT_CALL", "BRANCH_INDIRECT_CALL", "BRANCH_RETURN"];
+}
+
+/// How the registers of the records being encoded are numbered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Numbering {
+    /// x86-64 as secmem's tracer and built-in workloads number them (0–15 GPRs, rsp = 4,
+    /// 16 = flags, 32–63 vector/x87; `docs/trace-format.md`).
+    X86,
+    /// Already ChampSim's (records read from a ChampSim trace).
+    ChampSim,
+}
+
+const X86_RSP: Reg = 4;
+const X86_FLAGS: Reg = 16;
+
+/// ChampSim's id for a register: rsp and flags become its stack pointer and flags; every
+/// other x86 register moves up by 32 (clear of ChampSim's special ids 6, 25 and 26).
+#[inline]
+fn champsim_reg(r: Reg, numbering: Numbering) -> u8 {
+    match numbering {
+        Numbering::ChampSim => r,
+        Numbering::X86 => match r {
+            X86_RSP => REG_STACK_POINTER,
+            X86_FLAGS => REG_FLAGS,
+            r => r.wrapping_add(32),
+        },
+    }
+}
+
+/// What encoding one instruction as a ChampSim record could not keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Registers beyond the record's 4 sources and 2 destinations.
+    pub registers: u32,
+    /// Loads beyond 4 or stores beyond 2 (or at address 0, which means "none").
+    pub accesses: u32,
+}
 
 /// One ChampSim `input_instr`, decoded as is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,6 +144,119 @@ impl ChampSimRecord {
             b[32 + 8 * k..40 + 8 * k].copy_from_slice(&a.to_le_bytes());
         }
         b
+    }
+
+    /// The record ChampSim's tracer would have written for `ins`: the start address of each
+    /// load and store, and registers mapped to ChampSim's ids. A branch gets the register
+    /// signature from which ChampSim derives its type (`ooo_model_instr`'s constructor): it
+    /// writes the instruction pointer; calls read and write the stack pointer and read the
+    /// instruction pointer; returns read and write the stack pointer; conditional branches
+    /// read the instruction pointer and the flags (or another register). With `X86`
+    /// numbering the type is read off the x86 registers and accesses: reads and writes rsp
+    /// with a store → call (indirect if it reads another register), with a load → return;
+    /// reads flags or was not taken → conditional; reads another register → indirect; else
+    /// a direct jump. Values and access sizes, which ChampSim does not record, are dropped.
+    pub fn from_instr(ins: &Instr, numbering: Numbering) -> (ChampSimRecord, Option<BranchType>, Lost) {
+        let mut r = ChampSimRecord { ip: ins.pc, ..Default::default() };
+        let mut lost = Lost::default();
+        let (mut ns, mut nd) = (0, 0);
+        let mut src = |r: &mut ChampSimRecord, reg: u8, lost: &mut Lost| {
+            if reg == 0 || r.source_registers[..ns].contains(&reg) {
+                return;
+            }
+            if ns < SRC_SLOTS {
+                r.source_registers[ns] = reg;
+                ns += 1;
+            } else {
+                lost.registers += 1;
+            }
+        };
+        let mut dst = |r: &mut ChampSimRecord, reg: u8, lost: &mut Lost| {
+            if reg == 0 || r.destination_registers[..nd].contains(&reg) {
+                return;
+            }
+            if nd < DST_SLOTS {
+                r.destination_registers[nd] = reg;
+                nd += 1;
+            } else {
+                lost.registers += 1;
+            }
+        };
+        let ty = (ins.branch != Branch::None).then(|| {
+            let loads = ins.accesses.iter().any(|a| !a.store);
+            let stores = ins.accesses.iter().any(|a| a.store);
+            let regs: Vec<u8> = ins.srcs().iter().map(|&x| champsim_reg(x, numbering)).collect();
+            let writes: Vec<u8> = ins.dsts().iter().map(|&x| champsim_reg(x, numbering)).collect();
+            let sp = regs.contains(&REG_STACK_POINTER) && writes.contains(&REG_STACK_POINTER);
+            let flags = regs.contains(&REG_FLAGS);
+            let other = regs.iter().any(|&x| ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&x));
+            let ty = if sp && stores {
+                if other { BranchType::IndirectCall } else { BranchType::DirectCall }
+            } else if sp && loads {
+                BranchType::Return
+            } else if flags || ins.branch == Branch::NotTaken {
+                BranchType::Conditional
+            } else if other {
+                BranchType::Indirect
+            } else {
+                BranchType::DirectJump
+            };
+            match ty {
+                BranchType::DirectCall | BranchType::IndirectCall => {
+                    src(&mut r, REG_STACK_POINTER, &mut lost);
+                    src(&mut r, REG_INSTRUCTION_POINTER, &mut lost);
+                    dst(&mut r, REG_STACK_POINTER, &mut lost);
+                }
+                BranchType::Return => {
+                    src(&mut r, REG_STACK_POINTER, &mut lost);
+                    dst(&mut r, REG_STACK_POINTER, &mut lost);
+                }
+                BranchType::Conditional => {
+                    src(&mut r, REG_INSTRUCTION_POINTER, &mut lost);
+                    if !flags && !other {
+                        // Not taken yet reading nothing: ChampSim needs a condition input.
+                        src(&mut r, REG_FLAGS, &mut lost);
+                    }
+                }
+                BranchType::Indirect | BranchType::DirectJump => {}
+            }
+            dst(&mut r, REG_INSTRUCTION_POINTER, &mut lost);
+            // The remaining registers; the stack pointer only where the type has it.
+            let keep_sp = matches!(ty, BranchType::DirectCall | BranchType::IndirectCall | BranchType::Return);
+            for &x in &regs {
+                if x != REG_STACK_POINTER || keep_sp {
+                    src(&mut r, x, &mut lost);
+                }
+            }
+            for &x in &writes {
+                if x != REG_STACK_POINTER || keep_sp {
+                    dst(&mut r, x, &mut lost);
+                }
+            }
+            r.is_branch = 1;
+            r.branch_taken = (ins.branch == Branch::Taken) as u8;
+            ty
+        });
+        if ty.is_none() {
+            for &x in ins.srcs() {
+                src(&mut r, champsim_reg(x, numbering), &mut lost);
+            }
+            for &x in ins.dsts() {
+                dst(&mut r, champsim_reg(x, numbering), &mut lost);
+            }
+        }
+        let (mut nl, mut nst) = (0, 0);
+        for a in &ins.accesses {
+            let slots: &mut [u64] = if a.store { &mut r.destination_memory } else { &mut r.source_memory };
+            let n = if a.store { &mut nst } else { &mut nl };
+            if *n < slots.len() && a.addr != 0 {
+                slots[*n] = a.addr;
+                *n += 1;
+            } else {
+                lost.accesses += 1;
+            }
+        }
+        (r, ty, lost)
     }
 
     /// Whether the record could be a ChampSim record (format detection's test).
@@ -133,6 +310,92 @@ impl ChampSimRecord {
             OpClass::Mem
         };
     }
+}
+
+/// Writes a ChampSim trace: raw, or xz/gzip-compressed when the name ends in `.xz`/`.gz`
+/// (what ChampSim's trace reader decompresses). The file appears under its name only when
+/// [`ChampSimWriter::finish`] succeeds (written to a temporary name, then renamed).
+pub struct ChampSimWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<Sink>,
+    count: u64,
+}
+
+enum Sink {
+    Raw(BufWriter<File>),
+    Xz(liblzma::write::XzEncoder<BufWriter<File>>),
+    Gz(flate2::write::GzEncoder<BufWriter<File>>),
+}
+
+impl Sink {
+    fn writer(&mut self) -> &mut dyn Write {
+        match self {
+            Sink::Raw(w) => w,
+            Sink::Xz(w) => w,
+            Sink::Gz(w) => w,
+        }
+    }
+
+    /// End the compressed stream and flush everything to the file.
+    fn finish(self) -> std::io::Result<()> {
+        let buf = match self {
+            Sink::Raw(w) => w,
+            Sink::Xz(w) => w.finish()?,
+            Sink::Gz(w) => w.finish()?,
+        };
+        buf.into_inner().map_err(|e| e.into_error())?.sync_all()
+    }
+}
+
+impl ChampSimWriter {
+    pub fn create(path: impl AsRef<Path>) -> Result<ChampSimWriter, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(format!(".tmp-{}", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let f = BufWriter::with_capacity(1 << 16, File::create(&tmp).map_err(|e| io(&path, e))?);
+        let name = path.to_string_lossy().to_ascii_lowercase();
+        let out = if name.ends_with(".xz") {
+            Sink::Xz(liblzma::write::XzEncoder::new(f, 6))
+        } else if name.ends_with(".gz") {
+            Sink::Gz(flate2::write::GzEncoder::new(f, flate2::Compression::default()))
+        } else {
+            Sink::Raw(f)
+        };
+        Ok(ChampSimWriter { path, tmp, out: Some(out), count: 0 })
+    }
+
+    pub fn write(&mut self, r: &ChampSimRecord) -> Result<(), TraceError> {
+        let out = self.out.as_mut().expect("writer used after finish");
+        out.writer().write_all(&r.encode()).map_err(|e| io(&self.path, e))?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Finish the compressed stream, flush, and give the file its name; returns the records.
+    pub fn finish(mut self) -> Result<u64, TraceError> {
+        let out = self.out.take().expect("finished twice");
+        let done = out.finish().and_then(|_| std::fs::rename(&self.tmp, &self.path));
+        if let Err(e) = done {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(io(&self.path, e));
+        }
+        Ok(self.count)
+    }
+}
+
+impl Drop for ChampSimWriter {
+    fn drop(&mut self) {
+        if self.out.take().is_some() {
+            // Not finished (an error on the way): leave no partial file behind.
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> TraceError {
+    TraceError::Io { path: path.display().to_string(), source }
 }
 
 /// Learned instruction lengths: 4096 (pc, len) slots.

@@ -7,6 +7,7 @@
 //!   (`docs/trace-formats.md`), raw or xz/gzip/zstd-compressed ([`compress`]).
 //! - [`open`]: [`open_trace_as`] opens a file of any of these formats, named or detected,
 //!   and reads it on a thread of its own ([`readahead`]).
+//! - [`export`]: any source written as a native or ChampSim trace (`secmem export`).
 //! - [`bench_files`]: the same instructions as a file of each format, for the input benchmark.
 //! - [`consistent`]: [`Consistent`] supplies memory a trace never saw written;
 //!   [`Skip`] fast-forwards over the first instructions of any source.
@@ -16,6 +17,7 @@ pub mod champsim;
 pub mod compress;
 pub mod consistent;
 pub mod cputime;
+pub mod export;
 pub mod lackey;
 pub mod native;
 pub mod open;
@@ -25,6 +27,7 @@ pub mod workloads;
 
 pub use champsim::ChampSimReader;
 pub use consistent::Consistent;
+pub use export::{export, Exported, EXPORT_FORMATS};
 pub use lackey::LackeyReader;
 pub use native::{NativeReader, NativeWriter};
 pub use open::{detect_format, open_trace, open_trace_as, FORMATS};

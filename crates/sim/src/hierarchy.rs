@@ -1,0 +1,484 @@
+//! The cache levels above the protected boundary, as data: the L1s (`l1i`, `l1d`), then the
+//! private levels a preset names in `caches.private` (e.g. ChampSim's L2C), then the
+//! engine's trusted cache — always the LAST level, where metadata lives and lines are
+//! encrypted and verified (its keys are `l2.*` for the seeds' two-level machines). Each level
+//! has size, ways, line, latency, fill latency, MSHRs and replacement.
+//!
+//! Levels here hold tags and fill times only: the bytes of every line live in the protected
+//! level, which therefore includes all of them (its evictions invalidate copies up here). The
+//! private levels are otherwise non-inclusive of each other, as ChampSim's are.
+
+use rustc_hash::FxHashSet;
+use secmem_core::stats::{ratio, Stats};
+use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
+use secmem_timing::{Cycle, Slots, Tags};
+
+/// Which L1 an access starts at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Inst,
+    Data,
+}
+
+/// Where an access was served and when its data is usable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    pub ready: Cycle,
+    /// 0: the L1; 1..=k: the private levels; k + 1: the protected level; k + 2: memory.
+    pub depth: u8,
+    /// Whether the protected level was accessed (the caller settles the engine after its
+    /// byte operation, see `Engine::settle`).
+    pub engine: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Repl {
+    Lru,
+    Fifo,
+    Random,
+}
+
+pub const REPLACEMENTS: &[&str] = &["lru", "fifo", "random"];
+
+/// One private level: tags, when each line's fill completes, MSHRs.
+pub struct Level {
+    pub name: String,
+    tags: Tags,
+    ready: Vec<Cycle>,
+    ways: usize,
+    sets: u64,
+    /// Cycles to look a line up (and, on a hit, deliver it).
+    pub latency: Cycle,
+    /// Cycles a miss's data takes to be written in on its way back up.
+    fill: Cycle,
+    /// Misses in flight at once (None: unlimited).
+    mshr: Option<Slots>,
+    repl: Repl,
+    rng: u64,
+    pub accesses: u64,
+    pub misses: u64,
+}
+
+/// Keys every level has, read by [`Level::new`] (and by the protected level's checks).
+pub const LEVEL_KEYS: &[&str] = &["size", "ways", "line", "latency", "fill_latency", "mshrs", "replacement"];
+
+impl Level {
+    pub fn new(p: &Params, name: &str) -> Result<Level, ConfigError> {
+        let k = |s: &str| format!("{}.{}", name, s);
+        let ways = p.u64_min(&k("ways"), 1)? as usize;
+        let tags = Tags::new(p.size(&k("size"))?, ways, p.size(&k("line"))?).map_err(|e| ConfigError(format!("{}: {}", name, e)))?;
+        let n = tags.slots();
+        let mshrs = p.u64_min(&k("mshrs"), 0)? as usize;
+        let repl = match p.choice(&k("replacement"), REPLACEMENTS)?.as_str() {
+            "lru" => Repl::Lru,
+            "fifo" => Repl::Fifo,
+            _ => Repl::Random,
+        };
+        Ok(Level {
+            name: name.to_string(),
+            tags,
+            ready: vec![0; n],
+            ways,
+            sets: (n / ways) as u64,
+            latency: p.u64_min(&k("latency"), 1)?,
+            fill: p.u64_min(&k("fill_latency"), 0)?,
+            mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
+            repl,
+            rng: 0x9E37_79B9_7F4A_7C15,
+            accesses: 0,
+            misses: 0,
+        })
+    }
+
+    pub fn line_bytes(&self) -> u64 {
+        self.tags.line_bytes()
+    }
+
+    /// The slot holding `pa`'s line, updating the replacement state on a hit.
+    #[inline]
+    fn lookup(&mut self, pa: u64) -> Option<u32> {
+        let s = self.tags.find(pa)?;
+        if self.repl == Repl::Lru {
+            self.tags.touch(s);
+        }
+        Some(s)
+    }
+
+    /// Install `pa`'s line, filled at `ready`.
+    #[inline]
+    fn install(&mut self, pa: u64, ready: Cycle) {
+        let v = match self.repl {
+            // FIFO: hits never touch, so the least recently touched is the oldest filled.
+            Repl::Lru | Repl::Fifo => self.tags.victim(pa),
+            Repl::Random => {
+                let base = ((pa / self.tags.line_bytes()) & (self.sets - 1)) as u32 * self.ways as u32;
+                match (base..base + self.ways as u32).find(|&s| self.tags.addr_of(s).is_none()) {
+                    Some(s) => s,
+                    None => {
+                        // xorshift64: deterministic across runs.
+                        self.rng ^= self.rng << 13;
+                        self.rng ^= self.rng >> 7;
+                        self.rng ^= self.rng << 17;
+                        base + (self.rng % self.ways as u64) as u32
+                    }
+                }
+            }
+        };
+        self.tags.install(v, pa);
+        self.ready[v as usize] = ready;
+    }
+
+    fn invalidate_range(&mut self, base: u64, len: u64) {
+        let step = self.tags.line_bytes();
+        let mut a = base;
+        while a < base + len {
+            if let Some(s) = self.tags.find(a) {
+                self.tags.invalidate(s);
+            }
+            a += step;
+        }
+    }
+
+    fn reset_stats(&mut self) {
+        (self.accesses, self.misses) = (0, 0);
+        if let Some(m) = &mut self.mshr {
+            m.reset_stats();
+        }
+    }
+
+    fn stats(&self, out: &mut Stats) {
+        out.int(&format!("{}.accesses", self.name), self.accesses);
+        out.float(&format!("{}.miss_rate", self.name), ratio(self.misses, self.accesses));
+        if let Some(m) = &self.mshr {
+            out.int(&format!("{}.mshr_full_cycles", self.name), m.wait_cycles);
+        }
+    }
+}
+
+/// The L1s and the private levels below them, in front of the engine.
+pub struct Hierarchy {
+    pub l1i: Level,
+    pub l1d: Level,
+    /// Private levels shared by both L1s, nearest first.
+    pub private: Vec<Level>,
+    /// The protected level's own fill latency and MSHRs (its tags and bytes are the engine's).
+    last_fill: Cycle,
+    last_mshr: Option<Slots>,
+    line: u64,
+    /// Lines of the protected level not read since an external record brought them in.
+    fresh: FxHashSet<u64>,
+}
+
+impl Hierarchy {
+    pub fn new(p: &Params, engine: &Engine) -> Result<Hierarchy, ConfigError> {
+        let l1i = Level::new(p, "l1i")?;
+        let l1d = Level::new(p, "l1d")?;
+        let names = p.str("caches.private")?;
+        let mut private = Vec::new();
+        for n in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if ["l1i", "l1d", "l2"].contains(&n) || private.iter().any(|l: &Level| l.name == n) {
+                return Err(ConfigError(format!("caches.private: '{}' is named twice (l1i, l1d and l2 are always levels)", n)));
+            }
+            if !p.contains(&format!("{}.size", n)) {
+                return Err(ConfigError(format!("caches.private: level '{}' has no [{}] section (size, ways, line, …)", n, n)));
+            }
+            private.push(Level::new(p, n)?);
+        }
+        let mut above = vec![&l1i, &l1d];
+        above.extend(private.iter());
+        for l in &above {
+            if l.line_bytes() > engine.line() {
+                return Err(ConfigError(format!(
+                    "{}.line: {} B lines are longer than the protected level's {} B (it must include every level above)",
+                    l.name,
+                    l.line_bytes(),
+                    engine.line()
+                )));
+            }
+        }
+        // The protected level is the engine's trusted cache: it replaces LRU, nothing else.
+        p.choice("l2.replacement", &["lru"])
+            .map_err(|e| ConfigError(format!("{} (the protected level is the engine's trusted cache, which replaces LRU)", e.0)))?;
+        let mshrs = p.u64_min("l2.mshrs", 0)? as usize;
+        Ok(Hierarchy {
+            l1i,
+            l1d,
+            private,
+            last_fill: p.u64_min("l2.fill_latency", 0)?,
+            last_mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
+            line: engine.line(),
+            fresh: FxHashSet::default(),
+        })
+    }
+
+    /// Number of private levels (between the L1s and the protected level).
+    pub fn depth(&self) -> usize {
+        self.private.len()
+    }
+
+    /// Access physical address `pa` for a `kind` access (from the L1I for fetches, the L1D
+    /// otherwise) at cycle `t`; the protected level counts it by kind. A miss at a level waits
+    /// for a free MSHR there, goes one level down after the lookup latency, and comes back
+    /// through each level's fill latency; every level it missed in then holds the line.
+    #[inline]
+    pub fn access(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+        let side = if kind == AccessKind::Fetch { Side::Inst } else { Side::Data };
+        let l1 = match side {
+            Side::Inst => &mut self.l1i,
+            Side::Data => &mut self.l1d,
+        };
+        l1.accesses += 1;
+        if let Some(s) = l1.lookup(pa) {
+            // Inclusion: the protected level holds this line, so byte operations find it there.
+            return Ok(Served { ready: (t + l1.latency).max(l1.ready[s as usize]), depth: 0, engine: false });
+        }
+        l1.misses += 1;
+        if self.private.is_empty() && l1.mshr.is_none() && self.last_mshr.is_none() {
+            // The seeds' two-level machines: straight to the protected level.
+            let o = eng.access(pa, kind, t + l1.latency)?;
+            let hit = o.hit && !self.first_use(pa);
+            let mut ready = o.ready;
+            if !hit {
+                ready += self.last_fill;
+            }
+            let l1 = match side {
+                Side::Inst => &mut self.l1i,
+                Side::Data => &mut self.l1d,
+            };
+            ready += l1.fill;
+            l1.install(pa, ready);
+            return Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true });
+        }
+        self.access_below(kind, side, pa, t, eng)
+    }
+
+    #[cold]
+    fn access_below(&mut self, kind: AccessKind, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+        let k = self.private.len();
+        // Down: each missed level's lookup and MSHR; `held[i]` is the MSHR taken at level i.
+        let mut held: [(usize, usize); 8] = [(usize::MAX, 0); 8];
+        let mut t = t;
+        let mut served = None;
+        for i in 0..=k {
+            let l = if i == 0 {
+                match side {
+                    Side::Inst => &mut self.l1i,
+                    Side::Data => &mut self.l1d,
+                }
+            } else {
+                let l = &mut self.private[i - 1];
+                l.accesses += 1;
+                if let Some(s) = l.lookup(pa) {
+                    served = Some(Served { ready: (t + l.latency).max(l.ready[s as usize]), depth: i as u8, engine: false });
+                    break;
+                }
+                l.misses += 1;
+                l
+            };
+            t += l.latency;
+            if let Some(m) = &mut l.mshr {
+                let (idx, start) = m.acquire(t);
+                if i < held.len() {
+                    held[i] = (idx, 1);
+                }
+                t = start;
+            }
+        }
+        let mut s = match served {
+            Some(s) => s,
+            None => {
+                let mut tm = t;
+                let mut slot = None;
+                if let Some(m) = &mut self.last_mshr {
+                    // Held only by misses: a hit needs none, and which it is shows only after.
+                    let (idx, start) = m.acquire(t);
+                    slot = Some(idx);
+                    tm = start;
+                }
+                let o = eng.access(pa, kind, tm)?;
+                let hit = o.hit && !self.first_use(pa);
+                let mut ready = o.ready;
+                if !hit {
+                    ready += self.last_fill;
+                }
+                match (slot, &mut self.last_mshr) {
+                    (Some(idx), Some(m)) if !hit => m.hold_until(idx, ready),
+                    (Some(idx), Some(m)) => m.hold_until(idx, t),
+                    _ => {}
+                }
+                Served { ready, depth: k as u8 + 1 + !hit as u8, engine: true }
+            }
+        };
+        // Up: fill every level that missed, nearest the data first.
+        for i in (0..s.depth.min(k as u8 + 1) as usize).rev() {
+            let l = if i == 0 {
+                match side {
+                    Side::Inst => &mut self.l1i,
+                    Side::Data => &mut self.l1d,
+                }
+            } else {
+                &mut self.private[i - 1]
+            };
+            s.ready += l.fill;
+            l.install(pa, s.ready);
+            if let (Some(m), true) = (&mut l.mshr, i < held.len() && held[i].1 == 1) {
+                m.hold_until(held[i].0, s.ready);
+            }
+        }
+        Ok(s)
+    }
+
+    /// Keep every level inside the protected one: drop copies of lines it let go.
+    #[inline]
+    pub fn back_invalidate(&mut self, eng: &mut Engine) {
+        eng.take_evicted_data(|a| self.evicted(a));
+    }
+
+    /// Let the engine write back what its last access displaced (keeping the levels inside
+    /// it); returns when the write buffer took it all.
+    #[inline]
+    pub fn settle(&mut self, eng: &mut Engine) -> Result<Cycle, IntegrityError> {
+        let accepted = eng.settle()?;
+        self.back_invalidate(eng);
+        Ok(accepted)
+    }
+
+    /// The protected level's line holding `pa` was brought in by the environment (an
+    /// external record) for the instruction about to read it: to that first access it is
+    /// still in memory, a miss, as it would be had nobody written it for the simulator.
+    pub fn brought_in(&mut self, pa: u64) {
+        self.fresh.insert(pa & !(self.line - 1));
+    }
+
+    /// Whether this is the first access to a line `brought_in` (and forget it).
+    #[inline]
+    fn first_use(&mut self, pa: u64) -> bool {
+        !self.fresh.is_empty() && self.fresh.remove(&(pa & !(self.line - 1)))
+    }
+
+    /// Cycles from an access at the L1 to its request reaching the protected level, when
+    /// every level above misses without waiting.
+    pub fn lookups(&self, side: Side) -> Cycle {
+        let l1 = if side == Side::Data { &self.l1d } else { &self.l1i };
+        l1.latency + self.private.iter().map(|l| l.latency).sum::<Cycle>()
+    }
+
+    /// Drop every copy of the protected level's line at `addr` (it left the protected level).
+    #[inline]
+    pub fn evicted(&mut self, addr: u64) {
+        if !self.fresh.is_empty() {
+            self.fresh.remove(&addr);
+        }
+        let line = self.line;
+        self.l1d.invalidate_range(addr, line);
+        self.l1i.invalidate_range(addr, line);
+        for l in &mut self.private {
+            l.invalidate_range(addr, line);
+        }
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.l1i.reset_stats();
+        self.l1d.reset_stats();
+        for l in &mut self.private {
+            l.reset_stats();
+        }
+        if let Some(m) = &mut self.last_mshr {
+            m.reset_stats();
+        }
+    }
+
+    pub fn stats(&self, out: &mut Stats) {
+        self.l1i.stats(out);
+        self.l1d.stats(out);
+        for l in &self.private {
+            l.stats(out);
+        }
+        if let Some(m) = &self.last_mshr {
+            out.int("l2.mshr_full_cycles", m.wait_cycles);
+        }
+    }
+
+    /// Names of the levels by depth (see [`Served::depth`]): L1 (`l1d` for data), the private
+    /// levels, the protected level (`l2`) and `mem`.
+    pub fn level_names(&self, side: Side) -> Vec<String> {
+        let mut v = vec![if side == Side::Data { "l1d".to_string() } else { "l1i".to_string() }];
+        v.extend(self.private.iter().map(|l| l.name.clone()));
+        v.push("l2".into());
+        v.push("mem".into());
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configure;
+
+    fn machine(sets: &[&str]) -> (Hierarchy, Engine) {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let p = configure("champsim", Some("none"), Some("none"), &sets).unwrap();
+        let eng = Engine::new(&p, 1).unwrap();
+        (Hierarchy::new(&p, &eng).unwrap(), eng)
+    }
+
+    #[test]
+    fn a_miss_goes_down_level_by_level_and_comes_back_through_every_fill() {
+        let (mut h, mut eng) = machine(&[]);
+        let a = 0x12_3440;
+        let m = h.access(AccessKind::Load, a, 100, &mut eng).unwrap();
+        eng.settle().unwrap();
+        assert_eq!(m.depth, 3, "cold: from memory");
+        let l2c = &h.private[0];
+        // Down: L1D and L2C lookups, the protected level's (l2.latency) and memory; up: fills.
+        let fills = h.l1d.fill + l2c.fill + h.last_fill;
+        assert!(m.ready > 100 + h.l1d.latency + l2c.latency + fills, "{:?}", m);
+        let hit = h.access(AccessKind::Load, a + 8, m.ready + 1, &mut eng).unwrap();
+        assert_eq!((hit.depth, hit.ready), (0, m.ready + 1 + h.l1d.latency));
+        // The same line from the other L1: the shared private level has it.
+        let i = h.access(AccessKind::Fetch, a, m.ready + 10, &mut eng).unwrap();
+        assert_eq!(i.depth, 1);
+        assert_eq!(i.ready, m.ready + 10 + h.l1i.latency + h.private[0].latency + h.l1i.fill);
+    }
+
+    #[test]
+    fn a_full_mshr_file_delays_the_next_miss_until_one_returns() {
+        let (mut h, mut eng) = machine(&["l1d.mshrs=2"]);
+        let r: Vec<Served> = (0..3u64)
+            .map(|k| {
+                let s = h.access(AccessKind::Load, 0x10_0000 + k * 4096, 0, &mut eng).unwrap();
+                eng.settle().unwrap();
+                s
+            })
+            .collect();
+        let first = r[0].ready.min(r[1].ready);
+        assert!(r[2].ready >= first + h.l1d.latency, "{:?}", r);
+        assert!(h.l1d.mshr.as_ref().unwrap().wait_cycles > 0);
+    }
+
+    #[test]
+    fn replacement_policies_choose_different_victims() {
+        // One set of 2 ways: a, b, touch a, c. LRU evicts b; FIFO evicts a.
+        let keep_a = |repl: &str| {
+            let (mut h, mut eng) = machine(&["l1d.size=128B", "l1d.ways=2", &format!("l1d.replacement={}", repl)]);
+            for a in [0u64, 64, 0, 128] {
+                h.access(AccessKind::Load, a, 0, &mut eng).unwrap();
+                eng.settle().unwrap();
+            }
+            h.l1d.tags.find(0).is_some()
+        };
+        assert!(keep_a("lru"));
+        assert!(!keep_a("fifo"));
+    }
+
+    #[test]
+    fn bad_levels_are_refused_by_name() {
+        let p = configure("champsim", None, None, &["caches.private=l3".into()]).unwrap();
+        let eng = Engine::new(&p, 1).unwrap();
+        let e = Hierarchy::new(&p, &eng).err().unwrap().0;
+        assert_eq!(e, "caches.private: level 'l3' has no [l3] section (size, ways, line, …)");
+        let p = configure("champsim", None, None, &["l2.replacement=fifo".into()]).unwrap();
+        let e = Hierarchy::new(&p, &eng).err().unwrap().0;
+        assert!(e.contains("replaces LRU"), "{}", e);
+    }
+}

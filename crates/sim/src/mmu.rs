@@ -1,0 +1,304 @@
+//! Address translation: an instruction and a data TLB, optionally a second-level TLB
+//! (`stlb.entries` > 0), and behind them either a fixed miss latency (`tlb.miss_latency`,
+//! the seeds' machines) or a page-table walker (`tlb.walk = true`).
+//!
+//! The walker reads a radix page table of `ptw.levels` levels (x86-64: 4, with LA57: 5) whose
+//! tables are pages of the protected memory itself, allocated by the page map as the program
+//! touches memory. Each entry is written there (8 bytes: the next table's or the page's
+//! physical address, present|writable|user) when it is first needed, and each step of a
+//! walk is a real read of that entry through the data caches and the secure engine — so the
+//! integrity scheme verifies page-table lines like any other (page-table entries are data an
+//! adversary would like to change, 000 §5.3). Page-structure caches (one per level above the
+//! leaf, ChampSim's PSCL) let a walk start below the root. Walk reads are counted apart
+//! (`ptw.*`); the value each read returns is checked against the page map
+//! (`ptw.pte_mismatches`, 0 unless memory was tampered with).
+
+use crate::hierarchy::{Hierarchy, Side};
+use crate::ooo::StepError;
+use crate::pagemap::PageMap;
+use rustc_hash::FxHashMap;
+use secmem_core::stats::Stats;
+use secmem_core::{AccessKind, ConfigError, Engine, Params};
+use secmem_timing::{Cycle, Slots, Tags};
+
+/// Index bits per page-table level (4 KiB tables of 8-byte entries).
+const LEVEL_BITS: u32 = 9;
+const PAGE_SHIFT: u32 = 12;
+/// present | writable | user
+const PTE_FLAGS: u64 = 0x7;
+
+pub struct Mmu {
+    itlb: Tags,
+    dtlb: Tags,
+    stlb: Option<Tags>,
+    stlb_latency: Cycle,
+    miss_latency: Cycle,
+    walker: Option<Walker>,
+    pub itlb_misses: u64,
+    pub dtlb_misses: u64,
+    stlb_misses: u64,
+}
+
+impl Mmu {
+    pub fn new(p: &Params, page: u64) -> Result<Mmu, ConfigError> {
+        let tlb = |entries: u64, ways: &str| {
+            Tags::new(entries * page, p.u64_min(ways, 1)? as usize, page).map_err(|e| ConfigError(format!("tlb: {}", e)))
+        };
+        let entries = p.u64_min("tlb.entries", 1)?;
+        let stlb_entries = p.u64_min("stlb.entries", 0)?;
+        let stlb = if stlb_entries > 0 {
+            Some(tlb(stlb_entries, "stlb.ways").map_err(|e| ConfigError(e.0.replacen("tlb:", "stlb:", 1)))?)
+        } else {
+            p.u64_min("stlb.ways", 1)?;
+            None
+        };
+        let walker = Walker::new(p, page)?;
+        Ok(Mmu {
+            itlb: tlb(entries, "tlb.ways")?,
+            dtlb: tlb(entries, "tlb.ways")?,
+            stlb,
+            stlb_latency: p.u64_min("stlb.latency", 0)?,
+            miss_latency: p.u64_min("tlb.miss_latency", 0)?,
+            walker: if p.bool("tlb.walk")? { Some(walker) } else { None },
+            itlb_misses: 0,
+            dtlb_misses: 0,
+            stlb_misses: 0,
+        })
+    }
+
+    /// Translate `va` needed at cycle `t` by the `side` TLB: the physical address, and when
+    /// it is known (`t` on a hit).
+    #[inline]
+    pub fn translate(
+        &mut self,
+        side: Side,
+        va: u64,
+        t: Cycle,
+        pm: &mut PageMap,
+        hier: &mut Hierarchy,
+        eng: &mut Engine,
+    ) -> Result<(u64, Cycle), StepError> {
+        let pa = pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+        let (tlb, misses) = match side {
+            Side::Inst => (&mut self.itlb, &mut self.itlb_misses),
+            Side::Data => (&mut self.dtlb, &mut self.dtlb_misses),
+        };
+        if tlb.access(va).1 {
+            return Ok((pa, t));
+        }
+        *misses += 1;
+        if self.stlb.is_none() && self.walker.is_none() {
+            return Ok((pa, t + self.miss_latency));
+        }
+        self.miss(va, pa, t, pm, hier, eng).map(|r| (pa, r))
+    }
+
+    #[cold]
+    fn miss(&mut self, va: u64, pa: u64, t: Cycle, pm: &mut PageMap, hier: &mut Hierarchy, eng: &mut Engine) -> Result<Cycle, StepError> {
+        let mut t = t;
+        if let Some(stlb) = &mut self.stlb {
+            t += self.stlb_latency;
+            if stlb.access(va).1 {
+                return Ok(t);
+            }
+            self.stlb_misses += 1;
+        }
+        match &mut self.walker {
+            Some(w) => w.walk(va, pa, t, pm, hier, eng),
+            None => Ok(t + self.miss_latency),
+        }
+    }
+
+    pub fn reset_stats(&mut self) {
+        (self.itlb_misses, self.dtlb_misses, self.stlb_misses) = (0, 0, 0);
+        if let Some(w) = &mut self.walker {
+            w.reset_stats();
+        }
+    }
+
+    pub fn stats(&self, out: &mut Stats, level_names: &[String]) {
+        out.int("tlb.itlb_misses", self.itlb_misses);
+        out.int("tlb.dtlb_misses", self.dtlb_misses);
+        if self.stlb.is_some() {
+            out.int("stlb.misses", self.stlb_misses);
+        }
+        if let Some(w) = &self.walker {
+            w.stats(out, level_names);
+        }
+    }
+}
+
+struct Table {
+    pa: u64,
+    /// Entries already written to memory (one bit each of 512).
+    written: [u64; 8],
+}
+
+/// The page-table walker with its page-structure caches.
+pub struct Walker {
+    levels: u32,
+    /// psc[j] caches pointers to level (levels − 1 − j) tables, keyed by the virtual address
+    /// bits that select them; None where the preset has no cache for that level.
+    psc: Vec<Option<Tags>>,
+    tables: FxHashMap<u64, Table>,
+    mshr: Slots,
+    fault: Cycle,
+    page: u64,
+    walks: u64,
+    psc_hits: u64,
+    reads: u64,
+    /// Walk reads by where they were served (depth as in `hierarchy::Served`).
+    served: Vec<u64>,
+    cycles: u64,
+    faults: u64,
+    mismatches: u64,
+}
+
+fn list(p: &Params, key: &str, n: usize) -> Result<Vec<u64>, ConfigError> {
+    let text = p.str(key)?;
+    let v: Vec<u64> = text.split(',').map(|s| s.trim().parse::<u64>()).collect::<Result<_, _>>().map_err(|_| {
+        ConfigError(format!("{}: '{}' is not a comma-separated list of whole numbers", key, text))
+    })?;
+    if v.len() != n {
+        return Err(ConfigError(format!("{}: {} values for {} page-structure caches (ptw.levels − 1)", key, v.len(), n)));
+    }
+    Ok(v)
+}
+
+impl Walker {
+    fn new(p: &Params, page: u64) -> Result<Walker, ConfigError> {
+        let levels = p.u64_min("ptw.levels", 2)?;
+        if levels > 5 {
+            return Err(ConfigError(format!("ptw.levels: {} (at most 5, x86-64 with LA57)", levels)));
+        }
+        let levels = levels as u32;
+        let sets = list(p, "ptw.psc_sets", levels as usize - 1)?;
+        let ways = list(p, "ptw.psc_ways", levels as usize - 1)?;
+        let mut psc = Vec::new();
+        for (s, w) in sets.iter().zip(&ways) {
+            psc.push(if s * w == 0 {
+                None
+            } else {
+                Some(Tags::new(s * w * 8, *w as usize, 8).map_err(|e| ConfigError(format!("ptw.psc_sets/psc_ways: {}", e)))?)
+            });
+        }
+        Ok(Walker {
+            levels,
+            psc,
+            tables: FxHashMap::default(),
+            mshr: Slots::new(p.u64_min("ptw.mshrs", 1)? as usize),
+            fault: p.u64_min("ptw.fault_latency", 0)?,
+            page,
+            walks: 0,
+            psc_hits: 0,
+            reads: 0,
+            served: vec![0; 8],
+            cycles: 0,
+            faults: 0,
+            mismatches: 0,
+        })
+    }
+
+    /// Virtual address bits selecting the table at `level` (1 = the leaf table).
+    #[inline]
+    fn prefix(va: u64, level: u32) -> u64 {
+        va >> (PAGE_SHIFT + LEVEL_BITS * level)
+    }
+
+    /// Walk for `va` (mapped to `pa`) from cycle `t`; returns when the translation is known.
+    fn walk(&mut self, va: u64, pa: u64, t: Cycle, pm: &mut PageMap, hier: &mut Hierarchy, eng: &mut Engine) -> Result<Cycle, StepError> {
+        self.walks += 1;
+        let (slot, start) = self.mshr.acquire(t);
+        // The deepest page-structure cache that knows the way: psc[j] skips levels
+        // levels .. levels − j (it points at the table of level levels − 1 − j).
+        let mut first = self.levels;
+        for j in (0..self.psc.len()).rev() {
+            let below = self.levels - 1 - j as u32;
+            if let Some(c) = &mut self.psc[j] {
+                if let Some(s) = c.find(Self::prefix(va, below) << 3) {
+                    c.touch(s);
+                    self.psc_hits += 1;
+                    first = below;
+                    break;
+                }
+            }
+        }
+        let mut now = start;
+        let mut buf = [0u8; 8];
+        for level in (1..=first).rev() {
+            let (entry, value, fresh) = self.entry(va, pa, level, pm)?;
+            if fresh {
+                // The OS fills the entry (a minor fault): written through the engine.
+                self.faults += 1;
+                now += self.fault;
+                eng.write(entry, &value.to_le_bytes(), now)?;
+                hier.back_invalidate(eng);
+            }
+            let s = hier.access(AccessKind::Walk, entry, now, eng)?;
+            eng.read_cached(entry, &mut buf);
+            if u64::from_le_bytes(buf) != value {
+                self.mismatches += 1;
+            }
+            now = if s.engine { s.ready.max(hier.settle(eng)?) } else { s.ready };
+            self.reads += 1;
+            self.served[(s.depth as usize).min(7)] += 1;
+            if level > 1 {
+                let j = (self.levels - level) as usize;
+                if let Some(c) = &mut self.psc[j] {
+                    c.access(Self::prefix(va, level - 1) << 3);
+                }
+            }
+        }
+        self.mshr.hold_until(slot, now);
+        self.cycles += now - t;
+        Ok(now)
+    }
+
+    /// The entry for `va` at `level`: its physical address, the value it must hold, and
+    /// whether it is written for the first time now (tables are allocated on demand).
+    fn entry(&mut self, va: u64, pa: u64, level: u32, pm: &mut PageMap) -> Result<(u64, u64, bool), StepError> {
+        let table = self.table(va, level, pm)?;
+        let idx = (va >> (PAGE_SHIFT + LEVEL_BITS * (level - 1))) & ((1 << LEVEL_BITS) - 1);
+        let value = if level == 1 { pa & !(self.page - 1) } else { self.table(va, level - 1, pm)? } | PTE_FLAGS;
+        let t = self.tables.get_mut(&Self::key(va, level)).expect("allocated above");
+        let (w, b) = ((idx / 64) as usize, idx % 64);
+        let fresh = t.written[w] >> b & 1 == 0;
+        t.written[w] |= 1 << b;
+        Ok((table + idx * 8, value, fresh))
+    }
+
+    #[inline]
+    fn key(va: u64, level: u32) -> u64 {
+        Self::prefix(va, level) << 3 | level as u64
+    }
+
+    /// Physical address of the table at `level` on `va`'s path, allocated on first use.
+    fn table(&mut self, va: u64, level: u32, pm: &mut PageMap) -> Result<u64, StepError> {
+        let key = Self::key(va, level);
+        if let Some(t) = self.tables.get(&key) {
+            return Ok(t.pa);
+        }
+        let pa = pm.alloc_frame().ok_or(StepError::OutOfMemory(va))?;
+        self.tables.insert(key, Table { pa, written: [0; 8] });
+        Ok(pa)
+    }
+
+    fn reset_stats(&mut self) {
+        (self.walks, self.psc_hits, self.reads, self.cycles, self.faults, self.mismatches) = (0, 0, 0, 0, 0, 0);
+        self.served.iter_mut().for_each(|c| *c = 0);
+        self.mshr.reset_stats();
+    }
+
+    fn stats(&self, out: &mut Stats, level_names: &[String]) {
+        out.int("ptw.walks", self.walks);
+        out.int("ptw.psc_hits", self.psc_hits);
+        out.int("ptw.reads", self.reads);
+        for (d, name) in level_names.iter().enumerate() {
+            out.int(&format!("ptw.reads_from_{}", name), self.served[d.min(7)]);
+        }
+        out.int("ptw.cycles", self.cycles);
+        out.int("ptw.mshr_full_cycles", self.mshr.wait_cycles);
+        out.int("ptw.faults", self.faults);
+        out.int("ptw.pte_mismatches", self.mismatches);
+    }
+}

@@ -1,0 +1,189 @@
+//! The core model on hand-written sequences and on the built-in workloads: loads that depend
+//! on older stores, page walks, the CPI stack, and a trace timed alike in secmem's format and
+//! in ChampSim's.
+
+use secmem_core::stats::Stats;
+use secmem_sim::{configure, run, RunOptions};
+use secmem_trace::champsim::Numbering;
+use secmem_trace::workloads::{builtin, builtin_workloads};
+use secmem_trace::{Consistent, Instr, OpClass, Skip, TraceError, TraceSource};
+
+struct VecSource(Vec<Instr>, usize);
+
+impl TraceSource for VecSource {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.1 >= self.0.len() {
+            return Ok(false);
+        }
+        out.clone_from(&self.0[self.1]);
+        self.1 += 1;
+        Ok(true)
+    }
+    fn name(&self) -> &str {
+        "hand-written"
+    }
+}
+
+fn sim_src(preset: &str, sets: &[&str], src: &mut dyn TraceSource, n: u64, warmup: u64) -> Stats {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let p = configure(preset, Some("none"), Some("none"), &sets).unwrap();
+    let r = run(&p, src, &RunOptions { instructions: n, warmup, seed: 1, progress: false }).unwrap();
+    assert_eq!(r.error, None);
+    r.stats
+}
+
+fn sim(preset: &str, sets: &[&str], prog: &[Instr]) -> Stats {
+    sim_src(preset, sets, &mut VecSource(prog.to_vec(), 0), prog.len() as u64, 0)
+}
+
+fn f(s: &Stats, k: &str) -> f64 {
+    s.get_f64(k).unwrap_or_else(|| panic!("missing stat {}", k))
+}
+
+fn ins(pc: u64, op: OpClass, srcs: &[u8], dsts: &[u8]) -> Instr {
+    let mut i = Instr { pc, len: 4, op, ..Default::default() };
+    srcs.iter().for_each(|&r| i.add_src(r));
+    dsts.iter().for_each(|&r| i.add_dst(r));
+    i
+}
+
+fn mem(pc: u64, store: bool, addr: u64, size: usize, srcs: &[u8], dsts: &[u8]) -> Instr {
+    let mut i = ins(pc, OpClass::Mem, srcs, dsts);
+    i.add_access(store, addr, &vec![0u8; size]);
+    i
+}
+
+/// K rounds of: r1 = 1 / r2 (20 cycles on suh2003); store r1 to A; load r2 from A — each
+/// round's divide needs the value that went through memory in the round before, and only
+/// through memory: without the dependence the divides overlap.
+fn through_memory(k: u64, store_size: usize, load_size: usize) -> Vec<Instr> {
+    let mut v = Vec::new();
+    for j in 0..k {
+        let a = 0x10_0000 + (j % 64) * 16;
+        v.push(ins(0x1000, OpClass::Div, &[2], &[1]));
+        v.push(mem(0x1004, true, a, store_size, &[1], &[]));
+        v.push(mem(0x1008, false, a, load_size, &[], &[2]));
+    }
+    v
+}
+
+#[test]
+fn a_load_waits_for_the_older_store_it_reads_and_takes_its_bytes() {
+    let prog = through_memory(2000, 8, 8);
+    let dep = |policy: &str| sim("suh2003", &[&format!("core.memory_dependence={}", policy)], &prog);
+    let none = dep("none");
+    let oracle = dep("oracle");
+    // Without memory dependences every load reads the cache at once and the divides overlap;
+    // with them, each divide waits for the one before through the store and the load.
+    assert_eq!(f(&none, "lsq.forwarded_loads"), 0.0);
+    assert_eq!(f(&oracle, "lsq.forwarded_loads"), 2000.0);
+    assert!(f(&oracle, "cycles") > 2000.0 * 20.0, "{}", f(&oracle, "cycles"));
+    assert!(f(&none, "cycles") < f(&oracle, "cycles") / 2.0, "{} vs {}", f(&none, "cycles"), f(&oracle, "cycles"));
+    // Forwarded loads never touch the L1D; the stores do (and the loads of `none`).
+    assert_eq!(f(&oracle, "l1d.accesses"), 2000.0);
+    assert_eq!(f(&none, "l1d.accesses"), 4000.0);
+    // Store sets: the first rounds go early and are squashed, then the pair is learnt.
+    let sets = dep("store_sets");
+    let v = f(&sets, "lsq.order_violations");
+    assert!((1.0..=4.0).contains(&v), "{} violations", v);
+    assert_eq!(f(&sets, "lsq.forwarded_loads") + v, 2000.0);
+    assert!(f(&sets, "cycles") >= f(&oracle, "cycles"));
+    // Conservative (SimpleScalar): as slow as the oracle here, every load follows a store.
+    assert!(f(&dep("conservative"), "cycles") >= f(&oracle, "cycles"));
+    // The stall is the memory dependence's in the CPI stack.
+    assert!(f(&oracle, "cpi.memdep") + f(&oracle, "cpi.execute") > 0.9 * f(&oracle, "cycles"));
+}
+
+#[test]
+fn a_load_only_partly_in_a_store_reads_the_cache_after_that_store_commits() {
+    // A 4-byte store under an 8-byte load: the queue cannot assemble the load.
+    let prog = through_memory(500, 4, 8);
+    let s = sim("suh2003", &["core.memory_dependence=oracle"], &prog);
+    assert_eq!(f(&s, "lsq.partial_overlap_loads"), 500.0);
+    assert_eq!(f(&s, "lsq.forwarded_loads"), 0.0);
+    let full = sim("suh2003", &["core.memory_dependence=oracle"], &through_memory(500, 8, 8));
+    assert!(f(&s, "cycles") > f(&full, "cycles"), "waiting for the commit costs more than forwarding");
+}
+
+#[test]
+fn page_walks_read_page_table_entries_through_the_caches() {
+    // Loads to 64 pages 1 GiB apart: every one a TLB miss, each walk a chain of reads.
+    let mut prog = Vec::new();
+    for round in 0..2u64 {
+        for k in 0..64u64 {
+            prog.push(mem(0x1000 + 4 * (k % 4), false, 0x10_0000_0000 + (k << 30) + round * 64, 8, &[], &[3]));
+        }
+    }
+    let walk = sim("champsim", &[], &prog);
+    assert!(f(&walk, "ptw.walks") >= 64.0, "{}", f(&walk, "ptw.walks"));
+    // Cold walks of a new 1 GiB region read levels 3..1 below the page-structure caches'
+    // knowledge of the upper levels (5 levels in all, the first walk from the root).
+    assert!(f(&walk, "ptw.reads") >= 3.0 * 64.0, "{}", f(&walk, "ptw.reads"));
+    assert!(f(&walk, "ptw.psc_hits") >= 63.0);
+    // Reads the L1D and the L2C did not serve reach the protected level, counted there as
+    // walks (not as loads).
+    let below = f(&walk, "ptw.reads") - f(&walk, "ptw.reads_from_l1d") - f(&walk, "ptw.reads_from_l2c");
+    assert!(below > 0.0);
+    assert_eq!(f(&walk, "l2.walk_accesses"), below);
+    assert_eq!(f(&walk, "ptw.reads_from_l2") + f(&walk, "ptw.reads_from_mem"), below);
+    assert!(f(&walk, "ptw.faults") >= 64.0, "first touches fill their entries");
+    assert_eq!(f(&walk, "ptw.pte_mismatches"), 0.0);
+    assert!(f(&walk, "cpi.tlb") > 0.0);
+    let fixed = sim("champsim", &["tlb.walk=false", "tlb.miss_latency=0"], &prog);
+    assert!(f(&fixed, "cycles") < f(&walk, "cycles"));
+    assert!(!fixed.0.iter().any(|(k, _)| k.starts_with("ptw.")), "no walker, no walk statistics");
+    // Page-table lines are protected memory: a hash tree verifies them like data.
+    let p = configure("champsim", Some("chash"), Some("otp"), &[]).unwrap();
+    let r = run(&p, &mut VecSource(prog.clone(), 0), &RunOptions { instructions: 128, warmup: 0, seed: 1, progress: false }).unwrap();
+    assert_eq!(r.error, None);
+    assert_eq!(f(&r.stats, "ptw.pte_mismatches"), 0.0);
+    assert!(f(&r.stats, "l2.meta_accesses") > 0.0);
+}
+
+#[test]
+fn the_cpi_stack_sums_to_the_cycles_on_every_workload_and_preset() {
+    for preset in secmem_sim::preset_names() {
+        for (w, _) in builtin_workloads() {
+            for (i, e) in [("none", "none"), ("chash", "otp")] {
+                let p = configure(preset, Some(i), Some(e), &[]).unwrap();
+                let mut src = builtin(w, 1).unwrap();
+                let r = run(&p, &mut *src, &RunOptions { instructions: 10_000, warmup: 2_000, seed: 1, progress: false }).unwrap();
+                assert_eq!(r.error, None);
+                let s = r.stats;
+                let sum: f64 = s.0.iter().filter(|(k, _)| k.starts_with("cpi.")).map(|(k, _)| f(&s, k)).sum();
+                assert_eq!(sum, f(&s, "cycles"), "{} {} {}+{}", preset, w, i, e);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_trace_and_its_champsim_copy_time_alike() {
+    // Fast-forwarding hands the skipped part's memory over as external records, and the
+    // consistency adapter supplies memory the window reads first: records a ChampSim copy
+    // does not have. They must not hold the pipeline.
+    let dir = std::env::temp_dir().join(format!("secmem-core-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for w in ["mix", "stream"] {
+        let (native, champsim) = (dir.join(format!("{w}.smt")), dir.join(format!("{w}.champsim")));
+        let n = 150_000;
+        for (path, format) in [(&native, "native"), (&champsim, "champsim")] {
+            let mut src = Consistent::new(Skip::new(builtin(w, 1).unwrap(), 40_000));
+            let e = secmem_trace::export(&mut src, path.to_str().unwrap(), format, n, Numbering::X86).unwrap();
+            assert_eq!(e.instructions, n);
+            assert!(e.external > 0, "{w}: the copy in native format has external records");
+        }
+        let ipc = |path: &std::path::Path, sets: &[&str]| {
+            let mut src = secmem_trace::open_trace(path.to_str().unwrap()).unwrap();
+            f(&sim_src("champsim", sets, &mut *src, n - 30_000, 30_000), "ipc")
+        };
+        let (a, b) = (ipc(&native, &[]), ipc(&champsim, &[]));
+        let none = ["core.memory_dependence=none"];
+        assert!(
+            (a / b - 1.0).abs() < 0.02,
+            "{w}: native {a:.4}, ChampSim format {b:.4} (without memory dependences {:.4}, {:.4})",
+            ipc(&native, &none),
+            ipc(&champsim, &none)
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Writing any instruction source (a built-in workload, a trace file, a live program) as a
+//! native or a ChampSim trace: `secmem export`, so that ChampSim can run exactly the
+//! instructions secmem ran.
+
+use std::path::Path;
+
+use crate::champsim::{ChampSimRecord, ChampSimWriter, Lost, Numbering};
+use crate::native::NativeWriter;
+use crate::record::Instr;
+use crate::{TraceError, TraceSource};
+
+/// The formats [`export`] writes.
+pub const EXPORT_FORMATS: &[&str] = &["native", "champsim"];
+
+/// What an export wrote and left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exported {
+    pub instructions: u64,
+    /// External records (memory written by the environment): kept in a native trace; a
+    /// ChampSim trace has no such records, so they are left out of it.
+    pub external: u64,
+    /// ChampSim exports: branches by ChampSim type (indexed by [`BranchType`] as usize).
+    pub branch_types: [u64; 6],
+    /// ChampSim exports: registers and accesses beyond a record's slots.
+    pub lost: Lost,
+    /// ChampSim exports: instructions that lost a register or an access.
+    pub lossy_instructions: u64,
+}
+
+/// Write the first `limit` instructions of `src` (with the external records among them) to
+/// `path` in `format` (one of [`EXPORT_FORMATS`]); `numbering` says how `src` numbers its
+/// registers (ChampSim traces keep ChampSim's ids). The file appears only when complete.
+pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, numbering: Numbering) -> Result<Exported, TraceError> {
+    let mut out = Exported::default();
+    let mut ins = Instr::default();
+    match format {
+        "native" => {
+            crate::native::write_atomically(Path::new(path), |tmp| {
+                let mut w = NativeWriter::create(tmp)?;
+                while out.instructions < limit && src.next_into(&mut ins)? {
+                    w.write(&ins)?;
+                    count(&mut out, &ins);
+                }
+                w.finish()
+            })?;
+        }
+        "champsim" => {
+            let mut w = ChampSimWriter::create(path)?;
+            while out.instructions < limit && src.next_into(&mut ins)? {
+                count(&mut out, &ins);
+                if ins.external {
+                    continue;
+                }
+                let (rec, ty, lost) = ChampSimRecord::from_instr(&ins, numbering);
+                if let Some(t) = ty {
+                    out.branch_types[t as usize] += 1;
+                }
+                if lost != Lost::default() {
+                    out.lossy_instructions += 1;
+                    out.lost.registers += lost.registers;
+                    out.lost.accesses += lost.accesses;
+                }
+                w.write(&rec)?;
+            }
+            w.finish()?;
+        }
+        f => {
+            return Err(TraceError::Other(format!(
+                "unknown export format '{f}': valid formats are {}",
+                EXPORT_FORMATS.join(", ")
+            )))
+        }
+    }
+    Ok(out)
+}
+
+fn count(out: &mut Exported, ins: &Instr) {
+    if ins.external {
+        out.external += 1;
+    } else {
+        out.instructions += 1;
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use crate::champsim::{BranchType, ChampSimReader, REG_FLAGS, REG_INSTRUCTION_POINTER, REG_STACK_POINTER};
+    use crate::record::{Branch, OpClass};
+    use crate::workloads::builtin;
+
+    fn dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("secmem-export-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn branch(srcs: &[u8], dsts: &[u8], load: bool, store: bool, outcome: Branch) -> Instr {
+        let mut i = Instr { pc: 0x401000, len: 2, op: OpClass::Branch, branch: outcome, ..Default::default() };
+        srcs.iter().for_each(|&r| i.add_src(r));
+        dsts.iter().for_each(|&r| i.add_dst(r));
+        if load {
+            i.add_access(false, 0x7ff0, &[0; 8]);
+        }
+        if store {
+            i.add_access(true, 0x7ff8, &[0; 8]);
+        }
+        i
+    }
+
+    /// ChampSim's own rule (`ooo_model_instr`'s constructor), applied to a record.
+    fn champsim_type(r: &ChampSimRecord) -> Option<BranchType> {
+        let has = |v: &[u8], x: u8| v.contains(&x);
+        let (s, d) = (&r.source_registers[..], &r.destination_registers[..]);
+        let (rsp, rip, rfl) = (has(s, REG_STACK_POINTER), has(s, REG_INSTRUCTION_POINTER), has(s, REG_FLAGS));
+        let (wsp, wip) = (has(d, REG_STACK_POINTER), has(d, REG_INSTRUCTION_POINTER));
+        let other = s.iter().any(|&x| x != 0 && ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&x));
+        use BranchType::*;
+        Some(if !rsp && !rfl && wip && !other {
+            DirectJump
+        } else if !rsp && !rip && !rfl && wip && other {
+            Indirect
+        } else if !rsp && rip && !wsp && wip && (rfl || other) {
+            Conditional
+        } else if rsp && rip && wsp && wip && !rfl && !other {
+            DirectCall
+        } else if rsp && rip && wsp && wip && !rfl && other {
+            IndirectCall
+        } else if rsp && !rip && wsp && wip {
+            Return
+        } else {
+            return None;
+        })
+    }
+
+    #[test]
+    fn branches_get_the_registers_from_which_champsim_derives_their_type() {
+        use BranchType::*;
+        let (rax, rsp, flags) = (0u8, 4u8, 16u8);
+        let cases = [
+            (branch(&[flags], &[], false, false, Branch::Taken), Conditional),
+            (branch(&[flags], &[], false, false, Branch::NotTaken), Conditional),
+            (branch(&[1], &[], false, false, Branch::NotTaken), Conditional), // jrcxz
+            (branch(&[], &[], false, false, Branch::Taken), DirectJump),
+            (branch(&[rax], &[], false, false, Branch::Taken), Indirect),
+            (branch(&[rsp], &[rsp], false, true, Branch::Taken), DirectCall),
+            (branch(&[rax, rsp], &[rsp], false, true, Branch::Taken), IndirectCall),
+            (branch(&[rsp], &[rsp], true, false, Branch::Taken), Return),
+        ];
+        for (ins, want) in cases {
+            let (rec, ty, lost) = ChampSimRecord::from_instr(&ins, Numbering::X86);
+            assert_eq!(ty, Some(want), "{:?}", ins);
+            assert_eq!(champsim_type(&rec), Some(want), "ChampSim reads {:?} as another type", rec);
+            assert_eq!(lost, Lost::default());
+            assert_eq!((rec.is_branch, rec.branch_taken), (1, (ins.branch == Branch::Taken) as u8));
+        }
+    }
+
+    #[test]
+    fn registers_and_accesses_map_and_overflow_is_counted() {
+        let mut i = Instr { pc: 0x400, len: 3, op: OpClass::Mem, ..Default::default() };
+        for r in [0u8, 4, 16, 40, 7] {
+            i.add_src(r);
+        }
+        i.add_dst(2);
+        i.add_dst(16);
+        i.add_dst(3);
+        for k in 0..5u64 {
+            i.add_access(false, 0x1000 + 8 * k, &[0; 4]);
+        }
+        i.add_access(true, 0x2000, &[0; 16]);
+        let (r, ty, lost) = ChampSimRecord::from_instr(&i, Numbering::X86);
+        assert_eq!(ty, None);
+        assert_eq!(r.source_registers, [32, REG_STACK_POINTER, REG_FLAGS, 72]);
+        assert_eq!(r.destination_registers, [34, REG_FLAGS]);
+        assert_eq!(r.source_memory, [0x1000, 0x1008, 0x1010, 0x1018]);
+        assert_eq!(r.destination_memory, [0x2000, 0]);
+        assert_eq!(lost, Lost { registers: 2, accesses: 1 });
+    }
+
+    #[test]
+    fn a_workload_exported_to_champsim_reads_back_as_the_same_instructions() {
+        let d = dir();
+        for name in ["w.champsim.xz", "w.champsim.gz", "w.champsim"] {
+            let path = d.join(name);
+            let mut src = builtin("hot", 1).unwrap();
+            let e = export(&mut *src, path.to_str().unwrap(), "champsim", 200_000, Numbering::X86).unwrap();
+            assert_eq!(e.instructions, 200_000);
+            let calls = e.branch_types[BranchType::DirectCall as usize];
+            assert!(calls > 0 && calls - e.branch_types[BranchType::Return as usize] <= 1, "{:?}", e);
+            let mut back = ChampSimReader::open(&path).unwrap();
+            let mut want = builtin("hot", 1).unwrap();
+            let (mut a, mut b) = (Instr::default(), Instr::default());
+            let mut n = 0;
+            while back.next_into(&mut a).unwrap() {
+                while want.next_into(&mut b).unwrap() && b.external {}
+                assert_eq!(a.pc, b.pc, "record {}", n);
+                assert_eq!(a.branch, b.branch, "record {}", n);
+                let addrs = |i: &Instr| i.accesses.iter().map(|x| (x.store, x.addr)).collect::<Vec<_>>();
+                let mut sorted = addrs(&b);
+                sorted.sort_by_key(|&(s, _)| s); // ChampSim lists loads first
+                assert_eq!(addrs(&a), sorted, "record {}", n);
+                n += 1;
+            }
+            assert_eq!(n, 200_000, "{}", name);
+            assert!(!d.join(format!("{}.tmp-{}", name, std::process::id())).exists());
+        }
+    }
+
+    #[test]
+    fn native_export_keeps_every_record_and_bad_formats_are_refused() {
+        let d = dir();
+        let path = d.join("w.smt");
+        let mut src = builtin("stream", 1).unwrap();
+        let e = export(&mut *src, path.to_str().unwrap(), "native", 5_000, Numbering::X86).unwrap();
+        assert_eq!(e.instructions, 5_000);
+        assert!(e.external > 0, "stream starts with external records");
+        let mut back = crate::NativeReader::open(&path).unwrap();
+        let mut want = builtin("stream", 1).unwrap();
+        let (mut a, mut b) = (Instr::default(), Instr::default());
+        while back.next_into(&mut a).unwrap() {
+            assert!(want.next_into(&mut b).unwrap());
+            assert_eq!(a, b);
+        }
+        let mut src = builtin("stream", 1).unwrap();
+        let err = export(&mut *src, d.join("x").to_str().unwrap(), "pin", 10, Numbering::X86).unwrap_err().to_string();
+        assert_eq!(err, "unknown export format 'pin': valid formats are native, champsim");
+    }
+}
