@@ -46,7 +46,8 @@ def summary(stats: dict, preset: str, sets=()) -> str:
     instr = max(s["instructions"], 1)
     machine = f"{preset} ({', '.join(sets)})" if sets else preset
     lines = [
-        f"secmem {_core.__version__} — {s['workload']} on {machine}, integrity={s['integrity']}, encryption={s['encryption']}",
+        f"secmem {_core.__version__} — {s['workload']} on {machine}, integrity={s['integrity']}, encryption={s['encryption']}"
+        + (f", codeauth={s['codeauth']}" if "codeauth" in s else ""),
         "",
         f"  instructions        {s['instructions']:>16,}   (after {s['warmup']:,} warm-up)",
         f"  cycles              {s['cycles']:>16,}",
@@ -57,7 +58,7 @@ def summary(stats: dict, preset: str, sets=()) -> str:
         f"  bus busy            {s['mem.bus_busy_cycles'] / max(s['cycles'], 1) * 100:>15.1f}%",
         f"  branch mispredicts  {s['core.branch_mispredict_rate'] * 100:>15.2f}%",
     ]
-    for prefix in (s["integrity"], s["encryption"]):
+    for prefix in (s["integrity"], s["encryption"], "codeauth" if "codeauth" in s else "none"):
         keys = [k for k in s if k.startswith(prefix + ".")]
         if prefix != "none" and keys:
             lines.append("")
@@ -107,6 +108,7 @@ def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     if schemes:
         p.add_argument("--integrity", "-i", help="integrity scheme: " + ", ".join(_core.integrity_schemes()))
         p.add_argument("--encryption", "-e", help="encryption scheme: " + ", ".join(_core.encryption_schemes()))
+    p.add_argument("--codeauth", metavar="SCHEME", help="code authentication of instruction fetches (seed 001): none, pr-trivium, pr-aes")
     p.add_argument("--preset", "-p", default=DEFAULT_PRESET, help="machine preset or a .toml file (default %(default)s)")
     p.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE", help="override a parameter, e.g. l2.size=256KiB (repeatable)")
     p.add_argument("--skip", default="0", help="fast-forward this many instructions first (default %(default)s)")
@@ -156,7 +158,7 @@ def cmd_run(a) -> int:
         integrity=a.integrity,
         encryption=a.encryption,
         preset=a.preset,
-        sets=a.set,
+        sets=_codeauth_sets(a),
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
@@ -172,6 +174,11 @@ def cmd_run(a) -> int:
     doc["interrupted"] = r.interrupted
     _write_json(a.json, doc, out)
     return SIGNAL_EXIT.get(r.interrupted, 130) if r.interrupted else 1 if r.error else 0
+
+
+def _codeauth_sets(a) -> list:
+    """``--codeauth X`` is ``--set codeauth=X`` (checked with the other parameters)."""
+    return ([f"codeauth={a.codeauth}"] if a.codeauth else []) + list(a.set)
 
 
 def _parse_schemes(text: str):
@@ -198,7 +205,7 @@ def cmd_compare(a) -> int:
         skip=_count(a.skip, "skip"),
         program=_program(a.program),
         preset=a.preset,
-        sets=a.set,
+        sets=_codeauth_sets(a),
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,

@@ -76,6 +76,8 @@ pub enum MetaKind {
     Counter(&'static str),
     /// ocb's tag.
     Tag,
+    /// A code authentication tag (seed 001 §6).
+    CodeTag,
 }
 
 /// One piece of metadata: what it is, where, and how many bytes.
@@ -103,6 +105,7 @@ impl fmt::Display for MetaKind {
             MetaKind::RandomVector => write!(f, "direct random vector"),
             MetaKind::Counter(scheme) => write!(f, "{} counter", scheme),
             MetaKind::Tag => write!(f, "ocb tag"),
+            MetaKind::CodeTag => write!(f, "code authentication tag"),
         }
     }
 }

@@ -9,6 +9,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("gassend2003", include_str!("../../../configs/gassend2003.toml")),
     ("shi2007", include_str!("../../../configs/shi2007.toml")),
     ("enck2008", include_str!("../../../configs/enck2008.toml")),
+    ("durahim2009", include_str!("../../../configs/durahim2009.toml")),
 ];
 
 pub const DEFAULT_PRESET: &str = "suh2003";
