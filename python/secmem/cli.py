@@ -290,7 +290,8 @@ def cmd_schemes(a) -> int:
         if not comps:
             names = ", ".join(c[0] for c in _core.components())
             raise ValueError(f"unknown scheme or component '{a.name}' (choose from {names})")
-    sections = [("integrity", "integrity schemes (--integrity NAME)"), ("encryption", "encryption schemes (--encryption NAME)")]
+    sections = [("integrity", "integrity schemes (--integrity NAME)"), ("encryption", "encryption schemes (--encryption NAME)"),
+                ("codeauth", "code authentication of instruction fetches (--codeauth NAME; seed 001, its unit's parameters under auth.*)")]
     if a.all or a.name:
         sections.append(("machine", "the machine (presets give these; --set KEY=VALUE overrides any)"))
     for kind, title in sections:
@@ -348,9 +349,36 @@ def cmd_bench(a) -> int:
             f"  {r['workload']:<8} {r['integrity']:<9} {r['encryption']:<10} {r['ipc']:>7.3f} {r['seconds']:>8.2f} "
             f"{r['instructions_per_second'] / 1e6:>10.2f}  {_relative(r, speed)}"
         )
+    rows += _bench_codeauth(a, n)
     if a.json:
         _write_json(a.json, rows, out)
     return 0
+
+
+# Code authentication's bench row (issue 12): durahim2009's smallest cache and blocks make the
+# most fetch misses (a tag computed and checked for each), on the workload with the most code.
+_CODEAUTH_BENCH = ("durahim2009", "hot", ["l2.size=1KiB", "l2.line=16B"])
+
+
+def _bench_codeauth(a, n: int) -> list:
+    """The same run without and with code authentication, interleaved (the machine is shared),
+    fastest of --repeat each: the second must take at most 1.5x the time of the first."""
+    preset, workload, sets = _CODEAUTH_BENCH
+    best = {}
+    for _ in range(a.repeat):
+        for ca in ("none", "pr-trivium"):
+            r = _core.bench(preset, [workload], [("none", "none")], n, n // 5, 1, sets + [f"codeauth={ca}"])[0]
+            r["codeauth"] = ca
+            if ca not in best or r["seconds"] < best[ca]["seconds"]:
+                best[ca] = r
+    off, on = best["none"], best["pr-trivium"]
+    ratio = on["seconds"] / off["seconds"] if off["seconds"] else float("inf")
+    print(f"\n  code authentication ({preset}, {workload}, {', '.join(sets)}; fastest of {a.repeat}, interleaved):")
+    for r in (off, on):
+        print(f"  {workload:<8} codeauth={r['codeauth']:<11} {r['ipc']:>7.3f} {r['seconds']:>8.2f} "
+              f"{r['instructions_per_second'] / 1e6:>10.2f}")
+    print(f"  time with / without: {ratio:.2f}x (target: at most 1.5x)")
+    return [off, on]
 
 
 def _matrix(rows, column, columns, yes, no, surprises):
@@ -396,7 +424,14 @@ def cmd_attack(a) -> int:
     _matrix(erows, "encryption", encs, "yes", "no", surprises)
     print("\n  counter modes (otp, mecu) are malleable without integrity; the MECU reuses a block's pad")
     print("  within one resume cycle by design (002 §4).")
-    rows = rows + erows
+    combos = [("pr-trivium", "none", "none"), ("pr-aes", "none", "none"), ("pr-trivium", "chash", "otp")]
+    crows = _core.attack_codeauth(a.preset, combos, a.set, a.seed)
+    for r in crows:
+        r["scheme"] = r["codeauth"] if r["integrity"] == "none" else f"{r['codeauth']}+{r['integrity']}+{r['encryption']}"
+    print("\ncode authentication (seed 001): every instruction block fetched is checked against its tag")
+    print("  refused: the fetch failed with an IntegrityError (the first row must run)\n")
+    _matrix(crows, "scheme", list(dict.fromkeys(r["scheme"] for r in crows)), "refused", "runs", surprises)
+    rows = rows + erows + crows
     if a.json:
         _write_json(a.json, rows, out)
     if surprises:

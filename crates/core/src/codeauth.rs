@@ -53,6 +53,7 @@ pub const UNIT: Component = Component {
         param("auth.cache_entries", Def::Int(16), "tag lines", "authentication cache: a FIFO of tag lines (§8: 16 entries)"),
         param("auth.finish_latency", Def::Int(1), "cycles", "after the last word: the last hash step, XOR with the pad and compare (§4.1: one cycle)"),
         param("auth.early_start", Def::Bool(false), "bool", "the core may start on a fetched block before its tag matched (§7 Fig. 8's comparison); false: late start, as the scheme requires (§6 fn. 5)"),
+        param("auth.serial_tag_fetch", Def::Bool(false), "bool", "a tag line missing from the authentication cache is requested once the block is in (one memory access after the other, §8's simulation: a tag miss costs a memory latency); false: requested with the block"),
         param("auth.program_id", Def::Int(1), "id", "the program id I bound into every tag (32 bits)"),
         param("auth.sign_unsigned", Def::Bool(true), "bool", "a line fetched before anything signed it is signed then (a trace has no program image; install-time variant of §3); false: refused"),
     ],
@@ -131,6 +132,7 @@ pub struct CodeAuth {
     pad_latency: Cycle,
     finish: Cycle,
     early_start: bool,
+    serial_tag_fetch: bool,
     sign_unsigned: bool,
     entries: usize,
     /// Tag lines held on chip, oldest first, with their bytes.
@@ -174,6 +176,7 @@ impl CodeAuth {
             pad_latency: p.u64_min(&format!("{}.pad_latency", name), 0)?,
             finish: p.u64_min("auth.finish_latency", 0)?,
             early_start: p.bool("auth.early_start")?,
+            serial_tag_fetch: p.bool("auth.serial_tag_fetch")?,
             sign_unsigned: p.bool("auth.sign_unsigned")?,
             entries,
             cache: VecDeque::with_capacity(entries),
@@ -249,8 +252,10 @@ impl CodeAuth {
             None => {
                 self.c.cache_misses += 1;
                 let mut buf = [0u8; MAX_LINE];
-                // Requested with the block; the port serializes it behind the block's transfer.
-                let tr = m.port.read(tline, &mut buf[..b as usize], t_req);
+                // Requested with the block (the port queues it behind the block's transfer), or
+                // after it.
+                let t_tag = if self.serial_tag_fetch { t_data } else { t_req };
+                let tr = m.port.read(tline, &mut buf[..b as usize], t_tag);
                 self.c.tag_bytes += b;
                 if self.cache.len() == self.entries {
                     self.cache.pop_front();
@@ -376,6 +381,9 @@ mod tests {
         assert_eq!(o.ready, b, "the block is usable as it arrives");
         assert_eq!(o.verified, b + 8 * 5 + 1, "its check completes behind it");
         assert!(early.checks_done() >= o.verified, "barriers wait for the check");
+        // A tag line requested only once the block is in costs a whole memory access.
+        let mut serial = engine("pr-trivium", &["auth.serial_tag_fetch=true"]);
+        assert_eq!(fetch(&mut serial, CODE, t).ready, b + 80 + 7 * 5 + 1);
     }
 
     #[test]
