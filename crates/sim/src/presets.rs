@@ -80,6 +80,19 @@ mod tests {
     }
 
     #[test]
+    fn durahim2009_memory_gives_table5_block_latencies_and_code_authentication_is_on() {
+        let p = load("durahim2009").unwrap();
+        assert_eq!(p.str("codeauth").unwrap(), "pr-trivium");
+        let (lat, width) = (p.u64_min("memory.latency", 0).unwrap(), p.size("memory.bus_width").unwrap());
+        let beat = (p.freq("core.clock").unwrap() / p.freq("memory.bus_clock").unwrap()) as u64;
+        // 001 Table 5, "Memory Latency in SimpleScalar": request to the block's last beat.
+        for (block, cycles) in [(16, 26), (32, 34), (64, 50), (128, 82), (256, 146)] {
+            assert_eq!(lat + (block / width - 1) * beat, cycles, "{} B", block);
+        }
+        assert_eq!(p.u64_min("auth.cache_entries", 0).unwrap(), 16);
+    }
+
+    #[test]
     fn unknown_preset_is_refused_by_name() {
         let e = load("intel2025").unwrap_err().0;
         assert!(e.starts_with("unknown preset 'intel2025' (choose from suh2003, gassend2003"), "{}", e);

@@ -180,6 +180,11 @@ fn every_declared_parameter_is_read_by_some_component() {
     let mut dram = p.clone();
     dram.set("memory.model", "dram").unwrap();
     models.push(dram);
+    for ca in secmem_core::codeauth::CODEAUTH_SCHEMES.iter().skip(1) {
+        let mut q = p.clone();
+        q.set("codeauth", ca).unwrap();
+        models.push(q);
+    }
     for base in &models {
         for i in secmem_core::integrity::INTEGRITY_SCHEMES {
             for e in secmem_core::encryption::ENCRYPTION_SCHEMES {
