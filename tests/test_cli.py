@@ -148,6 +148,22 @@ def test_bench_reports_the_fastest_of_repeated_identical_runs(tmp_path):
     assert p.returncode != 0 and "--repeat" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_bench_trace_input_rows_read_each_format(tmp_path):
+    out = tmp_path / "bench.json"
+    p = cli("bench", "--workloads", "hot", "--schemes", "none+none", "-n", "20k", "--repeat", "1", "--trace-input",
+            "--json", out)
+    assert p.returncode == 0, p.stderr
+    rows = [r for r in json.loads(out.read_text()) if "file" in r]
+    files = {r["file"]: r for r in rows}
+    assert set(files) == {"champsim-twin.smt", "w.champsim", "w.champsim.gz", "w.champsim.xz",
+                          "lackey-twin.smt", "w.lackey", "w.lackey.gz", "w.lackey.xz"}
+    assert files["w.champsim"]["bytes_per_instr"] == 64.0  # ChampSim records are 64 bytes
+    assert files["w.champsim.xz"]["bytes_per_instr"] < files["w.champsim"]["bytes_per_instr"]
+    assert all(r["cost_vs_native"] == 0 for r in rows if r["trace_format"] == "native")
+    assert all(r["instructions_per_second"] > 0 and r["workload"] == "hot" for r in rows)
+    assert re.search(r"^\s+w\.champsim\.xz\s+champsim\s", p.stdout, re.M), p.stdout
+
+
 def test_bench_by_default_runs_every_scheme_alone_and_full_protection():
     from secmem import _core
 

@@ -141,3 +141,32 @@ def test_skip_fast_forwards_a_builtin_workload_without_losing_memory():
     assert b.error is None and b.stats["trace.value_mismatches"] == 0
     # Same measured instructions, memory image handed over at the window start: close IPC.
     assert abs(a.stats["ipc"] - b.stats["ipc"]) / a.stats["ipc"] < 0.1, (a.stats["ipc"], b.stats["ipc"])
+
+
+def test_tracer_stages_alone_see_the_traced_runs_instructions(tracing, tmp_path):
+    # What bench-tracer times stage by stage: decoding alone reads the very stream the traced
+    # run writes to its file, the tool alone (stream thrown away) runs the program through.
+    text = tmp_path / "in.txt"
+    tracing.make_text(str(text), 50_000)
+    argv = ["sha256sum", str(text)]
+    s = tracing.trace(argv, str(tmp_path / "t.smt"), stdout=None)
+    d = _core.trace_stage(argv, "decode")
+    assert d["instructions"] == s["instructions"] > 100_000
+    assert 0 < d["decode_cpu_seconds"] < d["wall_seconds"]
+    t = _core.trace_stage(argv, "tool")
+    assert t["instructions"] == 0 and t["wall_seconds"] > 0 and t["tool_cpu_seconds"] > 0
+    with pytest.raises(_core.TracerError, match="unknown tracer stage 'encode'"):
+        _core.trace_stage(argv, "encode")
+
+
+def test_bench_tracer_rows_add_up(tracing, tmp_path):
+    rows = tracing.bench_tracer(size=20_000, sim_instructions=20_000, programs=["sha256sum"], repeat=2,
+                                out=open(os.devnull, "w"))
+    (r,) = rows
+    n = r["instructions"]
+    assert n > 50_000 and r["program"] == "sha256sum"
+    assert abs(r["total_ns_per_instr"] - r["trace_seconds"] / n * 1e9) < 1e-6
+    assert abs(r["slowdown"] - r["trace_seconds"] / r["native_seconds"]) < 1e-9
+    assert abs(r["trace_minstr_s"] - n / r["trace_seconds"] / 1e6) < 1e-9
+    assert r["decode_ns_per_instr"] > 0 and r["encode_ns_per_instr"] > 0 and r["tool_ns_per_instr"] > 0
+    assert 0 < r["compressed_bytes_per_instr"] < r["raw_bytes_per_instr"]

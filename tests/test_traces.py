@@ -294,3 +294,20 @@ def test_reader_is_a_context_manager(native_trace):
     with pytest.raises(ValueError, match="closed"):
         next(t)
     assert first == next(iter(secmem.open_trace(path)))
+
+
+def test_a_champsim_xz_file_and_its_native_twin_simulate_identically(tmp_path):
+    # The trace-input benchmark's premise: a ChampSim file (read through xz on the reader
+    # thread) and the native file written from its records give the same statistics.
+    xz, twin = str(tmp_path / "w.champsim.xz"), str(tmp_path / "twin.smt")
+    assert _core.write_bench_trace(xz, "champsim", 40_000, workload="mix") == 40_000
+    assert _core.write_bench_trace(twin, "native", 40_000, trace=xz, trace_format="champsim") == 40_000
+    a = secmem.run(trace=xz, trace_format="champsim", instructions=34_999, warmup=5_000)
+    b = secmem.run(trace=twin, instructions=34_999, warmup=5_000)
+    assert a.error is None and b.error is None
+    assert a.stats["instructions"] == 34_999 and a.stats["cycles"] > 0
+    # Everything but the file's name and the wall clock.
+    same = lambda st: {k: v for k, v in st.items() if k not in ("workload", "trace") and not k.startswith("sim.")}  # noqa: E731
+    assert len(same(a.stats)) > 50 and same(a.stats) == same(b.stats)
+    with pytest.raises(secmem.TraceError, match="unknown trace format 'pin'"):
+        _core.write_bench_trace(str(tmp_path / "x"), "pin", 10, workload="mix")

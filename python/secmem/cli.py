@@ -351,6 +351,11 @@ def cmd_bench(a) -> int:
         )
     if a.schemes == "all" and not a.workloads:
         rows += _bench_codeauth(a, n)
+    if a.trace_input:
+        from .traces import bench_input
+
+        print(f"\n  trace input: {workloads[0]} from a file of each format, no protection (cost against the native twin)")
+        rows += bench_input(workloads[0], n, a.preset, a.repeat)
     if a.json:
         _write_json(a.json, rows, out)
     return 0
@@ -515,6 +520,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs per scheme; the fastest is reported, since a busy machine only slows runs down (default 3)",
     )
     b.add_argument("--preset", "-p", default=DEFAULT_PRESET)
+    b.add_argument(
+        "--trace-input",
+        action="store_true",
+        help="also simulate the first workload read from native, ChampSim and lackey files (raw, gz, xz)",
+    )
     b.add_argument("--json", metavar="PATH")
     b.set_defaults(func=cmd_bench)
 

@@ -25,6 +25,9 @@ Records decoded before the damage are yielded first.
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
+import time
 from typing import Optional, Union
 
 from . import _core
@@ -56,4 +59,62 @@ def detect_format(path: PathLike) -> str:
     return _core.detect_trace_format(os.fspath(path))
 
 
-__all__ = ["Access", "FORMATS", "Record", "TraceError", "TraceReader", "detect_format", "open_trace"]
+# --------------------------------------------------------------------------- benchmark
+
+#: The files ``secmem bench --trace-input`` reads, in groups that hold the same records: a
+#: foreign format raw and compressed, and a native file written from the raw file's records
+#: (ChampSim and lackey drop values, sizes or registers, so each gets its own native twin).
+#: The raw file and its compressed copies differ only by decompression.
+BENCH_INPUT_GROUPS = [
+    ("champsim", ["w.champsim", "w.champsim.gz", "w.champsim.xz"]),
+    ("lackey", ["w.lackey", "w.lackey.gz", "w.lackey.xz"]),
+]
+
+
+def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: str = "suh2003", repeat: int = 3,
+                out=sys.stdout) -> list:
+    """Simulation speed reading the same instructions from trace files of each format.
+
+    The workload's first ``instructions`` are written in each foreign format (raw, gzip, xz)
+    and, from the raw file's records, as a native trace; each file is simulated (no
+    protection, so reading weighs the most) ``repeat`` times, interleaved, the fastest run
+    counting. Returns one dict per file with its cost against its native twin (and prints a
+    table to ``out``).
+    """
+    if repeat < 1:
+        raise _core.ConfigError(f"--repeat: {repeat} (at least one run)")
+    if instructions < 2:
+        raise _core.ConfigError(f"--instructions: {instructions} (at least 2 for trace input)")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="secmem-bench-input-") as work:
+        for fmt, names in BENCH_INPUT_GROUPS:
+            for name in names:
+                _core.write_bench_trace(os.path.join(work, name), fmt, instructions, workload=workload)
+            twin = f"{fmt}-twin.smt"
+            _core.write_bench_trace(os.path.join(work, twin), "native", instructions,
+                                    trace=os.path.join(work, names[0]), trace_format=fmt)
+            for f, name in [("native", twin)] + [(fmt, n) for n in names]:
+                size = os.path.getsize(os.path.join(work, name))
+                rows.append({"workload": workload, "group": fmt, "trace_format": f, "file": name,
+                             "bytes_per_instr": size / instructions, "seconds": float("inf")})
+        for _ in range(repeat):
+            for r in rows:
+                # The last instruction's branch outcome waits for the next: simulate all but it.
+                t = time.perf_counter()
+                stats, err = _core.run(preset, "none", "none", trace=os.path.join(work, r["file"]),
+                                       instructions=instructions - 1, warmup=0, trace_format=r["trace_format"])
+                wall = time.perf_counter() - t
+                if err:
+                    raise RuntimeError(f"{r['file']}: {err}")
+                r["seconds"] = min(r["seconds"], wall)
+    twin = {r["group"]: r["seconds"] for r in rows if r["trace_format"] == "native"}
+    print(f"\n  {'trace file':<18} {'format':<9} {'B/instr':>8} {'M instr/s':>10} {'vs native':>10}", file=out)
+    for r in rows:
+        r["instructions_per_second"] = (instructions - 1) / r["seconds"]
+        r["cost_vs_native"] = r["seconds"] / twin[r["group"]] - 1
+        print(f"  {r['file']:<18} {r['trace_format']:<9} {r['bytes_per_instr']:>8.3f} "
+              f"{r['instructions_per_second'] / 1e6:>10.2f} {100 * r['cost_vs_native']:>+9.0f}%", file=out, flush=True)
+    return rows
+
+
+__all__ = ["Access", "FORMATS", "Record", "TraceError", "TraceReader", "bench_input", "detect_format", "open_trace"]

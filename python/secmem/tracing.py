@@ -3,7 +3,8 @@
 - ``add_trace_parser(sub)`` adds ``secmem trace -o PATH [--skip N] [--count M] -- PROGRAM [ARGS…]``
   (handler ``cmd_trace``).
 - ``add_bench_tracer_parser(sub)`` adds ``secmem bench-tracer`` (handler ``cmd_bench_tracer``):
-  tracer slowdown versus native, bytes per instruction raw and compressed, and simulator speed
+  tracer slowdown versus native, the time per instruction of each stage (the tool alone,
+  decoding, encoding) and in all, bytes per instruction raw and compressed, and simulator speed
   when fed live through the pipe.
 
 Failures raise ``_core.TracerError`` (a ``RuntimeError``) or ``ValueError`` with one line;
@@ -166,9 +167,20 @@ def bench_programs(work: str, size: int) -> list:
     return progs
 
 
+def _fastest(runs: list, key: str) -> dict:
+    return min(runs, key=lambda r: r[key])
+
+
 def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, programs=None, preset: str = "suh2003",
-                 out=sys.stdout) -> list:
-    """Run the tracer benchmark; returns one dict per program (and prints a table to ``out``)."""
+                 repeat: int = 1, out=sys.stdout) -> list:
+    """Run the tracer benchmark; returns one dict per program (and prints a table to ``out``).
+
+    Each program runs natively, under Valgrind with the tool alone (its stream thrown away),
+    with the stream decoded and dropped, and traced to a file; ``repeat`` times each,
+    interleaved, keeping the fastest (a busy machine only slows runs down). Per instruction:
+    the tool alone (wall), decoding (CPU of the decoding thread), encoding (CPU of consistency,
+    encoding and zstd: the file run's two threads less decoding), and the file run (wall).
+    """
     reason = _core.tracer_unavailable()
     if reason:
         raise _core.TracerError(reason)
@@ -178,25 +190,43 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
         if programs:
             progs = [p for p in progs if p[0] in programs]
         for name, argv, stdin in progs:
-            native = _native_seconds(argv, stdin)
+            natives, tools, decodes, files = [], [], [], []
             smt = os.path.join(work, name + ".smt")
-            s = trace(argv, smt, stdin=stdin, stdout=None)
-            os.unlink(smt)
+            for _ in range(max(repeat, 1)):
+                natives.append(_native_seconds(argv, stdin))
+                tools.append(_core.trace_stage(list(argv), "tool", stdin))
+                decodes.append(_core.trace_stage(list(argv), "decode", stdin))
+                files.append(trace(argv, smt, stdin=stdin, stdout=None))
+                os.unlink(smt)
+            native = min(natives)
+            tool, dec, s = _fastest(tools, "wall_seconds"), _fastest(decodes, "decode_cpu_seconds"), _fastest(files, "wall_seconds")
+            n = s["instructions"]
+            ns = lambda sec: sec / n * 1e9 if n else 0.0  # noqa: E731
             row = {
                 "program": name,
+                "instructions": n,
                 "native_seconds": native,
+                "tool_seconds": tool["wall_seconds"],
                 "trace_seconds": s["wall_seconds"],
                 "slowdown": s["wall_seconds"] / native if native else 0.0,
-                "instructions": s["instructions"],
-                "raw_bytes_per_instr": _per(s["raw_bytes"], s["instructions"]),
-                "compressed_bytes_per_instr": _per(s["compressed_bytes"], s["instructions"]),
-                "pipe_bytes_per_instr": _per(s["pipe_bytes"], s["instructions"]),
+                "tool_slowdown": tool["wall_seconds"] / native if native else 0.0,
+                "trace_minstr_s": n / s["wall_seconds"] / 1e6 if s["wall_seconds"] else 0.0,
+                "tool_ns_per_instr": ns(tool["wall_seconds"]),
+                "tool_cpu_ns_per_instr": ns(tool["tool_cpu_seconds"]),
+                "decode_ns_per_instr": ns(dec["decode_cpu_seconds"]),
+                "encode_ns_per_instr": ns(max(s["transcode_cpu_seconds"] - dec["decode_cpu_seconds"], 0.0) + s["compress_cpu_seconds"]),
+                "transcode_ns_per_instr": ns(s["transcode_cpu_seconds"]),
+                "compress_ns_per_instr": ns(s["compress_cpu_seconds"]),
+                "total_ns_per_instr": ns(s["wall_seconds"]),
+                "raw_bytes_per_instr": _per(s["raw_bytes"], n),
+                "compressed_bytes_per_instr": _per(s["compressed_bytes"], n),
+                "pipe_bytes_per_instr": _per(s["pipe_bytes"], n),
                 "external_bytes": s["external_bytes"],
             }
             for integ, enc in BENCH_SCHEMES:
-                n = min(sim_instructions, max(s["instructions"] - 1, 1))
+                m = min(sim_instructions, max(n - 1, 1))
                 t = time.perf_counter()
-                stats, err = _core.run(preset, integ, enc, [], None, None, n, 0, 1, False, None, 0, list(argv),
+                stats, err = _core.run(preset, integ, enc, [], None, None, m, 0, 1, False, None, 0, list(argv),
                                        None, False, None, stdin, None)
                 wall = time.perf_counter() - t
                 if err:
@@ -210,19 +240,35 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
     return rows
 
 
+_COLUMNS = [
+    # (header, width, format of a row)
+    ("program", 9, lambda r: r["program"]),
+    ("instr", 7, lambda r: f"{r['instructions'] / 1e6:.0f}M"),
+    ("native s", 8, lambda r: f"{r['native_seconds']:.2f}"),
+    ("tool s", 7, lambda r: f"{r['tool_seconds']:.1f}"),
+    ("traced s", 8, lambda r: f"{r['trace_seconds']:.1f}"),
+    ("slowdown", 8, lambda r: f"{r['slowdown']:.0f}x"),
+    ("M instr/s", 9, lambda r: f"{r['trace_minstr_s']:.1f}"),
+    ("tool ns/i", 9, lambda r: f"{r['tool_ns_per_instr']:.1f}"),
+    ("decode", 6, lambda r: f"{r['decode_ns_per_instr']:.1f}"),
+    ("encode", 6, lambda r: f"{r['encode_ns_per_instr']:.1f}"),
+    ("total", 6, lambda r: f"{r['total_ns_per_instr']:.1f}"),
+    ("raw B/i", 7, lambda r: f"{r['raw_bytes_per_instr']:.2f}"),
+    ("zstd B/i", 8, lambda r: f"{r['compressed_bytes_per_instr']:.3f}"),
+]
+
+
 def _bench_header() -> str:
-    cols = ["program", "instr", "native s", "traced s", "slowdown", "raw B/i", "zstd B/i"]
-    cols += [f"sim {i}+{e} Mi/s" for i, e in BENCH_SCHEMES]
-    return "  ".join(f"{c:>14}" for c in cols)
+    cols = [f"{h:>{w}}" for h, w, _ in _COLUMNS] + [f"{'sim ' + i + '+' + e + ' Mi/s':>20}" for i, e in BENCH_SCHEMES]
+    return "  ".join(cols)
 
 
 def _bench_line(r: dict) -> str:
-    vals = [r["program"], f"{r['instructions'] / 1e6:.1f}M", f"{r['native_seconds']:.2f}", f"{r['trace_seconds']:.1f}",
-            f"{r['slowdown']:.1f}x", f"{r['raw_bytes_per_instr']:.2f}", f"{r['compressed_bytes_per_instr']:.3f}"]
+    vals = [f"{f(r):>{w}}" for _, w, f in _COLUMNS]
     for i, e in BENCH_SCHEMES:
         v = r.get(f"sim_{i}+{e}_minstr_s")
-        vals.append("-" if v is None else f"{v:.2f}")
-    return "  ".join(f"{v:>14}" for v in vals)
+        vals.append(f"{'-' if v is None else f'{v:.2f}':>20}")
+    return "  ".join(vals)
 
 
 def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
@@ -234,6 +280,8 @@ def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--sim-instructions", default="20M", help="instructions simulated per scheme (default %(default)s)")
     p.add_argument("--programs", help="comma-separated subset of gzip,bzip2,sha256sum,sqlite3")
     p.add_argument("--preset", default="suh2003")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each stage, interleaved; the fastest is reported (default %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
     p.set_defaults(func=cmd_bench_tracer)
     return p
@@ -242,14 +290,21 @@ def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
 def cmd_bench_tracer(a) -> int:
     import json
 
+    from ._files import Output
+
+    if a.repeat < 1:
+        raise _core.ConfigError(f"--repeat: {a.repeat} (at least one run)")
+    out = Output(a.json, "--json") if a.json else None
+    print("secmem bench-tracer — per instruction: the tool alone (wall), decoding and encoding (CPU of their "
+          f"threads), traced to a file (wall); fastest of {a.repeat}", file=sys.stderr)
     print(_bench_header(), flush=True)
     rows = bench_tracer(
         size=_count(a.size, "size"),
         sim_instructions=_count(a.sim_instructions, "sim-instructions"),
         programs=a.programs.split(",") if a.programs else None,
         preset=a.preset,
+        repeat=a.repeat,
     )
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    if out:
+        out.write(json.dumps(rows, indent=2) + "\n")
     return 0

@@ -417,12 +417,38 @@ fn detect_trace_format(py: Python<'_>, path: String) -> PyResult<&'static str> {
         .map_err(|e| ErrInfo::of(&e).raise(py))
 }
 
+/// For the trace-input benchmark: write the first `instructions` of a built-in `workload`, or
+/// of the trace file `trace` (`trace_format`: None to detect it), as a file of `format` at
+/// `dst` (compressed by its suffix); returns the instructions written.
+#[pyfunction]
+#[pyo3(signature = (dst, format, instructions, workload=None, trace=None, trace_format=None))]
+fn write_bench_trace(
+    py: Python<'_>,
+    dst: String,
+    format: String,
+    instructions: u64,
+    workload: Option<String>,
+    trace: Option<String>,
+    trace_format: Option<String>,
+) -> PyResult<u64> {
+    py.detach(|| {
+        let mut src = match (workload, trace) {
+            (Some(w), None) => secmem_trace::workloads::builtin(&w, 1)?,
+            (None, Some(t)) => secmem_trace::open_trace_as(&t, trace_format.as_deref())?,
+            _ => return Err(secmem_trace::TraceError::Other("write_bench_trace: give a workload or a trace".into())),
+        };
+        secmem_trace::bench_files::write_as(src.as_mut(), &dst, &format, instructions)
+    })
+    .map_err(|e| ErrInfo::of(&e).raise(py))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TraceReader>()?;
     m.add_class::<Record>()?;
     m.add_class::<PyAccess>()?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
     m.add_function(wrap_pyfunction!(detect_trace_format, m)?)?;
+    m.add_function(wrap_pyfunction!(write_bench_trace, m)?)?;
     m.add("TraceError", m.py().get_type::<TraceError>())?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use secmem_trace::TraceSource;
-use secmem_vgtrace::{Consistent, LiveTrace, ProgramIo, TraceCommand};
+use secmem_vgtrace::{LiveTrace, ProgramIo, TraceCommand};
 
 create_exception!(_core, TracerError, PyRuntimeError, "A program could not be traced (valgrind missing, program not found, tracer failure).");
 
@@ -49,7 +49,7 @@ fn command(argv: Vec<String>, env: Option<Vec<(String, String)>>, clear_env: boo
 
 /// The live program as a simulator input: the tracer's records through a pipe, with the
 /// consistency adapter (memory the trace never saw written is supplied as external records,
-/// so the simulator sees no value mismatches). The program's stdout goes to /dev/null unless
+/// so the simulator sees no value mismatches), decoded on a thread of their own. The program's stdout goes to /dev/null unless
 /// `stdout` says otherwise ("-" inherits). Called by `run` in lib.rs for
 /// `secmem run … -- PROGRAM [ARGS…]`.
 #[allow(clippy::too_many_arguments)]
@@ -65,7 +65,7 @@ pub fn program_source(
 ) -> PyResult<Box<dyn TraceSource>> {
     let c = command(argv, env, clear_env, cwd, skip, count, stdin, stdout)?;
     let live: LiveTrace = secmem_vgtrace::spawn(&c).map_err(trace_err)?;
-    Ok(Box::new(Consistent::new(live)))
+    Ok(Box::new(live.read_ahead()))
 }
 
 /// Trace a program into a native trace file; returns the summary as a dict.
@@ -101,7 +101,31 @@ fn trace_program<'py>(
     d.set_item("count_reached", s.count_reached)?;
     d.set_item("exec", s.exec)?;
     d.set_item("wall_seconds", s.wall_seconds)?;
+    d.set_item("tool_cpu_seconds", s.tool_cpu_seconds)?;
+    d.set_item("transcode_cpu_seconds", s.transcode_cpu_seconds)?;
+    d.set_item("compress_cpu_seconds", s.compress_cpu_seconds)?;
     d.set_item("path", output)?;
+    Ok(d)
+}
+
+/// One stage of the tracer on its own, for `secmem bench-tracer`: "tool" (Valgrind with the
+/// tool, its stream thrown away) or "decode" (the stream decoded into records and dropped).
+#[pyfunction]
+#[pyo3(signature = (argv, stage, stdin=None))]
+fn trace_stage<'py>(py: Python<'py>, argv: Vec<String>, stage: &str, stdin: Option<String>) -> PyResult<Bound<'py, PyDict>> {
+    let c = command(argv, None, false, None, 0, None, stdin.as_deref(), None)?;
+    let r = py
+        .detach(|| match stage {
+            "tool" => secmem_vgtrace::bench::tool_alone(&c),
+            "decode" => secmem_vgtrace::bench::decode_only(&c),
+            s => Err(secmem_trace::TraceError::Other(format!("unknown tracer stage '{s}': tool or decode"))),
+        })
+        .map_err(trace_err)?;
+    let d = PyDict::new(py);
+    d.set_item("instructions", r.instructions)?;
+    d.set_item("wall_seconds", r.wall_seconds)?;
+    d.set_item("tool_cpu_seconds", r.tool_cpu_seconds)?;
+    d.set_item("decode_cpu_seconds", r.decode_cpu_seconds)?;
     Ok(d)
 }
 
@@ -114,6 +138,7 @@ fn tracer_unavailable() -> Option<String> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_program, m)?)?;
     m.add_function(wrap_pyfunction!(tracer_unavailable, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stage, m)?)?;
     m.add("TracerError", m.py().get_type::<TracerError>())?;
     Ok(())
 }

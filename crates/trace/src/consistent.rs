@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::{Instr, TraceError, TraceSource};
+use crate::{Access, Instr, TraceError, TraceSource};
 
 const PAGE: u64 = 4096;
 
@@ -33,6 +33,32 @@ fn for_words(at: usize, n: usize, mut f: impl FnMut(usize, u64)) {
     }
 }
 
+/// The 8 bytes of a page at `po`, little-endian.
+#[inline(always)]
+fn word_at(data: &[u8; PAGE as usize], po: usize) -> u64 {
+    u64::from_le_bytes(data[po..po + 8].try_into().unwrap())
+}
+
+/// An access of 1, 2, 4 or 8 bytes whose 8-byte window lies in one page and whose bytes in
+/// one known-bit word (nearly all of them) is handled as words: (offset in the page,
+/// known-bit mask, value word, byte mask of the value in the window). Else None.
+#[inline(always)]
+fn small(addr: u64, v: &[u8]) -> Option<(usize, u64, u64, u64)> {
+    let vw = match v.len() {
+        1 => v[0] as u64,
+        2 => u16::from_le_bytes(v.try_into().unwrap()) as u64,
+        4 => u32::from_le_bytes(v.try_into().unwrap()) as u64,
+        8 => u64::from_le_bytes(v.try_into().unwrap()),
+        _ => return None,
+    };
+    let (po, n) = ((addr % PAGE) as usize, v.len());
+    if po + 8 > PAGE as usize || po % 64 + n > 64 {
+        return None;
+    }
+    let bm = if n == 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+    Some((po, ((1u64 << n) - 1) << (po % 64), vw, bm))
+}
+
 /// Whether every byte of [at, at + n) is known.
 #[inline]
 fn known_range(known: &[u64], at: usize, n: usize) -> bool {
@@ -42,36 +68,88 @@ fn known_range(known: &[u64], at: usize, n: usize) -> bool {
 }
 
 /// Sparse shadow memory (4 KiB pages allocated on first touch).
-#[derive(Default)]
 pub struct Shadow {
-    index: HashMap<u64, usize>,
+    index: HashMap<u64, usize, BuildPageHasher>,
     pages: Vec<Box<Page>>,
     /// Page number of each entry of `pages`, in order of first touch.
     numbers: Vec<u64>,
-    /// The last page used (most accesses hit the same page as the previous one).
-    last: Option<(u64, usize)>,
+    /// Recently used pages, direct-mapped by page number: accesses keep returning to a few
+    /// pages (the stack, the arrays being worked on), and the hash map is the slow path.
+    recent: [(u64, u32); RECENT],
+}
+
+const RECENT: usize = 16;
+/// No page has this number (addresses are 64-bit, pages 4 KiB).
+const NO_PAGE: u64 = u64::MAX;
+
+impl Default for Shadow {
+    fn default() -> Shadow {
+        Shadow { index: HashMap::default(), pages: Vec::new(), numbers: Vec::new(), recent: [(NO_PAGE, 0); RECENT] }
+    }
+}
+
+/// Page numbers are already well spread in their low bits: a multiplicative hash is enough
+/// (std's SipHash guards against adversarial keys, which a trace's addresses are not, and
+/// costs several times more).
+#[derive(Default, Clone, Copy)]
+struct BuildPageHasher;
+
+#[derive(Default)]
+struct PageHasher(u64);
+
+impl std::hash::BuildHasher for BuildPageHasher {
+    type Hasher = PageHasher;
+    fn build_hasher(&self) -> PageHasher {
+        PageHasher(0)
+    }
+}
+
+impl std::hash::Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
 }
 
 impl Shadow {
+    #[inline]
     fn page(&mut self, pn: u64) -> &mut Page {
-        let i = match self.last {
-            Some((p, i)) if p == pn => i,
-            _ => {
-                let next = self.pages.len();
-                let i = *self.index.entry(pn).or_insert(next);
-                if i == next {
-                    self.pages.push(Box::new(Page { data: [0; PAGE as usize], known: [0; (PAGE / 64) as usize] }));
-                    self.numbers.push(pn);
-                }
-                self.last = Some((pn, i));
-                i
-            }
-        };
+        let slot = pn as usize % RECENT;
+        let (p, i) = self.recent[slot];
+        let i = if p == pn { i as usize } else { self.lookup(pn, slot) };
         &mut self.pages[i]
     }
 
+    #[cold]
+    fn lookup(&mut self, pn: u64, slot: usize) -> usize {
+        let next = self.pages.len();
+        let i = *self.index.entry(pn).or_insert(next);
+        if i == next {
+            self.pages.push(Box::new(Page { data: [0; PAGE as usize], known: [0; (PAGE / 64) as usize] }));
+            self.numbers.push(pn);
+        }
+        self.recent[slot] = (pn, i as u32);
+        i
+    }
+
     /// Whether `v` equals the known shadow bytes at `addr` (false if any byte is unknown).
+    #[inline]
     pub fn matches(&mut self, addr: u64, v: &[u8]) -> bool {
+        if let Some((po, m, vw, bm)) = small(addr, v) {
+            let p = self.page(addr / PAGE);
+            return p.known[po / 64] & m == m && (word_at(&p.data, po) ^ vw) & bm == 0;
+        }
+        self.matches_slow(addr, v)
+    }
+
+    fn matches_slow(&mut self, addr: u64, v: &[u8]) -> bool {
         for (page, po, off, n) in page_spans(addr, v.len()) {
             let p = self.page(page);
             if !known_range(&p.known, po, n) || p.data[po..po + n] != v[off..off + n] {
@@ -82,12 +160,47 @@ impl Shadow {
     }
 
     /// Set the shadow bytes at `addr` to `v`.
+    #[inline]
     pub fn store(&mut self, addr: u64, v: &[u8]) {
+        if let Some((po, m, vw, bm)) = small(addr, v) {
+            let p = self.page(addr / PAGE);
+            p.known[po / 64] |= m;
+            let w = (word_at(&p.data, po) & !bm) | (vw & bm);
+            p.data[po..po + 8].copy_from_slice(&w.to_le_bytes());
+            return;
+        }
+        self.store_slow(addr, v)
+    }
+
+    fn store_slow(&mut self, addr: u64, v: &[u8]) {
         for (page, po, off, n) in page_spans(addr, v.len()) {
             let p = self.page(page);
             p.data[po..po + n].copy_from_slice(&v[off..off + n]);
             for_words(po, n, |w, m| p.known[w] |= m);
         }
+    }
+
+    /// Bring the shadow up to date with the accesses of an executed instruction (values in
+    /// `data`, as in [`Instr`]), in program order: its own earlier stores count for its later
+    /// loads. Loads that disagree with the shadow, or read bytes never seen, are appended to
+    /// `supply` as stores of the loaded value: what the environment wrote behind the
+    /// program's back. Returns the bytes appended.
+    #[inline]
+    pub fn reconcile(&mut self, accesses: &[Access], data: &[u8], supply: &mut Instr) -> u64 {
+        let mut n = 0;
+        for a in accesses {
+            let v = &data[a.off as usize..(a.off + a.size) as usize];
+            if !a.store {
+                // A load that matches leaves the shadow as it is: nothing to store.
+                if self.matches(a.addr, v) {
+                    continue;
+                }
+                supply.add_access(true, a.addr, v);
+                n += a.size as u64;
+            }
+            self.store(a.addr, v);
+        }
+        n
     }
 
     /// The first run of known bytes at or after byte `from` of the `k`-th page touched:
@@ -181,32 +294,20 @@ impl<S: TraceSource> TraceSource for Consistent<S> {
             }
             return Ok(true);
         }
-        // Loads are checked in program order against the shadow as updated by the
-        // instruction's own earlier accesses.
-        let mut need = false;
-        for a in &out.accesses {
-            let v = out.value(a);
-            // A load that matches leaves the shadow as it is: nothing to store.
-            if !a.store && self.shadow.matches(a.addr, v) {
-                continue;
-            }
-            if !a.store {
-                if !need {
-                    self.held.clear();
-                    self.held.external = true;
-                    self.held.thread = out.thread;
-                    need = true;
-                }
-                self.held.add_access(true, a.addr, v);
-                self.supplied_bytes += a.size as u64;
-            }
-            self.shadow.store(a.addr, v);
+        if out.accesses.is_empty() {
+            return Ok(true);
         }
-        if need {
+        let held = &mut self.held;
+        held.clear();
+        held.external = true;
+        held.thread = out.thread;
+        let n = self.shadow.reconcile(&out.accesses, &out.data, held);
+        if !held.accesses.is_empty() {
             // Hand out the external record now and the instruction next time.
-            std::mem::swap(out, &mut self.held);
+            std::mem::swap(out, held);
             self.has_held = true;
             self.supplied_records += 1;
+            self.supplied_bytes += n;
         }
         Ok(true)
     }
@@ -239,6 +340,36 @@ mod tests {
         let mut i = Instr { pc: 0x1000, len: 3, ..Instr::default() };
         i.add_access(store, addr, v);
         i
+    }
+
+    #[test]
+    fn the_shadow_agrees_with_a_byte_map() {
+        // Word-sized fast paths and the byte path, at page and known-bit word boundaries.
+        let mut sh = Shadow::default();
+        let mut model = HashMap::<u64, u8>::new();
+        let mut rng = crate::workloads::Rng::new(7, 9);
+        let sizes = [1usize, 2, 4, 8, 3, 16, 5];
+        let (mut hits, mut misses) = (0, 0);
+        for i in 0..200_000u64 {
+            let base = [0x1000u64, 0x1fc0, 0x2ff8, 0x7_0000_0038][rng.below(4) as usize];
+            let addr = base + rng.below(80);
+            let n = sizes[rng.below(sizes.len() as u64) as usize];
+            let v: Vec<u8> = (0..n).map(|k| (rng.below(3) as u8).wrapping_add(k as u8)).collect();
+            let want = (0..n).all(|k| model.get(&(addr + k as u64)) == Some(&v[k]));
+            assert_eq!(sh.matches(addr, &v), want, "access {i}: {n} bytes at {addr:#x}");
+            if want {
+                hits += 1;
+            } else {
+                misses += 1;
+            }
+            if rng.below(2) == 0 {
+                sh.store(addr, &v);
+                for (k, b) in v.iter().enumerate() {
+                    model.insert(addr + k as u64, *b);
+                }
+            }
+        }
+        assert!(hits > 1000 && misses > 1000, "{hits} matching, {misses} not");
     }
 
     #[test]

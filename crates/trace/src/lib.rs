@@ -5,16 +5,21 @@
 //! - [`native`]: the native trace file format (`docs/trace-format.md`).
 //! - [`champsim`], [`lackey`]: readers of ChampSim and Valgrind lackey traces
 //!   (`docs/trace-formats.md`), raw or xz/gzip/zstd-compressed ([`compress`]).
-//! - [`open`]: [`open_trace_as`] opens a file of any of these formats, named or detected.
+//! - [`open`]: [`open_trace_as`] opens a file of any of these formats, named or detected,
+//!   and reads it on a thread of its own ([`readahead`]).
+//! - [`bench_files`]: the same instructions as a file of each format, for the input benchmark.
 //! - [`consistent`]: [`Consistent`] supplies memory a trace never saw written;
 //!   [`Skip`] fast-forwards over the first instructions of any source.
 
+pub mod bench_files;
 pub mod champsim;
 pub mod compress;
 pub mod consistent;
+pub mod cputime;
 pub mod lackey;
 pub mod native;
 pub mod open;
+pub mod readahead;
 pub mod record;
 pub mod workloads;
 
@@ -23,6 +28,7 @@ pub use consistent::Consistent;
 pub use lackey::LackeyReader;
 pub use native::{NativeReader, NativeWriter};
 pub use open::{detect_format, open_trace, open_trace_as, FORMATS};
+pub use readahead::ReadAhead;
 
 pub use record::{Access, Branch, Instr, OpClass, Reg};
 

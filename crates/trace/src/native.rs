@@ -14,7 +14,10 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
+use crate::cputime::thread_cpu_seconds;
 use crate::record::{Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
@@ -86,6 +89,46 @@ fn put_varint(b: &mut Vec<u8>, mut v: u64) {
     b.push(v as u8);
 }
 
+/// A record as the coder sees it: borrowed pieces, of an [`Instr`] or of a tracer's
+/// [`Prepared`] static part and one execution of it.
+#[derive(Clone, Copy)]
+struct Rec<'a> {
+    pc: u64,
+    len: u8,
+    op: OpClass,
+    branch: Branch,
+    external: bool,
+    thread: u32,
+    srcs: &'a [Reg],
+    dsts: &'a [Reg],
+    accesses: &'a [Access],
+    data: &'a [u8],
+}
+
+impl<'a> Rec<'a> {
+    /// `r` as a record (its register counts already checked against the limits).
+    #[inline(always)]
+    fn of(r: &'a Instr) -> Rec<'a> {
+        Rec {
+            pc: r.pc,
+            len: r.len,
+            op: r.op,
+            branch: r.branch,
+            external: r.external,
+            thread: r.thread,
+            srcs: r.srcs(),
+            dsts: r.dsts(),
+            accesses: &r.accesses,
+            data: &r.data,
+        }
+    }
+
+    #[inline(always)]
+    fn value(&self, a: &Access) -> &'a [u8] {
+        &self.data[a.off as usize..(a.off + a.size) as usize]
+    }
+}
+
 /// The static part of an instruction as the tables remember it.
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct Static {
@@ -103,7 +146,7 @@ struct Static {
 
 impl Static {
     /// The static part of `r`, if it has few enough accesses to be remembered.
-    fn of(r: &Instr) -> Option<Static> {
+    fn of(r: &Rec) -> Option<Static> {
         if r.accesses.len() > STATIC_ACCESSES {
             return None;
         }
@@ -111,13 +154,13 @@ impl Static {
             valid: true,
             pc: r.pc,
             len: r.len,
-            nsrc: r.nsrc,
-            ndst: r.ndst,
+            nsrc: r.srcs.len() as u8,
+            ndst: r.dsts.len() as u8,
             nacc: r.accesses.len() as u8,
             ..Static::default()
         };
-        s.src[..r.srcs().len()].copy_from_slice(r.srcs());
-        s.dst[..r.dsts().len()].copy_from_slice(r.dsts());
+        s.src[..r.srcs.len()].copy_from_slice(r.srcs);
+        s.dst[..r.dsts.len()].copy_from_slice(r.dsts);
         for (k, a) in r.accesses.iter().enumerate() {
             s.acc[k] = (a.store, a.size);
         }
@@ -126,14 +169,12 @@ impl Static {
 
     /// Whether `r`'s static part is this one (what `Static::of(r) == Some(*self)` says).
     #[inline(always)]
-    fn matches(&self, r: &Instr) -> bool {
+    fn matches(&self, r: &Rec) -> bool {
         self.valid
             && self.pc == r.pc
             && self.len == r.len
-            && self.nsrc == r.nsrc
-            && self.ndst == r.ndst
-            && self.src[..self.nsrc as usize] == *r.srcs()
-            && self.dst[..self.ndst as usize] == *r.dsts()
+            && self.src[..self.nsrc as usize] == *r.srcs
+            && self.dst[..self.ndst as usize] == *r.dsts
             && self.nacc as usize == r.accesses.len()
             && r.accesses
                 .iter()
@@ -165,7 +206,7 @@ impl Codec {
 
     /// Record `r` as coded: `full` if its static part was sent rather than repeated.
     #[inline(always)]
-    fn commit(&mut self, r: &Instr, full: bool) {
+    fn commit(&mut self, r: &Rec, full: bool) {
         self.prev_end = r.pc.wrapping_add(r.len as u64);
         for (k, a) in r.accesses.iter().enumerate() {
             self.addrs[addr_slot(r.pc, k)] = a.addr;
@@ -176,29 +217,249 @@ impl Codec {
     }
 }
 
+/// A static instruction prepared once for [`NativeWriter::write_exec`]: a tracer keeps one
+/// per static instruction it has decoded and writes each execution through it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prepared {
+    key: u32,
+    pc: u64,
+    len: u8,
+    op: OpClass,
+    nsrc: u8,
+    ndst: u8,
+    src: [Reg; MAX_SRC],
+    dst: [Reg; MAX_DST],
+    slot: u16,
+}
+
+impl Prepared {
+    /// The static part of an instruction (at most [`MAX_SRC`] sources and [`MAX_DST`]
+    /// destinations: the rest are dropped), identified by `key` (< u32::MAX): two prepared
+    /// instructions written to the same writer must have different keys unless their pc,
+    /// length and registers are all the same.
+    pub fn new(key: u32, pc: u64, len: u8, op: OpClass, srcs: &[Reg], dsts: &[Reg]) -> Prepared {
+        assert!(key != NO_KEY, "key {NO_KEY:#x} is reserved");
+        let (ns, nd) = (srcs.len().min(MAX_SRC), dsts.len().min(MAX_DST));
+        let (mut src, mut dst) = ([0; MAX_SRC], [0; MAX_DST]);
+        src[..ns].copy_from_slice(&srcs[..ns]);
+        dst[..nd].copy_from_slice(&dsts[..nd]);
+        Prepared { key, pc, len, op, nsrc: ns as u8, ndst: nd as u8, src, dst, slot: static_slot(pc) as u16 }
+    }
+
+    pub fn key(&self) -> u32 {
+        self.key
+    }
+    pub fn pc(&self) -> u64 {
+        self.pc
+    }
+    pub fn len(&self) -> u8 {
+        self.len
+    }
+    pub fn op(&self) -> OpClass {
+        self.op
+    }
+    pub fn srcs(&self) -> &[Reg] {
+        &self.src[..self.nsrc as usize]
+    }
+    pub fn dsts(&self) -> &[Reg] {
+        &self.dst[..self.ndst as usize]
+    }
+
+    /// Start `r` as an execution of this instruction: static part set, no accesses, no
+    /// branch outcome, not external.
+    #[inline(always)]
+    pub fn start(&self, r: &mut Instr, thread: u32) {
+        r.accesses.clear();
+        r.data.clear();
+        r.pc = self.pc;
+        r.len = self.len;
+        r.op = self.op;
+        r.nsrc = self.nsrc;
+        r.src = self.src;
+        r.ndst = self.ndst;
+        r.dst = self.dst;
+        r.branch = Branch::None;
+        r.external = false;
+        r.thread = thread;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Writer.
+
+/// The zstd level [`NativeWriter::create`] uses. Measured on gzip and bzip2 traces
+/// (docs/trace-format.md, "Size and speed"): level 1 compresses the record stream about 2.5×
+/// faster than level 3 for about 10% more bytes, and compression is the writer's largest cost.
+pub const DEFAULT_LEVEL: i32 = 1;
+
+/// Record-stream bytes handed to the compressor at a time.
+const CHUNK: usize = 1 << 16;
+/// Chunks queued for the compressor (bounds the writer's memory to a few chunks).
+const CHUNKS_QUEUED: usize = 4;
+
+type Encoder = zstd::stream::write::Encoder<'static, BufWriter<File>>;
+
+/// zstd and the file, on a thread of their own: the writer's caller encodes records while
+/// the previous chunks are compressed (on a 2-core machine tracing a program, this is what
+/// keeps the third busy stage off the decoder's core most of the time).
+struct Compressor {
+    tx: Option<SyncSender<Vec<u8>>>,
+    /// Chunks the compressor is done with, for reuse.
+    back: Receiver<Vec<u8>>,
+    thread: Option<JoinHandle<std::io::Result<(File, f64)>>>,
+}
+
+impl Compressor {
+    fn start(mut enc: Encoder) -> Compressor {
+        let (tx, rx) = sync_channel::<Vec<u8>>(CHUNKS_QUEUED);
+        let (back_tx, back) = sync_channel::<Vec<u8>>(CHUNKS_QUEUED + 2);
+        let thread = std::thread::Builder::new()
+            .name("secmem-zstd".into())
+            .spawn(move || {
+                for mut chunk in rx {
+                    enc.write_all(&chunk)?;
+                    chunk.clear();
+                    let _ = back_tx.try_send(chunk);
+                }
+                // The sender is gone: the writer finished (or was dropped). Close the frame.
+                let f = enc.finish()?.into_inner().map_err(|e| e.into_error())?;
+                Ok((f, thread_cpu_seconds()))
+            })
+            .expect("cannot start the trace compressor thread");
+        Compressor { tx: Some(tx), back, thread: Some(thread) }
+    }
+
+    /// Queue `chunk`; returns an empty buffer to fill next. On failure the thread's error.
+    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let tx = self.tx.as_ref().expect("writer used after finish");
+        if tx.send(chunk).is_err() {
+            // The thread stopped early: only an error makes it do that.
+            return Err(self.join().err().unwrap_or_else(|| std::io::Error::other("the trace compressor stopped")));
+        }
+        Ok(self.back.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK + (1 << 12))))
+    }
+
+    /// Close the stream and wait for the file (and the thread's CPU time).
+    fn join(&mut self) -> std::io::Result<(File, f64)> {
+        self.tx = None;
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(std::io::Error::other("the trace compressor panicked")),
+            None => Err(std::io::Error::other("writer used after finish")),
+        }
+    }
+}
+
+impl Drop for Compressor {
+    /// A writer dropped without `finish` still leaves a complete zstd frame (without the end
+    /// marker: readers call it truncated) once the drop returns.
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.join();
+        }
+    }
+}
+
+/// What a [`NativeWriter`] wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Finished {
+    pub records: u64,
+    /// The record stream, uncompressed (end marker included, header not).
+    pub raw_bytes: u64,
+    /// CPU time of the compressor thread (zstd and the file writes).
+    pub compress_cpu_seconds: f64,
+}
 
 /// Writes a native trace file. Call [`NativeWriter::finish`]: without it the file has no
 /// end marker and readers report it as truncated.
 pub struct NativeWriter {
     path: String,
-    enc: Option<zstd::stream::write::Encoder<'static, BufWriter<File>>>,
+    zstd: Compressor,
     buf: Vec<u8>,
     codec: Codec,
+    /// The caller's key of each static-table entry and the entry's access shapes in short
+    /// ([`NativeWriter::write_exec`]): a small table, so recognising a repeated static part
+    /// takes one cache line instead of the entry's.
+    keys: Box<[(u32, u32); STATIC_SLOTS]>,
     count: u64,
     thread: u32,
     /// Bytes of the record stream handed to zstd so far.
     raw: u64,
 }
 
-impl NativeWriter {
-    /// Create (truncate) `path` and write the header; zstd level 3.
-    pub fn create(path: impl AsRef<Path>) -> Result<NativeWriter, TraceError> {
-        NativeWriter::with_level(path, 3)
+/// No key ([`NativeWriter::write`]).
+const NO_KEY: u32 = u32::MAX;
+/// Shapes the summary beside the keys cannot hold (see `size_code`).
+const NO_SHAPES: u32 = u32::MAX;
+
+/// An access size as a 3-bit code for the shapes summary kept beside the keys (a
+/// record's access count in 3 bits, then 4 bits per access: store, and this code), exact for
+/// the sizes that occur nearly always; None for the others.
+#[inline(always)]
+fn size_code(size: u32) -> Option<u32> {
+    match size {
+        1 => Some(0),
+        2 => Some(1),
+        4 => Some(2),
+        8 => Some(3),
+        16 => Some(4),
+        32 => Some(5),
+        _ => None,
+    }
+}
+
+/// Bytes written into a vector's reserved space.
+struct Enc<'a> {
+    s: &'a mut [std::mem::MaybeUninit<u8>],
+    n: usize,
+}
+
+impl Enc<'_> {
+    #[inline(always)]
+    fn u8(&mut self, x: u8) {
+        self.s[self.n].write(x);
+        self.n += 1;
     }
 
-    /// As [`NativeWriter::create`] with a zstd compression level (1..=22).
+    #[inline(always)]
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.u8(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.u8(v as u8);
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self, v: &[u8]) {
+        for (d, &x) in self.s[self.n..self.n + v.len()].iter_mut().zip(v) {
+            d.write(x);
+        }
+        self.n += v.len();
+    }
+
+    /// An access's value: the usual sizes as fixed-size copies (a variable-length copy is a
+    /// library call, slower than the rest of a small record's encoding).
+    #[inline(always)]
+    fn value(&mut self, v: &[u8]) {
+        match v.len() {
+            1 => self.u8(v[0]),
+            2 => self.bytes(<&[u8; 2]>::try_from(v).unwrap()),
+            4 => self.bytes(<&[u8; 4]>::try_from(v).unwrap()),
+            8 => self.bytes(<&[u8; 8]>::try_from(v).unwrap()),
+            _ => self.bytes(v),
+        }
+    }
+}
+
+impl NativeWriter {
+    /// Create (truncate) `path` and write the header; zstd level [`DEFAULT_LEVEL`].
+    pub fn create(path: impl AsRef<Path>) -> Result<NativeWriter, TraceError> {
+        NativeWriter::with_level(path, DEFAULT_LEVEL)
+    }
+
+    /// As [`NativeWriter::create`] with a zstd compression level (1..=22; negative levels
+    /// are zstd's faster ones).
     pub fn with_level(path: impl AsRef<Path>, level: i32) -> Result<NativeWriter, TraceError> {
         let p = path.as_ref();
         let name = p.display().to_string();
@@ -216,9 +477,10 @@ impl NativeWriter {
         enc.include_checksum(true).map_err(io)?;
         Ok(NativeWriter {
             path: name,
-            enc: Some(enc),
-            buf: Vec::with_capacity(1 << 17),
+            zstd: Compressor::start(enc),
+            buf: Vec::with_capacity(CHUNK + (1 << 12)),
             codec: Codec::new(),
+            keys: Box::new([(NO_KEY, NO_SHAPES); STATIC_SLOTS]),
             count: 0,
             thread: 0,
             raw: 0,
@@ -241,68 +503,199 @@ impl NativeWriter {
         if r.nsrc as usize > MAX_SRC || r.ndst as usize > MAX_DST {
             return Err(self.invalid(format!("{} sources / {} destinations", r.nsrc, r.ndst)));
         }
-        if r.accesses.len() > MAX_ACCESSES {
-            return Err(self.invalid(format!(
-                "{} accesses (at most {MAX_ACCESSES})",
-                r.accesses.len()
-            )));
+        self.write_inner(&Rec::of(r), NO_KEY)
+    }
+
+    /// Append one execution of the prepared instruction `st`: its branch outcome, the
+    /// thread that ran it, and its accesses (values in `data`, as in [`Instr`]). The file is
+    /// the same as [`NativeWriter::write`] of the equivalent [`Instr`] would make; what
+    /// differs is the cost: the common execution (the static part already in the table, no
+    /// accesses, the pc following the previous record) is two bytes written and two fields
+    /// updated.
+    #[inline(always)]
+    pub fn write_exec(&mut self, st: &Prepared, branch: Branch, thread: u32, accesses: &[Access], data: &[u8]) -> Result<(), TraceError> {
+        if !self.try_exec(st, branch, thread, accesses, data) {
+            return self.write_exec_slow(st, branch, thread, accesses, data);
         }
-        let mut total = 0usize;
-        for a in &r.accesses {
-            let end = a.off as usize + a.size as usize;
-            total += a.size as usize;
-            if end > r.data.len() || a.size as usize > MAX_ACCESS_SIZE || total > MAX_RECORD_DATA {
-                return Err(self.invalid(format!(
-                    "access of {} bytes at data offset {}",
-                    a.size, a.off
-                )));
+        self.count += 1;
+        if self.buf.len() >= CHUNK {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    /// Write an execution whose static part is in the table with these access shapes (the
+    /// usual case) straight into reserved space, without the general checks; false (nothing
+    /// written) for any other.
+    #[inline(never)]
+    fn try_exec(&mut self, st: &Prepared, branch: Branch, thread: u32, accesses: &[Access], data: &[u8]) -> bool {
+        let c = &mut self.codec;
+        let seq = st.pc == c.prev_end;
+        if accesses.is_empty() {
+            if thread != self.thread || self.keys[st.slot as usize] != (st.key, 0) {
+                return false;
+            }
+            if seq {
+                // The commonest record of all: two bytes.
+                self.buf.extend_from_slice(&[KIND_INSTR, st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | H_PC_SEQ | H_REPEAT]);
+                c.prev_end = st.pc.wrapping_add(st.len as u64);
+                return true;
+            }
+        } else {
+            if thread != self.thread || accesses.len() > STATIC_ACCESSES {
+                return false;
+            }
+            let mut sh = accesses.len() as u32;
+            let mut fits = true;
+            for (k, a) in accesses.iter().enumerate() {
+                fits &= a.off as usize + a.size as usize <= data.len();
+                match size_code(a.size) {
+                    Some(code) => sh |= (code << 1 | a.store as u32) << (3 + 4 * k),
+                    None => fits = false,
+                }
+            }
+            if !fits || self.keys[st.slot as usize] != (st.key, sh) {
+                return false;
             }
         }
+        // kind, head, pc varint; per access an address varint and at most 32 value bytes.
+        self.buf.reserve(12 + 42 * STATIC_ACCESSES);
+        let base = self.buf.len();
+        let mut e = Enc { s: self.buf.spare_capacity_mut(), n: 0 };
+        e.u8(KIND_INSTR);
+        e.u8(st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | if seq { H_PC_SEQ } else { 0 } | H_REPEAT);
+        if !seq {
+            e.varint(zigzag(st.pc.wrapping_sub(c.prev_end) as i64));
+        }
+        for (k, a) in accesses.iter().enumerate() {
+            let slot = &mut c.addrs[addr_slot(st.pc, k)];
+            e.varint(zigzag(a.addr.wrapping_sub(*slot) as i64));
+            *slot = a.addr;
+            e.value(&data[a.off as usize..(a.off + a.size) as usize]);
+        }
+        let n = e.n;
+        // SAFETY: `Enc` initialised the first n bytes of the spare capacity (n ≤ the reserved
+        // space, which indexing the spare slice checks).
+        unsafe { self.buf.set_len(base + n) };
+        c.prev_end = st.pc.wrapping_add(st.len as u64);
+        true
+    }
+
+    #[inline(never)]
+    fn write_exec_slow(&mut self, st: &Prepared, branch: Branch, thread: u32, accesses: &[Access], data: &[u8]) -> Result<(), TraceError> {
+        let r = Rec {
+            pc: st.pc,
+            len: st.len,
+            op: st.op,
+            branch,
+            external: false,
+            thread,
+            srcs: st.srcs(),
+            dsts: st.dsts(),
+            accesses,
+            data,
+        };
+        self.write_inner(&r, st.key)
+    }
+
+    /// Why `r` cannot be written.
+    #[cold]
+    fn reject(&self, r: &Rec) -> TraceError {
+        if r.accesses.len() > MAX_ACCESSES {
+            return self.invalid(format!("{} accesses (at most {MAX_ACCESSES})", r.accesses.len()));
+        }
+        let mut total = 0usize;
+        for a in r.accesses {
+            total += a.size as usize;
+            if a.off as usize + a.size as usize > r.data.len() || a.size as usize > MAX_ACCESS_SIZE || total > MAX_RECORD_DATA {
+                return self.invalid(format!("access of {} bytes at data offset {}", a.size, a.off));
+            }
+        }
+        self.invalid("unencodable record".into())
+    }
+
+    #[cold]
+    fn thread_record(&mut self, thread: u32) {
+        self.thread = thread;
+        let mut p = Vec::with_capacity(5);
+        put_varint(&mut p, thread as u64);
+        self.buf.push(KIND_THREAD);
+        put_varint(&mut self.buf, p.len() as u64);
+        self.buf.extend_from_slice(&p);
+    }
+
+    /// The encoder proper. Written for the tracer's common case (a repeated static part, a
+    /// few small accesses): one pass over the accesses checks them and summarises their
+    /// shapes, then the record goes into reserved space without further capacity checks.
+    #[inline(always)]
+    fn write_inner(&mut self, r: &Rec, key: u32) -> Result<(), TraceError> {
+        let nacc = r.accesses.len();
+        let mut bad = nacc > MAX_ACCESSES;
+        let mut total = 0usize;
+        // Shapes in short (see `shapes`), for keyed records.
+        let mut sh = if key != NO_KEY && nacc <= STATIC_ACCESSES { nacc as u32 } else { NO_SHAPES };
+        for (k, a) in r.accesses.iter().enumerate() {
+            let size = a.size as usize;
+            total += size;
+            bad |= a.off as usize + size > r.data.len() || size > MAX_ACCESS_SIZE;
+            if sh != NO_SHAPES {
+                sh = match size_code(a.size) {
+                    Some(c) => sh | (c << 1 | a.store as u32) << (3 + 4 * k),
+                    None => NO_SHAPES,
+                };
+            }
+        }
+        if bad || total > MAX_RECORD_DATA {
+            return Err(self.reject(r));
+        }
         if r.thread != self.thread {
-            self.thread = r.thread;
-            let mut p = Vec::with_capacity(5);
-            put_varint(&mut p, r.thread as u64);
-            self.buf.push(KIND_THREAD);
-            put_varint(&mut self.buf, p.len() as u64);
-            self.buf.extend_from_slice(&p);
+            self.thread_record(r.thread);
         }
         let c = &self.codec;
         let seq = r.pc == c.prev_end;
-        let known = &c.statics[static_slot(r.pc)];
-        let repeat = known.matches(r);
-        let b = &mut self.buf;
-        b.push(KIND_INSTR);
-        b.push(
-            r.op as u8
-                | (r.branch as u8) << H_BRANCH_SHIFT
-                | if seq { H_PC_SEQ } else { 0 }
-                | if r.external { H_EXTERNAL } else { 0 }
-                | if repeat { H_REPEAT } else { 0 },
-        );
+        let slot = static_slot(r.pc);
+        // A keyed record repeats the entry written in full from a record of the same key and
+        // shapes; anything else is compared in full.
+        let repeat = (sh != NO_SHAPES && self.keys[slot] == (key, sh)) || c.statics[slot].matches(r);
+        // Header ≤ 26 bytes (kind, head, pc varint, len, registers byte and registers, access
+        // count), each access ≤ 14 (flags, size varint, address varint) plus its value.
+        self.buf.reserve(26 + 14 * nacc + total);
+        let base = self.buf.len();
+        let mut e = Enc { s: self.buf.spare_capacity_mut(), n: 0 };
+        e.u8(KIND_INSTR);
+        e.u8(r.op as u8
+            | (r.branch as u8) << H_BRANCH_SHIFT
+            | if seq { H_PC_SEQ } else { 0 }
+            | if r.external { H_EXTERNAL } else { 0 }
+            | if repeat { H_REPEAT } else { 0 });
         if !seq {
-            put_varint(b, zigzag(r.pc.wrapping_sub(c.prev_end) as i64));
+            e.varint(zigzag(r.pc.wrapping_sub(c.prev_end) as i64));
         }
         if !repeat {
-            b.push(r.len);
-            b.push(r.nsrc << 4 | r.ndst);
-            b.extend_from_slice(r.srcs());
-            b.extend_from_slice(r.dsts());
-            put_varint(b, r.accesses.len() as u64);
-            for a in &r.accesses {
-                b.push(if a.store { A_STORE } else { 0 });
-                put_varint(b, a.size as u64);
+            e.u8(r.len);
+            e.u8((r.srcs.len() as u8) << 4 | r.dsts.len() as u8);
+            e.bytes(r.srcs);
+            e.bytes(r.dsts);
+            e.varint(nacc as u64);
+            for a in r.accesses {
+                e.u8(if a.store { A_STORE } else { 0 });
+                e.varint(a.size as u64);
             }
         }
         for (k, a) in r.accesses.iter().enumerate() {
-            put_varint(
-                b,
-                zigzag(a.addr.wrapping_sub(c.addrs[addr_slot(r.pc, k)]) as i64),
-            );
-            b.extend_from_slice(r.value(a));
+            e.varint(zigzag(a.addr.wrapping_sub(c.addrs[addr_slot(r.pc, k)]) as i64));
+            e.value(r.value(a));
         }
+        let n = e.n;
+        // SAFETY: `Enc` initialised the first n bytes of the spare capacity (n ≤ the reserved
+        // space, which indexing the spare slice checks).
+        unsafe { self.buf.set_len(base + n) };
         self.codec.commit(r, !repeat);
+        if !repeat {
+            self.keys[slot] = (key, sh);
+        }
         self.count += 1;
-        if self.buf.len() >= 1 << 16 {
+        if self.buf.len() >= CHUNK {
             self.flush_buf()?;
         }
         Ok(())
@@ -324,23 +717,26 @@ impl NativeWriter {
     }
 
     fn flush_buf(&mut self) -> Result<(), TraceError> {
-        let enc = self.enc.as_mut().expect("writer used after finish");
         self.raw += self.buf.len() as u64;
-        let r = enc.write_all(&self.buf);
-        self.buf.clear();
-        r.map_err(|e| self.io(e))
+        let chunk = std::mem::take(&mut self.buf);
+        self.buf = self.zstd.send(chunk).map_err(|e| self.io(e))?;
+        Ok(())
     }
 
     /// Write the end marker, close the zstd frame and the file; returns the record count.
-    pub fn finish(mut self) -> Result<u64, TraceError> {
+    pub fn finish(self) -> Result<u64, TraceError> {
+        Ok(self.finish_stats()?.records)
+    }
+
+    /// As [`NativeWriter::finish`], returning what was written and what it cost.
+    pub fn finish_stats(mut self) -> Result<Finished, TraceError> {
         self.buf.push(KIND_END);
         put_varint(&mut self.buf, self.count);
+        let raw_bytes = self.raw_bytes();
         self.flush_buf()?;
-        let enc = self.enc.take().expect("writer used after finish");
-        let f = enc.finish().map_err(|e| self.io(e))?;
-        let file = f.into_inner().map_err(|e| self.io(e.into_error()))?;
+        let (file, cpu) = self.zstd.join().map_err(|e| self.io(e))?;
         file.sync_all().ok();
-        Ok(self.count)
+        Ok(Finished { records: self.count, raw_bytes, compress_cpu_seconds: cpu })
     }
 
     /// Records written so far.
@@ -846,7 +1242,7 @@ impl NativeReader {
                         }
                         Err(Bad) => parse_instr(s, &self.codec, out)?,
                     };
-                    self.codec.commit(out, full);
+                    self.codec.commit(&Rec::of(out), full);
                     if let Some(why) = out.wrapping_access() {
                         return Err(self.s.fail(at, why));
                     }
@@ -1066,6 +1462,34 @@ mod tests {
         assert!(w.write_code(0, &[0; 16]).is_err(), "more than 15 bytes is not an x86 instruction");
         w.finish().unwrap();
         assert_reads(&p, &recs);
+    }
+
+    #[test]
+    fn prepared_executions_write_the_same_bytes_as_records() {
+        // Every record of mix (externals included) written twice: as Instr, and as an
+        // execution of a prepared static part keyed by its static part. The record streams
+        // must be identical, whatever path each record takes in the writer.
+        let recs = mix_records(200_000);
+        let (p, q) = (tmp("as-records.smt"), tmp("as-executions.smt"));
+        write(&p, &recs);
+        let mut keys = std::collections::HashMap::new();
+        let mut w = NativeWriter::create(&q).unwrap();
+        for r in &recs {
+            if r.external {
+                w.write(r).unwrap();
+                continue;
+            }
+            let id = (r.pc, r.len, r.op as u8, r.srcs().to_vec(), r.dsts().to_vec());
+            let n = keys.len() as u32;
+            let key = *keys.entry(id).or_insert(n);
+            let st = Prepared::new(key, r.pc, r.len, r.op, r.srcs(), r.dsts());
+            w.write_exec(&st, r.branch, r.thread, &r.accesses, &r.data).unwrap();
+        }
+        w.finish().unwrap();
+        let body = |p: &Path| zstd::decode_all(&std::fs::read(p).unwrap()[16..]).unwrap();
+        assert!(body(&p) == body(&q), "the two ways of writing differ");
+        assert!(keys.len() > 20, "{} static instructions", keys.len());
+        assert_reads(&q, &recs);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::champsim::{ChampSimReader, ChampSimRecord, RECORD_LEN};
 use crate::compress::{io_err, peek, read_full};
 use crate::lackey::{parse_line, LackeyReader, Line};
 use crate::native::{NativeReader, MAGIC};
-use crate::{TraceError, TraceSource};
+use crate::{ReadAhead, TraceError, TraceSource};
 
 /// The trace formats [`open_trace_as`] reads.
 pub const FORMATS: &[&str] = &["native", "champsim", "lackey"];
@@ -16,18 +16,20 @@ pub const FORMATS: &[&str] = &["native", "champsim", "lackey"];
 const SNIFF: usize = 4096;
 
 /// Open `path` as a trace of `format` (one of [`FORMATS`]; `None` or `"auto"`: detect it
-/// with [`detect_format`]).
+/// with [`detect_format`]). The file is decompressed and decoded on a thread of its own
+/// ([`ReadAhead`]): the records, the end and any error are the reader's, at the same place.
 pub fn open_trace_as(path: &str, format: Option<&str>) -> Result<Box<dyn TraceSource>, TraceError> {
     let format = match format {
         None | Some("auto") => detect_format(path)?,
         Some(f) => check_format(f)?,
     };
-    Ok(match format {
-        "native" => Box::new(NativeReader::open(path)?),
-        "champsim" => Box::new(ChampSimReader::open(path)?),
-        "lackey" => Box::new(LackeyReader::open(path)?),
+    // Opening (header checks, a missing file) fails here, on the caller's thread.
+    Ok(Box::new(match format {
+        "native" => ReadAhead::new(NativeReader::open(path)?),
+        "champsim" => ReadAhead::new(ChampSimReader::open(path)?),
+        "lackey" => ReadAhead::new(LackeyReader::open(path)?),
         _ => unreachable!("checked above"),
-    })
+    }))
 }
 
 /// Open a trace file of any supported format, detected ([`open_trace_as`] with `None`).

@@ -83,14 +83,17 @@ pub struct Instr {
 }
 
 impl Instr {
-    /// Reset to an empty record, keeping the buffers' capacity.
+    /// Reset to an empty record (registers zeroed too, so equal records compare equal),
+    /// keeping the buffers' capacity.
     #[inline]
     pub fn clear(&mut self) {
         self.pc = 0;
         self.len = 0;
         self.op = OpClass::Alu;
         self.nsrc = 0;
+        self.src = [0; MAX_SRC];
         self.ndst = 0;
+        self.dst = [0; MAX_DST];
         self.branch = Branch::None;
         self.external = false;
         self.thread = 0;

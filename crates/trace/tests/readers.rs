@@ -675,6 +675,118 @@ fn garbage_never_panics_or_hangs() {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Reading on a thread (open_trace_as reads every format through ReadAhead).
+
+/// Large files of every format and compression, whole and damaged in the middle.
+fn big_files() -> Vec<(PathBuf, &'static str)> {
+    use secmem_trace::workloads::builtin;
+    let mut src = builtin("mix", 4).unwrap();
+    let mut recs = Vec::new();
+    let mut i = Instr::default();
+    while recs.len() < 30_000 && src.next_into(&mut i).unwrap() {
+        if !i.external {
+            recs.push(i.clone());
+        }
+    }
+    let native = tmp("big.smt");
+    let mut w = NativeWriter::create(&native).unwrap();
+    for r in &recs {
+        w.write(r).unwrap();
+    }
+    w.finish().unwrap();
+    let cs: Vec<ChampSimRecord> = recs
+        .iter()
+        .map(|r| ChampSimRecord {
+            ip: r.pc,
+            is_branch: (r.branch != Branch::None) as u8,
+            branch_taken: (r.branch == Branch::Taken) as u8,
+            source_memory: [r.accesses.iter().find(|a| !a.store).map_or(0, |a| a.addr), 0, 0, 0],
+            destination_memory: [r.accesses.iter().find(|a| a.store).map_or(0, |a| a.addr), 0],
+            ..Default::default()
+        })
+        .collect();
+    let raw = champsim_bytes(&cs);
+    let lackey: String = recs
+        .iter()
+        .map(|r| {
+            let mut l = format!("I  {:08X},{}\n", r.pc, r.len.max(1));
+            for a in &r.accesses {
+                l += &format!(" {} {:08X},{}\n", if a.store { 'S' } else { 'L' }, a.addr, a.size);
+            }
+            l
+        })
+        .collect();
+    let mut files = vec![(native.clone(), "native")];
+    for (name, bytes, fmt) in [
+        ("big.champsim.xz", xz(&raw), "champsim"),
+        ("big.champsim.gz", gz(&raw), "champsim"),
+        ("big.champsim", raw.clone(), "champsim"),
+        ("big.lackey.xz", xz(lackey.as_bytes()), "lackey"),
+    ] {
+        let p = tmp(name);
+        std::fs::write(&p, bytes).unwrap();
+        files.push((p, fmt));
+    }
+    // Damaged copies: a flipped byte in the middle, and a cut.
+    for (p, fmt) in files.clone() {
+        let b = std::fs::read(&p).unwrap();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        let mut flipped = b.clone();
+        flipped[b.len() / 2] ^= 0x5a;
+        let q = tmp(&format!("flipped-{name}"));
+        std::fs::write(&q, flipped).unwrap();
+        files.push((q, fmt));
+        let q = tmp(&format!("cut-{name}"));
+        std::fs::write(&q, &b[..b.len() * 2 / 3]).unwrap();
+        files.push((q, fmt));
+    }
+    files
+}
+
+/// The format's reader, on the caller's thread.
+fn direct(p: &Path, fmt: &str) -> Result<Box<dyn TraceSource>, TraceError> {
+    Ok(match fmt {
+        "native" => Box::new(secmem_trace::NativeReader::open(p)?),
+        "champsim" => Box::new(secmem_trace::ChampSimReader::open(p)?),
+        _ => Box::new(secmem_trace::LackeyReader::open(p)?),
+    })
+}
+
+#[test]
+fn read_ahead_gives_each_readers_records_end_and_errors_in_place() {
+    let mut errors = 0;
+    for (p, fmt) in big_files() {
+        let (want, want_err) = read_all(direct(&p, fmt).unwrap().as_mut());
+        let (got, got_err) = read_path(&p, Some(fmt));
+        let name = p.display();
+        assert_eq!(got.len(), want.len(), "{name}: records before the end or the error");
+        assert!(got == want, "{name}: records differ");
+        let (a, b) = (got_err.map(|e| e.to_string()), want_err.map(|e| e.to_string()));
+        assert_eq!(a, b, "{name}: the same error (or none)");
+        errors += a.is_some() as u32;
+        assert!(want.len() > 1000 || a.is_some(), "{name}: {} records", want.len());
+    }
+    assert!(errors >= 8, "the damaged files fail: {errors}");
+}
+
+#[test]
+fn dropping_a_read_ahead_source_early_returns_at_once() {
+    for (p, fmt) in big_files().into_iter().take(5) {
+        let mut r = open_trace_as(s(&p), Some(fmt)).unwrap();
+        let mut i = Instr::default();
+        for _ in 0..100 {
+            assert!(r.next_into(&mut i).unwrap());
+        }
+        let t = std::time::Instant::now();
+        drop(r);
+        assert!(t.elapsed().as_secs_f64() < 1.0, "{}: drop took {:?}", p.display(), t.elapsed());
+        // Nothing is left in a bad state: the file reads again in full.
+        let (v, e) = read_path(&p, Some(fmt));
+        assert!(e.is_none() && v.len() > 1000);
+    }
+}
+
 #[test]
 fn an_access_past_the_end_of_the_address_space_is_refused_by_every_reader() {
     // Found by fuzzing: such a record reached the simulator, whose address arithmetic

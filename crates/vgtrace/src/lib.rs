@@ -10,7 +10,9 @@
 //!   native trace.
 
 pub mod decode;
+pub mod bench;
 pub mod raw;
+pub mod transcode;
 
 use std::fs::File;
 use std::io::Read;
@@ -19,13 +21,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use secmem_trace::{Instr, NativeWriter, TraceError, TraceSource};
+use secmem_trace::cputime::thread_cpu_seconds;
+use secmem_trace::{Instr, NativeWriter, ReadAhead, TraceError, TraceSource};
 
 pub use secmem_trace::consistent::{Consistent, Shadow};
 pub use raw::{EndInfo, RawDecoder};
+pub use transcode::{Failure, Transcoder};
 
 /// The tool binary (empty if valgrind's headers were missing at build time).
 static TOOL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/smtrace-amd64-linux"));
@@ -209,59 +214,52 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// A program running under the tracer, read as a [`TraceSource`] (wrap it in
-/// [`Consistent`] before simulating). Dropping it ends the program.
-pub struct LiveTrace {
-    dec: RawDecoder<File>,
+/// The read end of the tool's pipe, shared with the [`Tracee`] that may have to close it.
+pub struct Pipe(Arc<File>);
+
+impl Read for Pipe {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+/// Valgrind running the program: the process, its log, and how it ended. Dropping it
+/// before the program has ended kills the program.
+struct Tracee {
+    pipe: Arc<File>,
     child: Option<Child>,
+    /// Set once the child is reaped (its pid may then be reused): see [`LiveTrace::read_ahead`].
+    reaped: Arc<Mutex<bool>>,
     log: Option<JoinHandle<String>>,
     name: String,
     status: Option<ExitStatus>,
     failure: Option<String>,
     started: Instant,
+    /// CPU time (user + system) of Valgrind and what it ran, once reaped.
+    cpu_seconds: f64,
 }
 
-impl LiveTrace {
-    /// What the END record said (once the stream has ended).
-    pub fn end_info(&self) -> Option<EndInfo> {
-        self.dec.end_info()
-    }
-
-    /// Raw stream bytes read from the pipe so far.
-    pub fn pipe_bytes(&self) -> u64 {
-        self.dec.bytes_read()
-    }
-
-    /// Distinct static instructions seen so far.
-    pub fn static_instructions(&self) -> usize {
-        self.dec.static_count()
+impl Tracee {
+    /// Wait for Valgrind to exit; returns its log (what it printed through --log-fd).
+    fn reap(&mut self) -> String {
+        if let Some(c) = self.child.take() {
+            let mut reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
+            let (status, cpu) = wait_with_cpu(c);
+            *reaped = true;
+            self.status = status;
+            self.cpu_seconds = cpu;
+        }
+        self.log.take().and_then(|h| h.join().ok()).unwrap_or_default()
     }
 
     /// The program's exit code, once it has ended on its own (None if it was killed, or
     /// ended by `count` or an exec).
-    pub fn exit_code(&self) -> Option<i32> {
-        match self.dec.end_info() {
+    fn exit_code(&self, end: Option<EndInfo>) -> Option<i32> {
+        match end {
             Some(e) if e.count_reached || e.exec => None,
             _ => self.status.and_then(|s| s.code()),
         }
-    }
-
-    /// Seconds since the program was started.
-    pub fn elapsed(&self) -> f64 {
-        self.started.elapsed().as_secs_f64()
-    }
-
-    /// Hand the (pc, bytes) of instructions that appeared for the first time to `f`.
-    pub fn take_new_code(&mut self, f: impl FnMut(u64, &[u8])) {
-        self.dec.take_new_code(f)
-    }
-
-    /// Wait for Valgrind to exit; returns its log (what it printed through --log-fd).
-    fn reap(&mut self) -> String {
-        if let Some(mut c) = self.child.take() {
-            self.status = c.wait().ok();
-        }
-        self.log.take().and_then(|h| h.join().ok()).unwrap_or_default()
     }
 
     /// One line explaining why the stream failed.
@@ -284,24 +282,7 @@ impl LiveTrace {
     }
 }
 
-impl TraceSource for LiveTrace {
-    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-        match self.dec.next_record(out) {
-            Ok(true) => Ok(true),
-            Ok(false) => {
-                self.reap();
-                Ok(false)
-            }
-            Err(e) => Err(TraceError::Other(self.explain(&e))),
-        }
-    }
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-impl Drop for LiveTrace {
+impl Drop for Tracee {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             // Stopped before the program ended (the simulation reached its count, an error,
@@ -315,14 +296,113 @@ impl Drop for LiveTrace {
                 let _ = c.kill();
             }
             if let Ok(null) = File::open("/dev/null") {
-                // SAFETY: dup2 onto an fd we own replaces it atomically; File closes it later.
-                unsafe { libc::dup2(null.as_raw_fd(), self.dec.get_ref().as_raw_fd()) };
+                // SAFETY: dup2 onto an fd we own (kept open by the Arc) replaces it atomically.
+                unsafe { libc::dup2(null.as_raw_fd(), self.pipe.as_raw_fd()) };
             }
+            let mut reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
             let _ = c.wait();
+            *reaped = true;
         }
         // The log thread ends when the last writer of the log pipe exits; never wait for it
         // here (a surviving grandchild would hang us).
         drop(self.log.take());
+    }
+}
+
+/// Wait for `c` to exit: its status and the CPU time it and its waited-for descendants used
+/// (`unshare` waits for Valgrind, so Valgrind's time is included).
+fn wait_with_cpu(mut c: Child) -> (Option<ExitStatus>, f64) {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it and the status for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = loop {
+        let r = unsafe { libc::wait4(c.id() as i32, &mut status, 0, &mut ru) };
+        if r == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break r;
+    };
+    if r != c.id() as i32 {
+        // Not ours to reap after all (already reaped): let std tell.
+        return (c.wait().ok(), 0.0);
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (Some(ExitStatus::from_raw(status)), tv(ru.ru_utime) + tv(ru.ru_stime))
+}
+
+/// A program running under the tracer, read as a [`TraceSource`] (wrap it in
+/// [`Consistent`] before simulating). Dropping it ends the program.
+pub struct LiveTrace {
+    dec: RawDecoder<Pipe>,
+    proc: Tracee,
+}
+
+impl LiveTrace {
+    /// What the END record said (once the stream has ended).
+    pub fn end_info(&self) -> Option<EndInfo> {
+        self.dec.end_info()
+    }
+
+    /// Raw stream bytes read from the pipe so far.
+    pub fn pipe_bytes(&self) -> u64 {
+        self.dec.bytes_read()
+    }
+
+    /// Distinct static instructions seen so far.
+    pub fn static_instructions(&self) -> usize {
+        self.dec.static_count()
+    }
+
+    /// The program's exit code, once it has ended on its own (None if it was killed, or
+    /// ended by `count` or an exec).
+    pub fn exit_code(&self) -> Option<i32> {
+        self.proc.exit_code(self.dec.end_info())
+    }
+
+    /// Seconds since the program was started.
+    pub fn elapsed(&self) -> f64 {
+        self.proc.started.elapsed().as_secs_f64()
+    }
+
+    /// Hand the (pc, bytes) of instructions that appeared for the first time to `f`.
+    pub fn take_new_code(&mut self, f: impl FnMut(u64, &[u8])) {
+        self.dec.take_new_code(f)
+    }
+
+    /// The program's records with the consistency adapter's, decoded on a thread of their
+    /// own (the simulator's thread then only simulates): what a live simulation reads.
+    /// Dropping it kills the program at once, even while the reader waits on the pipe.
+    pub fn read_ahead(self) -> ReadAhead {
+        let pgid = self.proc.child.as_ref().map(|c| c.id() as i32);
+        let reaped = self.proc.reaped.clone();
+        ReadAhead::with_stop(Consistent::new(self), move || {
+            // Not while the reader reaps it (it is ending anyway), nor once reaped (the pid
+            // may belong to another process by then).
+            if let (Some(pgid), Ok(done)) = (pgid, reaped.try_lock()) {
+                if !*done {
+                    // SAFETY: signalling the process group created for the program (see spawn).
+                    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                }
+            }
+        })
+    }
+}
+
+impl TraceSource for LiveTrace {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        match self.dec.next_record(out) {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                self.proc.reap();
+                Ok(false)
+            }
+            Err(e) => Err(TraceError::Other(self.proc.explain(&e))),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.proc.name
     }
 }
 
@@ -344,7 +424,8 @@ fn pid_namespace_works() -> bool {
 
 /// Start `cmd` under the tracer; its records stream through a pipe (nothing touches disk).
 pub fn spawn(cmd: &TraceCommand) -> Result<LiveTrace, TraceError> {
-    spawn_inner(cmd).map_err(TraceError::Other)
+    let (proc, pipe) = start(cmd).map_err(TraceError::Other)?;
+    Ok(LiveTrace { dec: RawDecoder::new(proc.name.clone(), pipe), proc })
 }
 
 fn clear_cloexec(fd: i32) -> std::io::Result<()> {
@@ -355,12 +436,23 @@ fn clear_cloexec(fd: i32) -> std::io::Result<()> {
     Ok(())
 }
 
-fn spawn_inner(cmd: &TraceCommand) -> Result<LiveTrace, String> {
+/// Start Valgrind running `cmd`; returns it and the pipe its tool writes the raw stream to.
+fn start(cmd: &TraceCommand) -> Result<(Tracee, Pipe), String> {
+    start_with(cmd, false)
+}
+
+/// As [`start`]; with `discard` the tool writes to /dev/null instead (the pipe then only
+/// ends): what the tool alone costs.
+fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), String> {
     let prog = cmd.resolve_program()?;
     let valgrind = valgrind_launcher()?;
     let lib = install_tool()?;
     let name = Path::new(&cmd.argv[0]).file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| cmd.argv[0].clone());
-    let (r, w) = pipe()?;
+    let (r, mut w) = pipe()?;
+    if discard {
+        let null = File::options().write(true).open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+        w = OwnedFd::from(null);
+    }
     let (lr, lw) = pipe()?;
     // A bigger pipe lets the tool write its chunks with fewer wake-ups (best effort).
     // SAFETY: fcntl on an fd we own.
@@ -440,15 +532,9 @@ fn spawn_inner(cmd: &TraceCommand) -> Result<LiveTrace, String> {
         }
         s
     });
-    Ok(LiveTrace {
-        dec: RawDecoder::new(name.clone(), File::from(r)),
-        child: Some(child),
-        log: Some(log),
-        name,
-        status: None,
-        failure: None,
-        started: Instant::now(),
-    })
+    let pipe = Arc::new(File::from(r));
+    let proc = Tracee { pipe: pipe.clone(), child: Some(child), reaped: Arc::new(Mutex::new(false)), log: Some(log), name, status: None, failure: None, started: Instant::now(), cpu_seconds: 0.0 };
+    Ok((proc, Pipe(pipe)))
 }
 
 /// What [`trace_to_file`] wrote.
@@ -478,6 +564,12 @@ pub struct Summary {
     /// The trace ended where the program called exec (the new image is not traced).
     pub exec: bool,
     pub wall_seconds: f64,
+    /// CPU time of Valgrind running the program and the tool (user + system).
+    pub tool_cpu_seconds: f64,
+    /// CPU time of the thread that decoded the raw stream and encoded the records.
+    pub transcode_cpu_seconds: f64,
+    /// CPU time of the thread that compressed the records (zstd) and wrote the file.
+    pub compress_cpu_seconds: f64,
 }
 
 /// Trace `cmd` into a native trace file at `path` (with [`Consistent`]'s external records,
@@ -490,43 +582,35 @@ fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, Trace
     let t0 = Instant::now();
     // The output first: an unwritable path fails before any program runs.
     let mut w = NativeWriter::create(path)?;
-    let mut src = Consistent::new(spawn(cmd)?);
-    let mut ins = Instr::default();
-    let mut s = Summary::default();
-    loop {
-        if !src.next_into(&mut ins)? {
-            break;
-        }
-        let mut err = Ok(());
-        src.inner_mut().take_new_code(|pc, b| {
-            if err.is_ok() && b.len() <= 15 {
-                err = w.write_code(pc, b);
-            }
-        });
-        err?;
-        w.write(&ins)?;
-        if ins.external {
-            s.external_records += 1;
-            s.syscall_bytes += ins.data.len() as u64;
-        } else {
-            s.instructions += 1;
-        }
-    }
-    let raw_bytes = w.raw_bytes();
-    w.finish()?;
-    let live = src.inner();
-    let end = live.end_info().unwrap_or_default();
-    s.executed = if end.exec { cmd.skip + s.instructions } else { end.executed };
-    s.exit_code = live.exit_code().unwrap_or(0);
-    s.count_reached = end.count_reached;
-    s.exec = end.exec;
-    s.supplied_bytes = src.supplied_bytes();
-    s.pipe_bytes = live.pipe_bytes();
-    s.static_instructions = live.static_instructions() as u64;
-    s.wall_seconds = t0.elapsed().as_secs_f64();
-    s.syscall_bytes -= s.supplied_bytes;
+    let (mut proc, pipe) = start(cmd).map_err(TraceError::Other)?;
+    let cpu0 = thread_cpu_seconds();
+    let mut t = Transcoder::new(proc.name.clone(), pipe);
+    let end = match t.run(&mut w) {
+        Ok(end) => end,
+        Err(Failure::Stream(e)) => return Err(TraceError::Other(proc.explain(&e))),
+        Err(Failure::Write(e)) => return Err(e),
+    };
+    let transcode_cpu = thread_cpu_seconds() - cpu0;
+    let done = w.finish_stats()?;
+    proc.reap();
+    let c = t.counts();
     let io = |e: std::io::Error| TraceError::Io { path: path.display().to_string(), source: e };
-    s.compressed_bytes = std::fs::metadata(path).map_err(io)?.len();
-    s.raw_bytes = raw_bytes;
-    Ok(s)
+    Ok(Summary {
+        instructions: c.instructions,
+        executed: if end.exec { cmd.skip + c.instructions } else { end.executed },
+        syscall_bytes: c.syscall_bytes,
+        supplied_bytes: c.supplied_bytes,
+        external_records: c.external_records,
+        static_instructions: t.static_count() as u64,
+        raw_bytes: done.raw_bytes,
+        compressed_bytes: std::fs::metadata(path).map_err(io)?.len(),
+        pipe_bytes: t.bytes_read(),
+        exit_code: proc.exit_code(Some(end)).unwrap_or(0),
+        count_reached: end.count_reached,
+        exec: end.exec,
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        tool_cpu_seconds: proc.cpu_seconds,
+        transcode_cpu_seconds: transcode_cpu,
+        compress_cpu_seconds: done.compress_cpu_seconds,
+    })
 }

@@ -29,8 +29,8 @@
 use std::collections::VecDeque;
 use std::io::Read;
 
-use secmem_trace::record::{MAX_DST, MAX_SRC};
-use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError};
+use secmem_trace::native::Prepared;
+use secmem_trace::{Branch, Instr, OpClass, TraceError};
 
 use crate::decode::{Flow, X86Decoder};
 
@@ -43,6 +43,9 @@ pub const T_THREAD: u8 = 0x05;
 pub const T_EXT: u8 = 0x06;
 pub const T_END: u8 = 0x07;
 pub const T_EXEC: u8 = 0x08;
+
+/// Bytes of an access record before its value (kind, size, address).
+pub(crate) const ACCESS_HEAD: usize = 11;
 
 /// What the END record says.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -59,131 +62,80 @@ pub struct EndInfo {
     pub exec: bool,
 }
 
-/// One static instruction as the hot loop needs it (compact: the table is indexed by id for
-/// every executed instruction, and a cache miss here costs more than all the rest).
-#[derive(Clone, Copy)]
-struct Static {
-    pc: u64,
-    len: u8,
-    op: OpClass,
-    flow: Flow,
-    /// Whether its CODE was handed out by [`RawDecoder::take_new_code`].
-    code_given: bool,
-    nsrc: u8,
-    ndst: u8,
-    src: [Reg; MAX_SRC],
-    dst: [Reg; MAX_DST],
+impl EndInfo {
+    /// The END record at `inp`'s position (22 bytes available).
+    pub(crate) fn read<R: Read>(inp: &RawInput<R>) -> EndInfo {
+        EndInfo {
+            executed: inp.u64_at(1),
+            recorded: inp.u64_at(9),
+            count_reached: inp.u8_at(17) == 1,
+            exit_code: inp.u32_at(18) as i32,
+            exec: false,
+        }
+    }
 }
 
-/// Decodes a raw stream into records; see the module documentation.
-pub struct RawDecoder<R: Read> {
-    name: String,
-    r: R,
-    buf: Vec<u8>,
-    pos: usize,
-    end: usize,
+// ---------------------------------------------------------------------------------------------
+// The buffered stream and the static-instruction table: shared by the record decoder here and
+// the file transcoder (`crate::transcode`).
+
+/// The raw stream's buffer: small enough to stay in the L2 cache with the tables the
+/// decoder reads (a 1 MiB buffer decoded measurably slower), large enough that a pipe read
+/// returns a lot at a time.
+const BUF: usize = 256 << 10;
+
+/// The raw stream, buffered, with the stream offset of every byte.
+pub(crate) struct RawInput<R> {
+    pub name: String,
+    pub r: R,
+    pub buf: Vec<u8>,
+    pub pos: usize,
+    pub end: usize,
     /// Stream offset of buf[0].
     base: u64,
     eof: bool,
-    statics: Vec<Static>,
-    /// Instruction bytes by id (for CODE records).
-    code: Vec<Vec<u8>>,
-    decoder: X86Decoder,
-    thread: u32,
-    /// The last instruction read, waiting for the next one to settle its branch outcome.
-    pending: Instr,
-    pending_id: u32,
-    has_pending: bool,
-    /// External records that arrived after `pending` (they follow it in the output).
-    after_pending: Vec<Instr>,
-    /// Records ready to be handed out, in order.
-    ready: VecDeque<Instr>,
-    spare: Vec<Instr>,
-    end_info: Option<EndInfo>,
-    error: Option<String>,
-    header_checked: bool,
-    /// Static ids of returned instructions whose CODE was not yet taken.
-    new_code: Vec<u32>,
-    bytes_read: u64,
-    /// An EXEC record was the last one read.
-    exec_pending: bool,
-    /// INSTR records read.
-    recorded: u64,
+    pub bytes_read: u64,
 }
 
-impl<R: Read> RawDecoder<R> {
-    pub fn new(name: impl Into<String>, r: R) -> RawDecoder<R> {
-        RawDecoder {
-            name: name.into(),
-            r,
-            buf: vec![0; 1 << 20],
-            pos: 0,
-            end: 0,
-            base: 0,
-            eof: false,
-            statics: Vec::new(),
-            code: Vec::new(),
-            decoder: X86Decoder::new(),
-            thread: 0,
-            pending: Instr::default(),
-            pending_id: 0,
-            has_pending: false,
-            after_pending: Vec::new(),
-            ready: VecDeque::new(),
-            spare: Vec::new(),
-            end_info: None,
-            error: None,
-            header_checked: false,
-            new_code: Vec::new(),
-            bytes_read: 0,
-            exec_pending: false,
-            recorded: 0,
-        }
+impl<R: Read> RawInput<R> {
+    pub fn new(name: String, r: R) -> RawInput<R> {
+        RawInput { name, r, buf: vec![0; BUF], pos: 0, end: 0, base: 0, eof: false, bytes_read: 0 }
     }
 
-    /// The stream being decoded.
-    pub fn get_ref(&self) -> &R {
-        &self.r
-    }
-
-    /// The END record, once read.
-    pub fn end_info(&self) -> Option<EndInfo> {
-        self.end_info
-    }
-
-    /// Bytes of raw stream read so far.
-    pub fn bytes_read(&self) -> u64 {
-        self.bytes_read
-    }
-
-    /// Static instructions decoded so far.
-    pub fn static_count(&self) -> usize {
-        self.statics.len()
-    }
-
-    /// The (pc, bytes) of static instructions that appeared for the first time in records
-    /// returned since the last call (for the native format's CODE records).
-    pub fn take_new_code(&mut self, mut f: impl FnMut(u64, &[u8])) {
-        for id in self.new_code.drain(..) {
-            if let (Some(s), Some(b)) = (self.statics.get(id as usize), self.code.get(id as usize)) {
-                f(s.pc, &b[..(s.len as usize).min(b.len())]);
-            }
-        }
-    }
-
-    fn corrupt(&self, at: u64, what: impl Into<String>) -> TraceError {
+    pub fn corrupt(&self, at: u64, what: impl Into<String>) -> TraceError {
         TraceError::Corrupt { path: self.name.clone(), offset: at, what: what.into() }
     }
 
-    fn offset(&self) -> u64 {
+    #[inline(always)]
+    pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
+    #[inline(always)]
+    pub fn avail(&self) -> usize {
+        self.end - self.pos
+    }
+
     /// Make `n` bytes available at `pos`; false at a clean end of stream before any of them.
-    fn fill(&mut self, n: usize) -> Result<bool, TraceError> {
+    #[inline(always)]
+    pub fn fill(&mut self, n: usize) -> Result<bool, TraceError> {
         if self.end - self.pos >= n {
             return Ok(true);
         }
+        self.fill_slow(n, true)
+    }
+
+    /// Read until `n` bytes are available or the stream ends (then fewer, without error).
+    pub fn fill_some(&mut self, n: usize) -> Result<(), TraceError> {
+        if self.end - self.pos < n {
+            self.fill_slow(n, false)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_slow(&mut self, n: usize, exact: bool) -> Result<bool, TraceError> {
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;
@@ -204,8 +156,8 @@ impl<R: Read> RawDecoder<R> {
                 Err(e) => return Err(TraceError::Io { path: self.name.clone(), source: e }),
             }
         }
-        if self.end >= n {
-            Ok(true)
+        if self.end >= n || !exact {
+            Ok(self.end > 0)
         } else if self.end == 0 {
             Ok(false)
         } else {
@@ -213,21 +165,208 @@ impl<R: Read> RawDecoder<R> {
         }
     }
 
+    /// Check and skip the 8-byte header.
+    pub fn header(&mut self) -> Result<(), TraceError> {
+        if !self.fill(8)? {
+            return Err(self.corrupt(0, "empty raw stream (the tracer wrote nothing)"));
+        }
+        if self.buf[self.pos..self.pos + 8] != MAGIC {
+            return Err(self.corrupt(0, "not an smtrace raw stream (bad magic)"));
+        }
+        self.pos += 8;
+        Ok(())
+    }
+
     #[inline(always)]
-    fn u8_at(&self, o: usize) -> u8 {
+    pub fn u8_at(&self, o: usize) -> u8 {
         self.buf[self.pos + o]
     }
     #[inline(always)]
-    fn u16_at(&self, o: usize) -> u16 {
+    pub fn u16_at(&self, o: usize) -> u16 {
         u16::from_le_bytes(self.buf[self.pos + o..self.pos + o + 2].try_into().unwrap())
     }
     #[inline(always)]
-    fn u32_at(&self, o: usize) -> u32 {
+    pub fn u32_at(&self, o: usize) -> u32 {
         u32::from_le_bytes(self.buf[self.pos + o..self.pos + o + 4].try_into().unwrap())
     }
     #[inline(always)]
-    fn u64_at(&self, o: usize) -> u64 {
+    pub fn u64_at(&self, o: usize) -> u64 {
         u64::from_le_bytes(self.buf[self.pos + o..self.pos + o + 8].try_into().unwrap())
+    }
+    #[inline(always)]
+    pub fn bytes(&self, o: usize, n: usize) -> &[u8] {
+        &self.buf[self.pos + o..self.pos + o + n]
+    }
+}
+
+/// One static instruction as the hot loops need it (compact: the table is indexed by id for
+/// every executed instruction, and a cache miss here costs more than all the rest).
+#[derive(Clone, Copy)]
+pub(crate) struct Static {
+    /// Its static part, ready for the native writer (keyed by the id).
+    pub prep: Prepared,
+    pub flow: Flow,
+    /// Whether its CODE was handed out (or written).
+    pub code_given: bool,
+}
+
+impl Static {
+    /// The branch outcome of an execution followed by the instruction at `next_pc` (None:
+    /// unknown, e.g. at the end or at a thread switch: conditional branches fall through).
+    #[inline(always)]
+    pub fn outcome(&self, next_pc: Option<u64>) -> Branch {
+        match self.flow {
+            Flow::None => Branch::None,
+            // Jumps, calls and returns transfer control even when they land on pc + len
+            // (`call next; pop` reads the pc that way).
+            Flow::Unconditional => Branch::Taken,
+            Flow::Conditional => match next_pc {
+                Some(n) if n != self.prep.pc().wrapping_add(self.prep.len() as u64) => Branch::Taken,
+                _ => Branch::NotTaken,
+            },
+        }
+    }
+}
+
+/// The static instructions by id, each decoded once, from its DEF record.
+pub(crate) struct Statics {
+    pub table: Vec<Static>,
+    /// Instruction bytes by id (for CODE records).
+    pub code: Vec<Vec<u8>>,
+    decoder: X86Decoder,
+}
+
+impl Statics {
+    pub fn new() -> Statics {
+        Statics { table: Vec::new(), code: Vec::new(), decoder: X86Decoder::new() }
+    }
+
+    /// Read the DEF record at `inp`'s position (starting at `at`) and decode its instruction.
+    pub fn define<R: Read>(&mut self, inp: &mut RawInput<R>, at: u64) -> Result<(), TraceError> {
+        inp.fill(14)?;
+        let id = inp.u32_at(1);
+        let pc = inp.u64_at(5);
+        let len = inp.u8_at(13);
+        let nb = (len as usize).min(32);
+        inp.fill(14 + nb)?;
+        if id as usize != self.table.len() {
+            return Err(inp.corrupt(at, format!("instruction id {id} defined out of order")));
+        }
+        let bytes = inp.bytes(14, nb).to_vec();
+        inp.pos += 14 + nb;
+        let mut dec = self.decoder.decode(pc, &bytes);
+        if len == 0 || len > 15 {
+            // Valgrind's client-request preambles are one 19-byte "instruction".
+            dec.op = OpClass::Alu;
+            dec.flow = Flow::None;
+        }
+        let prep = Prepared::new(id, pc, len, dec.op, &dec.src, &dec.dst);
+        self.table.push(Static { prep, flow: dec.flow, code_given: false });
+        self.code.push(bytes);
+        Ok(())
+    }
+
+    /// The (pc, bytes) of static instruction `id`.
+    pub fn code(&self, id: u32) -> Option<(u64, &[u8])> {
+        let (s, b) = (self.table.get(id as usize)?, self.code.get(id as usize)?);
+        Some((s.prep.pc(), &b[..(s.prep.len() as usize).min(b.len())]))
+    }
+}
+
+/// An EXT record at `inp`'s position (starting at `at`) as an external record in `e`.
+pub(crate) fn read_ext<R: Read>(inp: &mut RawInput<R>, at: u64, thread: u32, e: &mut Instr) -> Result<(), TraceError> {
+    inp.fill(13)?;
+    let addr = inp.u64_at(1);
+    let size = inp.u32_at(9) as usize;
+    if size > secmem_trace::native::MAX_ACCESS_SIZE {
+        return Err(inp.corrupt(at, format!("external write of {size} bytes")));
+    }
+    inp.fill(13 + size)?;
+    e.clear();
+    e.external = true;
+    e.thread = thread;
+    e.add_access(true, addr, inp.bytes(13, size));
+    inp.pos += 13 + size;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records.
+
+/// Decodes a raw stream into records; see the module documentation.
+pub struct RawDecoder<R: Read> {
+    inp: RawInput<R>,
+    statics: Statics,
+    thread: u32,
+    /// The last instruction read, waiting for the next one to settle its branch outcome.
+    pending: Instr,
+    pending_id: u32,
+    has_pending: bool,
+    /// External records that arrived after `pending` (they follow it in the output).
+    after_pending: Vec<Instr>,
+    /// Records ready to be handed out, in order.
+    ready: VecDeque<Instr>,
+    spare: Vec<Instr>,
+    end_info: Option<EndInfo>,
+    error: Option<String>,
+    header_checked: bool,
+    /// Static ids of returned instructions whose CODE was not yet taken.
+    new_code: Vec<u32>,
+    /// An EXEC record was the last one read.
+    exec_pending: bool,
+    /// INSTR records read.
+    recorded: u64,
+}
+
+impl<R: Read> RawDecoder<R> {
+    pub fn new(name: impl Into<String>, r: R) -> RawDecoder<R> {
+        RawDecoder {
+            inp: RawInput::new(name.into(), r),
+            statics: Statics::new(),
+            thread: 0,
+            pending: Instr::default(),
+            pending_id: 0,
+            has_pending: false,
+            after_pending: Vec::new(),
+            ready: VecDeque::new(),
+            spare: Vec::new(),
+            end_info: None,
+            error: None,
+            header_checked: false,
+            new_code: Vec::new(),
+            exec_pending: false,
+            recorded: 0,
+        }
+    }
+
+    /// The stream being decoded.
+    pub fn get_ref(&self) -> &R {
+        &self.inp.r
+    }
+
+    /// The END record, once read.
+    pub fn end_info(&self) -> Option<EndInfo> {
+        self.end_info
+    }
+
+    /// Bytes of raw stream read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.inp.bytes_read
+    }
+
+    /// Static instructions decoded so far.
+    pub fn static_count(&self) -> usize {
+        self.statics.table.len()
+    }
+
+    /// The (pc, bytes) of static instructions that appeared for the first time in records
+    /// returned since the last call (for the native format's CODE records).
+    pub fn take_new_code(&mut self, mut f: impl FnMut(u64, &[u8])) {
+        for id in self.new_code.drain(..) {
+            if let Some((pc, b)) = self.statics.code(id) {
+                f(pc, b);
+            }
+        }
     }
 
     fn take_spare(&mut self) -> Instr {
@@ -236,23 +375,11 @@ impl<R: Read> RawDecoder<R> {
         i
     }
 
-    /// Settle the pending instruction's branch outcome from the pc that follows it (None:
-    /// unknown, e.g. at the end or at a thread switch: assume conditional branches fall through).
+    /// Settle the pending instruction's branch outcome from the pc that follows it.
     fn settle_pending(&mut self, next_pc: Option<u64>) {
-        let p = &mut self.pending;
-        let flow = match self.statics.get(self.pending_id as usize) {
-            Some(s) => s.flow,
-            _ => Flow::None,
-        };
-        p.branch = match flow {
-            Flow::None => Branch::None,
-            // Jumps, calls and returns transfer control even when they land on pc + len
-            // (`call next; pop` reads the pc that way).
-            Flow::Unconditional => Branch::Taken,
-            Flow::Conditional => match next_pc {
-                Some(n) if n != p.pc.wrapping_add(p.len as u64) => Branch::Taken,
-                _ => Branch::NotTaken,
-            },
+        self.pending.branch = match self.statics.table.get(self.pending_id as usize) {
+            Some(s) => s.outcome(next_pc),
+            None => Branch::None,
         };
     }
 
@@ -273,13 +400,7 @@ impl<R: Read> RawDecoder<R> {
     /// the stream is over).
     fn pump(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if !self.header_checked {
-            if !self.fill(8)? {
-                return Err(self.corrupt(0, "empty raw stream (the tracer wrote nothing)"));
-            }
-            if self.buf[self.pos..self.pos + 8] != MAGIC {
-                return Err(self.corrupt(0, "not an smtrace raw stream (bad magic)"));
-            }
-            self.pos += 8;
+            self.inp.header()?;
             self.header_checked = true;
         }
         while self.ready.is_empty() {
@@ -288,36 +409,36 @@ impl<R: Read> RawDecoder<R> {
                 self.release_pending();
                 return Ok(false);
             }
-            let at = self.offset();
-            if !self.fill(1)? {
+            let at = self.inp.offset();
+            if !self.inp.fill(1)? {
                 self.settle_pending(None);
                 self.release_pending();
                 if self.exec_pending {
                     self.end_info = Some(EndInfo { executed: 0, recorded: self.recorded, count_reached: false, exit_code: 0, exec: true });
                     continue;
                 }
-                return Err(self.corrupt(at, "the raw stream ended without an END record"));
+                return Err(self.inp.corrupt(at, "the raw stream ended without an END record"));
             }
-            let kind = self.u8_at(0);
+            let kind = self.inp.u8_at(0);
             self.exec_pending = kind == T_EXEC;
             match kind {
-                T_EXEC => self.pos += 1,
+                T_EXEC => self.inp.pos += 1,
                 T_INSTR => {
-                    self.fill(5)?;
-                    let id = self.u32_at(1);
-                    self.pos += 5;
+                    self.inp.fill(5)?;
+                    let id = self.inp.u32_at(1);
+                    self.inp.pos += 5;
                     self.recorded += 1;
-                    let Some(st) = self.statics.get_mut(id as usize) else {
-                        return Err(self.corrupt(at, format!("instruction id {id} used before its DEF")));
+                    let Some(st) = self.statics.table.get_mut(id as usize) else {
+                        return Err(self.inp.corrupt(at, format!("instruction id {id} used before its DEF")));
                     };
                     if !st.code_given {
                         st.code_given = true;
                         self.new_code.push(id);
                     }
-                    let next_pc = st.pc;
+                    let st = *st;
                     let mut direct = false;
                     if self.has_pending {
-                        self.settle_pending(Some(next_pc));
+                        self.settle_pending(Some(st.prep.pc()));
                         if self.after_pending.is_empty() && self.ready.is_empty() {
                             // The common case: hand the finished instruction out directly and
                             // reuse the caller's buffers for the new one.
@@ -328,20 +449,7 @@ impl<R: Read> RawDecoder<R> {
                             self.pending = self.take_spare();
                         }
                     }
-                    let st = self.statics[id as usize];
-                    let n = &mut self.pending;
-                    n.accesses.clear();
-                    n.data.clear();
-                    n.pc = st.pc;
-                    n.len = st.len;
-                    n.op = st.op;
-                    n.nsrc = st.nsrc;
-                    n.src = st.src;
-                    n.ndst = st.ndst;
-                    n.dst = st.dst;
-                    n.branch = Branch::None;
-                    n.external = false;
-                    n.thread = self.thread;
+                    st.prep.start(&mut self.pending, self.thread);
                     self.pending_id = id;
                     self.has_pending = true;
                     if direct {
@@ -349,46 +457,21 @@ impl<R: Read> RawDecoder<R> {
                     }
                 }
                 t @ (T_LOAD | T_STORE) => {
-                    self.fill(11)?;
-                    let size = self.u16_at(1) as usize;
-                    let addr = self.u64_at(3);
-                    self.fill(11 + size)?;
+                    self.inp.fill(ACCESS_HEAD)?;
+                    let size = self.inp.u16_at(1) as usize;
+                    let addr = self.inp.u64_at(3);
+                    self.inp.fill(ACCESS_HEAD + size)?;
                     if !self.has_pending || !self.after_pending.is_empty() {
-                        return Err(self.corrupt(at, "an access outside any instruction"));
+                        return Err(self.inp.corrupt(at, "an access outside any instruction"));
                     }
-                    let v = &self.buf[self.pos + 11..self.pos + 11 + size];
-                    self.pending.add_access(t == T_STORE, addr, v);
-                    self.pos += 11 + size;
+                    self.pending.add_access(t == T_STORE, addr, self.inp.bytes(ACCESS_HEAD, size));
+                    self.inp.pos += ACCESS_HEAD + size;
                 }
-                T_DEF => {
-                    self.fill(14)?;
-                    let id = self.u32_at(1);
-                    let pc = self.u64_at(5);
-                    let len = self.u8_at(13);
-                    let nb = (len as usize).min(32);
-                    self.fill(14 + nb)?;
-                    if id as usize != self.statics.len() {
-                        return Err(self.corrupt(at, format!("instruction id {id} defined out of order")));
-                    }
-                    let bytes = self.buf[self.pos + 14..self.pos + 14 + nb].to_vec();
-                    self.pos += 14 + nb;
-                    let mut dec = self.decoder.decode(pc, &bytes);
-                    if len == 0 || len > 15 {
-                        // Valgrind's client-request preambles are one 19-byte "instruction".
-                        dec.op = OpClass::Alu;
-                        dec.flow = Flow::None;
-                    }
-                    let (mut src, mut dst) = ([0; MAX_SRC], [0; MAX_DST]);
-                    let (nsrc, ndst) = (dec.src.len().min(MAX_SRC), dec.dst.len().min(MAX_DST));
-                    src[..nsrc].copy_from_slice(&dec.src[..nsrc]);
-                    dst[..ndst].copy_from_slice(&dec.dst[..ndst]);
-                    self.statics.push(Static { pc, len, op: dec.op, flow: dec.flow, code_given: false, nsrc: nsrc as u8, ndst: ndst as u8, src, dst });
-                    self.code.push(bytes);
-                }
+                T_DEF => self.statics.define(&mut self.inp, at)?,
                 T_THREAD => {
-                    self.fill(5)?;
-                    let tid = self.u32_at(1);
-                    self.pos += 5;
+                    self.inp.fill(5)?;
+                    let tid = self.inp.u32_at(1);
+                    self.inp.pos += 5;
                     if tid != self.thread {
                         // The next instruction belongs to another thread: it says nothing
                         // about where the pending one went.
@@ -398,18 +481,8 @@ impl<R: Read> RawDecoder<R> {
                     }
                 }
                 T_EXT => {
-                    self.fill(13)?;
-                    let addr = self.u64_at(1);
-                    let size = self.u32_at(9) as usize;
-                    if size > secmem_trace::native::MAX_ACCESS_SIZE {
-                        return Err(self.corrupt(at, format!("external write of {size} bytes")));
-                    }
-                    self.fill(13 + size)?;
                     let mut e = self.take_spare();
-                    e.external = true;
-                    e.thread = self.thread;
-                    e.add_access(true, addr, &self.buf[self.pos + 13..self.pos + 13 + size]);
-                    self.pos += 13 + size;
+                    read_ext(&mut self.inp, at, self.thread, &mut e)?;
                     if self.has_pending {
                         self.after_pending.push(e);
                     } else {
@@ -417,17 +490,11 @@ impl<R: Read> RawDecoder<R> {
                     }
                 }
                 T_END => {
-                    self.fill(22)?;
-                    self.end_info = Some(EndInfo {
-                        executed: self.u64_at(1),
-                        recorded: self.u64_at(9),
-                        count_reached: self.u8_at(17) == 1,
-                        exit_code: self.u32_at(18) as i32,
-                        exec: false,
-                    });
-                    self.pos += 22;
+                    self.inp.fill(22)?;
+                    self.end_info = Some(EndInfo::read(&self.inp));
+                    self.inp.pos += 22;
                 }
-                k => return Err(self.corrupt(at, format!("unknown raw record kind {k:#04x}"))),
+                k => return Err(self.inp.corrupt(at, format!("unknown raw record kind {k:#04x}"))),
             }
         }
         Ok(false)

@@ -400,3 +400,91 @@ fn dropping_a_live_trace_mid_run_ends_the_program_promptly() {
     drop(live);
     assert!(t.elapsed().as_secs() < 10, "drop took {:?}", t.elapsed());
 }
+
+#[test]
+fn the_trace_file_holds_the_live_streams_records() {
+    // trace_to_file transcodes the raw stream in one pass; the live source decodes it
+    // record by record and the consistency adapter supplies memory: both must give the same
+    // records (two runs of deterministic programs: the C program, and a shell loop; files
+    // read by a program are not used, their access times change from run to run).
+    if !available() {
+        return;
+    }
+    let d = workdir();
+    let mut known = command(program(), &d.join("same.out"));
+    known.stdout = ProgramIo::Null;
+    let mut shell = sh("i=0; while [ $i -lt 200 ]; do i=$((i+1)); done");
+    shell.clear_env = true;
+    shell.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    for (name, cmd) in [("known", known), ("shell", shell)] {
+        let f = d.join(format!("{name}-live.smt"));
+        let s = trace_to_file(&cmd, &f).unwrap();
+        let file = collect(secmem_trace::open_trace(f.to_str().unwrap()).unwrap().as_mut());
+        let live = collect(&mut Consistent::new(spawn(&cmd).unwrap()));
+        assert_eq!(file.iter().filter(|r| !r.external).count() as u64, s.instructions);
+        if let Some(i) = (0..file.len().min(live.len())).find(|&i| file[i] != live[i]) {
+            panic!("{name}: record {i} differs:\n{:?}\n{:?}", file[i], live[i]);
+        }
+        assert_eq!(file.len(), live.len(), "{name}");
+        assert!(s.instructions > 10_000, "{name}: {s:?}");
+    }
+}
+
+/// The pids of processes whose command line contains `marker`.
+fn pids_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid = e.file_name().to_str()?.parse().ok()?;
+            let c = std::fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&c).contains(marker).then_some(pid)
+        })
+        .collect()
+}
+
+fn processes_with(marker: &str) -> usize {
+    pids_with(marker).len()
+}
+
+#[test]
+fn a_live_trace_read_ahead_gives_the_same_records_and_a_drop_kills_a_blocked_program() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let mut c = command(p, &workdir().join("ra.out"));
+    c.stdout = ProgramIo::Null;
+    let want = collect(&mut Consistent::new(spawn(&c).unwrap()));
+    let got = collect(&mut spawn(&c).unwrap().read_ahead());
+    assert!(got == want && want.len() > 10_000, "{} and {} records", got.len(), want.len());
+    // A program blocked forever (opening a FIFO nobody writes): the reader thread waits on
+    // the pipe, and only the drop's stop hook can end the program.
+    let fifo = workdir().join("never.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let cpath = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
+    let marker = format!("secmem-blocked-{}", std::process::id());
+    // (The tool hands its buffer over only when it is full, so no record arrives.)
+    let live = spawn(&sh(&format!("read x < {}; echo {marker}", fifo.display()))).unwrap().read_ahead();
+    let t = std::time::Instant::now();
+    while processes_with(&marker) < 2 && t.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(processes_with(&marker), 2, "unshare and valgrind run the shell");
+    let t = std::time::Instant::now();
+    drop(live);
+    assert!(t.elapsed().as_secs() < 2, "drop took {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    while processes_with(&marker) > 0 && t.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left = pids_with(&marker);
+    for &pid in &left {
+        // SAFETY: killing what this test started (its marker names this test process).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "the program was not killed: {left:?}");
+}

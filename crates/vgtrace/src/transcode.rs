@@ -1,0 +1,436 @@
+//! The raw stream straight into a native trace file, with the consistency adapter's records:
+//! what [`crate::RawDecoder`] → [`crate::Consistent`] → [`NativeWriter`] write, record for
+//! record, in one pass.
+//!
+//! Tracing to a file spends its time here, on one core, while Valgrind runs the program on
+//! the other (zstd runs on a third thread, see [`NativeWriter`]). So the per-instruction work
+//! is what changes from one execution to the next and nothing else: the static part of each
+//! instruction (registers, op class, branch kind) was decoded once, from its DEF record
+//! ([`crate::raw`]); the writer recognises a repeated static part by its id
+//! ([`NativeWriter::write_keyed`]); records are handed from stage to stage by reference, not
+//! moved through queues.
+//!
+//! The order of the output is the layered pipeline's: the CODE record of an instruction
+//! comes when its first execution is read (before the record of the instruction preceding
+//! it, whose branch outcome waits for it), then the supplied external record of an
+//! instruction (if its loads need one), the instruction, and the system-call writes that
+//! followed it.
+
+use std::io::Read;
+
+use secmem_trace::consistent::Shadow;
+use secmem_trace::{Access, Instr, NativeWriter, TraceError};
+
+use crate::raw::{read_ext, EndInfo, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_STORE, T_THREAD};
+
+/// The largest access record whose value the fast path reads in place (a 32-byte AVX store).
+const FAST: usize = ACCESS_HEAD + 32;
+
+/// What a transcoding wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Instruction records (INSTR records read).
+    pub instructions: u64,
+    /// External records written: system-call writes plus the consistency adapter's.
+    pub external_records: u64,
+    /// Bytes in external records from the tracer (system calls, signal frames).
+    pub syscall_bytes: u64,
+    /// Bytes the consistency adapter supplied.
+    pub supplied_bytes: u64,
+}
+
+/// Why a transcoding stopped.
+#[derive(Debug)]
+pub enum Failure {
+    /// The raw stream was damaged or could not be read.
+    Stream(TraceError),
+    /// The output could not be written.
+    Write(TraceError),
+}
+
+/// Stream errors (`?` on the input) are the default.
+impl From<TraceError> for Failure {
+    fn from(e: TraceError) -> Failure {
+        Failure::Stream(e)
+    }
+}
+
+/// Transcodes a raw stream into a [`NativeWriter`]; see the module documentation.
+pub struct Transcoder<R: Read> {
+    inp: RawInput<R>,
+    statics: Statics,
+    shadow: Shadow,
+    thread: u32,
+    /// The last instruction read (its static id, accesses and their values), waiting for the
+    /// next one to settle its branch outcome.
+    pending_id: u32,
+    accesses: Vec<Access>,
+    data: Vec<u8>,
+    has_pending: bool,
+    /// External records that arrived after `pending`: `after[..n_after]`.
+    after: Vec<Instr>,
+    n_after: usize,
+    /// The consistency adapter's record for the instruction being written.
+    supply: Instr,
+    counts: Counts,
+    end_info: Option<EndInfo>,
+}
+
+impl<R: Read> Transcoder<R> {
+    pub fn new(name: impl Into<String>, r: R) -> Transcoder<R> {
+        Transcoder {
+            inp: RawInput::new(name.into(), r),
+            statics: Statics::new(),
+            shadow: Shadow::default(),
+            thread: 0,
+            pending_id: 0,
+            accesses: Vec::new(),
+            data: Vec::new(),
+            has_pending: false,
+            after: Vec::new(),
+            n_after: 0,
+            supply: Instr::default(),
+            counts: Counts::default(),
+            end_info: None,
+        }
+    }
+
+    /// What was written so far.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Bytes of raw stream read so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.inp.bytes_read
+    }
+
+    /// Static instructions decoded so far.
+    pub fn static_count(&self) -> usize {
+        self.statics.table.len()
+    }
+
+    /// The stream being read.
+    pub fn get_ref(&self) -> &R {
+        &self.inp.r
+    }
+
+    /// An external record: into the shadow and the file.
+    fn emit_external(shadow: &mut Shadow, counts: &mut Counts, w: &mut NativeWriter, e: &Instr) -> Result<(), Failure> {
+        for a in &e.accesses {
+            shadow.store(a.addr, e.value(a));
+        }
+        counts.external_records += 1;
+        counts.syscall_bytes += e.data.len() as u64;
+        w.write(e).map_err(Failure::Write)
+    }
+
+    /// Write the pending instruction, its branch settled by `next_pc` (after the external
+    /// record its loads need, for consistency), then the externals that followed it.
+    #[inline(always)]
+    fn release(&mut self, next_pc: Option<u64>, w: &mut NativeWriter) -> Result<(), Failure> {
+        if self.has_pending {
+            self.has_pending = false;
+            let st = &self.statics.table[self.pending_id as usize];
+            if !self.accesses.is_empty() {
+                let s = &mut self.supply;
+                s.clear();
+                s.external = true;
+                s.thread = self.thread;
+                let n = self.shadow.reconcile(&self.accesses, &self.data, s);
+                if !s.accesses.is_empty() {
+                    w.write(s).map_err(Failure::Write)?;
+                    self.counts.external_records += 1;
+                    self.counts.supplied_bytes += n;
+                }
+            }
+            w.write_exec(&st.prep, st.outcome(next_pc), self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
+        }
+        if self.n_after > 0 {
+            self.release_after(w)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn release_after(&mut self, w: &mut NativeWriter) -> Result<(), Failure> {
+        for e in &self.after[..self.n_after] {
+            Self::emit_external(&mut self.shadow, &mut self.counts, w, e)?;
+        }
+        self.n_after = 0;
+        Ok(())
+    }
+
+    /// Transcode the whole stream into `w` (which the caller finishes); returns the END
+    /// record. Errors name the stream and the offset of the bad record.
+    pub fn run(&mut self, w: &mut NativeWriter) -> Result<EndInfo, Failure> {
+        self.inp.header()?;
+        let mut exec_pending = false;
+        loop {
+            if let Some(end) = self.end_info {
+                self.release(None, w)?;
+                return Ok(end);
+            }
+            // Enough bytes for any INSTR or scalar access record, so most records are
+            // parsed without further checks.
+            self.inp.fill_some(FAST)?;
+            let at = self.inp.offset();
+            if self.inp.avail() == 0 {
+                self.release(None, w)?;
+                if exec_pending {
+                    return Ok(EndInfo { executed: 0, recorded: self.counts.instructions, count_reached: false, exit_code: 0, exec: true });
+                }
+                return Err(self.inp.corrupt(at, "the raw stream ended without an END record").into());
+            }
+            let kind = self.inp.u8_at(0);
+            exec_pending = kind == T_EXEC;
+            match kind {
+                T_INSTR => {
+                    self.inp.fill(5)?;
+                    let id = self.inp.u32_at(1);
+                    self.inp.pos += 5;
+                    self.counts.instructions += 1;
+                    let Some(st) = self.statics.table.get_mut(id as usize) else {
+                        return Err(self.inp.corrupt(at, format!("instruction id {id} used before its DEF")).into());
+                    };
+                    let pc = st.prep.pc();
+                    if !st.code_given {
+                        st.code_given = true;
+                        if let Some((pc, b)) = self.statics.code(id).filter(|(_, b)| b.len() <= 15) {
+                            w.write_code(pc, b).map_err(Failure::Write)?;
+                        }
+                    }
+                    self.release(Some(pc), w)?;
+                    self.accesses.clear();
+                    self.data.clear();
+                    self.pending_id = id;
+                    self.has_pending = true;
+                }
+                t @ (T_LOAD | T_STORE) => {
+                    self.inp.fill(ACCESS_HEAD)?;
+                    let size = self.inp.u16_at(1) as usize;
+                    let addr = self.inp.u64_at(3);
+                    self.inp.fill(ACCESS_HEAD + size)?;
+                    if !self.has_pending || self.n_after > 0 {
+                        return Err(self.inp.corrupt(at, "an access outside any instruction").into());
+                    }
+                    let off = self.data.len();
+                    if size <= 8 && self.inp.avail() >= ACCESS_HEAD + 8 {
+                        // One fixed-size copy (a variable-length one is a library call).
+                        self.data.extend_from_slice(&self.inp.u64_at(ACCESS_HEAD).to_le_bytes());
+                        self.data.truncate(off + size);
+                    } else {
+                        self.data.extend_from_slice(self.inp.bytes(ACCESS_HEAD, size));
+                    }
+                    self.accesses.push(Access { store: t == T_STORE, addr, size: size as u32, off: off as u32 });
+                    self.inp.pos += ACCESS_HEAD + size;
+                }
+                T_EXEC => self.inp.pos += 1,
+                T_DEF => self.statics.define(&mut self.inp, at)?,
+                T_THREAD => {
+                    self.inp.fill(5)?;
+                    let tid = self.inp.u32_at(1);
+                    self.inp.pos += 5;
+                    if tid != self.thread {
+                        // The next instruction belongs to another thread: it says nothing
+                        // about where the pending one went.
+                        self.release(None, w)?;
+                        self.thread = tid;
+                    }
+                }
+                T_EXT => {
+                    if self.has_pending {
+                        if self.after.len() == self.n_after {
+                            self.after.push(Instr::default());
+                        }
+                        read_ext(&mut self.inp, at, self.thread, &mut self.after[self.n_after])?;
+                        self.n_after += 1;
+                    } else {
+                        read_ext(&mut self.inp, at, self.thread, &mut self.supply)?;
+                        Self::emit_external(&mut self.shadow, &mut self.counts, w, &self.supply)?;
+                    }
+                }
+                T_END => {
+                    self.inp.fill(22)?;
+                    let end = EndInfo::read(&self.inp);
+                    self.inp.pos += 22;
+                    self.end_info = Some(end);
+                }
+                k => return Err(self.inp.corrupt(at, format!("unknown raw record kind {k:#04x}")).into()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raw::{RawDecoder, MAGIC};
+    use secmem_trace::{Consistent, TraceSource};
+    use std::io::Cursor;
+
+    /// A raw stream written by hand, record by record.
+    struct Raw(Vec<u8>);
+
+    impl Raw {
+        fn new() -> Raw {
+            Raw(MAGIC.to_vec())
+        }
+        fn def(&mut self, id: u32, pc: u64, bytes: &[u8]) {
+            self.0.push(T_DEF);
+            self.0.extend_from_slice(&id.to_le_bytes());
+            self.0.extend_from_slice(&pc.to_le_bytes());
+            self.0.push(bytes.len() as u8);
+            self.0.extend_from_slice(bytes);
+        }
+        fn instr(&mut self, id: u32) {
+            self.0.push(T_INSTR);
+            self.0.extend_from_slice(&id.to_le_bytes());
+        }
+        fn access(&mut self, store: bool, addr: u64, v: &[u8]) {
+            self.0.push(if store { T_STORE } else { T_LOAD });
+            self.0.extend_from_slice(&(v.len() as u16).to_le_bytes());
+            self.0.extend_from_slice(&addr.to_le_bytes());
+            self.0.extend_from_slice(v);
+        }
+        fn ext(&mut self, addr: u64, v: &[u8]) {
+            self.0.push(T_EXT);
+            self.0.extend_from_slice(&addr.to_le_bytes());
+            self.0.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            self.0.extend_from_slice(v);
+        }
+        fn thread(&mut self, tid: u32) {
+            self.0.push(T_THREAD);
+            self.0.extend_from_slice(&tid.to_le_bytes());
+        }
+        fn end(&mut self, n: u64) {
+            self.0.push(T_END);
+            self.0.extend_from_slice(&n.to_le_bytes());
+            self.0.extend_from_slice(&n.to_le_bytes());
+            self.0.extend_from_slice(&[0, 0, 0, 0, 0]);
+        }
+    }
+
+    /// A loop that loads, adds, stores and branches back; a system call whose buffer comes
+    /// back as external writes; a thread switch; a 16-byte and a five-access instruction;
+    /// memory changed behind the program's back.
+    fn program() -> Raw {
+        let mut r = Raw::new();
+        r.ext(0x9000, &[7; 24]); // before any instruction
+        r.def(0, 0x1000, &[0x48, 0x8b, 0x07]); // mov rax, [rdi]
+        r.def(1, 0x1003, &[0x48, 0x83, 0xc0, 0x01]); // add rax, 1
+        r.def(2, 0x1007, &[0x48, 0x89, 0x06]); // mov [rsi], rax
+        r.def(3, 0x100a, &[0x75, 0xf4]); // jne 0x1000
+        r.def(4, 0x100c, &[0x0f, 0x05]); // syscall
+        r.def(5, 0x100e, &[0xf3, 0x0f, 0x6f, 0x07]); // movdqu xmm0, [rdi]
+        r.def(6, 0x1012, &[0xf3, 0xa4]); // rep movsb (five accesses below)
+        r.def(7, 0x1014, &[0xe9, 0x00, 0x10, 0x00, 0x00]); // jmp far ahead
+        r.def(8, 0x2019, &[0xc3]); // ret
+        let mut n = 0;
+        for i in 0..300u64 {
+            let a = 0x8000 + 8 * (i % 40);
+            r.instr(0);
+            r.access(false, a, &(i / 40).to_le_bytes());
+            r.instr(1);
+            r.instr(2);
+            r.access(true, a, &(i / 40 + 1).to_le_bytes());
+            r.instr(3);
+            n += 4;
+            if i % 97 == 50 {
+                r.instr(4);
+                r.ext(0x9000 + i, &[i as u8; 3]);
+                r.ext(0xa000, &[1, 2]);
+                r.thread((i % 2) as u32);
+                r.instr(5);
+                r.access(false, 0x9000, &[7; 16]);
+                r.instr(6);
+                for k in 0..5 {
+                    r.access(k % 2 == 1, 0xb000 + k, &[k as u8]);
+                }
+                r.instr(7);
+                r.instr(8);
+                r.access(false, 0x7ff0, &0x1000u64.to_le_bytes());
+                n += 5;
+            }
+        }
+        r.end(n);
+        r
+    }
+
+    /// The layered pipeline: decoder, consistency adapter, writer; the record stream.
+    fn layered(raw: &[u8], path: &std::path::Path) -> Vec<u8> {
+        struct Src(RawDecoder<Cursor<Vec<u8>>>);
+        impl TraceSource for Src {
+            fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+                self.0.next_record(out)
+            }
+            fn name(&self) -> &str {
+                "raw"
+            }
+        }
+        let mut c = Consistent::new(Src(RawDecoder::new("raw", Cursor::new(raw.to_vec()))));
+        let mut w = NativeWriter::create(path).unwrap();
+        let mut i = Instr::default();
+        while c.next_into(&mut i).unwrap() {
+            c.inner_mut().0.take_new_code(|pc, b| w.write_code(pc, b).unwrap());
+            w.write(&i).unwrap();
+        }
+        w.finish().unwrap();
+        zstd::decode_all(&std::fs::read(path).unwrap()[16..]).unwrap()
+    }
+
+    fn transcoded(raw: &[u8], path: &std::path::Path) -> (Vec<u8>, Counts) {
+        let mut w = NativeWriter::create(path).unwrap();
+        let mut t = Transcoder::new("raw", Cursor::new(raw.to_vec()));
+        t.run(&mut w).unwrap();
+        w.finish().unwrap();
+        (zstd::decode_all(&std::fs::read(path).unwrap()[16..]).unwrap(), t.counts())
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("secmem-transcode-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join(name)
+    }
+
+    #[test]
+    fn transcoding_writes_the_layered_pipelines_bytes() {
+        let raw = program().0;
+        let want = layered(&raw, &tmp("layered.smt"));
+        let (got, counts) = transcoded(&raw, &tmp("fused.smt"));
+        assert!(want == got, "record streams differ ({} and {} bytes)", want.len(), got.len());
+        // The stream exercised what it should: supplied loads, system-call writes, records.
+        assert_eq!(counts.instructions, 300 * 4 + 3 * 5);
+        assert!(counts.supplied_bytes > 0 && counts.syscall_bytes == 24 + 3 * (3 + 2), "{counts:?}");
+        let mut r = secmem_trace::open_trace(tmp("fused.smt").to_str().unwrap()).unwrap();
+        let (mut i, mut threads, mut taken) = (Instr::default(), 0, 0);
+        while r.next_into(&mut i).unwrap() {
+            threads |= 1 << i.thread;
+            taken += (i.branch == secmem_trace::Branch::Taken) as u32;
+        }
+        assert_eq!(threads, 3, "both threads are in the file");
+        assert!(taken > 250, "the loop's branch and the jumps are taken: {taken}");
+    }
+
+    #[test]
+    fn a_damaged_stream_fails_where_the_decoder_does() {
+        let raw = program().0;
+        for cut in [0, 5, 9, 40, raw.len() / 2, raw.len() - 1] {
+            let mut w = NativeWriter::create(tmp("cut.smt")).unwrap();
+            let e = match Transcoder::new("raw", Cursor::new(raw[..cut].to_vec())).run(&mut w) {
+                Err(Failure::Stream(e)) => e.to_string(),
+                r => panic!("cut at {cut}: {r:?}"),
+            };
+            let mut d = RawDecoder::new("raw", Cursor::new(raw[..cut].to_vec()));
+            let mut i = Instr::default();
+            let want = loop {
+                match d.next_record(&mut i) {
+                    Ok(true) => {}
+                    Ok(false) => panic!("the decoder accepted a cut stream"),
+                    Err(e) => break e.to_string(),
+                }
+            };
+            assert_eq!(e, want, "cut at {cut}");
+        }
+    }
+}
