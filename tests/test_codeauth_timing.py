@@ -64,3 +64,16 @@ def test_secmem_attack_shows_the_code_matrix():
     assert "code authentication (seed 001)" in p.stdout
     line = next(l for l in p.stdout.splitlines() if "splice a block and its tag" in l)
     assert line.split()[-3:] == ["refused", "refused", "refused"]
+
+
+def test_the_bench_pair_runs_the_same_program_without_and_with_code_authentication(capsys):
+    import argparse
+
+    from secmem import cli as secmem_cli
+
+    off, on = secmem_cli._bench_codeauth(argparse.Namespace(repeat=1), 200_000)
+    out = capsys.readouterr().out
+    assert (off["codeauth"], on["codeauth"]) == ("none", "pr-trivium")
+    assert off["instructions"] == on["instructions"] == 200_000
+    assert on["ipc"] < off["ipc"], "the code authentication run checked tags (they cost cycles)"
+    assert "time with / without:" in out and "(target: at most 1.5x)" in out
