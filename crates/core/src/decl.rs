@@ -106,3 +106,18 @@ pub fn engine_components() -> Vec<&'static Component> {
     v.extend(crate::codeauth::SCHEMES.iter().copied());
     v
 }
+
+/// The names of a scheme registry (`SCHEMES`, whose entries hold a `decl: &Component`), in
+/// registration order, as a constant array: the registry is the one list of schemes.
+macro_rules! registry_names {
+    ($schemes:expr) => {{
+        let mut n = [""; $schemes.len()];
+        let mut i = 0;
+        while i < n.len() {
+            n[i] = $schemes[i].decl.name;
+            i += 1;
+        }
+        n
+    }};
+}
+pub(crate) use registry_names;

@@ -126,15 +126,7 @@ pub const SCHEMES: &[EncryptionScheme] = &[
     EncryptionScheme { decl: &mecu::DECL, build: |p, m, c, seed| Ok(Box::new(mecu::Mecu::new(p, m, c, seed)?)) },
 ];
 
-const NAMES: [&str; SCHEMES.len()] = {
-    let mut n = [""; SCHEMES.len()];
-    let mut i = 0;
-    while i < n.len() {
-        n[i] = SCHEMES[i].decl.name;
-        i += 1;
-    }
-    n
-};
+const NAMES: [&str; SCHEMES.len()] = crate::decl::registry_names!(SCHEMES);
 
 /// The schemes' names, in registration order.
 pub const ENCRYPTION_SCHEMES: &[&str] = &NAMES;

@@ -118,15 +118,7 @@ pub const SCHEMES: &[IntegrityScheme] = &[
     IntegrityScheme { decl: &lhash::DECL, build: |p, m, seed| Ok(Box::new(lhash::Lhash::new(p, m, seed)?)) },
 ];
 
-const NAMES: [&str; SCHEMES.len()] = {
-    let mut n = [""; SCHEMES.len()];
-    let mut i = 0;
-    while i < n.len() {
-        n[i] = SCHEMES[i].decl.name;
-        i += 1;
-    }
-    n
-};
+const NAMES: [&str; SCHEMES.len()] = crate::decl::registry_names!(SCHEMES);
 
 /// The schemes' names, in registration order.
 pub const INTEGRITY_SCHEMES: &[&str] = &NAMES;
