@@ -94,18 +94,21 @@ pub const PR_AES: Component = Component {
     params: AES_PARAMS,
 };
 
-/// Every code authentication choice, `none` first.
-pub const SCHEMES: &[&Component] = &[&NONE, &PR_TRIVIUM, &PR_AES];
+/// A registered code authentication choice: its declaration and the pad generator it uses
+/// (none: fetches are not authenticated).
+pub struct CodeAuthScheme {
+    pub decl: &'static Component,
+    pub pad: Option<PadKind>,
+}
 
-const NAMES: [&str; SCHEMES.len()] = {
-    let mut n = [""; SCHEMES.len()];
-    let mut i = 0;
-    while i < n.len() {
-        n[i] = SCHEMES[i].name;
-        i += 1;
-    }
-    n
-};
+/// Every code authentication choice, `none` first.
+pub const SCHEMES: &[CodeAuthScheme] = &[
+    CodeAuthScheme { decl: &NONE, pad: None },
+    CodeAuthScheme { decl: &PR_TRIVIUM, pad: Some(PadKind::Trivium) },
+    CodeAuthScheme { decl: &PR_AES, pad: Some(PadKind::Aes) },
+];
+
+const NAMES: [&str; SCHEMES.len()] = crate::decl::registry_names!(SCHEMES);
 
 /// The names `codeauth` accepts, in registration order.
 pub const CODEAUTH_SCHEMES: &[&str] = &NAMES;
@@ -146,12 +149,9 @@ impl CodeAuth {
     /// The unit `codeauth` names (none for `none`), its tag table placed in `m`'s layout
     /// after everything else; `seed` derives the processor's keys.
     pub fn build(p: &Params, m: &mut Machine, data_size: u64, seed: u64) -> Result<Option<CodeAuth>, ConfigError> {
-        let name = p.choice("codeauth", CODEAUTH_SCHEMES)?;
-        let (name, pad): (&'static str, PadKind) = match name.as_str() {
-            "pr-trivium" => ("pr-trivium", PadKind::Trivium),
-            "pr-aes" => ("pr-aes", PadKind::Aes),
-            _ => return Ok(None),
-        };
+        let chosen = p.choice("codeauth", CODEAUTH_SCHEMES)?;
+        let scheme = SCHEMES.iter().find(|s| s.decl.name == chosen).expect("a registered name");
+        let (name, Some(pad)) = (scheme.decl.name, scheme.pad) else { return Ok(None) };
         let bits = p.u64_min("auth.width", 1)?;
         let width = Width::from_bits(bits as u32).map_err(|e| ConfigError(format!("auth.width: {}", e)))?;
         let block = m.line() as u32;

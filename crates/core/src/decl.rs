@@ -103,7 +103,7 @@ pub fn engine_components() -> Vec<&'static Component> {
     v.extend(crate::integrity::SCHEMES.iter().map(|s| s.decl));
     v.extend(crate::encryption::SCHEMES.iter().map(|s| s.decl));
     v.push(&crate::codeauth::UNIT);
-    v.extend(crate::codeauth::SCHEMES.iter().copied());
+    v.extend(crate::codeauth::SCHEMES.iter().map(|s| s.decl));
     v
 }
 
