@@ -17,7 +17,7 @@ from secmem.reproduce.registry import (
 
 from conftest import assert_clean_error, cli
 
-SEEDS = ("000", "001", "002", "003")
+SEEDS = ("000", "001", "002", "003", "004")
 
 
 # ---------------------------------------------------------------------------------------

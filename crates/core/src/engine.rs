@@ -150,10 +150,12 @@ pub const MACHINE: &[Component] = &[
         name: "speculation",
         kind: Kind::Machine,
         summary: "the speculation stage between the cipher and the core",
-        source: "003 §4.3; 000 §4.4",
+        source: "003 §4.3; 000 §4.4; 004 §3.2",
         params: &[
             param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
             param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
+            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext speculation of tdes (004 §3.2: 8, 16 or 32); 0: off"),
+            param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
         ],
     },
 ];
@@ -361,7 +363,9 @@ impl Engine {
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
+        let enc_checked = self.enc.take_checked();
         let mut v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
+        v.checked = enc_checked.map_or(v.checked, |c| c.max(v.checked));
         let fetch_checked = kind == AccessKind::Fetch && self.auth.is_some();
         if fetch_checked {
             self.check_code(line, plain, t_req, t_data, &mut v.ready, &mut v.checked)?;
@@ -438,6 +442,22 @@ impl Engine {
         self.m.l2.set_dirty(slot);
     }
 
+    /// The program loaded or stored `len` bytes at `addr` of a line made present by `access`:
+    /// the frequent value table (if any) sees each aligned 64-bit word they touch (004 §3.1).
+    #[inline]
+    pub fn track_values(&mut self, addr: u64, len: usize) {
+        if self.m.spec.fv.is_none() || len == 0 {
+            return;
+        }
+        let slot = self.slot_of(addr);
+        let off = (addr & (self.line - 1)) as usize;
+        let (lo, hi) = (off & !7, (off + len).div_ceil(8) * 8);
+        let line = self.m.l2.bytes(slot);
+        for w in line[lo..hi.min(line.len())].chunks_exact(8) {
+            self.m.spec.track(u64::from_le_bytes(w.try_into().unwrap()));
+        }
+    }
+
     /// Functional read of any range (split into lines).
     pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         let mut done = t;
@@ -447,6 +467,7 @@ impl Engine {
             let n = ((self.line - (a & (self.line - 1))) as usize).min(out.len() - pos);
             done = done.max(self.access(a, AccessKind::Load, t)?.ready);
             self.read_cached(a, &mut out[pos..pos + n]);
+            self.track_values(a, n);
             done = done.max(self.settle()?);
             pos += n;
         }
@@ -462,6 +483,7 @@ impl Engine {
             let n = ((self.line - (a & (self.line - 1))) as usize).min(data.len() - pos);
             done = done.max(self.access(a, AccessKind::Store, t)?.ready);
             self.write_cached(a, &data[pos..pos + n]);
+            self.track_values(a, n);
             done = done.max(self.settle()?);
             pos += n;
         }
@@ -538,6 +560,7 @@ impl Engine {
         self.m.write_buf.reset_stats();
         self.integ.reset_stats();
         self.enc.reset_stats();
+        self.m.spec.reset_stats();
         if let Some(a) = self.auth.as_mut() {
             a.reset_stats();
         }
@@ -605,6 +628,7 @@ impl Engine {
         out.float("encryption.space_overhead", self.enc.space_overhead());
         self.integ.stats(&self.m, out);
         self.enc.stats(&self.m, out);
+        self.m.spec.stats(out);
         // Only when on: a run without code authentication reports exactly what it did before.
         if let Some(a) = &self.auth {
             a.stats(out);

@@ -78,6 +78,8 @@ pub enum MetaKind {
     Tag,
     /// A code authentication tag (seed 001 §6).
     CodeTag,
+    /// tdes's per-chunk MACs of a line (004 §3.3).
+    ChunkMacs,
 }
 
 /// One piece of metadata: what it is, where, and how many bytes.
@@ -106,6 +108,7 @@ impl fmt::Display for MetaKind {
             MetaKind::Counter(scheme) => write!(f, "{} counter", scheme),
             MetaKind::Tag => write!(f, "ocb tag"),
             MetaKind::CodeTag => write!(f, "code authentication tag"),
+            MetaKind::ChunkMacs => write!(f, "tdes chunk MACs"),
         }
     }
 }

@@ -375,6 +375,7 @@ impl Core {
                         self.value_mismatches += 1;
                     }
                 }
+                eng.track_values(pa, n as usize);
                 if l2 {
                     t = t.max(self.settle(eng)?);
                 }

@@ -239,3 +239,31 @@ fn a_typo_in_a_preset_file_is_refused() {
     let e = crate::load_preset(f.to_str().unwrap()).unwrap_err().0;
     assert!(e.ends_with("unknown parameter 'l2.sise' (did you mean 'l2.size'?)"), "{}", e);
 }
+
+#[test]
+fn frequent_value_speculation_keeps_the_data_and_sees_the_frequent_chunks_of_real_runs() {
+    // 004 §3.2 on the shi2007 machine: the program sees the same values, the same lines move,
+    // and most of hot's fetched chunks are frequent values (whether a speculation matches and is
+    // in time is the tdes tests' subject: early on, hot's frequent chunks are in never-written
+    // lines, which are not ciphertext and never match).
+    for w in ["stream", "hot"] {
+        let go = |sets: &[&str]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let p = configure("shi2007", None, None, &sets).unwrap();
+            let mut src = builtin(w, 1).unwrap();
+            let r = run(&p, &mut *src, &RunOptions { instructions: 60_000, warmup: 20_000, seed: 1, progress: false }).unwrap();
+            assert_eq!(r.error, None);
+            r.stats
+        };
+        // Both on the same replicated engines (004 §3.2: "pipelined and replicated").
+        let off = go(&["tdes.engines=4"]);
+        let on = go(&["tdes.engines=4", "speculation.frequent_values=8"]);
+        assert_eq!(f(&on, "trace.value_mismatches"), 0.0, "{}", w);
+        assert_eq!(f(&on, "mem.read_bytes"), f(&off, "mem.read_bytes"), "{}: speculation moved other bytes", w);
+        assert!(f(&on, "speculation.fv_chunks") > 0.0, "{}", w);
+        // hot's lines are mostly small values and zeros; stream's doubles are rarely frequent.
+        if w == "hot" {
+            assert!(f(&on, "speculation.fv_frequent_fraction") > 0.5, "{}", w);
+        }
+    }
+}

@@ -98,6 +98,21 @@ impl Pipe {
         r.done(start, n)
     }
 
+    /// Issue an operation over `bytes` ready at `t` only if it completes by `deadline`
+    /// (speculative work that would finish too late to help is not started); its completion.
+    #[inline]
+    pub fn run_by(&mut self, t: Cycle, bytes: u64, deadline: Cycle) -> Option<Cycle> {
+        let (r, n) = (self.rate, self.rate.slots(bytes));
+        let s = self.cal.find(r.slot_at(t), n);
+        let start = r.start(s);
+        if r.done(start, n) > deadline {
+            return None;
+        }
+        self.cal.take(s, n);
+        self.count(1, start.saturating_sub(t), bytes);
+        Some(r.done(start, n))
+    }
+
     /// Issue operations over `bytes` each whose inputs are ready at `ready`, as one `run`
     /// each in order would (fastest when ascending); returns the latest completion.
     pub fn run_in_order(&mut self, ready: &[Cycle], bytes: u64) -> Cycle {
@@ -135,6 +150,16 @@ impl Pipe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_that_would_finish_after_its_deadline_is_not_started() {
+        let mut p = Pipe::new(40, 3.2, 16);
+        assert_eq!(p.run(0, 64), 55);
+        // Behind the four units booked: done at 60, so a deadline of 59 refuses it, unbooked.
+        assert_eq!(p.run_by(0, 16, 59), None);
+        assert_eq!(p.run_by(0, 16, 60), Some(60));
+        assert_eq!(p.run(0, 16), 65);
+    }
 
     #[test]
     fn single_unit_costs_latency() {

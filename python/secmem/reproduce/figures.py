@@ -1004,4 +1004,175 @@ FIGURES_001 = [
            "Table 3, §8.1", _t3_points, _t3_rows, _t3_plot, _t3_ask, size=(10, 3.6), prepare=_t3_prepare, text=_t3_text),
 ]
 
-FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002 + FIGURES_001
+
+# ---------------------------------------------------------------------------------------
+# 004: Shi & Lee, CF'07 (shi2007): frequent value ciphertext speculation
+
+_SPEC_004 = ("mcf", "mgrid", "parser", "vpr")
+# The machine of every 004 point, baseline and speculation alike: 004 §3.2's "pipelined and
+# replicated" engines (no count given: 4 TDES pipelines), a MAC per 64-bit chunk (§3.3; its size
+# is not given: 4 B), and data issued only once authenticated (§2.2).
+_ENGINES = {"tdes.engines": 4, "tdes.chunk_mac_bytes": 4, "speculation.use_before_verify": "false"}
+_FV_SIZES = (8, 16, 32)
+
+
+def _fv(n: Optional[int] = None, **extra) -> dict:
+    """The settings of a 004 point: the engines, the FVT size (None: speculation off), extra."""
+    return {**_ENGINES, **({"speculation.frequent_values": n} if n else {}), **extra}
+
+
+def _fv_points(configs):
+    """Each configuration with speculation off and with 8 values (the paper's default, §6.2)."""
+    def points(paper, scale):
+        return product_points(paper, scale, _names(paper, _SPEC_004), ["none+tdes"],
+                              [_fv(n, **c) for c in configs for n in (None, 8)])
+    return points
+
+
+def _speedup(d: Data, w: str, n: int = 8, **extra) -> Optional[float]:
+    """IPC with speculation over IPC without, same machine, minus one."""
+    on, off = d.get(w, "none+tdes", sets=_fv(n, **extra)), d.get(w, "none+tdes", sets=_fv(None, **extra))
+    return None if on is None or not off else on / off - 1
+
+
+def _fig5_004_points(paper, scale):
+    return product_points(paper, scale, _names(paper, _SPEC_004), ["none+tdes"], [_fv(n) for n in _FV_SIZES])
+
+
+def _frac(d, w, n, stat="speculation.fv_frequent_fraction"):
+    return d.get(w, "none+tdes", stat, _fv(n))
+
+
+def _fig5_004_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, _SPEC_004)
+    fr = {w: _all(_frac(d, w, n) for n in _FV_SIZES) for w in ws}
+    best = None if any(v is None for v in fr.values()) else max(fr.values(), key=lambda v: v[0])
+    over = None if best is None else sum(v[0] > 0.4 for v in fr.values())
+    grows = None if best is None else all(b >= a - 0.01 for v in fr.values() for a, b in zip(v, v[1:]))
+    return [
+        Row("fetched 64-bit chunks that are frequent values (top 8), the highest stand-in", paper.value("004-fig5", "several_over_40"),
+            None if best is None else best[0], "-" if best is None else f"{_pct(best[0])}; {over} of {len(ws)} over 40%",
+            _trend(lambda: over >= 1, best), cause="values"),
+        Row("the frequent share grows (or holds) from 8 to 16 to 32 values", paper.value("004-fig5", "grows"), None,
+            "-" if best is None else "; ".join(f"{w}: " + "/".join(_pct(x) for x in fr[w]) for w in ws), _trend(grows, grows),
+            cause="values"),
+    ]
+
+
+def _fig5_004_plot(d, paper, fig):
+    ws = _names(paper, _SPEC_004)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws], {f"top {n}": [_frac(d, w, n) for w in ws] for n in _FV_SIZES},
+               "fetched chunks that are frequent", refs=[(0.4, "40%")])
+
+
+def _fig6_004_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, _SPEC_004)
+    re = _all(_frac(d, w, 8, "speculation.fv_reordered_fraction") for w in ws)
+    un = _all(_frac(d, w, 8, "speculation.fv_paired_fraction") for w in ws)
+    # a stand-in with no frequent chunk has no fraction to speak of (0/0)
+    fr = _all(_frac(d, w, 8) for w in ws)
+    some = None if re is None or fr is None else [x for x, f in zip(re, fr) if f > 0]
+    got = None if not some else mean(some)
+    return [
+        Row("frequent chunks predictable by a 128-bit cipher after re-ordering (mean over stand-ins with any, top 8)", paper.value("004-fig6", "reordered"),
+            got, _pct(got), _trend(lambda: got >= 0.9, got), cause="values"),
+        Row("without re-ordering, fewer are (no stand-in more)", paper.value("004-fig6", "unordered_few"), None,
+            "-" if un is None else ", ".join(f"{w}: {_pct(u)} vs {_pct(r)}" for w, u, r in zip(ws, un, re)),
+            _trend(lambda: all(u <= r for u, r in zip(un, re)) and any(u < r for u, r in zip(un, re)), un, re), cause="values"),
+    ]
+
+
+def _fig6_004_plot(d, paper, fig):
+    ws = _names(paper, _SPEC_004)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws],
+               {"in place": [_frac(d, w, 8, "speculation.fv_paired_fraction") for w in ws],
+                "re-ordered": [_frac(d, w, 8, "speculation.fv_reordered_fraction") for w in ws]},
+               "predictable / frequent chunks (128-bit)", refs=[(0.95, "paper: >95% re-ordered")])
+
+
+_L2_004 = [{"l2.size": "256KiB", "l2.latency": 4}, {"l2.size": "1MiB", "l2.latency": 8}]
+
+
+def _fig7_004_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, _SPEC_004)
+    small = _all(_speedup(d, w, **_L2_004[0]) for w in ws)
+    large = _all(_speedup(d, w, **_L2_004[1]) for w in ws)
+    best = None if small is None else max(small)
+    return [
+        Row("IPC speedup of ciphertext and MAC speculation, TDES, 256 KB L2 (best stand-in)", paper.value("004-fig7", "over_10_256k"), best,
+            "-" if small is None else ", ".join(f"{w}: {_pct(x)}" for w, x in zip(ws, small)), _trend(lambda: best > 0, best),
+            cause="footprint"),
+        Row("the speedup is smaller with a 1 MB L2 (mean over stand-ins)", paper.value("004-fig7", "smaller_1m"), None,
+            "-" if large is None or small is None else f"{_pct(mean(small))} at 256 KB, {_pct(mean(large))} at 1 MB",
+            _trend(lambda: mean(large) <= mean(small), small, large), cause="footprint"),
+    ]
+
+
+def _fig7_004_plot(d, paper, fig):
+    ws = _names(paper, _SPEC_004)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws],
+               {c["l2.size"]: [_speedup(d, w, **c) for w in ws] for c in _L2_004}, "IPC speedup (TDES)", refs=[(0.10, "10%")])
+
+
+_RATIOS = [{"memory.bus_clock": "250MHz"}, {"memory.bus_clock": "166.67MHz"}]
+
+
+def _fig9_004_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, _SPEC_004)
+    sp = [_all(_speedup(d, w, **c) for w in ws) for c in _RATIOS]
+    m = [None if v is None else mean(v) for v in sp]
+    return [
+        Row("average IPC speedup at CPU:memory 1:4", paper.value("004-fig9", "ratio_1_4"), m[0], _pct(m[0]),
+            _trend(lambda: m[0] > 0, m[0]), cause="tdes_for_aes"),
+        Row("average IPC speedup at 1:6, slightly above 1:4's", paper.value("004-fig9", "ratio_1_6"), m[1], _pct(m[1]),
+            _trend(lambda: m[1] >= m[0], m[0], m[1]), cause="tdes_for_aes"),
+    ]
+
+
+def _fig9_004_plot(d, paper, fig):
+    ws = _names(paper, _SPEC_004)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws],
+               {r: [_speedup(d, w, **c) for w in ws] for r, c in zip(("1:4", "1:6"), _RATIOS)}, "IPC speedup (TDES, 256 KB)",
+               refs=[(0.075, "paper 1:4 mean"), (0.09, "paper 1:6 mean")])
+
+
+def _fig10_004_points(paper, scale):
+    return product_points(paper, scale, _names(paper, _SPEC_004), ["none+tdes"], [_fv(n) for n in (None,) + _FV_SIZES])
+
+
+def _fig10_004_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, _SPEC_004)
+    sp = {w: _all(_speedup(d, w, n) for n in _FV_SIZES) for w in ws}
+    ok = None if any(v is None for v in sp.values()) else sp
+    gain = None if ok is None else max(v[2] - v[0] for v in ok.values())
+    return [Row("32 values instead of 8 gain little (largest gain over the stand-ins)", paper.value("004-fig10", "little_gain"), None,
+                "-" if ok is None else "; ".join(f"{w}: " + "/".join(_pct(x) for x in ok[w]) for w in ws) + f"; largest gain {_pct(gain)}",
+                _trend(lambda: gain < 0.03, gain))]
+
+
+def _fig10_004_plot(d, paper, fig):
+    ws = _names(paper, _SPEC_004)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws], {f"{n} values": [_speedup(d, w, n) for w in ws] for n in _FV_SIZES},
+               "IPC speedup (TDES, 256 KB)")
+
+
+FIGURES_004 = [
+    Figure("004-fig5", "004", "Fetched 64-bit chunks that are frequent values, top 8/16/32", "Figure 5, §6.1",
+           _fig5_004_points, _fig5_004_rows, _fig5_004_plot, size=(8, 3.4)),
+    Figure("004-fig6", "004", "Frequent chunks predictable under a 128-bit cipher, in place and re-ordered", "Figure 6, §6.1, §3.2.2",
+           lambda paper, scale: product_points(paper, scale, _names(paper, _SPEC_004), ["none+tdes"], [_fv(8)]),
+           _fig6_004_rows, _fig6_004_plot, size=(8, 3.4)),
+    Figure("004-fig7", "004", "IPC speedup of ciphertext and MAC speculation, TDES, 256 KB and 1 MB L2", "Figure 7(a)(c), §6.2",
+           _fv_points(_L2_004), _fig7_004_rows, _fig7_004_plot, size=(8, 3.4)),
+    Figure("004-fig9", "004", "IPC speedup against the CPU:memory clock ratio (1:4, 1:6), 256 KB L2", "Figure 9, §6.3",
+           _fv_points(_RATIOS), _fig9_004_rows, _fig9_004_plot, size=(8, 3.4)),
+    Figure("004-fig10", "004", "IPC speedup against the FVT size (8, 16, 32 values), TDES, 256 KB L2", "Figure 10, §6.4",
+           _fig10_004_points, _fig10_004_rows, _fig10_004_plot, size=(8, 3.4)),
+]
+
+FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002 + FIGURES_004 + FIGURES_001

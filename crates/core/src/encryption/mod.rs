@@ -81,6 +81,12 @@ pub trait Encryption: Send {
         Ok(done)
     }
 
+    /// When the line of the last `read_line` is authenticated by the scheme itself, if that
+    /// holds up the access's verification (tdes's per-chunk MACs); taken once.
+    fn take_checked(&mut self) -> Option<Cycle> {
+        None
+    }
+
     /// Forget on-chip copies of untrusted metadata (flush).
     fn drop_cached(&mut self) {}
 

@@ -12,7 +12,26 @@
 //! chunk is deciphered as soon as it arrives: Δ is XORed after the cipher, off its critical
 //! path, so only the last chunk's 96-ns decryption adds to the miss (004 Table 2).
 //!
-//! The TDES engine is the scheme's own pipelined unit (`tdes.latency`, `tdes.throughput`).
+//! The TDES engine is the scheme's own pipelined unit (`tdes.latency`, `tdes.throughput`),
+//! replicated `tdes.engines` times (004 §4: "multiple pipelines").
+//!
+//! Ciphertext speculation (004 §3.2, Figs. 2–3; `speculation.frequent_values`): on a miss,
+//! once R is known, the engine encrypts every Frequent Value Table entry for every chunk
+//! position of the line, after the miss's own decryptions and competing with every later
+//! miss's. An arriving chunk equal to one of those ciphertexts (the CAM) needs no decryption:
+//! it is usable when both it and its speculation are in. A chunk of ciphertext C_i matches
+//! TDES_K(v ⊕ Δ_i) exactly when it deciphers to v (the cipher is a permutation and Δ_i is the
+//! line's), so the decision is taken on the deciphered chunk; `speculated_hits` performs the
+//! real encryptions and the tests check that both agree.
+//!
+//! Per-chunk MACs (`tdes.chunk_mac_bytes`, 004 §3.3: "each cipher size chunk to have its own
+//! MAC"): T_i = TDES_Km(P_i ⊕ R' ⊕ (i+1)·L') truncated, R' = TDES_Km(a/B ‖ ctr_a), stored in
+//! untrusted memory after the counters. A chunk is checked once deciphered (T_i computed and
+//! compared with the fetched one); the access is verified when every chunk is. MAC
+//! speculation (with `speculation.frequent_values`): the engine also computes the MAC of every
+//! table value at every chunk position, so a chunk whose ciphertext and MAC both match needs
+//! neither decryption nor a MAC computation: it is verified on arrival. Like mac, the MACs
+//! bind address and counter but not freshness (a rolled-back line, counter and MACs pass).
 //!
 //! The cipher is FIPS 46-3 Triple-DES EDE with three keys: `secmem_crypto::tdes::FastTdes`,
 //! checked bit for bit against RustCrypto's `des::TdesEde3` by its tests and at construction.
@@ -21,7 +40,7 @@
 
 use super::{derive_key, Encryption, NonceCounter};
 use crate::integrity::IntegrityError;
-use crate::layout::{is_initial, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
+use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
 use crate::machine::Machine;
 use crate::port::chunk_arrivals;
 use crate::wordbuf::WordBuffer;
@@ -40,6 +59,8 @@ pub const DECL: Component = Component {
     params: &[
         param("tdes.latency", Def::Int(96), "cycles", "Triple-DES latency: 96 ns at 1 GHz, 48 stages (004 §4, Table 2)"),
         param("tdes.throughput", Def::Str("2.5GB/s"), "B/s", "pipelined TDES throughput: 20 Gbit/s (004 §4)"),
+        param("tdes.chunk_mac_bytes", Def::Int(0), "B", "a MAC of this many bytes (1 to 8) per 64-bit chunk, checked on every read (004 §3.3); 0: none, tdes only encrypts"),
+        param("tdes.engines", Def::Int(1), "engines", "replicated TDES pipelines: the throughput is this many times tdes.throughput (004 §3.2, §4)"),
         param("tdes.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
         param("tdes.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
     ],
@@ -65,8 +86,30 @@ fn gf_mul(a: u64, mut b: u64) -> u64 {
     acc
 }
 
+/// Per-chunk MACs: their key, offsets (i+1)·L', size and where they live.
+struct ChunkMacs {
+    key: FastTdes,
+    offsets: [u64; MAX_LINE / 8],
+    bytes: usize,
+    store: PerLine,
+}
+
+impl ChunkMacs {
+    /// The MAC of each 64-bit chunk of `plain` (line `addr`, counter `ctr`), into `out`.
+    fn compute(&self, line: u64, addr: u64, ctr: u32, plain: &[u8], out: &mut [u8]) {
+        let r = self.key.encrypt_u64(((addr / line) << 32) | ctr as u64);
+        for (i, (c, o)) in plain.chunks_exact(8).zip(out.chunks_exact_mut(self.bytes)).enumerate() {
+            let t = self.key.encrypt_u64(u64::from_be_bytes(c.try_into().unwrap()) ^ r ^ self.offsets[i]);
+            o.copy_from_slice(&t.to_be_bytes()[..self.bytes]);
+        }
+    }
+}
+
 pub struct Tdes {
     data: FastTdes,
+    mac: Option<ChunkMacs>,
+    /// When the last line read was verified (its chunk MACs), for `take_checked`.
+    checked: Option<Cycle>,
     tweak: FastTdes,
     /// (i+1)·L for chunk i.
     offsets: [u64; MAX_LINE / 8],
@@ -82,6 +125,10 @@ pub struct Tdes {
     reads: u64,
     writes: u64,
     exposed: u64,
+    mac_checks: u64,
+    mac_failures: u64,
+    mac_speculated: u64,
+    check_exposed: u64,
 }
 
 fn key24(seed: u64, purpose: u64) -> [u8; 24] {
@@ -95,7 +142,8 @@ fn key24(seed: u64, purpose: u64) -> [u8; 24] {
 impl Tdes {
     pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Tdes, ConfigError> {
         let hz = p.freq("core.clock")?;
-        let engine = Pipe::new(p.u64_min("tdes.latency", 1)?, p.rate("tdes.throughput")? / hz, CHUNK);
+        let engines = p.u64_min("tdes.engines", 1)? as f64;
+        let engine = Pipe::new(p.u64_min("tdes.latency", 1)?, engines * p.rate("tdes.throughput")? / hz, CHUNK);
         let ctr_buf = WordBuffer::new(p.u64_min("tdes.counter_buffer_entries", 0)?, "tdes.counter_buffer_entries")?;
         let line = m.line();
         let lines = covered.div_ceil(line);
@@ -114,8 +162,25 @@ impl Tdes {
             *o = gf_mul(l, i as u64 + 1);
         }
         let nonces = NonceCounter::new(p, "tdes")?;
+        let mac_bytes = p.u64_min("tdes.chunk_mac_bytes", 0)?;
+        if mac_bytes > 8 {
+            return Err(ConfigError(format!("tdes.chunk_mac_bytes: {} exceeds the 8-B TDES block", mac_bytes)));
+        }
+        let mac = (mac_bytes > 0).then(|| {
+            let km = key24(seed, 0x7de9);
+            let key = FastTdes::new(&km);
+            let l = key.encrypt_u64(u64::MAX);
+            let mut offsets = [0u64; MAX_LINE / 8];
+            for (i, o) in offsets.iter_mut().enumerate() {
+                *o = gf_mul(l, i as u64 + 1);
+            }
+            let store = m.layout.per_line("tdes chunk MACs", covered, (line / CHUNK) * mac_bytes);
+            ChunkMacs { key, offsets, bytes: mac_bytes as usize, store }
+        });
         Ok(Tdes {
             data,
+            mac,
+            checked: None,
             tweak,
             offsets,
             engine,
@@ -128,6 +193,10 @@ impl Tdes {
             reads: 0,
             writes: 0,
             exposed: 0,
+            mac_checks: 0,
+            mac_failures: 0,
+            mac_speculated: 0,
+            check_exposed: 0,
         })
     }
 
@@ -158,6 +227,28 @@ impl Tdes {
         self.data.decrypt_blocks(buf);
         self.whiten(self.r(addr, ctr), buf);
     }
+
+    /// What the CAM finds (004 Fig. 2 ③–④): bit i is set when chunk i of the fetched
+    /// ciphertext `ct` of the line at `addr` (counter `ctr`) equals the real speculative
+    /// encryption TDES_K(v ⊕ Δ_i) of one of `values` (64-bit words, little-endian in memory).
+    pub fn speculated_hits(&self, addr: u64, ctr: u32, values: &[u64], ct: &[u8]) -> u64 {
+        let r = self.r(addr, ctr);
+        let mut bits = 0;
+        for (i, c) in ct.chunks_exact(8).enumerate() {
+            let d = (r ^ self.offsets[i]).to_be_bytes();
+            for &v in values {
+                let mut b = v.to_le_bytes();
+                for (x, y) in b.iter_mut().zip(d) {
+                    *x ^= y;
+                }
+                self.data.encrypt_blocks(&mut b);
+                if b == c {
+                    bits |= 1 << i;
+                }
+            }
+        }
+        bits
+    }
 }
 
 impl Encryption for Tdes {
@@ -180,17 +271,147 @@ impl Encryption for Tdes {
         let mut cb = [0u8; B_CTR as usize];
         let t_ctr = self.ctr_buf.read(&mut m.port, ca, &mut cb, t);
         let ctr = u32::from_le_bytes(cb);
-        let mut arrive = [0; MAX_LINE / 8];
         let n = out.len() / CHUNK as usize;
+        let mut fetched = [0u8; MAX_LINE];
+        let mac_len = self.mac.as_ref().map_or(0, |c| n * c.bytes);
+        let t_macs = match &self.mac {
+            Some(c) => m.port.read(c.store.addr(addr), &mut fetched[..mac_len], t).last,
+            None => 0,
+        };
+        let mut arrive = [0; MAX_LINE / 8];
         chunk_arrivals(m.port.beat(), tr, CHUNK, &mut arrive[..n]);
-        let t_dec = self.engine.run_each(arrive[..n].iter().copied());
+        let xor = m.xor_latency;
+        // Each chunk is deciphered once in; Δ (which needs R) is XORed after the cipher.
+        let mut slow = [0; MAX_LINE / 8];
+        for (d, &a) in slow.iter_mut().zip(&arrive[..n]) {
+            *d = self.engine.run(a, CHUNK);
+        }
         let t_r = self.engine.run(t_ctr, CHUNK);
-        if !is_initial(ctr as u64, out) {
+        let t_rm = if self.mac.is_some() { self.engine.run(t_ctr, CHUNK) } else { 0 };
+        let mut ready = slow[n - 1].max(t_r) + xor;
+        for d in &mut slow[..n] {
+            *d = (*d).max(t_r) + xor;
+        }
+        let data_initial = is_initial(ctr as u64, out);
+        #[cfg(test)]
+        let ct: Vec<u8> = out.to_vec();
+        if !data_initial {
             self.decrypt(addr, ctr, out);
         }
-        let ready = t_dec.max(t_r) + m.xor_latency;
+        // Which chunks the speculation matches (004 §3.2–3.3): decided on the deciphered chunk.
+        let mut hits = 0u64;
+        let mut frequent = 0u64;
+        let (mut vals, mut k) = ([0u64; 64], 0);
+        if let Some(fv) = &m.spec.fv {
+            for v in fv.table.values() {
+                vals[k] = v;
+                k += 1;
+            }
+            frequent = fv.table.frequent_chunks(out);
+            // The never-written line is not ciphertext: nothing speculated matches it.
+            hits = if data_initial { 0 } else { frequent };
+            #[cfg(test)]
+            if !data_initial {
+                assert_eq!(hits, self.speculated_hits(addr, ctr, &vals[..k], &ct), "plaintext and ciphertext matching disagree");
+            }
+        }
+        // Chunk MACs: checked functionally; a chunk whose ciphertext and MAC both matched the
+        // speculation needs no MAC computation (004 §3.3), the others are MACed once deciphered
+        // and R' is known. Demand work is booked before this miss's speculation.
+        let mut mac_done = [0; MAX_LINE / 8];
+        if let Some(c) = &self.mac {
+            let mut want = [0u8; MAX_LINE];
+            if !(data_initial && all_zero(&fetched[..mac_len])) {
+                c.compute(self.line, addr, ctr, out, &mut want[..mac_len]);
+                if want[..mac_len] != fetched[..mac_len] {
+                    self.mac_failures += 1;
+                    return Err(IntegrityError {
+                        addr,
+                        what: format!("tdes chunk MAC mismatch (counter {}): line, counter or MACs were changed", ctr),
+                    });
+                }
+            }
+            for i in 0..n {
+                if hits >> i & 1 == 0 {
+                    mac_done[i] = self.engine.run(slow[i].max(t_rm + xor), CHUNK).max(t_macs) + 1;
+                }
+            }
+        }
+        // The speculation: every table value for each chunk position (and its MAC), in arrival
+        // order, once Δ (R') is known, competing with every later miss's demand work. Work that
+        // could not finish before the chunk is deciphered (MACed) anyway is not started: the
+        // chunk then takes the ordinary path.
+        let mut spec = [0; MAX_LINE / 8];
+        let mut spec_mac = [0; MAX_LINE / 8];
+        let mut match_latency = 0;
+        let mut launched = 0u64;
+        if let Some(fv) = m.spec.fv.as_mut() {
+            for i in 0..if k > 0 { n } else { 0 } {
+                if let Some(d) = self.engine.run_by(t_r + xor, k as u64 * CHUNK, slow[i]) {
+                    spec[i] = d;
+                    launched |= 1 << i;
+                }
+            }
+            if self.mac.is_some() {
+                for i in 0..n {
+                    if launched >> i & 1 == 1 {
+                        match self.engine.run_by(t_rm + xor, k as u64 * CHUNK, slow[i] + self.engine.latency()) {
+                            Some(d) => spec_mac[i] = d,
+                            None => launched &= !(1 << i),
+                        }
+                    }
+                }
+                // A frequent chunk whose speculation was not launched is MACed the ordinary way.
+                for i in 0..n {
+                    if hits >> i & 1 == 1 && launched >> i & 1 == 0 {
+                        mac_done[i] = self.engine.run(slow[i].max(t_rm + xor), CHUNK).max(t_macs) + 1;
+                    }
+                }
+            }
+            hits &= launched;
+            match_latency = fv.match_latency;
+            let (mut fast_ready, mut early) = (0, 0);
+            for i in 0..n {
+                let r = if hits >> i & 1 == 1 {
+                    let fast = arrive[i].max(spec[i]) + match_latency;
+                    early += (fast < slow[i]) as u64;
+                    fast.min(slow[i])
+                } else {
+                    slow[i]
+                };
+                fast_ready = fast_ready.max(r);
+            }
+            let c = &mut fv.counts;
+            c.line(n, frequent);
+            c.hits += hits.count_ones() as u64;
+            c.early += early;
+            c.encryptions += (k as u64 * launched.count_ones() as u64) << self.mac.is_some() as usize;
+            c.saved_cycles += ready.saturating_sub(fast_ready);
+            ready = fast_ready;
+        }
         self.exposed += ready.saturating_sub(tr.last);
+        self.checked = None;
+        if self.mac.is_some() {
+            let mut done = ready;
+            for i in 0..n {
+                let d = if hits >> i & 1 == 1 {
+                    self.mac_speculated += 1;
+                    arrive[i].max(spec_mac[i]).max(t_macs) + match_latency
+                } else {
+                    mac_done[i]
+                };
+                done = done.max(d);
+            }
+            self.mac_checks += n as u64;
+            self.check_exposed += done - ready;
+            m.note_check(done);
+            self.checked = Some(done);
+        }
         Ok(ready)
+    }
+
+    fn take_checked(&mut self) -> Option<Cycle> {
+        self.checked.take()
     }
 
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
@@ -205,7 +426,16 @@ impl Encryption for Tdes {
         let t_r = self.engine.run(t, CHUNK);
         let t_enc = self.engine.run(t_r + m.xor_latency, plain.len() as u64);
         let done = m.port.write(addr, ct, t_enc);
-        Ok(done.max(self.ctr_buf.write(&mut m.port, self.ctr_addr(addr), &ctr.to_le_bytes(), t_enc)))
+        let mut done = done.max(self.ctr_buf.write(&mut m.port, self.ctr_addr(addr), &ctr.to_le_bytes(), t_enc));
+        if let Some(c) = &self.mac {
+            let mut macs = [0u8; MAX_LINE];
+            let k = plain.len() / CHUNK as usize * c.bytes;
+            c.compute(self.line, addr, ctr, plain, &mut macs[..k]);
+            let t_rm = self.engine.run(t, CHUNK);
+            let t_m = self.engine.run(t_rm + m.xor_latency, plain.len() as u64);
+            done = done.max(m.port.write(c.store.addr(addr), &macs[..k], t_m));
+        }
+        Ok(done)
     }
 
     fn drop_cached(&mut self) {
@@ -213,17 +443,22 @@ impl Encryption for Tdes {
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {
-        vec![Meta::new(MetaKind::Counter("tdes"), self.ctr_addr(addr), B_CTR)]
+        let mut v = vec![Meta::new(MetaKind::Counter("tdes"), self.ctr_addr(addr), B_CTR)];
+        if let Some(c) = &self.mac {
+            v.push(Meta::new(MetaKind::ChunkMacs, c.store.addr(addr), (self.line / CHUNK) * c.bytes as u64));
+        }
+        v
     }
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes, self.exposed) = (0, 0, 0);
+        (self.mac_checks, self.mac_failures, self.mac_speculated, self.check_exposed) = (0, 0, 0, 0);
         self.ctr_buf.reset_stats();
         self.engine.reset_stats();
     }
 
     fn space_overhead(&self) -> f64 {
-        self.ctrs.overhead()
+        self.ctrs.overhead() + self.mac.as_ref().map_or(0.0, |c| c.store.overhead())
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {
@@ -236,12 +471,185 @@ impl Encryption for Tdes {
         out.int("tdes.decrypt_exposed_cycles", self.exposed);
         out.float("tdes.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
         out.float("tdes.space_overhead", self.space_overhead());
+        if self.mac.is_some() {
+            out.int("tdes.mac_checks", self.mac_checks);
+            out.int("tdes.mac_failures", self.mac_failures);
+            out.int("tdes.mac_speculated", self.mac_speculated);
+            out.int("tdes.check_exposed_cycles", self.check_exposed);
+            out.float("tdes.check_exposed_per_read", ratio(self.check_exposed, self.reads));
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{params, pattern};
+    use crate::Engine;
+
+    fn stat(e: &Engine, k: &str) -> f64 {
+        let mut s = Stats::default();
+        e.stats(&mut s);
+        s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
+    }
+
+    /// Lines whose chunks are a mix of a few small values (frequent) and random words.
+    fn workload(e: &mut Engine, lines: u64) -> Vec<Vec<u8>> {
+        let mut want = Vec::new();
+        for k in 0..lines {
+            let mut line = pattern(k + 1, 64);
+            for (i, c) in line.chunks_exact_mut(8).enumerate() {
+                if (k + i as u64) % 3 != 0 {
+                    c.copy_from_slice(&((k + i as u64) % 5).to_le_bytes());
+                }
+            }
+            e.write(0x10_0000 + k * 64, &line, 0).unwrap();
+            want.push(line);
+        }
+        e.flush(0).unwrap();
+        want
+    }
+
+    #[test]
+    fn ciphertext_speculation_decides_as_the_real_speculative_encryptions_do() {
+        // Every miss below runs `speculated_hits` (the real TDES encryptions of every table
+        // value at every chunk position) and asserts it equals the plaintext decision.
+        for n in [8, 16, 32] {
+            let fv = format!("speculation.frequent_values={}", n);
+            let mut e = Engine::new(&params("none", "tdes", &[&fv]), 3).unwrap();
+            let want = workload(&mut e, 300);
+            e.reset_stats();
+            for (k, w) in want.iter().enumerate() {
+                let mut got = vec![0u8; 64];
+                e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
+                assert_eq!(&got, w, "speculation changed the data of line {}", k);
+            }
+            let (chunks, freq) = (stat(&e, "speculation.fv_chunks"), stat(&e, "speculation.fv_frequent_chunks"));
+            assert_eq!(chunks, 300.0 * 8.0);
+            // Both decisions occur: the check above is not vacuous.
+            assert!(freq > 0.3 * chunks && freq < chunks, "{} of {} chunks frequent", freq, chunks);
+            // Every read is issued at cycle 0: the engine is swamped, and speculation that would
+            // finish too late is not started (nor is a chunk whose speculation was not a hit).
+            let enc = stat(&e, "speculation.fv_encryptions");
+            assert!(enc > 0.0 && enc < 300.0 * 8.0 * n as f64, "{} speculative encryptions", enc);
+            assert!(stat(&e, "speculation.fv_hits") <= freq);
+        }
+    }
+
+    #[test]
+    fn a_line_of_frequent_values_is_usable_before_its_decryption_would_finish() {
+        let line = [0u8; 64];
+        let mut ready = Vec::new();
+        for extra in [&[][..], &["speculation.frequent_values=8"][..]] {
+            let mut p = params("none", "tdes", extra);
+            p.set("tdes.engines", "4").unwrap();
+            // R and then the speculation take two TDES latencies: memory must be slower than that
+            // (004 Table 2's DRAM at 1:5 is about 200 cycles to the first beat).
+            p.set("memory.latency", "250").unwrap();
+            let mut e = Engine::new(&p, 3).unwrap();
+            // The zero word becomes frequent; the line is written (real ciphertext) and evicted.
+            e.write(0x2000, &line, 0).unwrap();
+            e.write(0x2040, &[1u8; 64], 0).unwrap();
+            e.flush(0).unwrap();
+            // Reading the neighbour brings the counter word both lines share on chip, so the
+            // speculation for 0x2000 can start at its request.
+            e.access(0x2040, crate::AccessKind::Load, 0).unwrap();
+            e.settle().unwrap();
+            let t = 1_000_000;
+            let o = e.access(0x2000, crate::AccessKind::Load, t).unwrap();
+            ready.push(o.ready - t);
+        }
+        // Without: the last chunk's 96-cycle decryption follows its arrival; with: a match.
+        assert!(ready[1] + 90 < ready[0], "ready after {:?} cycles (off, on)", ready);
+    }
+
+    #[test]
+    fn chunk_macs_catch_every_change_to_line_counter_or_macs_with_and_without_speculation() {
+        for spec in ["speculation.frequent_values=0", "speculation.frequent_values=8"] {
+            for what in 0..4 {
+                let mut e = Engine::new(&params("none", "tdes", &["tdes.chunk_mac_bytes=4", spec]), 5).unwrap();
+                let line = [0u8; 64];
+                e.write(0x8000, &line, 0).unwrap();
+                e.flush(0).unwrap();
+                let mut back = vec![0u8; 64];
+                e.read(0x8000, &mut back, 0).unwrap();
+                assert_eq!(back, line);
+                e.write(0x8000, &[7u8; 8], 0).unwrap();
+                e.flush(0).unwrap();
+                let md = e.metadata_of(0x8000);
+                let macs = md.iter().find(|m| m.kind == MetaKind::ChunkMacs).expect("chunk MACs listed");
+                let ctr = md.iter().find(|m| matches!(m.kind, MetaKind::Counter(_))).unwrap();
+                let flip = |e: &mut Engine, a: u64| {
+                    let mut b = [0u8; 1];
+                    e.untrusted().read(a, &mut b);
+                    e.untrusted().write(a, &[b[0] ^ 1]);
+                };
+                match what {
+                    0 => flip(&mut e, 0x8000 + 20),
+                    1 => flip(&mut e, macs.addr + 9),
+                    2 => flip(&mut e, ctr.addr),
+                    _ => {}
+                }
+                let r = e.read(0x8000, &mut back, 0);
+                if what == 3 {
+                    r.unwrap();
+                    assert_eq!(back[..8], [7u8; 8]);
+                    assert_eq!(stat(&e, "tdes.mac_failures"), 0.0);
+                } else {
+                    let err = r.expect_err("a change went unnoticed");
+                    assert!(err.what.contains("MAC"), "{}", err);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mac_speculation_verifies_a_line_of_frequent_values_on_arrival() {
+        // 004 §3.3 with data issued only once authenticated: the line is usable when verified.
+        let mut t = Vec::new();
+        for extra in [&["tdes.chunk_mac_bytes=4"][..], &["tdes.chunk_mac_bytes=4", "speculation.frequent_values=8"][..]] {
+            let mut p = params("none", "tdes", extra);
+            for kv in ["tdes.engines=4", "memory.latency=250", "speculation.use_before_verify=false"] {
+                p.set_str(kv).unwrap();
+            }
+            let mut e = Engine::new(&p, 3).unwrap();
+            e.write(0x2000, &[0u8; 64], 0).unwrap();
+            e.write(0x2040, &[1u8; 64], 0).unwrap();
+            e.flush(0).unwrap();
+            e.access(0x2040, crate::AccessKind::Load, 0).unwrap();
+            e.settle().unwrap();
+            let o = e.access(0x2000, crate::AccessKind::Load, 1_000_000).unwrap();
+            assert_eq!(o.ready, o.verified);
+            t.push(o.verified - 1_000_000);
+            if extra.len() == 2 {
+                // 0x2040's speculation could not start before its counter came from memory.
+                assert_eq!(stat(&e, "tdes.mac_speculated"), 8.0);
+            }
+        }
+        // Without: decryption then a MAC computation after the last chunk (two TDES latencies);
+        // with: when the line and its MACs are in.
+        assert!(t[1] + 150 < t[0], "verified after {:?} cycles (off, on)", t);
+    }
+
+    #[test]
+    fn speculation_work_competes_with_demand_decryptions() {
+        // A burst of misses: the speculation launched for one line holds the engine while later
+        // lines' decryptions wait (004 §6.4).
+        let mut r = Vec::new();
+        for n in [0, 8, 32] {
+            let fv = format!("speculation.frequent_values={}", n);
+            let mut e = Engine::new(&params("none", "tdes", &[&fv, "memory.latency=250"]), 3).unwrap();
+            workload(&mut e, 64);
+            for k in 0..64u64 {
+                e.access(0x10_0000 + k * 64, crate::AccessKind::Load, 1_000_000 + k * 40).unwrap();
+                e.settle().unwrap();
+            }
+            let enc = if n > 0 { stat(&e, "speculation.fv_encryptions") } else { 0.0 };
+            r.push((stat(&e, "tdes.engine_wait_cycles"), enc));
+        }
+        assert!(r[1].1 > 0.0 && r[2].1 >= r[1].1, "{:?}", r);
+        assert!(r[1].0 > r[0].0 && r[2].0 > r[0].0, "demand work never waited for speculation: {:?}", r);
+    }
 
     #[test]
     fn gf_doubling_reduces_by_the_64_bit_polynomial() {

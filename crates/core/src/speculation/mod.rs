@@ -7,12 +7,17 @@
 //! instructions that leave the chip, 003 §4.7, wait); designs that issue only after
 //! authentication (001 §4.1, 004 §3) make the core wait: `speculation.use_before_verify`.
 //!
-//! Predictors: `stamp` guesses encryption metadata (otp's time stamps, 000 §4.4). Seed 004's
-//! frequent-value table plugs in here too.
+//! Predictors: `stamp` guesses encryption metadata (otp's time stamps, 000 §4.4); `fvt` is
+//! seed 004's Frequent Value Table, from which a direct-mode scheme speculatively encrypts
+//! the values a missed line probably holds (ciphertext speculation, 004 §3.2).
 
 use crate::params::{ConfigError, Params};
+use crate::stats::{ratio, Stats};
 
+pub mod fvt;
 pub mod stamp;
+
+pub use fvt::Fvt;
 
 /// Guesses of a line's encryption metadata word (a time stamp, a counter) before it arrives.
 pub trait MetaPredictor: Send {
@@ -29,17 +34,117 @@ pub struct Speculation {
     pub use_before_verify: bool,
     /// Guesses of encryption metadata, if enabled.
     pub meta: Option<Box<dyn MetaPredictor>>,
+    /// Frequent value speculation (004 §3.2), if enabled.
+    pub fv: Option<FrequentValues>,
+}
+
+/// Frequent value speculation: the table and what it achieved. A scheme that speculates
+/// (tdes) encrypts the table's values for each missed line and matches its arriving chunks.
+pub struct FrequentValues {
+    pub table: Fvt,
+    /// Cycles to match an arrived chunk against the speculated ciphertexts (the CAM).
+    pub match_latency: u64,
+    pub counts: FvCounts,
+}
+
+/// What frequent value speculation saw, per 64-bit chunk of the lines fetched on misses.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct FvCounts {
+    /// Lines speculated on (each missed data line of a speculating scheme).
+    pub lines: u64,
+    /// Their 64-bit chunks.
+    pub chunks: u64,
+    /// Chunks whose plaintext was in the table when the line was missed (004 Fig. 5).
+    pub frequent: u64,
+    /// Frequent chunks a 128-bit cipher could predict: both chunks of their 16-B block
+    /// frequent (004 Fig. 6, without re-ordering).
+    pub paired: u64,
+    /// The same once the frequent chunks are grouped together (004 §3.2.2, Fig. 4).
+    pub reordered: u64,
+    /// Chunks whose fetched ciphertext matched a speculated one (the CAM hit).
+    pub hits: u64,
+    /// Hit chunks usable before their decryption would have been (the speculation was in time).
+    pub early: u64,
+    /// Speculative encryptions booked on the engine.
+    pub encryptions: u64,
+    /// Cycles by which lines were usable earlier than without speculation, summed.
+    pub saved_cycles: u64,
+}
+
+impl FvCounts {
+    /// Count a fetched line of `n` 64-bit chunks whose frequent ones are the bits of `frequent`.
+    #[inline]
+    pub fn line(&mut self, n: usize, frequent: u64) {
+        let pairs = frequent & (frequent >> 1) & 0x5555_5555_5555_5555;
+        let f = frequent.count_ones() as u64;
+        self.lines += 1;
+        self.chunks += n as u64;
+        self.frequent += f;
+        self.paired += 2 * pairs.count_ones() as u64;
+        self.reordered += f & !1;
+    }
+}
+
+impl FrequentValues {
+    pub fn stats(&self, out: &mut Stats) {
+        let c = &self.counts;
+        out.int("speculation.fv_entries", self.table.capacity() as u64);
+        out.int("speculation.fv_lines", c.lines);
+        out.int("speculation.fv_chunks", c.chunks);
+        out.int("speculation.fv_frequent_chunks", c.frequent);
+        out.float("speculation.fv_frequent_fraction", ratio(c.frequent, c.chunks));
+        out.float("speculation.fv_paired_fraction", ratio(c.paired, c.frequent));
+        out.float("speculation.fv_reordered_fraction", ratio(c.reordered, c.frequent));
+        out.int("speculation.fv_hits", c.hits);
+        out.float("speculation.fv_hit_fraction", ratio(c.hits, c.chunks));
+        out.int("speculation.fv_early_hits", c.early);
+        out.int("speculation.fv_encryptions", c.encryptions);
+        out.int("speculation.fv_saved_cycles", c.saved_cycles);
+        out.float("speculation.fv_saved_per_line", ratio(c.saved_cycles, c.lines));
+    }
 }
 
 impl Speculation {
     pub fn new(p: &Params, line: u64) -> Result<Speculation, ConfigError> {
         let meta: Option<Box<dyn MetaPredictor>> =
             if p.bool("speculation.stamps")? { Some(Box::new(stamp::StampPredictor::new(line))) } else { None };
-        Ok(Speculation { use_before_verify: p.bool("speculation.use_before_verify")?, meta })
+        let n = p.u64_min("speculation.frequent_values", 0)?;
+        if n > 64 {
+            return Err(ConfigError(format!("speculation.frequent_values: {} exceeds 64 entries", n)));
+        }
+        let fv = (n > 0).then(|| -> Result<FrequentValues, ConfigError> {
+            Ok(FrequentValues {
+                table: Fvt::new(n as usize),
+                match_latency: p.u64_min("speculation.match_latency", 0)?,
+                counts: FvCounts::default(),
+            })
+        });
+        Ok(Speculation { use_before_verify: p.bool("speculation.use_before_verify")?, meta, fv: fv.transpose()? })
     }
 
     /// No speculation at all (data waits for its check; nothing is guessed).
     pub fn none() -> Speculation {
-        Speculation { use_before_verify: false, meta: None }
+        Speculation { use_before_verify: false, meta: None, fv: None }
+    }
+
+    /// The program loaded or stored the 64-bit word `word` (frequent value tracking).
+    #[inline]
+    pub fn track(&mut self, word: u64) {
+        if let Some(fv) = &mut self.fv {
+            fv.table.observe(word);
+        }
+    }
+
+    /// Zero the counters (end of warm-up); the table is kept, as 004 §5 warms it up.
+    pub fn reset_stats(&mut self) {
+        if let Some(fv) = &mut self.fv {
+            fv.counts = FvCounts::default();
+        }
+    }
+
+    pub fn stats(&self, out: &mut Stats) {
+        if let Some(fv) = &self.fv {
+            fv.stats(out);
+        }
     }
 }
