@@ -46,7 +46,8 @@ def summary(stats: dict, preset: str, sets=()) -> str:
     instr = max(s["instructions"], 1)
     machine = f"{preset} ({', '.join(sets)})" if sets else preset
     lines = [
-        f"secmem {_core.__version__} — {s['workload']} on {machine}, integrity={s['integrity']}, encryption={s['encryption']}",
+        f"secmem {_core.__version__} — {s['workload']} on {machine}, integrity={s['integrity']}, encryption={s['encryption']}"
+        + (f", codeauth={s['codeauth']}" if "codeauth" in s else ""),
         "",
         f"  instructions        {s['instructions']:>16,}   (after {s['warmup']:,} warm-up)",
         f"  cycles              {s['cycles']:>16,}",
@@ -58,7 +59,7 @@ def summary(stats: dict, preset: str, sets=()) -> str:
         f"  branch mispredicts  {s['core.branch_mispredict_rate'] * 100:>15.2f}%",
     ]
     lines.extend(_cpi_stack(s))
-    for prefix in (s["integrity"], s["encryption"]):
+    for prefix in (s["integrity"], s["encryption"], "codeauth" if "codeauth" in s else "none"):
         keys = [k for k in s if k.startswith(prefix + ".")]
         if prefix != "none" and keys:
             lines.append("")
@@ -119,6 +120,7 @@ def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     if schemes:
         p.add_argument("--integrity", "-i", help="integrity scheme: " + ", ".join(_core.integrity_schemes()))
         p.add_argument("--encryption", "-e", help="encryption scheme: " + ", ".join(_core.encryption_schemes()))
+    p.add_argument("--codeauth", metavar="SCHEME", help="code authentication of instruction fetches (seed 001): none, pr-trivium, pr-aes")
     p.add_argument("--preset", "-p", default=DEFAULT_PRESET, help="machine preset or a .toml file (default %(default)s)")
     p.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE", help="override a parameter, e.g. l2.size=256KiB (repeatable)")
     p.add_argument("--skip", default="0", help="fast-forward this many instructions first (default %(default)s)")
@@ -168,7 +170,7 @@ def cmd_run(a) -> int:
         integrity=a.integrity,
         encryption=a.encryption,
         preset=a.preset,
-        sets=a.set,
+        sets=_codeauth_sets(a),
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
@@ -184,6 +186,11 @@ def cmd_run(a) -> int:
     doc["interrupted"] = r.interrupted
     _write_json(a.json, doc, out)
     return SIGNAL_EXIT.get(r.interrupted, 130) if r.interrupted else 1 if r.error else 0
+
+
+def _codeauth_sets(a) -> list:
+    """``--codeauth X`` is ``--set codeauth=X`` (checked with the other parameters)."""
+    return ([f"codeauth={a.codeauth}"] if a.codeauth else []) + list(a.set)
 
 
 def _parse_schemes(text: str):
@@ -210,7 +217,7 @@ def cmd_compare(a) -> int:
         skip=_count(a.skip, "skip"),
         program=_program(a.program),
         preset=a.preset,
-        sets=a.set,
+        sets=_codeauth_sets(a),
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
@@ -295,7 +302,8 @@ def cmd_schemes(a) -> int:
         if not comps:
             names = ", ".join(c[0] for c in _core.components())
             raise ValueError(f"unknown scheme or component '{a.name}' (choose from {names})")
-    sections = [("integrity", "integrity schemes (--integrity NAME)"), ("encryption", "encryption schemes (--encryption NAME)")]
+    sections = [("integrity", "integrity schemes (--integrity NAME)"), ("encryption", "encryption schemes (--encryption NAME)"),
+                ("codeauth", "code authentication of instruction fetches (--codeauth NAME; seed 001, its unit's parameters under auth.*)")]
     if a.all or a.name:
         sections.append(("machine", "the machine (presets give these; --set KEY=VALUE overrides any)"))
     for kind, title in sections:
@@ -380,6 +388,8 @@ def cmd_bench(a) -> int:
             f"  {r['workload']:<8} {r['integrity']:<9} {r['encryption']:<10} {r['ipc']:>7.3f} {r['seconds']:>8.2f} "
             f"{r['instructions_per_second'] / 1e6:>10.2f}  {_relative(r, speed)}"
         )
+    if a.schemes == "all" and not a.workloads:
+        rows += _bench_codeauth(a, n)
     if a.trace_input:
         from .traces import bench_input
 
@@ -388,6 +398,32 @@ def cmd_bench(a) -> int:
     if a.json:
         _write_json(a.json, rows, out)
     return 0
+
+
+# Code authentication's bench row (issue 12): durahim2009's smallest cache and blocks make the
+# most fetch misses (a tag computed and checked for each), on the workload with the most code.
+_CODEAUTH_BENCH = ("durahim2009", "hot", ["l2.size=1KiB", "l2.line=16B"])
+
+
+def _bench_codeauth(a, n: int) -> list:
+    """The same run without and with code authentication, interleaved (the machine is shared),
+    fastest of --repeat each: the second must take at most 1.5x the time of the first."""
+    preset, workload, sets = _CODEAUTH_BENCH
+    best = {}
+    for _ in range(a.repeat):
+        for ca in ("none", "pr-trivium"):
+            r = _core.bench(preset, [workload], [("none", "none")], n, n // 5, 1, sets + [f"codeauth={ca}"])[0]
+            r["codeauth"] = ca
+            if ca not in best or r["seconds"] < best[ca]["seconds"]:
+                best[ca] = r
+    off, on = best["none"], best["pr-trivium"]
+    ratio = on["seconds"] / off["seconds"] if off["seconds"] else float("inf")
+    print(f"\n  code authentication ({preset}, {workload}, {', '.join(sets)}; fastest of {a.repeat}, interleaved):")
+    for r in (off, on):
+        print(f"  {workload:<8} codeauth={r['codeauth']:<11} {r['ipc']:>7.3f} {r['seconds']:>8.2f} "
+              f"{r['instructions_per_second'] / 1e6:>10.2f}")
+    print(f"  time with / without: {ratio:.2f}x (target: at most 1.5x)")
+    return [off, on]
 
 
 def _matrix(rows, column, columns, yes, no, surprises):
@@ -433,7 +469,14 @@ def cmd_attack(a) -> int:
     _matrix(erows, "encryption", encs, "yes", "no", surprises)
     print("\n  counter modes (otp, mecu) are malleable without integrity; the MECU reuses a block's pad")
     print("  within one resume cycle by design (002 §4).")
-    rows = rows + erows
+    combos = [("pr-trivium", "none", "none"), ("pr-aes", "none", "none"), ("pr-trivium", "chash", "otp")]
+    crows = _core.attack_codeauth(a.preset, combos, a.set, a.seed)
+    for r in crows:
+        r["scheme"] = r["codeauth"] if r["integrity"] == "none" else f"{r['codeauth']}+{r['integrity']}+{r['encryption']}"
+    print("\ncode authentication (seed 001): every instruction block fetched is checked against its tag")
+    print("  refused: the fetch failed with an IntegrityError (the first row must run)\n")
+    _matrix(crows, "scheme", list(dict.fromkeys(r["scheme"] for r in crows)), "refused", "runs", surprises)
+    rows = rows + erows + crows
     if a.json:
         _write_json(a.json, rows, out)
     if surprises:
@@ -516,7 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--schemes",
         default="all",
-        help="comma-separated INTEGRITY+ENCRYPTION (default all: the baseline, every scheme alone, chash+otp)",
+        help="comma-separated INTEGRITY+ENCRYPTION (default all: the baseline, every scheme alone, chash+otp, "
+        "then code authentication with and without on durahim2009)",
     )
     b.add_argument("--instructions", "-n", default="5M")
     b.add_argument(

@@ -252,6 +252,9 @@ def cmd_reproduce(a) -> int:
         reproduce.get(i)  # unknown ids fail before anything runs
     outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
                              progress=True, recompute=a.recompute)
+    for o in outcomes:
+        if o.figure.text:
+            print(o.figure.text(o.data, o.paper) + "\n")
     rows = []
     for o in outcomes:
         c = o.counts()

@@ -398,6 +398,114 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
     Ok(out)
 }
 
+/// The attacks of seed 001 on code authentication (§5), each refused at the fetch.
+pub const CODE_ATTACKS: &[&str] = &[
+    "run the unmodified program",
+    "inject code (change instruction bytes)",
+    "splice a block and its tag to another address",
+    "replay a block and tag of another program",
+    "forge a tag for injected code",
+    "tamper with TP's target (shift the tag table)",
+];
+
+/// Code lines of the program the code attacks fetch.
+const CODE_LINES: u64 = 64;
+
+/// A fresh engine holding a signed program of `CODE_LINES` lines at `BASE` (its bytes differ
+/// by `variant`), written through the processor, signed by the loader, flushed to memory.
+fn signed_program(p: &Params, seed: u64, pid: u32, variant: u64) -> Result<Engine, ConfigError> {
+    let mut p = p.clone();
+    p.set("auth.program_id", &pid.to_string())?;
+    p.set("auth.sign_unsigned", "false")?;
+    let mut e = Engine::new(&p, seed)?;
+    let b = e.line();
+    let lines = CODE_LINES * 64 / b;
+    let code: Vec<u8> = (0..CODE_LINES).flat_map(|k| value(k, 100 + variant)).collect();
+    let cerr = |x: crate::IntegrityError| ConfigError(x.to_string());
+    e.write(BASE, &code, 0).map_err(cerr)?;
+    e.sign_code(BASE, &code[..(lines * b) as usize]).map_err(cerr)?;
+    e.flush(0).map_err(cerr)?;
+    Ok(e)
+}
+
+/// Fetch every line of the program: the first refusal, or none.
+fn fetched(e: &mut Engine) -> (bool, String) {
+    let b = e.line();
+    for a in (BASE..BASE + CODE_LINES * 64).step_by(b as usize) {
+        let r = e.access(a, crate::AccessKind::Fetch, 0).and_then(|_| e.settle());
+        if let Err(x) = r {
+            return (true, x.to_string());
+        }
+    }
+    (false, "every block fetched and executed".into())
+}
+
+/// The tag slot of `addr` and its bytes.
+fn tag_of(e: &Engine, addr: u64) -> (u64, u64) {
+    let m = e.metadata_of(addr).into_iter().find(|m| m.kind == MetaKind::CodeTag).expect("code authentication on");
+    (m.addr, m.len)
+}
+
+fn copy_raw(e: &mut Engine, from_engine: Option<&Engine>, from: u64, to: u64, n: u64) {
+    let mut buf = vec![0u8; n as usize];
+    match from_engine {
+        Some(o) => o.untrusted_ref().read(from, &mut buf),
+        None => e.untrusted().read(from, &mut buf),
+    }
+    e.untrusted().write(to, &buf);
+}
+
+/// Run every code attack against the code authentication configured in `p` (with whatever
+/// integrity and encryption it also names).
+pub fn attack_codeauth(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
+    let mut out = Vec::new();
+    let mut cell = |attack: &'static str, expected: bool, (detected, detail): (bool, String)| {
+        out.push(Outcome { attack, applicable: true, detected, expected, detail });
+    };
+    let victim = BASE + 5 * 64;
+    let other = BASE + 9 * 64;
+    let b = signed_program(p, seed, 1, 0)?.line();
+
+    let mut e = signed_program(p, seed, 1, 0)?;
+    cell(CODE_ATTACKS[0], false, fetched(&mut e));
+
+    let mut e = signed_program(p, seed, 1, 0)?;
+    flip(&mut e, victim + 3, 2);
+    cell(CODE_ATTACKS[1], true, fetched(&mut e));
+
+    // The block at `other` with its tag, put at `victim` and `victim`'s tag slot.
+    let mut e = signed_program(p, seed, 1, 0)?;
+    let (vt, n) = tag_of(&e, victim);
+    let (ot, _) = tag_of(&e, other);
+    copy_raw(&mut e, None, other, victim, b);
+    copy_raw(&mut e, None, ot, vt, n);
+    cell(CODE_ATTACKS[2], true, fetched(&mut e));
+
+    // Program 2 (other code, same processor key) at the same address: its block and tag.
+    let mut e = signed_program(p, seed, 1, 0)?;
+    let o = signed_program(p, seed, 2, 1)?;
+    copy_raw(&mut e, Some(&o), victim, victim, b);
+    copy_raw(&mut e, Some(&o), vt, vt, n);
+    cell(CODE_ATTACKS[3], true, fetched(&mut e));
+
+    // Injected bytes with a tag the adversary made up (no key: any value is a guess).
+    let mut e = signed_program(p, seed, 1, 0)?;
+    flip(&mut e, victim + 7, 5);
+    let forged: Vec<u8> = value(77, 3)[..n as usize].to_vec();
+    e.untrusted().write(vt, &forged);
+    cell(CODE_ATTACKS[4], true, fetched(&mut e));
+
+    // TP's target: the table moved by one tag line (as if TP pointed one line on).
+    let mut e = signed_program(p, seed, 1, 0)?;
+    let first = tag_of(&e, BASE).0;
+    let table = tag_of(&e, BASE + (CODE_LINES * 64 - b)).0 + n - first;
+    let mut t = vec![0u8; table as usize];
+    e.untrusted().read(first + b, &mut t[..(table - b.min(table)) as usize]);
+    e.untrusted().write(first, &t);
+    cell(CODE_ATTACKS[5], true, fetched(&mut e));
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,6 +537,38 @@ mod tests {
                 assert_eq!(c.detected, c.expected, "{}: {}: {}", enc, c.attack, c.detail);
             }
         }
+    }
+
+    #[test]
+    fn code_attacks_are_refused_at_fetch_alone_and_with_integrity_and_encryption() {
+        for (integ, enc, ca) in [("none", "none", "pr-trivium"), ("none", "none", "pr-aes"), ("chash", "otp", "pr-trivium"), ("none", "otp", "pr-aes")] {
+            for line in [if integ == "chash" { "32B" } else { "16B" }, "64B", "256B"] {
+                let mut p = params(integ, enc);
+                p.set("codeauth", ca).unwrap();
+                p.set("l2.line", line).unwrap();
+                let cells = attack_codeauth(&p, 4).unwrap();
+                assert_eq!(cells.len(), CODE_ATTACKS.len());
+                for c in &cells {
+                    assert_eq!(c.detected, c.expected, "{}+{}+{} {}: {}: {}", integ, enc, ca, line, c.attack, c.detail);
+                }
+                if integ == "none" && enc == "none" {
+                    // Nothing else protects the code: code authentication itself refused it.
+                    for c in &cells[1..] {
+                        assert!(c.detail.contains("code authentication: block 0x"), "{}: {}", c.attack, c.detail);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn without_code_authentication_injected_code_runs() {
+        let mut e = Engine::new(&params("none", "none"), 1).unwrap();
+        e.write(BASE, &value(1, 0), 0).unwrap();
+        assert!(e.sign_code(BASE, &value(1, 0)).unwrap_err().what.contains("code authentication is off"));
+        e.flush(0).unwrap();
+        flip(&mut e, BASE + 3, 1);
+        assert!(e.access(BASE, crate::AccessKind::Fetch, 0).is_ok());
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct TrustedCache {
     ready: Vec<Cycle>,
     /// When the check of the fetch that brought the line in completes.
     verified: Vec<Cycle>,
+    /// Whether code authentication checked the line's bytes (001: a line brought in by a
+    /// load is checked at its first fetch).
+    authenticated: Vec<bool>,
 }
 
 impl TrustedCache {
@@ -35,6 +38,7 @@ impl TrustedCache {
             kind: vec![LineKind::Data; n],
             ready: vec![0; n],
             verified: vec![0; n],
+            authenticated: vec![false; n],
         })
     }
 
@@ -85,6 +89,16 @@ impl TrustedCache {
     }
 
     #[inline]
+    pub fn authenticated(&self, slot: u32) -> bool {
+        self.authenticated[slot as usize]
+    }
+
+    #[inline]
+    pub fn set_authenticated(&mut self, slot: u32) {
+        self.authenticated[slot as usize] = true;
+    }
+
+    #[inline]
     pub fn victim(&self, addr: u64) -> u32 {
         self.tags.victim(addr)
     }
@@ -99,6 +113,7 @@ impl TrustedCache {
         self.kind[i] = kind;
         self.ready[i] = ready;
         self.verified[i] = ready;
+        self.authenticated[i] = false;
     }
 
     pub fn invalidate(&mut self, slot: u32) {

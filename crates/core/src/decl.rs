@@ -37,6 +37,8 @@ pub const fn param(key: &'static str, default: Def, unit: &'static str, meaning:
 pub enum Kind {
     Integrity,
     Encryption,
+    /// Code authentication of instruction fetches (seed 001).
+    CodeAuth,
     /// A part of the machine (core, caches, memory, engines, stages).
     Machine,
 }
@@ -46,6 +48,7 @@ impl Kind {
         match self {
             Kind::Integrity => "integrity",
             Kind::Encryption => "encryption",
+            Kind::CodeAuth => "codeauth",
             Kind::Machine => "machine",
         }
     }
@@ -99,6 +102,8 @@ pub fn engine_components() -> Vec<&'static Component> {
     let mut v: Vec<&'static Component> = crate::engine::MACHINE.iter().collect();
     v.extend(crate::integrity::SCHEMES.iter().map(|s| s.decl));
     v.extend(crate::encryption::SCHEMES.iter().map(|s| s.decl));
+    v.push(&crate::codeauth::UNIT);
+    v.extend(crate::codeauth::SCHEMES.iter().map(|s| s.decl));
     v
 }
 

@@ -3,6 +3,7 @@
 //! numbers) and by the functional API (where the cycles are simply ignored).
 
 use crate::cache::{LineKind, TrustedCache};
+use crate::codeauth::CodeAuth;
 use crate::encryption::{self, Encryption};
 use crate::integrity::{self, Integrity, IntegrityError};
 use crate::layout::{Layout, Meta, MAX_LINE, MIN_LINE};
@@ -56,6 +57,8 @@ pub struct Engine {
     pub(crate) m: Machine,
     pub(crate) integ: Box<dyn Integrity>,
     pub(crate) enc: Box<dyn Encryption>,
+    /// Code authentication of instruction fetches (seed 001), if configured.
+    pub(crate) auth: Option<CodeAuth>,
     pub(crate) line: u64,
     pub(crate) data_size: u64,
     /// The unprotected region for untrusted I/O (003 §4.6.1, 000 §5.3): base and size.
@@ -72,6 +75,7 @@ pub const MACHINE: &[Component] = &[
         params: &[
             param("integrity", Def::Preset, "scheme", "the integrity scheme (secmem schemes lists them)"),
             param("encryption", Def::Preset, "scheme", "the encryption scheme"),
+            param("codeauth", Def::Str("none"), "scheme", "code authentication of instruction fetches: none, pr-trivium or pr-aes (seed 001)"),
             param("description", Def::Str(""), "text", "what the preset is"),
         ],
     },
@@ -227,6 +231,7 @@ impl Engine {
         let integ = integrity::build(&iname, p, &mut m, seed)?;
         let covered = m.layout.end();
         let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
+        let auth = CodeAuth::build(p, &mut m, data_size, seed)?;
         let dma_size = p.size("memory.dma_size")?;
         let dma = (m.layout.alloc("dma (unprotected)", dma_size), dma_size);
         // Every region is placed: memory spans them all. A host that cannot reserve it is an
@@ -234,7 +239,7 @@ impl Engine {
         let mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
             .map_err(|e| ConfigError(format!("memory.size: {}", e)))?;
         m.port.allocate(mem);
-        Ok(Engine { m, integ, enc, line, data_size, dma })
+        Ok(Engine { m, integ, enc, auth, line, data_size, dma })
     }
 
     pub fn line(&self) -> u64 {
@@ -256,6 +261,29 @@ impl Engine {
 
     pub fn encryption(&self) -> &dyn Encryption {
         &*self.enc
+    }
+
+    pub fn codeauth(&self) -> Option<&CodeAuth> {
+        self.auth.as_ref()
+    }
+
+    /// The loader's signing of code (001 §3): tags for the program bytes `code` at `addr`
+    /// (whole lines of program memory), made with the processor's keys and written to the tag
+    /// table, before the code runs. An error without code authentication or outside memory.
+    pub fn sign_code(&mut self, addr: u64, code: &[u8]) -> Result<(), IntegrityError> {
+        let b = self.line;
+        let err = |what: String| IntegrityError { addr, what };
+        let Some(auth) = self.auth.as_mut() else { return Err(err("code authentication is off (codeauth = none)".into())) };
+        if addr % b != 0 || code.len() as u64 % b != 0 {
+            return Err(err(format!("code to sign must be whole {}-B lines", b)));
+        }
+        if addr.checked_add(code.len() as u64).is_none_or(|e| e > self.data_size) {
+            return Err(err("code to sign lies outside program memory".into()));
+        }
+        for (k, block) in code.chunks(b as usize).enumerate() {
+            auth.sign(&mut self.m, addr + k as u64 * b, block)?;
+        }
+        Ok(())
     }
 
     /// The adversary's handle on raw memory.
@@ -303,6 +331,9 @@ impl Engine {
         }
         let mut v = self.integ.metadata_of(addr);
         v.extend(self.enc.metadata_of(addr));
+        if let Some(a) = &self.auth {
+            v.extend(a.metadata_of(addr));
+        }
         v
     }
 
@@ -320,6 +351,9 @@ impl Engine {
         self.m.counters.kinds[kind as usize].0 += 1;
         if let Some(slot) = self.m.lookup(line) {
             let ready = (t + self.m.l2_latency).max(self.m.l2.ready(slot));
+            if kind == AccessKind::Fetch && self.auth.is_some() && !self.m.l2.authenticated(slot) {
+                return self.authenticate_cached(slot, line, t, ready);
+            }
             return Ok(self.outcome(true, ready, self.m.l2.verified(slot)));
         }
         self.m.counters.data_misses += 1;
@@ -330,11 +364,44 @@ impl Engine {
         let plain = &mut buf[..self.line as usize];
         let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
         let enc_checked = self.enc.take_checked();
-        let v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
-        let checked = enc_checked.map_or(v.checked, |c| c.max(v.checked));
+        let mut v = self.integ.verify(&mut self.m, &mut *self.enc, line, plain, t_req, t_data)?;
+        v.checked = enc_checked.map_or(v.checked, |c| c.max(v.checked));
+        let fetch_checked = kind == AccessKind::Fetch && self.auth.is_some();
+        if fetch_checked {
+            self.check_code(line, plain, t_req, t_data, &mut v.ready, &mut v.checked)?;
+        }
         let slot = self.m.insert(line, plain, LineKind::Data, false, v.ready);
-        self.m.l2.set_verified(slot, checked.max(v.ready));
-        Ok(self.outcome(false, v.ready, checked))
+        self.m.l2.set_verified(slot, v.checked.max(v.ready));
+        if fetch_checked {
+            self.m.l2.set_authenticated(slot);
+        }
+        Ok(self.outcome(false, v.ready, v.checked))
+    }
+
+    /// Code authentication of a fetched block (001 §4.1): the block may execute only once its
+    /// tag matched (late start), unless the machine starts early.
+    fn check_code(&mut self, line: u64, plain: &[u8], t_req: Cycle, t_data: Cycle, ready: &mut Cycle, checked: &mut Cycle) -> Result<(), IntegrityError> {
+        let auth = self.auth.as_mut().expect("code authentication on");
+        let done = auth.check(&mut self.m, line, plain, t_req, t_data)?;
+        self.m.note_check(done);
+        *checked = (*checked).max(done);
+        if !auth.early_start() {
+            *ready = (*ready).max(done);
+        }
+        Ok(())
+    }
+
+    /// The first fetch from a line a load brought into the cache: its bytes were never
+    /// authenticated, so they are now (the tag through the authentication cache).
+    fn authenticate_cached(&mut self, slot: u32, line: u64, t: Cycle, ready: Cycle) -> Result<Outcome, IntegrityError> {
+        let mut buf = [0u8; MAX_LINE];
+        let plain = &mut buf[..self.line as usize];
+        plain.copy_from_slice(self.m.l2.bytes(slot));
+        let (mut r, mut checked) = (ready, self.m.l2.verified(slot));
+        self.check_code(line, plain, t + self.m.l2_latency, ready, &mut r, &mut checked)?;
+        self.m.l2.set_authenticated(slot);
+        self.m.l2.set_verified(slot, checked.max(r));
+        Ok(self.outcome(true, r, checked))
     }
 
     /// An access's outcome: data usable at `ready`, checked at `verified`; the core waits for
@@ -451,6 +518,9 @@ impl Engine {
         }
         self.enc.drop_cached();
         self.integ.drop_cached();
+        if let Some(a) = self.auth.as_mut() {
+            a.drop_cached();
+        }
         Ok(done)
     }
 
@@ -491,6 +561,9 @@ impl Engine {
         self.integ.reset_stats();
         self.enc.reset_stats();
         self.m.spec.reset_stats();
+        if let Some(a) = self.auth.as_mut() {
+            a.reset_stats();
+        }
     }
 
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
@@ -556,5 +629,9 @@ impl Engine {
         self.integ.stats(&self.m, out);
         self.enc.stats(&self.m, out);
         self.m.spec.stats(out);
+        // Only when on: a run without code authentication reports exactly what it did before.
+        if let Some(a) = &self.auth {
+            a.stats(out);
+        }
     }
 }

@@ -76,6 +76,8 @@ pub enum MetaKind {
     Counter(&'static str),
     /// ocb's tag.
     Tag,
+    /// A code authentication tag (seed 001 §6).
+    CodeTag,
     /// tdes's per-chunk MACs of a line (004 §3.3).
     ChunkMacs,
 }
@@ -105,6 +107,7 @@ impl fmt::Display for MetaKind {
             MetaKind::RandomVector => write!(f, "direct random vector"),
             MetaKind::Counter(scheme) => write!(f, "{} counter", scheme),
             MetaKind::Tag => write!(f, "ocb tag"),
+            MetaKind::CodeTag => write!(f, "code authentication tag"),
             MetaKind::ChunkMacs => write!(f, "tdes chunk MACs"),
         }
     }

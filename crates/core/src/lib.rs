@@ -4,6 +4,7 @@
 
 pub mod adversary;
 pub mod cache;
+pub mod codeauth;
 pub mod decl;
 pub mod encryption;
 pub mod engine;

@@ -267,6 +267,26 @@ fn attack_encryption<'py>(py: Python<'py>, preset: &str, encryptions: Vec<String
     Ok(out)
 }
 
+/// Code authentication attacks (seed 001) for each (codeauth, integrity, encryption): a list of
+/// dicts like `attack`'s, with the code authentication scheme under "codeauth".
+#[pyfunction]
+#[pyo3(signature = (preset, combos, sets=Vec::new(), seed=1))]
+fn attack_codeauth<'py>(py: Python<'py>, preset: &str, combos: Vec<(String, String, String)>, sets: Vec<String>, seed: u64) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (ca, i, e) in &combos {
+        let mut all = vec![format!("codeauth={}", ca)];
+        all.extend(sets.iter().cloned());
+        let p = secmem_sim::configure(preset, Some(i), Some(e), &all).map_err(cfg_err)?;
+        let cells = py.detach(|| secmem_core::adversary::attack_codeauth(&p, seed)).map_err(cfg_err)?;
+        let n = out.len();
+        append_cells(py, &out, i, e, cells)?;
+        for k in n..out.len() {
+            out.get_item(k)?.set_item("codeauth", ca)?;
+        }
+    }
+    Ok(out)
+}
+
 fn append_cells(py: Python<'_>, out: &Bound<'_, PyList>, integ: &str, enc: &str, cells: Vec<secmem_core::adversary::Outcome>) -> PyResult<()> {
     {
         let i = integ;
@@ -288,7 +308,7 @@ fn append_cells(py: Python<'_>, out: &Bound<'_, PyList>, integ: &str, enc: &str,
 
 /// Speed benchmark rows: simulated instructions per second per workload and scheme.
 #[pyfunction]
-#[pyo3(name = "bench", signature = (preset, workloads, schemes, instructions, warmup, repeat=1))]
+#[pyo3(name = "bench", signature = (preset, workloads, schemes, instructions, warmup, repeat=1, sets=Vec::new()))]
 fn run_bench<'py>(
     py: Python<'py>,
     preset: &str,
@@ -297,12 +317,13 @@ fn run_bench<'py>(
     instructions: u64,
     warmup: u64,
     repeat: u32,
+    sets: Vec<String>,
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for w in &workloads {
         for s in &schemes {
             let rows = py
-                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), instructions, warmup, repeat, |_| {}))
+                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), &sets, instructions, warmup, repeat, |_| {}))
                 .map_err(cfg_err)?;
             for r in rows {
                 let d = PyDict::new(py);
@@ -540,6 +561,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
+    m.add_function(wrap_pyfunction!(attack_codeauth, m)?)?;
     readers::register(m)?;
     tracer::register(m)?;
     codeauth::register(m)?;

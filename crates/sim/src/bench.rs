@@ -29,13 +29,14 @@ pub fn bench_schemes() -> Vec<(String, String)> {
     v
 }
 
-/// Run every (workload, scheme) pair for `instructions` after `warmup`, `repeat` times,
+/// Run every (workload, scheme) pair (with `sets` applied) for `instructions` after `warmup`, `repeat` times,
 /// reporting the fastest run: a shared machine slows runs down but never speeds them up.
 /// The repeats must agree on every statistic but the wall time (a determinism check).
 pub fn bench(
     preset: &str,
     workloads: &[String],
     schemes: &[(String, String)],
+    sets: &[String],
     instructions: u64,
     warmup: u64,
     repeat: u32,
@@ -47,7 +48,7 @@ pub fn bench(
     let mut rows = Vec::new();
     for w in workloads {
         for (i, e) in schemes {
-            let p = configure(preset, Some(i), Some(e), &[]).map_err(|e| e.0)?;
+            let p = configure(preset, Some(i), Some(e), sets).map_err(|e| e.0)?;
             let mut best: Option<(BenchRow, Stats)> = None;
             for _ in 0..repeat {
                 let mut src = builtin(w, 1).map_err(|e| e.to_string())?;
@@ -97,11 +98,11 @@ mod tests {
     fn repeated_runs_give_one_row_of_the_fastest_and_zero_runs_are_refused() {
         let schemes = [("chash".to_string(), "otp".to_string())];
         let mut reported = 0;
-        let rows = bench("suh2003", &["hot".into()], &schemes, 20_000, 5_000, 3, |_| reported += 1).unwrap();
+        let rows = bench("suh2003", &["hot".into()], &schemes, &[], 20_000, 5_000, 3, |_| reported += 1).unwrap();
         assert_eq!((rows.len(), reported), (1, 1));
         assert_eq!(rows[0].instructions, 20_000);
         assert!(rows[0].instr_per_sec > 0.0 && rows[0].ipc > 0.0);
-        let e = bench("suh2003", &["hot".into()], &schemes, 20_000, 5_000, 0, |_| {}).err().unwrap();
+        let e = bench("suh2003", &["hot".into()], &schemes, &[], 20_000, 5_000, 0, |_| {}).err().unwrap();
         assert!(e.contains("repeat"), "{}", e);
     }
 }

@@ -38,6 +38,7 @@ pub fn configure(
     // Scheme names given through --set are checked here too.
     p.choice("integrity", secmem_core::integrity::INTEGRITY_SCHEMES).map_err(scheme_err("integrity"))?;
     p.choice("encryption", secmem_core::encryption::ENCRYPTION_SCHEMES).map_err(scheme_err("encryption"))?;
+    p.choice("codeauth", secmem_core::codeauth::CODEAUTH_SCHEMES).map_err(scheme_err("codeauth"))?;
     Ok(p)
 }
 

@@ -10,6 +10,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("shi2007", include_str!("../../../configs/shi2007.toml")),
     ("enck2008", include_str!("../../../configs/enck2008.toml")),
     ("champsim", include_str!("../../../configs/champsim.toml")),
+    ("durahim2009", include_str!("../../../configs/durahim2009.toml")),
 ];
 
 pub const DEFAULT_PRESET: &str = "suh2003";
@@ -102,6 +103,19 @@ mod tests {
         std::fs::write(&f, text).unwrap();
         let e = load(f.to_str().unwrap()).unwrap_err().0;
         assert!(e.ends_with("unknown parameter 'l3.wayz' (did you mean 'l3.ways'?)"), "{}", e);
+    }
+
+    #[test]
+    fn durahim2009_memory_gives_table5_block_latencies_and_code_authentication_is_on() {
+        let p = load("durahim2009").unwrap();
+        assert_eq!(p.str("codeauth").unwrap(), "pr-trivium");
+        let (lat, width) = (p.u64_min("memory.latency", 0).unwrap(), p.size("memory.bus_width").unwrap());
+        let beat = (p.freq("core.clock").unwrap() / p.freq("memory.bus_clock").unwrap()) as u64;
+        // 001 Table 5, "Memory Latency in SimpleScalar": request to the block's last beat.
+        for (block, cycles) in [(16, 26), (32, 34), (64, 50), (128, 82), (256, 146)] {
+            assert_eq!(lat + (block / width - 1) * beat, cycles, "{} B", block);
+        }
+        assert_eq!(p.u64_min("auth.cache_entries", 0).unwrap(), 16);
     }
 
     #[test]

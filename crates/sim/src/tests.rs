@@ -180,6 +180,15 @@ fn every_declared_parameter_is_read_by_some_component() {
     let mut dram = p.clone();
     dram.set("memory.model", "dram").unwrap();
     models.push(dram);
+    for ca in secmem_core::codeauth::CODEAUTH_SCHEMES.iter().skip(1) {
+        let mut q = p.clone();
+        q.set("codeauth", ca).unwrap();
+        models.push(q);
+    }
+    // Frequent-value speculation reads its own keys only when it is on.
+    let mut fv = p.clone();
+    fv.set("speculation.frequent_values", "8").unwrap();
+    models.push(fv);
     for base in &models {
         for i in secmem_core::integrity::INTEGRITY_SCHEMES {
             for e in secmem_core::encryption::ENCRYPTION_SCHEMES {

@@ -57,6 +57,9 @@ def run(
     figs = [get(i) for i in dict.fromkeys(ids)]
     t0 = time.monotonic()
     papers = {f.seed: load_paper(f.seed) for f in figs}
+    for f in figs:
+        if f.prepare:
+            f.prepare(papers[f.seed], sc)
     planned = {f.id: plan(f.points(papers[f.seed], sc)) for f in figs}
     st = open_store(store)
     every = [pl for f in figs for pl in planned[f.id]]

@@ -275,6 +275,10 @@ class Figure:
     plot: Callable
     ask: Callable = lambda paper, scale: ""
     size: tuple = (9.0, 4.0)
+    # Work the points need done first, outside the sweep (making trace files): (paper, scale).
+    prepare: Optional[Callable] = None
+    # The figure as text for the console, beside the paper's values: (data, paper) -> str.
+    text: Optional[Callable] = None
 
     @property
     def kind(self) -> str:

@@ -8,7 +8,7 @@ fn main() {
     let repeat = std::env::args().nth(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     let schemes = bench_schemes();
     println!("{:<8} {:<6} {:<5} {:>12} {:>7} {:>9} {:>14}", "workload", "integ", "enc", "instructions", "IPC", "seconds", "M instr/s");
-    let r = bench("suh2003", &default_workloads(), &schemes, n, n / 5, repeat, |r| {
+    let r = bench("suh2003", &default_workloads(), &schemes, &[], n, n / 5, repeat, |r| {
         println!(
             "{:<8} {:<6} {:<5} {:>12} {:>7.3} {:>9.2} {:>14.2}",
             r.workload, r.integrity, r.encryption, r.instructions, r.ipc, r.seconds, r.instr_per_sec / 1e6
