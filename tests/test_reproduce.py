@@ -149,3 +149,17 @@ def test_reproduce_runs_writes_every_file_and_reads_points_back(tmp_path, schedu
     reproduce.run(["000-fig12"], scale="smoke", store=str(store), out=str(out), scheduler=scheduler)
     assert sorted(p.name for p in (store / "points").iterdir()) == files
     assert (out / "000-fig12.html").exists()
+
+
+def test_all_on_a_fresh_install_names_the_figures_whose_programs_are_missing(tmp_path, monkeypatch, scheduler):
+    # No suite program installed: 001-table3 (which traces five of them) is left out with the
+    # install command, the figures of built-in workloads go on, and the report names it.
+    monkeypatch.setenv("SECMEM_DATA", str(tmp_path / "empty"))
+    ready, missing = reproduce.prepare_available(["000-space", "001-table3", "003-space"], "smoke")
+    assert ready == ["000-space", "003-space"]
+    assert [i for i, _ in missing] == ["001-table3"]
+    assert "secmem workloads install" in missing[0][1]
+    out = tmp_path / "out"
+    reproduce.run(ready, scale="smoke", store=str(tmp_path / "store"), out=str(out), scheduler=scheduler, not_run=missing)
+    html = (out / "report.html").read_text()
+    assert "Not run" in html and "001-table3" in html and 'id="001-table3"' not in html

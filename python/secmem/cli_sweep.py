@@ -250,8 +250,13 @@ def cmd_reproduce(a) -> int:
     ids = [f.id for f in reproduce.figures()] if a.all else a.ids
     for i in ids:
         reproduce.get(i)  # unknown ids fail before anything runs
+    not_run = []
+    if a.all:
+        # A fresh install has no suite programs: --all reports every figure it can and names
+        # the others (an id asked for by name still stops with the install command).
+        ids, not_run = reproduce.prepare_available(ids, a.scale)
     outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
-                             progress=True, recompute=a.recompute)
+                             progress=True, recompute=a.recompute, not_run=not_run)
     for o in outcomes:
         if o.figure.text:
             print(o.figure.text(o.data, o.paper) + "\n")
@@ -260,6 +265,8 @@ def cmd_reproduce(a) -> int:
         c = o.counts()
         rows.append({"id": o.figure.id, **{v: c[v] or None for v in VERDICTS}, "sim": o.sim_seconds})
     print(table.render(rows, [("id", "id", None)] + [(v, v, None) for v in VERDICTS] + [("simulated s", "sim", ".0f")]))
+    for i, why in not_run:
+        print(f"not run: {i}: {why}")
     print(f"\nreport: {outcomes[0].files['HTML report']}")
     failed = [(o.figure.id, l, e) for o in outcomes for l, e in o.data.failures()]
     if failed:

@@ -47,11 +47,14 @@ fn every_new_scheme_reads_back_what_every_workload_wrote() {
 }
 
 /// 000 Fig. 12: one-time pads hide the decryption that direct encryption adds to every miss.
-/// On a latency-bound workload otp must win outright; where the bus is saturated both are
-/// bandwidth-bound (swim in the paper) and otp must at least keep up; on average it wins.
+/// On every workload otp exposes less crypto latency than direct; on a latency-bound workload
+/// it wins outright; where the bus is saturated both are bandwidth-bound (swim in the paper)
+/// and otp must at least keep up. (An IPC average over the four workloads is not asserted:
+/// since external records stopped draining the pipeline, stream — and mix, whose first phase
+/// this window is — run bus-bound, where the order of write-backs decides within a few
+/// percent, the README's footnote on stream.)
 #[test]
 fn otp_overhead_is_below_direct_on_the_builtin_workloads() {
-    let (mut sum_d, mut sum_o) = (0.0, 0.0);
     for w in workloads() {
         let base = sim("suh2003", w, "none", "none", &[], 200_000, 50_000);
         let direct = sim("suh2003", w, "none", "direct", &[], 200_000, 50_000);
@@ -63,9 +66,9 @@ fn otp_overhead_is_below_direct_on_the_builtin_workloads() {
             assert!(o > d, "{}: a latency-bound workload must gain from otp ({} vs {})", w, o, d);
         }
         assert!(f(&direct, "direct.decrypt_exposed_per_read") > 40.0, "{}: the AES latency follows each miss", w);
-        (sum_d, sum_o) = (sum_d + d / b, sum_o + o / b);
+        let (exposed_o, exposed_d) = (f(&otp, "otp.pad_exposed_cycles"), f(&direct, "direct.decrypt_exposed_cycles"));
+        assert!(exposed_o < 0.5 * exposed_d, "{}: otp exposes {} cycles of crypto, direct {}", w, exposed_o, exposed_d);
     }
-    assert!(sum_o > sum_d, "on average otp must beat direct: {} vs {}", sum_o, sum_d);
 }
 
 #[test]

@@ -25,7 +25,7 @@ from .figures import FIGURES
 from .registry import SCALES, Data, Figure, load_paper
 from .report import Outcome, write_html, write_plot, write_points_csv, write_rows_csv
 
-__all__ = ["figures", "get", "run", "SCALES"]
+__all__ = ["figures", "get", "prepare_available", "run", "SCALES"]
 
 
 def figures() -> list:
@@ -39,6 +39,24 @@ def get(figure_id: str) -> Figure:
     raise _core.ConfigError(f"unknown reproduce id '{figure_id}' (`secmem reproduce` lists them: {', '.join(f.id for f in FIGURES)})")
 
 
+def prepare_available(ids: Sequence[str], scale: str = "laptop") -> tuple:
+    """Prepare the figures ``ids`` (trace the suite programs a figure runs); return the ids
+    that are ready and ``(id, reason)`` of those whose programs are not installed, so that
+    ``--all`` on a fresh install reports every figure it can instead of stopping."""
+    from ..suite import SuiteError
+
+    ready, missing = [], []
+    for i in ids:
+        f = get(i)
+        try:
+            if f.prepare:
+                f.prepare(load_paper(f.seed), SCALES[scale])
+            ready.append(i)
+        except SuiteError as e:
+            missing.append((i, str(e)))
+    return ready, missing
+
+
 def run(
     ids: Sequence[str],
     scale: str = "laptop",
@@ -48,9 +66,11 @@ def run(
     workers: Optional[int] = None,
     progress: bool = False,
     recompute: bool = False,
+    not_run: Sequence[tuple] = (),
 ) -> list:
     """Simulate what the figures ``ids`` need (at ``scale``: ``laptop`` or ``full``), write
-    their CSVs, plots and the HTML report into ``out``; return their :class:`Outcome`\\ s."""
+    their CSVs, plots and the HTML report into ``out``; return their :class:`Outcome`\\ s.
+    ``not_run`` lists ``(id, reason)`` of figures left out, which the report names."""
     if scale not in SCALES:
         raise _core.ConfigError(f"unknown scale '{scale}' (choose from {', '.join(SCALES)})")
     sc = SCALES[scale]
@@ -85,7 +105,7 @@ def run(
         o.files = {k: str(v) for k, v in files.items()}
         outcomes.append(o)
     report = outdir / (f"{figs[0].id}.html" if len(figs) == 1 else "report.html")
-    write_html(outcomes, report, sc, provenance.block(), time.monotonic() - t0)
+    write_html(outcomes, report, sc, provenance.block(), time.monotonic() - t0, not_run)
     for o in outcomes:
         o.files["HTML report"] = str(report)
     return outcomes

@@ -150,7 +150,8 @@ def _figure_html(o: Outcome, scale: Scale) -> str:
     return "\n".join(parts)
 
 
-def write_html(outcomes: Sequence[Outcome], path: Path, scale: Scale, provenance: dict, wall_seconds: float) -> None:
+def write_html(outcomes: Sequence[Outcome], path: Path, scale: Scale, provenance: dict, wall_seconds: float,
+               not_run: Sequence[tuple] = ()) -> None:
     totals = {v: 0 for v in VERDICTS}
     for o in outcomes:
         for v, n in o.counts().items():
@@ -183,6 +184,9 @@ def write_html(outcomes: Sequence[Outcome], path: Path, scale: Scale, provenance
     parts.append(
         "<tr><th colspan=2>total</th>" + "".join(f"<th class='v {_cls(v)}'>{totals[v]}</th>" for v in VERDICTS) + "<th></th></tr></table>"
     )
+    if not_run:
+        parts.append("<p><b>Not run</b> (their programs are not installed):</p><ul>"
+                     + "".join(f"<li><span class='v not-run'>{_e(i)}</span> {_e(why)}</li>" for i, why in not_run) + "</ul>")
     for o in outcomes:
         parts.append(_figure_html(o, scale))
     parts.append("</body></html>")
