@@ -145,9 +145,9 @@ fn the_cpi_stack_sums_to_the_cycles_on_every_workload_and_preset() {
     // Every preset on one workload and every workload on the deepest machine, each without and
     // with protection (the full cross product cost minutes of the test command and covers no
     // more causes: a run this short is mostly set-up).
-    let presets = secmem_sim::preset_names().iter().map(|&p| (p, "mix"));
-    let workloads: Vec<_> = builtin_workloads().iter().map(|&(w, _)| ("champsim", w)).collect();
-    for (preset, w) in presets.chain(workloads) {
+    let mut runs: Vec<(&str, &str)> = secmem_sim::preset_names().into_iter().map(|p| (p, "mix")).collect();
+    runs.extend(builtin_workloads().iter().map(|&(w, _)| ("champsim", w)));
+    for (preset, w) in runs {
         for (i, e) in [("none", "none"), ("chash", "otp")] {
             let p = configure(preset, Some(i), Some(e), &[]).unwrap();
             let mut src = builtin(w, 1).unwrap();
