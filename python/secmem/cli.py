@@ -541,8 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--skip", default="0", help="leave out the first N instructions (their memory is kept as external records)")
     e.add_argument("--records", default="1M", help="instructions to write (default %(default)s)")
     e.add_argument("--seed", type=_seed, default=1)
-    e.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and export it")
-    e.set_defaults(func=cmd_export)
+    # `-- PROGRAM ARGS` is split off before parsing (main): a REMAINDER after the optional
+    # workload would swallow `-o FILE` in `export hot -o FILE`.
+    e.set_defaults(func=cmd_export, program=None)
 
     at = sub.add_parser("attack", help="run every attack against every integrity scheme: a detection matrix")
     at.add_argument("--integrity", "-i", help="comma-separated schemes (default: all)")
@@ -591,7 +592,13 @@ def main(argv=None) -> int:
     parser = build_parser()
     if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run"] + argv
+    program = None
+    if argv[:1] == ["export"] and "--" in argv:
+        k = argv.index("--")
+        argv, program = argv[:k], argv[k:]
     a = parser.parse_args(argv)
+    if program is not None:
+        a.program = program
     try:
         return a.func(a)
     except (_core.ConfigError, ValueError, OSError, OverflowError) as e:
