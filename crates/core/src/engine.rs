@@ -131,6 +131,7 @@ pub const MACHINE: &[Component] = &[
         params: &[
             param("aes.latency", Def::Preset, "cycles", "one block"),
             param("aes.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("aes.engines", Def::Int(1), "engines", "replicated AES pipelines: the throughput is this many times aes.throughput (004 §3.2: \"pipelined and replicated\")"),
             param("aes.xor_latency", Def::Preset, "cycles", "XOR of a pad or IV with a chunk"),
         ],
     },
@@ -154,7 +155,7 @@ pub const MACHINE: &[Component] = &[
         params: &[
             param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
             param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
-            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext speculation of tdes (004 §3.2: 8, 16 or 32); 0: off"),
+            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext and MAC speculation of tdes and otp's chunk MACs (004 §3.2–3.3: 8, 16 or 32); 0: off"),
             param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
         ],
     },
@@ -211,7 +212,8 @@ impl Engine {
             return Err(ConfigError(format!("memory.size: {} B is not a whole number of 4 KiB pages", data_size)));
         }
         let l2 = TrustedCache::new(l2_size, ways, line).map_err(|e| ConfigError(format!("l2: {}", e)))?;
-        let aes = Pipe::new(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / hz, 16);
+        let aes_engines = p.u64_min("aes.engines", 1)? as f64;
+        let aes = Pipe::new(p.u64_min("aes.latency", 1)?, aes_engines * p.rate("aes.throughput")? / hz, 16);
         let hash = Pipe::new(p.u64_min("hash.latency", 1)?, p.rate("hash.throughput")? / hz, 64);
         let spec = Speculation::new(p, line)?;
         let mut m = Machine::new(

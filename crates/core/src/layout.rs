@@ -78,8 +78,8 @@ pub enum MetaKind {
     Tag,
     /// A code authentication tag (seed 001 §6).
     CodeTag,
-    /// tdes's per-chunk MACs of a line (004 §3.3).
-    ChunkMacs,
+    /// The per-chunk MACs of a line of tdes or otp (004 §3.3).
+    ChunkMacs(&'static str),
 }
 
 /// One piece of metadata: what it is, where, and how many bytes.
@@ -108,7 +108,7 @@ impl fmt::Display for MetaKind {
             MetaKind::Counter(scheme) => write!(f, "{} counter", scheme),
             MetaKind::Tag => write!(f, "ocb tag"),
             MetaKind::CodeTag => write!(f, "code authentication tag"),
-            MetaKind::ChunkMacs => write!(f, "tdes chunk MACs"),
+            MetaKind::ChunkMacs(scheme) => write!(f, "{} chunk MACs", scheme),
         }
     }
 }

@@ -108,12 +108,13 @@ enum Allowed {
 }
 
 fn allowed(integ: &str, enc: &str, extra: &[&str]) -> Allowed {
-    let chunk_macs = enc == "tdes" && extra.iter().any(|e| e.starts_with("tdes.chunk_mac_bytes=") && !e.ends_with("=0"));
+    let key = format!("{}.chunk_mac_bytes=", enc);
+    let chunk_macs = extra.iter().any(|e| e.starts_with(&key) && !e.ends_with("=0"));
     match (integ, enc) {
         ("naive" | "chash" | "mhash", _) => Allowed::Current,
         ("lhash", _) => Allowed::UntilChecked,
         ("mac", _) | ("none", "ocb") => Allowed::Replayed,
-        ("none", "tdes") if chunk_macs => Allowed::Replayed,
+        ("none", "tdes" | "otp") if chunk_macs => Allowed::Replayed,
         _ => Allowed::Anything,
     }
 }
@@ -135,6 +136,13 @@ fn tdes_chunk_macs_with_mac_speculation_give_correct_data_a_replay_or_an_error()
     // Per-chunk MACs (004 §3.3) make tdes alone detect tampering (not replay), speculating or not.
     assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4"]), 6 * 6);
     assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4", "speculation.frequent_values=8"]), 6 * 6);
+}
+
+#[test]
+fn otp_chunk_macs_with_mac_speculation_give_correct_data_a_replay_or_an_error() {
+    // Counter mode with per-chunk MACs (004 §3.3, Fig. 8): tampering is detected, speculating or not.
+    assert_eq!(random_pokes(&["otp"], &["otp.chunk_mac_bytes=4"]), 6 * 6);
+    assert_eq!(random_pokes(&["otp"], &["otp.chunk_mac_bytes=4", "speculation.frequent_values=8"]), 6 * 6);
 }
 
 /// Tamper with metadata at random, keep using the memory, and check every read: correct data,

@@ -29,3 +29,21 @@ pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Writes `lines` lines at 1 MiB whose chunks mix a few small values (frequent) with random
+/// words, flushes them to memory and returns them (frequent value speculation's tests).
+pub fn frequent_lines(e: &mut crate::Engine, lines: u64) -> Vec<Vec<u8>> {
+    let mut want = Vec::new();
+    for k in 0..lines {
+        let mut line = pattern(k + 1, 64);
+        for (i, c) in line.chunks_exact_mut(8).enumerate() {
+            if (k + i as u64) % 3 != 0 {
+                c.copy_from_slice(&((k + i as u64) % 5).to_le_bytes());
+            }
+        }
+        e.write(0x10_0000 + k * 64, &line, 0).unwrap();
+        want.push(line);
+    }
+    e.flush(0).unwrap();
+    want
+}

@@ -19,19 +19,32 @@
 //!   confirm the guess; a wrong guess costs a second pad computation (AES bandwidth) from the
 //!   stamp's arrival.
 //!
+//! Per-chunk MACs and MAC speculation (seed 004 §3.3, Fig. 8; `otp.chunk_mac_bytes`): a MAC
+//! per 64-bit chunk (the Frequent Value Table's granularity; 004 does not size counter mode's
+//! chunks), T_i = AES_Km(P_i ‖ chunk number ‖ TS) truncated, stored in untrusted memory after
+//! the time stamps and checked on every read: the access is verified once every chunk's MAC
+//! is computed (one AES each, after the chunk is deciphered) and compared with the fetched
+//! one. The pad is precomputed, so counter mode gains nothing from ciphertext speculation
+//! (004 §6.2: "pre-computation of decryption pads is the dominating factor"), but with
+//! `speculation.frequent_values` the AES engine also computes, once the stamp is known, the
+//! MAC of every table value at every chunk position: a chunk that deciphers to a table value
+//! whose speculated MAC equals the fetched one is verified when it and its MAC are in, with no
+//! MAC computation. Like tdes's, the MACs bind address and stamp, not freshness.
+//!
 //! Memory is all-zero plaintext at power-on; instead of encrypting it all up front, a line
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
 
 use super::{derive_key, Encryption};
 use crate::integrity::IntegrityError;
-use crate::layout::{is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LINE};
+use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LINE};
+use crate::port::chunk_arrivals;
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
 use crate::wordbuf::TsBuffer;
 use secmem_crypto::Aes128;
-use secmem_timing::{Cycle, Tags};
+use secmem_timing::{Cycle, Tags, Transfer};
 use crate::decl::{param, Component, Def, Kind};
 
 /// otp's declaration: its parameters with defaults, units and meanings.
@@ -44,6 +57,7 @@ pub const DECL: Component = Component {
         param("otp.ts_bits", Def::Int(32), "bits", "time-stamp width; TIMER wrapping re-keys and re-encrypts memory"),
         param("otp.ts_buffer_entries", Def::Int(32), "entries", "time-stamp buffer of 8-B words (000 Table 1: 32 entries)"),
         param("otp.ts_cache_entries", Def::Int(0), "entries", "on-chip cache of time-stamp values (000 §4.4, Fig. 7c); 0: none"),
+        param("otp.chunk_mac_bytes", Def::Int(0), "B", "a MAC of this many bytes (1 to 8) per 64-bit chunk, checked on every read and speculated with speculation.frequent_values (004 §3.3, Fig. 8); 0: none"),
     ],
 };
 
@@ -86,8 +100,58 @@ impl TsCache {
     }
 }
 
+/// Bytes of a chunk with its own MAC: one Frequent Value Table value.
+const CHUNK: usize = 8;
+
+/// Per-chunk MACs: their key, size and where they live.
+struct ChunkMacs {
+    key: Aes128,
+    bytes: usize,
+    store: PerLine,
+}
+
+impl ChunkMacs {
+    /// T_i = AES_Km(P_i ‖ chunk number ‖ TS) of each 64-bit chunk P_i of `plain` (line `addr`,
+    /// stamp `ts`), truncated into `out`.
+    fn compute(&self, addr: u64, ts: u32, plain: &[u8], out: &mut [u8]) {
+        let mut blocks = [[0u8; 16]; MAX_LINE / CHUNK];
+        let n = plain.len() / CHUNK;
+        for (i, (b, c)) in blocks[..n].iter_mut().zip(plain.chunks_exact(CHUNK)).enumerate() {
+            b[..8].copy_from_slice(c);
+            b[8..12].copy_from_slice(&((addr / CHUNK as u64) as u32 + i as u32).to_le_bytes());
+            b[12..].copy_from_slice(&ts.to_le_bytes());
+        }
+        self.key.encrypt_many(&mut blocks[..n]);
+        for (o, b) in out.chunks_exact_mut(self.bytes).zip(&blocks[..n]) {
+            o.copy_from_slice(&b[..self.bytes]);
+        }
+    }
+
+    /// What the speculation finds (004 §3.3): bit i is set when the fetched MAC of chunk i
+    /// equals the real speculated MAC of one of `values` at that position.
+    #[cfg(test)]
+    fn speculated_hits(&self, addr: u64, ts: u32, values: &[u64], fetched: &[u8]) -> u64 {
+        let mut bits = 0;
+        let mut want = [0u8; MAX_LINE];
+        let n = fetched.len() / self.bytes;
+        for &v in values {
+            let line: Vec<u8> = (0..n).flat_map(|_| v.to_le_bytes()).collect();
+            self.compute(addr, ts, &line, &mut want[..fetched.len()]);
+            for (i, (w, f)) in want.chunks_exact(self.bytes).zip(fetched.chunks_exact(self.bytes)).enumerate() {
+                if w == f {
+                    bits |= 1 << i;
+                }
+            }
+        }
+        bits
+    }
+}
+
 pub struct Otp {
     aes: Aes128,
+    mac: Option<ChunkMacs>,
+    /// When the last line read was verified (its chunk MACs), for `take_checked`.
+    checked: Option<Cycle>,
     seed: u64,
     key_epoch: u64,
     v: u32,
@@ -109,6 +173,10 @@ pub struct Otp {
     pad_exposed: u64,
     reencryptions: u64,
     reencrypted_lines: u64,
+    mac_checks: u64,
+    mac_failures: u64,
+    mac_speculated: u64,
+    check_exposed: u64,
     /// Test builds: every (key epoch, address, stamp) a pad was made from for a write, which
     /// must never repeat.
     #[cfg(test)]
@@ -126,8 +194,22 @@ impl Otp {
         let line = m.line();
         let stamps = m.layout.per_line("otp time stamps", covered, B_TS);
         let k = derive_key(seed, 0x07b0);
+        let mac_bytes = p.u64_min("otp.chunk_mac_bytes", 0)?;
+        if mac_bytes > 8 {
+            return Err(ConfigError(format!("otp.chunk_mac_bytes: {} exceeds the 8-B chunk it authenticates", mac_bytes)));
+        }
+        if mac_bytes > 0 && covered / CHUNK as u64 > u32::MAX as u64 {
+            return Err(ConfigError(format!("otp.chunk_mac_bytes: {} B of memory exceed the MAC's 32-bit chunk number", covered)));
+        }
+        let mac = (mac_bytes > 0).then(|| ChunkMacs {
+            key: Aes128::new(&derive_key(seed, 0x07b1)),
+            bytes: mac_bytes as usize,
+            store: m.layout.per_line("otp chunk MACs", covered, line / CHUNK as u64 * mac_bytes),
+        });
         Ok(Otp {
             aes: Aes128::new(&derive_key(seed, 1)),
+            mac,
+            checked: None,
             seed,
             key_epoch: 1,
             v: u32::from_le_bytes([k[0], k[1], k[2], k[3]]),
@@ -148,6 +230,10 @@ impl Otp {
             pad_exposed: 0,
             reencryptions: 0,
             reencrypted_lines: 0,
+            mac_checks: 0,
+            mac_failures: 0,
+            mac_speculated: 0,
+            check_exposed: 0,
             #[cfg(test)]
             nonces_used: Default::default(),
         })
@@ -182,6 +268,119 @@ impl Otp {
         }
     }
 
+    /// Fetch and check the chunk MACs of the line just deciphered into `plain`, with MAC
+    /// speculation when the Frequent Value Table is on (004 §3.3, Fig. 8). `times` are the
+    /// request, when the stamp was known (the pad's start) and when the pad was ready; `tr` is
+    /// the line's transfer and `ready` when it was usable. Returns when the access is verified.
+    #[allow(clippy::too_many_arguments)]
+    fn check_chunks(
+        &mut self,
+        m: &mut Machine,
+        addr: u64,
+        ts: u32,
+        initial: bool,
+        times: (Cycle, Cycle, Cycle),
+        tr: Transfer,
+        ready: Cycle,
+        plain: &[u8],
+    ) -> Result<Cycle, IntegrityError> {
+        let (t, t_stamp, t_pad) = times;
+        let c = self.mac.as_ref().expect("chunk MACs on");
+        let n = plain.len() / CHUNK;
+        let len = n * c.bytes;
+        let mut fetched = [0u8; MAX_LINE];
+        let t_macs = m.port.read(c.store.addr(addr), &mut fetched[..len], t).last;
+        if !(initial && all_zero(&fetched[..len])) {
+            let mut want = [0u8; MAX_LINE];
+            c.compute(addr, ts, plain, &mut want[..len]);
+            if want[..len] != fetched[..len] {
+                self.mac_failures += 1;
+                return Err(IntegrityError {
+                    addr,
+                    what: format!("otp chunk MAC mismatch (time stamp {}): line, stamp or MACs were changed", ts),
+                });
+            }
+        }
+        // Each chunk is plaintext once in and XORed with its (precomputed) pad.
+        let mut arrive = [0; MAX_LINE / CHUNK];
+        chunk_arrivals(m.port.beat(), tr, CHUNK as u64, &mut arrive[..n]);
+        let mut plain_at = [0; MAX_LINE / CHUNK];
+        for (p, &a) in plain_at.iter_mut().zip(&arrive[..n]) {
+            *p = a.max(t_pad) + m.xor_latency;
+        }
+        // Which chunks the speculation matches: decided on the deciphered chunk (the CAM
+        // compares it, or its ciphertext, with the table; the fetched MAC must then equal the
+        // speculated one, as it does whenever the functional check above passed).
+        let (mut vals, mut k) = ([0u64; 64], 0);
+        let mut hits = 0u64;
+        let mut frequent = 0u64;
+        if let Some(fv) = &m.spec.fv {
+            for v in fv.table.values() {
+                vals[k] = v;
+                k += 1;
+            }
+            frequent = fv.table.frequent_chunks(plain);
+            // The never-written line has no MACs to match.
+            hits = if initial { 0 } else { frequent };
+            #[cfg(test)]
+            if !initial {
+                assert_eq!(hits, c.speculated_hits(addr, ts, &vals[..k], &fetched[..len]), "plaintext and MAC matching disagree");
+            }
+        }
+        // Demand MACs (one AES per chunk once it is plaintext) first, then this miss's
+        // speculation: the MAC of every table value at every position, from when the stamp is
+        // known, each not started unless it beats the chunk's demand MAC.
+        let lat = m.aes.latency();
+        let mut done_at = [0; MAX_LINE / CHUNK];
+        for i in 0..n {
+            if hits >> i & 1 == 0 {
+                done_at[i] = m.aes.run(plain_at[i], 16).max(t_macs) + 1;
+            }
+        }
+        let mut done = ready;
+        if let Some(fv) = m.spec.fv.as_mut() {
+            let mut launched = 0u64;
+            let mut spec = [0; MAX_LINE / CHUNK];
+            for i in 0..if k > 0 { n } else { 0 } {
+                if let Some(d) = m.aes.run_by(t_stamp, k as u64 * 16, plain_at[i] + lat) {
+                    spec[i] = d;
+                    launched |= 1 << i;
+                }
+            }
+            let (mut early, mut slow) = (0, ready);
+            for i in 0..n {
+                let mut ordinary = done_at[i];
+                if hits >> i & 1 == 1 {
+                    if launched >> i & 1 == 1 {
+                        done_at[i] = plain_at[i].max(spec[i]).max(t_macs) + fv.match_latency;
+                        // Without speculation: a MAC computation once plaintext (uncontended).
+                        ordinary = (plain_at[i] + lat).max(t_macs) + 1;
+                        early += (done_at[i] < ordinary) as u64;
+                        self.mac_speculated += 1;
+                    } else {
+                        done_at[i] = m.aes.run(plain_at[i], 16).max(t_macs) + 1;
+                        ordinary = done_at[i];
+                    }
+                }
+                slow = slow.max(ordinary);
+                done = done.max(done_at[i]);
+            }
+            hits &= launched;
+            let counts = &mut fv.counts;
+            counts.line(n, frequent);
+            counts.hits += hits.count_ones() as u64;
+            counts.early += early;
+            counts.encryptions += k as u64 * launched.count_ones() as u64;
+            counts.saved_cycles += slow.saturating_sub(done);
+        } else {
+            done = done_at[..n].iter().fold(done, |d, &x| d.max(x));
+        }
+        self.mac_checks += n as u64;
+        self.check_exposed += done - ready;
+        m.note_check(done);
+        Ok(done)
+    }
+
     /// TIMER is exhausted: new key, every written line re-encrypted under it with time
     /// stamp 1; pads stay unique because the address is part of the pad input.
     fn rekey(&mut self, m: &mut Machine, t: Cycle) -> Cycle {
@@ -213,6 +412,16 @@ impl Otp {
                 let p = m.aes.run(tr.last.max(t_aes), 2 * self.line);
                 t_aes = p.saturating_sub(m.aes.latency());
                 done = m.port.write_pair(addr, &buf, ta, &1u32.to_le_bytes(), p);
+                if let Some(c) = &self.mac {
+                    // The MACs bind the stamp: recomputed for stamp 1 from the plaintext.
+                    let mut plain = buf.clone();
+                    self.apply_pad(addr, 1, &mut plain);
+                    let mut macs = [0u8; MAX_LINE];
+                    let k = plain.len() / CHUNK * c.bytes;
+                    c.compute(addr, 1, &plain, &mut macs[..k]);
+                    let t_m = m.aes.run(p, (plain.len() / CHUNK * 16) as u64);
+                    done = done.max(m.port.write(c.store.addr(addr), &macs[..k], t_m));
+                }
                 self.reencrypted_lines += 1;
             }
         }
@@ -277,7 +486,8 @@ impl Encryption for Otp {
             Some(tp) => (tp, t + 1),
             None => (m.aes.run(t_ts, out.len() as u64), t_ts),
         };
-        if !is_initial(ts as u64, out) {
+        let initial = is_initial(ts as u64, out);
+        if !initial {
             self.apply_pad(addr, ts, out);
         }
         let ready = tr.last.max(t_pad) + m.xor_latency;
@@ -285,7 +495,16 @@ impl Encryption for Otp {
         let pad_time = t_pad - t_start;
         self.pad_exposed += exposed;
         self.pad_hidden += pad_time.saturating_sub(exposed);
+        self.checked = None;
+        if self.mac.is_some() {
+            let done = self.check_chunks(m, addr, ts, initial, (t, t_start, t_pad), tr, ready, out)?;
+            self.checked = Some(done);
+        }
         Ok(ready)
+    }
+
+    fn take_checked(&mut self) -> Option<Cycle> {
+        self.checked.take()
     }
 
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
@@ -309,7 +528,15 @@ impl Encryption for Otp {
             c.put(ta, ts);
         }
         let stamp_done = self.ts_buf.write(&mut m.port, ta, ts, t_x);
-        Ok(m.port.write(addr, ct, t_x).max(stamp_done))
+        let mut done = m.port.write(addr, ct, t_x).max(stamp_done);
+        if let Some(c) = &self.mac {
+            let mut macs = [0u8; MAX_LINE];
+            let k = plain.len() / CHUNK * c.bytes;
+            c.compute(addr, ts, plain, &mut macs[..k]);
+            let t_m = m.aes.run(t, (plain.len() / CHUNK * 16) as u64);
+            done = done.max(m.port.write(c.store.addr(addr), &macs[..k], t_m));
+        }
+        Ok(done)
     }
 
     fn drop_cached(&mut self) {
@@ -320,18 +547,23 @@ impl Encryption for Otp {
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {
-        vec![Meta::new(MetaKind::PadStamp, self.ts_addr(addr), B_TS)]
+        let mut v = vec![Meta::new(MetaKind::PadStamp, self.ts_addr(addr), B_TS)];
+        if let Some(c) = &self.mac {
+            v.push(Meta::new(MetaKind::ChunkMacs("otp"), c.store.addr(addr), c.store.bytes));
+        }
+        v
     }
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes) = (0, 0);
+        (self.mac_checks, self.mac_failures, self.mac_speculated, self.check_exposed) = (0, 0, 0, 0);
         self.ts_buf.words.reset_stats();
         (self.pad_hidden, self.pad_exposed, self.reencryptions, self.reencrypted_lines) = (0, 0, 0, 0);
         (self.ts_cache_hits, self.spec_predictions, self.spec_hits) = (0, 0, 0);
     }
 
     fn space_overhead(&self) -> f64 {
-        self.stamps.overhead()
+        self.stamps.overhead() + self.mac.as_ref().map_or(0.0, |c| c.store.overhead())
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {
@@ -355,5 +587,133 @@ impl Encryption for Otp {
         out.int("otp.spec_hits", self.spec_hits);
         out.float("otp.spec_hit_rate", ratio(self.spec_hits, self.spec_predictions));
         out.float("otp.pad_early_fraction", ratio(self.ts_cache_hits + self.spec_hits, self.reads));
+        if self.mac.is_some() {
+            out.int("otp.mac_checks", self.mac_checks);
+            out.int("otp.mac_failures", self.mac_failures);
+            out.int("otp.mac_speculated", self.mac_speculated);
+            out.int("otp.check_exposed_cycles", self.check_exposed);
+            out.float("otp.check_exposed_per_read", ratio(self.check_exposed, self.reads));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{frequent_lines, params};
+    use crate::{AccessKind, Engine};
+
+    fn stat(e: &Engine, k: &str) -> f64 {
+        let mut s = Stats::default();
+        e.stats(&mut s);
+        s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
+    }
+
+    #[test]
+    fn mac_speculation_decides_as_the_real_speculated_macs_do() {
+        // Every miss below also computes the real MAC of every table value at every position
+        // and asserts the matches equal the plaintext decision (check_chunks).
+        for n in [8, 16, 32] {
+            let fv = format!("speculation.frequent_values={}", n);
+            let mut e = Engine::new(&params("none", "otp", &["otp.chunk_mac_bytes=4", "aes.engines=4", &fv]), 3).unwrap();
+            let want = frequent_lines(&mut e, 300);
+            e.reset_stats();
+            for (k, w) in want.iter().enumerate() {
+                let mut got = vec![0u8; 64];
+                e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
+                assert_eq!(&got, w, "speculation changed the data of line {}", k);
+            }
+            let (chunks, freq) = (stat(&e, "speculation.fv_chunks"), stat(&e, "speculation.fv_frequent_chunks"));
+            assert_eq!(chunks, 300.0 * 8.0);
+            assert!(freq > 0.3 * chunks && freq < chunks, "{} of {} chunks frequent", freq, chunks);
+            let spec = stat(&e, "otp.mac_speculated");
+            assert!(spec > 0.0 && spec <= freq, "{} speculated of {} frequent", spec, freq);
+            assert_eq!(stat(&e, "otp.mac_checks"), chunks);
+        }
+    }
+
+    /// When the access to a line of zeros (a frequent value) at 0x2000 is verified, cycles
+    /// after its request, with data used only once verified (004 §2.2).
+    fn verified_after(extra: &[&str]) -> (u64, Engine) {
+        let mut p = params("none", "otp", extra);
+        for kv in ["otp.chunk_mac_bytes=4", "aes.engines=4", "aes.latency=65", "memory.latency=250", "speculation.use_before_verify=false"] {
+            p.set_str(kv).unwrap();
+        }
+        let mut e = Engine::new(&p, 3).unwrap();
+        e.write(0x2000, &[0u8; 64], 0).unwrap();
+        e.write(0x2040, &[1u8; 64], 0).unwrap();
+        e.flush(0).unwrap();
+        // The neighbour brings the stamp word both lines share on chip.
+        e.access(0x2040, AccessKind::Load, 0).unwrap();
+        e.settle().unwrap();
+        let o = e.access(0x2000, AccessKind::Load, 1_000_000).unwrap();
+        assert_eq!(o.ready, o.verified);
+        (o.verified - 1_000_000, e)
+    }
+
+    #[test]
+    fn mac_speculation_hides_the_mac_computation_of_a_line_of_frequent_values() {
+        // 004 Fig. 8: the pad is precomputed either way; without speculation the last chunk's
+        // MAC takes one AES latency (65 cycles) after it arrives, with it the line is verified
+        // when its MACs are in: 32 B, four 5-cycle beats after the line.
+        let (off, _) = verified_after(&[]);
+        let (on, e) = verified_after(&["speculation.frequent_values=8"]);
+        assert!(on + 65 - 4 * 5 <= off, "verified after {} cycles with speculation, {} without", on, off);
+        // Both lines' chunks (zeros, and 0x0101…01) are table values, and even 0x2040's
+        // speculation, started once its stamp came from memory, beat its MAC computations.
+        assert_eq!(stat(&e, "otp.mac_speculated"), 16.0);
+    }
+
+    #[test]
+    fn chunk_macs_catch_every_change_to_line_stamp_or_macs_with_and_without_speculation() {
+        for spec in ["speculation.frequent_values=0", "speculation.frequent_values=8"] {
+            for what in 0..4 {
+                let mut e = Engine::new(&params("none", "otp", &["otp.chunk_mac_bytes=4", spec]), 5).unwrap();
+                e.write(0x8000, &[0u8; 64], 0).unwrap();
+                e.write(0x8000, &[7u8; 8], 0).unwrap();
+                e.flush(0).unwrap();
+                let md = e.metadata_of(0x8000);
+                let macs = md.iter().find(|m| m.kind == MetaKind::ChunkMacs("otp")).expect("chunk MACs listed");
+                assert_eq!(macs.len, 32);
+                let ts = md.iter().find(|m| m.kind == MetaKind::PadStamp).unwrap();
+                let flip = |e: &mut Engine, a: u64| {
+                    let mut b = [0u8; 1];
+                    e.untrusted().read(a, &mut b);
+                    e.untrusted().write(a, &[b[0] ^ 1]);
+                };
+                match what {
+                    // a bit of a zero chunk: counter mode is malleable, the MAC is not
+                    0 => flip(&mut e, 0x8000 + 20),
+                    1 => flip(&mut e, macs.addr + 9),
+                    2 => flip(&mut e, ts.addr),
+                    _ => {}
+                }
+                let mut back = vec![0u8; 64];
+                let r = e.read(0x8000, &mut back, 0);
+                if what == 3 {
+                    r.unwrap();
+                    assert_eq!(back[..8], [7u8; 8]);
+                    assert_eq!(back[8..], [0u8; 56]);
+                } else {
+                    let err = r.expect_err("a change went unnoticed");
+                    assert!(err.what.contains("otp chunk MAC"), "{}", err);
+                    assert_eq!(stat(&e, "otp.mac_failures"), 1.0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_timer_wrap_recomputes_the_macs_under_the_new_stamp() {
+        // 3-bit stamps: TIMER wraps after 6 write-backs and re-encrypts every written line.
+        let mut e = Engine::new(&params("none", "otp", &["otp.chunk_mac_bytes=4", "otp.ts_bits=3", "speculation.frequent_values=8"]), 5).unwrap();
+        let want = frequent_lines(&mut e, 20);
+        assert!(stat(&e, "otp.reencryptions") > 0.0);
+        for (k, w) in want.iter().enumerate() {
+            let mut got = vec![0u8; 64];
+            e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
+            assert_eq!(&got, w, "line {}", k);
+        }
+        assert_eq!(stat(&e, "otp.mac_failures"), 0.0);
     }
 }

@@ -445,7 +445,7 @@ impl Encryption for Tdes {
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         let mut v = vec![Meta::new(MetaKind::Counter("tdes"), self.ctr_addr(addr), B_CTR)];
         if let Some(c) = &self.mac {
-            v.push(Meta::new(MetaKind::ChunkMacs, c.store.addr(addr), (self.line / CHUNK) * c.bytes as u64));
+            v.push(Meta::new(MetaKind::ChunkMacs("tdes"), c.store.addr(addr), (self.line / CHUNK) * c.bytes as u64));
         }
         v
     }
@@ -484,7 +484,7 @@ impl Encryption for Tdes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{params, pattern};
+    use crate::testutil::{frequent_lines as workload, params};
     use crate::Engine;
 
     fn stat(e: &Engine, k: &str) -> f64 {
@@ -493,22 +493,6 @@ mod tests {
         s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
     }
 
-    /// Lines whose chunks are a mix of a few small values (frequent) and random words.
-    fn workload(e: &mut Engine, lines: u64) -> Vec<Vec<u8>> {
-        let mut want = Vec::new();
-        for k in 0..lines {
-            let mut line = pattern(k + 1, 64);
-            for (i, c) in line.chunks_exact_mut(8).enumerate() {
-                if (k + i as u64) % 3 != 0 {
-                    c.copy_from_slice(&((k + i as u64) % 5).to_le_bytes());
-                }
-            }
-            e.write(0x10_0000 + k * 64, &line, 0).unwrap();
-            want.push(line);
-        }
-        e.flush(0).unwrap();
-        want
-    }
 
     #[test]
     fn ciphertext_speculation_decides_as_the_real_speculative_encryptions_do() {
@@ -577,7 +561,7 @@ mod tests {
                 e.write(0x8000, &[7u8; 8], 0).unwrap();
                 e.flush(0).unwrap();
                 let md = e.metadata_of(0x8000);
-                let macs = md.iter().find(|m| m.kind == MetaKind::ChunkMacs).expect("chunk MACs listed");
+                let macs = md.iter().find(|m| m.kind == MetaKind::ChunkMacs("tdes")).expect("chunk MACs listed");
                 let ctr = md.iter().find(|m| matches!(m.kind, MetaKind::Counter(_))).unwrap();
                 let flip = |e: &mut Engine, a: u64| {
                     let mut b = [0u8; 1];
