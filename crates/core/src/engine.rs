@@ -105,6 +105,7 @@ pub const MACHINE: &[Component] = &[
             param("memory.write_delay", Def::Int(0), "cycles", "a posted write waits this long before it may take the bus, so reads go first"),
             param("memory.write_queue", Def::Int(0), "entries", "controller write queue: posted writes drain when reads leave the bus idle or the queue is full (0: none)"),
             param("memory.dma_size", Def::Str("1MiB"), "B", "unprotected region for untrusted I/O (003 §4.6.1)"),
+            param("memory.boot_encrypted", Def::Bool(false), "bool", "never-written program memory holds zeros encrypted under counter or stamp 0 with their MACs or tags, as a secure boot would leave it (none, otp, ocb, tdes); false: raw zeros, taken as the initial state"),
             param("memory.huge_pages", Def::Bool(false), "bool", "host huge pages for the simulated memory (not a machine parameter): faster on scattered lines, but one touched byte commits 2 MiB of host memory instead of 4 KiB"),
         ],
     },
@@ -232,14 +233,19 @@ impl Engine {
         let ename = p.str("encryption")?;
         let integ = integrity::build(&iname, p, &mut m, seed)?;
         let covered = m.layout.end();
-        let enc = encryption::build(&ename, p, &mut m, covered, seed)?;
+        let mut enc = encryption::build(&ename, p, &mut m, covered, seed)?;
         let auth = CodeAuth::build(p, &mut m, data_size, seed)?;
         let dma_size = p.size("memory.dma_size")?;
         let dma = (m.layout.alloc("dma (unprotected)", dma_size), dma_size);
         // Every region is placed: memory spans them all. A host that cannot reserve it is an
         // error, not an abort.
-        let mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
+        let mut mem = UntrustedMemory::try_new(m.layout.end(), p.bool("memory.huge_pages")?)
             .map_err(|e| ConfigError(format!("memory.size: {}", e)))?;
+        if p.bool("memory.boot_encrypted")? {
+            if let Some(image) = enc.boot_encrypted(data_size).map_err(ConfigError)? {
+                mem.set_boot_image(image);
+            }
+        }
         m.port.allocate(mem);
         Ok(Engine { m, integ, enc, auth, line, data_size, dma })
     }

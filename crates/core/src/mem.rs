@@ -1,4 +1,5 @@
-//! Untrusted physical memory: sparse, byte addressable, zero where never written.
+//! Untrusted physical memory: sparse, byte addressable, zero where never written, or, with a
+//! boot image (`memory.boot_encrypted`), what a secure boot left there.
 //!
 //! This is all the adversary sees and all it may change; the engine keeps nothing of the
 //! protected state here except what the seeds put off chip (data, tree chunks, time stamps).
@@ -34,6 +35,15 @@ pub struct UntrustedMemory {
     touched: Vec<u64>,
     resident: u64,
     huge_pages: bool,
+    boot: Option<Arc<dyn BootImage>>,
+}
+
+/// The contents of never-written memory as a secure boot initialised it (every program line
+/// encrypted, with its metadata): computed where read, materialised a page at a time when
+/// first written, so memory stays sparse.
+pub trait BootImage: Send + Sync {
+    /// The boot contents of [addr, addr + out.len()), which lies within one page.
+    fn fill(&self, addr: u64, out: &mut [u8]);
 }
 
 /// A copy of the whole memory at one instant (for replay attacks).
@@ -59,7 +69,12 @@ impl UntrustedMemory {
         touched.try_reserve_exact(words).map_err(|_| reserve_error(size, "its page bitmap"))?;
         touched.resize(words, 0);
         let map = Mapping::new(pages * PAGE, huge_pages).map_err(|e| reserve_error(size, &e.to_string()))?;
-        Ok(UntrustedMemory { size, map, touched, resident: 0, huge_pages })
+        Ok(UntrustedMemory { size, map, touched, resident: 0, huge_pages, boot: None })
+    }
+
+    /// Never-written memory reads as `boot`'s image from now on (set before any write).
+    pub fn set_boot_image(&mut self, boot: Arc<dyn BootImage>) {
+        self.boot = Some(boot);
     }
 
     /// [`UntrustedMemory::try_new`] without huge pages, for memories known to fit (tests,
@@ -89,7 +104,25 @@ impl UntrustedMemory {
     /// are inside `size` by construction; raw pokes go through `check_range`).
     #[inline]
     pub fn read(&self, addr: u64, out: &mut [u8]) {
-        out.copy_from_slice(self.map.slice(addr, out.len()));
+        match &self.boot {
+            None => out.copy_from_slice(self.map.slice(addr, out.len())),
+            Some(b) => self.read_booted(&**b, addr, out),
+        }
+    }
+
+    /// A read where never-written pages hold the boot image.
+    fn read_booted(&self, b: &dyn BootImage, addr: u64, out: &mut [u8]) {
+        let mut pos = 0;
+        while pos < out.len() {
+            let a = addr + pos as u64;
+            let n = ((PAGE - a % PAGE) as usize).min(out.len() - pos);
+            if self.page_touched(a) {
+                out[pos..pos + n].copy_from_slice(self.map.slice(a, n));
+            } else {
+                b.fill(a, &mut out[pos..pos + n]);
+            }
+            pos += n;
+        }
     }
 
     /// Ask the host to start loading the line at `addr` (a hint; out of range is ignored).
@@ -117,6 +150,11 @@ impl UntrustedMemory {
             if self.touched[w] & b == 0 {
                 self.touched[w] |= b;
                 self.resident += 1;
+                // The rest of the page keeps its boot contents.
+                let whole = addr <= p * PAGE && addr + data.len() as u64 >= (p + 1) * PAGE;
+                if let (Some(boot), false) = (&self.boot, whole) {
+                    boot.fill(p * PAGE, self.map.slice_mut(p * PAGE, PAGE as usize));
+                }
             }
         }
         self.map.slice_mut(addr, data.len()).copy_from_slice(data);
@@ -192,6 +230,7 @@ impl Clone for UntrustedMemory {
     /// Panics if the host refuses a second reservation of this size.
     fn clone(&self) -> Self {
         let mut m = UntrustedMemory::try_new(self.size, self.huge_pages).unwrap_or_else(|e| panic!("{}", e));
+        m.boot = self.boot.clone();
         m.restore(&self.snapshot()).expect("same size");
         m
     }

@@ -4,8 +4,10 @@
 
 use crate::decl::Component;
 use crate::integrity::IntegrityError;
-use crate::layout::{Meta, MAX_LINE};
+use crate::layout::{Meta, PerLine, MAX_LINE};
 use crate::machine::Machine;
+use crate::mem::BootImage;
+use std::sync::Arc;
 use crate::params::{ConfigError, Params};
 use crate::power::PowerManaged;
 use crate::stats::Stats;
@@ -106,6 +108,14 @@ pub trait Encryption: Send {
     fn reset_stats(&mut self) {}
 
     fn stats(&self, m: &Machine, out: &mut Stats);
+
+    /// Program memory [0, `end`) starts encrypted (`memory.boot_encrypted`): from now on
+    /// the scheme takes never-written lines there as the ciphertext of zeros under metadata 0,
+    /// no longer as raw zeros, and returns the image untrusted memory starts with (None: raw
+    /// zeros are that image). An error names what the scheme cannot do.
+    fn boot_encrypted(&mut self, _end: u64) -> Result<Option<Arc<dyn BootImage>>, String> {
+        Err(format!("memory.boot_encrypted: {} has no boot image (supported: none, otp, ocb, tdes)", self.name()))
+    }
 
     /// The scheme's power management, if it protects non-volatile memory across power
     /// cycles (seed 002's MECU).
@@ -214,5 +224,60 @@ impl Rng {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+}
+
+/// A scheme's boot image (`memory.boot_encrypted`): what a secure boot would leave in memory,
+/// every line of program memory the encryption of zeros under metadata 0 with that line's
+/// per-line metadata (MACs, tags) beside it; stamps and counters stay 0, everything else zero.
+pub trait BootLines: Send + Sync + 'static {
+    /// The ciphertext of the all-zero line at `addr` into `out` (one line).
+    fn line(&self, addr: u64, out: &mut [u8]);
+    /// The per-line stores of non-zero metadata.
+    fn stores(&self) -> Vec<PerLine>;
+    /// The entry of store `k` for the all-zero line at `addr` into `out` (`bytes` of it).
+    fn entry(&self, k: usize, addr: u64, out: &mut [u8]);
+}
+
+/// [`BootLines`] over program memory [0, end) with lines of `line` bytes.
+pub struct Boot<B> {
+    lines: B,
+    stores: Vec<PerLine>,
+    end: u64,
+    line: u64,
+}
+
+impl<B: BootLines> Boot<B> {
+    pub fn image(lines: B, end: u64, line: u64) -> Arc<dyn BootImage> {
+        Arc::new(Boot { stores: lines.stores(), lines, end, line })
+    }
+}
+
+impl<B: BootLines> BootImage for Boot<B> {
+    fn fill(&self, addr: u64, out: &mut [u8]) {
+        let mut buf = [0u8; MAX_LINE];
+        let mut pos = 0;
+        while pos < out.len() {
+            let a = addr + pos as u64;
+            // The piece of one line or one store entry that `a` lies in: [lo, lo + n).
+            let (lo, n) = if a < self.end {
+                let lo = a & !(self.line - 1);
+                self.lines.line(lo, &mut buf[..self.line as usize]);
+                (lo, self.line)
+            } else if let Some((k, s)) = self.stores.iter().enumerate().find(|(_, s)| {
+                a >= s.base && (a - s.base) / s.bytes < self.end / self.line
+            }) {
+                let i = (a - s.base) / s.bytes;
+                self.lines.entry(k, i * self.line, &mut buf[..s.bytes as usize]);
+                (s.base + i * s.bytes, s.bytes)
+            } else {
+                buf[0] = 0;
+                (a, 1)
+            };
+            let (from, to) = ((a - lo) as usize, ((lo + n - addr) as usize).min(out.len()));
+            let k = to - pos;
+            out[pos..to].copy_from_slice(&buf[from..from + k]);
+            pos = to;
+        }
     }
 }

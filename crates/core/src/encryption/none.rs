@@ -54,5 +54,10 @@ impl Encryption for NoEncryption {
         0.0
     }
 
+    /// Plaintext memory: zeros are what boot leaves.
+    fn boot_encrypted(&mut self, _end: u64) -> Result<Option<std::sync::Arc<dyn crate::mem::BootImage>>, String> {
+        Ok(None)
+    }
+
     fn stats(&self, _m: &Machine, _out: &mut Stats) {}
 }

@@ -21,7 +21,9 @@
 //!
 //! A line whose counter, tag and bytes are all zero is the all-zero initial memory.
 
-use super::{derive_key, Encryption, NonceCounter};
+use super::{derive_key, Boot, BootLines, Encryption, NonceCounter};
+use crate::mem::BootImage;
+use std::sync::Arc;
 use crate::integrity::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
 use crate::machine::Machine;
@@ -46,8 +48,41 @@ pub const DECL: Component = Component {
     ],
 };
 
+/// The boot image (`memory.boot_encrypted`): zeros sealed under counter 0, and their tags.
+struct BootOcb {
+    cipher: OcbAes,
+    tags: PerLine,
+    tag_bytes: usize,
+    line: usize,
+}
+
+impl BootOcb {
+    fn seal(&self, addr: u64, line: &mut [u8], tag: &mut [u8]) {
+        line.fill(0);
+        self.cipher.encrypt(&Ocb::nonce(addr, 0), &[], line, tag);
+    }
+}
+
+impl BootLines for BootOcb {
+    fn line(&self, addr: u64, out: &mut [u8]) {
+        self.seal(addr, out, &mut [0u8; 16][..self.tag_bytes]);
+    }
+
+    fn stores(&self) -> Vec<PerLine> {
+        vec![self.tags]
+    }
+
+    fn entry(&self, _: usize, addr: u64, out: &mut [u8]) {
+        // The tag covers the whole line: sealed again for it.
+        self.seal(addr, &mut [0u8; MAX_LINE][..self.line], out);
+    }
+}
+
 pub struct Ocb {
     cipher: OcbAes,
+    /// Never-written program memory, [0, boot_end), holds the boot image (`boot_encrypted`).
+    boot_end: u64,
+    line: u64,
     tag_bytes: u64,
     ctrs: PerLine,
     tags: PerLine,
@@ -74,6 +109,8 @@ impl Ocb {
         let tags = m.layout.per_line("ocb tags", covered, tag_bytes);
         Ok(Ocb {
             cipher,
+            boot_end: 0,
+            line: m.line(),
             tag_bytes,
             ctrs,
             tags,
@@ -142,7 +179,8 @@ impl Encryption for Ocb {
         m.note_check(checked);
         self.check_cycles += checked - ready;
         self.exposed += ready.saturating_sub(tr.last);
-        let initial = ctr == 0 && all_zero(tag) && all_zero(out);
+        // Never-written memory is raw zeros unless it starts encrypted (the boot image).
+        let initial = addr >= self.boot_end && ctr == 0 && all_zero(tag) && all_zero(out);
         if !initial && !self.cipher.decrypt(&Self::nonce(addr, ctr), &[], out, tag) {
             self.tag_failures += 1;
             return Err(IntegrityError {
@@ -171,6 +209,12 @@ impl Encryption for Ocb {
         let done = m.port.write(addr, ct, t_enc);
         let done = done.max(self.ctr_buf.write(&mut m.port, self.ctr_addr(addr), &ctr.to_le_bytes(), t_enc));
         Ok(done.max(m.port.write(self.tag_addr(addr), tag, t_tag)))
+    }
+
+    fn boot_encrypted(&mut self, end: u64) -> Result<Option<Arc<dyn BootImage>>, String> {
+        self.boot_end = end;
+        let lines = BootOcb { cipher: self.cipher.clone(), tags: self.tags, tag_bytes: self.tag_bytes as usize, line: self.line as usize };
+        Ok(Some(Boot::image(lines, end, self.line)))
     }
 
     fn drop_cached(&mut self) {

@@ -35,7 +35,9 @@
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
 
-use super::{derive_key, Encryption};
+use super::{derive_key, Boot, BootLines, Encryption};
+use crate::mem::BootImage;
+use std::sync::Arc;
 use crate::integrity::IntegrityError;
 use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::port::chunk_arrivals;
@@ -103,7 +105,51 @@ impl TsCache {
 /// Bytes of a chunk with its own MAC: one Frequent Value Table value.
 const CHUNK: usize = 8;
 
+/// XOR `buf` with the pads AES_K(V ‖ addr|i ‖ TS) of line `addr` at time stamp `ts`.
+fn pad(aes: &Aes128, v: u32, addr: u64, ts: u32, buf: &mut [u8]) {
+    let mut pads = [[0u8; 16]; MAX_LINE / 16];
+    let n = buf.len() / 16;
+    for (i, pad) in pads[..n].iter_mut().enumerate() {
+        pad[..4].copy_from_slice(&v.to_le_bytes());
+        pad[4..12].copy_from_slice(&(addr | i as u64).to_le_bytes());
+        pad[12..].copy_from_slice(&ts.to_le_bytes());
+    }
+    aes.encrypt_many(&mut pads[..n]);
+    for (chunk, pad) in buf.chunks_exact_mut(16).zip(&pads[..n]) {
+        for (b, p) in chunk.iter_mut().zip(pad) {
+            *b ^= p;
+        }
+    }
+}
+
+/// The boot image (`memory.boot_encrypted`): zeros under stamp 0 and the first key, and their
+/// MACs. Stamp 0 never comes from TIMER, so those pads are used for nothing else.
+#[derive(Clone)]
+struct BootKeys {
+    aes: Aes128,
+    v: u32,
+    mac: Option<ChunkMacs>,
+}
+
+impl BootLines for BootKeys {
+    fn line(&self, addr: u64, out: &mut [u8]) {
+        out.fill(0);
+        pad(&self.aes, self.v, addr, 0, out);
+    }
+
+    fn stores(&self) -> Vec<PerLine> {
+        self.mac.iter().map(|c| c.store).collect()
+    }
+
+    fn entry(&self, _: usize, addr: u64, out: &mut [u8]) {
+        let c = self.mac.as_ref().expect("only the MAC store");
+        let n = out.len() / c.bytes * CHUNK;
+        c.compute(addr, 0, &[0u8; MAX_LINE][..n], out);
+    }
+}
+
 /// Per-chunk MACs: their key, size and where they live.
+#[derive(Clone)]
 struct ChunkMacs {
     key: Aes128,
     bytes: usize,
@@ -149,6 +195,9 @@ impl ChunkMacs {
 
 pub struct Otp {
     aes: Aes128,
+    boot: BootKeys,
+    /// Never-written program memory, [0, boot_end), holds the boot image (`boot_encrypted`).
+    boot_end: u64,
     mac: Option<ChunkMacs>,
     /// When the last line read was verified (its chunk MACs), for `take_checked`.
     checked: Option<Cycle>,
@@ -206,13 +255,17 @@ impl Otp {
             bytes: mac_bytes as usize,
             store: m.layout.per_line("otp chunk MACs", covered, line / CHUNK as u64 * mac_bytes),
         });
+        let aes = Aes128::new(&derive_key(seed, 1));
+        let v = u32::from_le_bytes([k[0], k[1], k[2], k[3]]);
         Ok(Otp {
-            aes: Aes128::new(&derive_key(seed, 1)),
+            boot: BootKeys { aes: aes.clone(), v, mac: mac.clone() },
+            boot_end: 0,
+            aes,
             mac,
             checked: None,
             seed,
             key_epoch: 1,
-            v: u32::from_le_bytes([k[0], k[1], k[2], k[3]]),
+            v,
             timer: 1,
             ts_max: (1u64 << ts_bits) - 1,
             ts_bits: ts_bits as u32,
@@ -251,21 +304,11 @@ impl Otp {
         self.reencryptions
     }
 
-    /// XOR `buf` with the pads of line `addr` at time stamp `ts`.
+    /// XOR `buf` with the pads of line `addr` at time stamp `ts`: stamp 0 is the boot
+    /// image's, under the first key whatever the key now is.
     fn apply_pad(&self, addr: u64, ts: u32, buf: &mut [u8]) {
-        let mut pads = [[0u8; 16]; MAX_LINE / 16];
-        let n = buf.len() / 16;
-        for (i, pad) in pads[..n].iter_mut().enumerate() {
-            pad[..4].copy_from_slice(&self.v.to_le_bytes());
-            pad[4..12].copy_from_slice(&(addr | i as u64).to_le_bytes());
-            pad[12..].copy_from_slice(&ts.to_le_bytes());
-        }
-        self.aes.encrypt_many(&mut pads[..n]);
-        for (chunk, pad) in buf.chunks_exact_mut(16).zip(&pads[..n]) {
-            for (b, p) in chunk.iter_mut().zip(pad) {
-                *b ^= p;
-            }
-        }
+        let aes = if ts == 0 { &self.boot.aes } else { &self.aes };
+        pad(aes, self.v, addr, ts, buf);
     }
 
     /// Fetch and check the chunk MACs of the line just deciphered into `plain`, with MAC
@@ -399,7 +442,7 @@ impl Otp {
                 let mut tsb = [0u8; B_TS as usize];
                 let (_, tr) = m.port.read_pair(ta, &mut tsb, addr, &mut buf, t_rd);
                 let ts = u32::from_le_bytes(tsb);
-                if is_initial(ts as u64, &buf) {
+                if addr >= self.boot_end && is_initial(ts as u64, &buf) {
                     continue;
                 }
                 // Decrypt under the old key...
@@ -486,7 +529,8 @@ impl Encryption for Otp {
             Some(tp) => (tp, t + 1),
             None => (m.aes.run(t_ts, out.len() as u64), t_ts),
         };
-        let initial = is_initial(ts as u64, out);
+        // Never-written memory is raw zeros unless it starts encrypted (the boot image).
+        let initial = addr >= self.boot_end && is_initial(ts as u64, out);
         if !initial {
             self.apply_pad(addr, ts, out);
         }
@@ -505,6 +549,11 @@ impl Encryption for Otp {
 
     fn take_checked(&mut self) -> Option<Cycle> {
         self.checked.take()
+    }
+
+    fn boot_encrypted(&mut self, end: u64) -> Result<Option<Arc<dyn BootImage>>, String> {
+        self.boot_end = end;
+        Ok(Some(Boot::image(self.boot.clone(), end, self.line)))
     }
 
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {

@@ -38,7 +38,9 @@
 //!
 //! A line whose counter is 0 and whose bytes are all zero is the all-zero initial memory.
 
-use super::{derive_key, Encryption, NonceCounter};
+use super::{derive_key, Boot, BootLines, Encryption, NonceCounter};
+use crate::mem::BootImage;
+use std::sync::Arc;
 use crate::integrity::IntegrityError;
 use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
 use crate::machine::Machine;
@@ -87,6 +89,7 @@ fn gf_mul(a: u64, mut b: u64) -> u64 {
 }
 
 /// Per-chunk MACs: their key, offsets (i+1)·L', size and where they live.
+#[derive(Clone)]
 struct ChunkMacs {
     key: FastTdes,
     offsets: [u64; MAX_LINE / 8],
@@ -105,17 +108,26 @@ impl ChunkMacs {
     }
 }
 
-pub struct Tdes {
+/// The mode's keys: XE over TDES for the data, and the chunk MACs.
+#[derive(Clone)]
+struct Keys {
     data: FastTdes,
-    mac: Option<ChunkMacs>,
-    /// When the last line read was verified (its chunk MACs), for `take_checked`.
-    checked: Option<Cycle>,
     tweak: FastTdes,
     /// (i+1)·L for chunk i.
     offsets: [u64; MAX_LINE / 8],
+    line: u64,
+    mac: Option<ChunkMacs>,
+}
+
+pub struct Tdes {
+    k: Keys,
+    /// When the last line read was verified (its chunk MACs), for `take_checked`.
+    checked: Option<Cycle>,
     engine: Pipe,
     ctrs: PerLine,
     line: u64,
+    /// Never-written program memory, [0, boot_end), holds the boot image (`boot_image`).
+    boot_end: u64,
     ctr_buf: WordBuffer,
     nonces: NonceCounter,
     /// Test builds: every (address, counter) encrypted under, which must never repeat.
@@ -178,14 +190,12 @@ impl Tdes {
             ChunkMacs { key, offsets, bytes: mac_bytes as usize, store }
         });
         Ok(Tdes {
-            data,
-            mac,
+            k: Keys { data, tweak, offsets, line, mac },
             checked: None,
-            tweak,
-            offsets,
             engine,
             ctrs,
             line,
+            boot_end: 0,
             ctr_buf,
             nonces,
             #[cfg(test)]
@@ -204,6 +214,41 @@ impl Tdes {
         self.ctrs.addr(addr)
     }
 
+    /// Encrypt a line in place (XE over TDES).
+    pub fn encrypt(&self, addr: u64, ctr: u32, buf: &mut [u8]) {
+        self.k.encrypt(addr, ctr, buf)
+    }
+
+    pub fn decrypt(&self, addr: u64, ctr: u32, buf: &mut [u8]) {
+        self.k.decrypt(addr, ctr, buf)
+    }
+
+    /// What the CAM finds (004 Fig. 2 ③–④): bit i is set when chunk i of the fetched
+    /// ciphertext `ct` of the line at `addr` (counter `ctr`) equals the real speculative
+    /// encryption TDES_K(v ⊕ Δ_i) of one of `values` (64-bit words, little-endian in memory).
+    pub fn speculated_hits(&self, addr: u64, ctr: u32, values: &[u64], ct: &[u8]) -> u64 {
+        self.k.speculated_hits(addr, ctr, values, ct)
+    }
+}
+
+/// The boot image (`memory.boot_encrypted`): zeros enciphered under counter 0, and their MACs.
+impl BootLines for Keys {
+    fn line(&self, addr: u64, out: &mut [u8]) {
+        out.fill(0);
+        self.encrypt(addr, 0, out);
+    }
+
+    fn stores(&self) -> Vec<PerLine> {
+        self.mac.iter().map(|c| c.store).collect()
+    }
+
+    fn entry(&self, _: usize, addr: u64, out: &mut [u8]) {
+        let c = self.mac.as_ref().expect("only the MAC store");
+        c.compute(self.line, addr, 0, &[0u8; MAX_LINE][..self.line as usize], out);
+    }
+}
+
+impl Keys {
     fn r(&self, addr: u64, ctr: u32) -> u64 {
         self.tweak.encrypt_u64(((addr / self.line) << 32) | ctr as u64)
     }
@@ -217,21 +262,17 @@ impl Tdes {
         }
     }
 
-    /// Encrypt a line in place (XE over TDES).
-    pub fn encrypt(&self, addr: u64, ctr: u32, buf: &mut [u8]) {
+    fn encrypt(&self, addr: u64, ctr: u32, buf: &mut [u8]) {
         self.whiten(self.r(addr, ctr), buf);
         self.data.encrypt_blocks(buf);
     }
 
-    pub fn decrypt(&self, addr: u64, ctr: u32, buf: &mut [u8]) {
+    fn decrypt(&self, addr: u64, ctr: u32, buf: &mut [u8]) {
         self.data.decrypt_blocks(buf);
         self.whiten(self.r(addr, ctr), buf);
     }
 
-    /// What the CAM finds (004 Fig. 2 ③–④): bit i is set when chunk i of the fetched
-    /// ciphertext `ct` of the line at `addr` (counter `ctr`) equals the real speculative
-    /// encryption TDES_K(v ⊕ Δ_i) of one of `values` (64-bit words, little-endian in memory).
-    pub fn speculated_hits(&self, addr: u64, ctr: u32, values: &[u64], ct: &[u8]) -> u64 {
+    fn speculated_hits(&self, addr: u64, ctr: u32, values: &[u64], ct: &[u8]) -> u64 {
         let r = self.r(addr, ctr);
         let mut bits = 0;
         for (i, c) in ct.chunks_exact(8).enumerate() {
@@ -273,8 +314,8 @@ impl Encryption for Tdes {
         let ctr = u32::from_le_bytes(cb);
         let n = out.len() / CHUNK as usize;
         let mut fetched = [0u8; MAX_LINE];
-        let mac_len = self.mac.as_ref().map_or(0, |c| n * c.bytes);
-        let t_macs = match &self.mac {
+        let mac_len = self.k.mac.as_ref().map_or(0, |c| n * c.bytes);
+        let t_macs = match &self.k.mac {
             Some(c) => m.port.read(c.store.addr(addr), &mut fetched[..mac_len], t).last,
             None => 0,
         };
@@ -287,12 +328,13 @@ impl Encryption for Tdes {
             *d = self.engine.run(a, CHUNK);
         }
         let t_r = self.engine.run(t_ctr, CHUNK);
-        let t_rm = if self.mac.is_some() { self.engine.run(t_ctr, CHUNK) } else { 0 };
+        let t_rm = if self.k.mac.is_some() { self.engine.run(t_ctr, CHUNK) } else { 0 };
         let mut ready = slow[n - 1].max(t_r) + xor;
         for d in &mut slow[..n] {
             *d = (*d).max(t_r) + xor;
         }
-        let data_initial = is_initial(ctr as u64, out);
+        // Never-written memory is raw zeros unless it starts encrypted (the boot image).
+        let data_initial = addr >= self.boot_end && is_initial(ctr as u64, out);
         #[cfg(test)]
         let ct: Vec<u8> = out.to_vec();
         if !data_initial {
@@ -319,7 +361,7 @@ impl Encryption for Tdes {
         // speculation needs no MAC computation (004 §3.3), the others are MACed once deciphered
         // and R' is known. Demand work is booked before this miss's speculation.
         let mut mac_done = [0; MAX_LINE / 8];
-        if let Some(c) = &self.mac {
+        if let Some(c) = &self.k.mac {
             let mut want = [0u8; MAX_LINE];
             if !(data_initial && all_zero(&fetched[..mac_len])) {
                 c.compute(self.line, addr, ctr, out, &mut want[..mac_len]);
@@ -352,7 +394,7 @@ impl Encryption for Tdes {
                     launched |= 1 << i;
                 }
             }
-            if self.mac.is_some() {
+            if self.k.mac.is_some() {
                 for i in 0..n {
                     if launched >> i & 1 == 1 {
                         match self.engine.run_by(t_rm + xor, k as u64 * CHUNK, slow[i] + self.engine.latency()) {
@@ -385,13 +427,13 @@ impl Encryption for Tdes {
             c.line(n, frequent);
             c.hits += hits.count_ones() as u64;
             c.early += early;
-            c.encryptions += (k as u64 * launched.count_ones() as u64) << self.mac.is_some() as usize;
+            c.encryptions += (k as u64 * launched.count_ones() as u64) << self.k.mac.is_some() as usize;
             c.saved_cycles += ready.saturating_sub(fast_ready);
             ready = fast_ready;
         }
         self.exposed += ready.saturating_sub(tr.last);
         self.checked = None;
-        if self.mac.is_some() {
+        if self.k.mac.is_some() {
             let mut done = ready;
             for i in 0..n {
                 let d = if hits >> i & 1 == 1 {
@@ -414,6 +456,11 @@ impl Encryption for Tdes {
         self.checked.take()
     }
 
+    fn boot_encrypted(&mut self, end: u64) -> Result<Option<Arc<dyn BootImage>>, String> {
+        self.boot_end = end;
+        Ok(Some(Boot::image(self.k.clone(), end, self.line)))
+    }
+
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let ctr = self.nonces.next(addr, "tdes")?;
@@ -427,7 +474,7 @@ impl Encryption for Tdes {
         let t_enc = self.engine.run(t_r + m.xor_latency, plain.len() as u64);
         let done = m.port.write(addr, ct, t_enc);
         let mut done = done.max(self.ctr_buf.write(&mut m.port, self.ctr_addr(addr), &ctr.to_le_bytes(), t_enc));
-        if let Some(c) = &self.mac {
+        if let Some(c) = &self.k.mac {
             let mut macs = [0u8; MAX_LINE];
             let k = plain.len() / CHUNK as usize * c.bytes;
             c.compute(self.line, addr, ctr, plain, &mut macs[..k]);
@@ -444,7 +491,7 @@ impl Encryption for Tdes {
 
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {
         let mut v = vec![Meta::new(MetaKind::Counter("tdes"), self.ctr_addr(addr), B_CTR)];
-        if let Some(c) = &self.mac {
+        if let Some(c) = &self.k.mac {
             v.push(Meta::new(MetaKind::ChunkMacs("tdes"), c.store.addr(addr), (self.line / CHUNK) * c.bytes as u64));
         }
         v
@@ -458,7 +505,7 @@ impl Encryption for Tdes {
     }
 
     fn space_overhead(&self) -> f64 {
-        self.ctrs.overhead() + self.mac.as_ref().map_or(0.0, |c| c.store.overhead())
+        self.ctrs.overhead() + self.k.mac.as_ref().map_or(0.0, |c| c.store.overhead())
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {
@@ -471,7 +518,7 @@ impl Encryption for Tdes {
         out.int("tdes.decrypt_exposed_cycles", self.exposed);
         out.float("tdes.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
         out.float("tdes.space_overhead", self.space_overhead());
-        if self.mac.is_some() {
+        if self.k.mac.is_some() {
             out.int("tdes.mac_checks", self.mac_checks);
             out.int("tdes.mac_failures", self.mac_failures);
             out.int("tdes.mac_speculated", self.mac_speculated);

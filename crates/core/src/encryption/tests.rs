@@ -637,3 +637,92 @@ fn timed_resume_cycles_increment_s_stall_the_core_and_record_series() {
     }
 }
 
+
+// ---------------------------------------------------------------------------------------
+// memory.boot_encrypted: never-written memory as a secure boot leaves it
+
+const BOOTED: [&str; 4] = ["none", "otp", "ocb", "tdes"];
+
+#[test]
+fn boot_encrypted_memory_reads_as_zeros_holds_ciphertext_and_round_trips_under_every_integrity() {
+    for enc in BOOTED {
+        for integ in crate::integrity::INTEGRITY_SCHEMES {
+            let mut e = engine(integ, enc, &["memory.boot_encrypted=true", "tdes.chunk_mac_bytes=4", "otp.chunk_mac_bytes=4"]);
+            // Never written: zeros to the program, ciphertext to the adversary (but for none).
+            assert_eq!(read(&mut e, 0x30_0000, 64).unwrap(), vec![0u8; 64], "{}+{}", integ, enc);
+            let raw = peek(&mut e, 0x30_0040, 64);
+            assert_eq!(raw == [0u8; 64], enc == "none", "{}+{}: {:?}", integ, enc, &raw[..8]);
+            // Parts of lines written into never-written pages keep the rest of each line zero.
+            let regions: Vec<(u64, Vec<u8>)> = (0..8u64).map(|k| (k * 290_001 + 5, pattern(k + 3, 100 + k as usize * 37))).collect();
+            for (a, d) in &regions {
+                write(&mut e, *a, d);
+            }
+            flush(&mut e);
+            for (a, d) in &regions {
+                assert_eq!(&read(&mut e, *a, d.len()).unwrap(), d, "{}+{} at {:#x}", integ, enc, a);
+                assert_eq!(read(&mut e, a - 5, 5).unwrap(), vec![0u8; 5], "{}+{} before {:#x}", integ, enc, a);
+            }
+            e.check(0).unwrap();
+        }
+    }
+}
+
+#[test]
+fn boot_encrypted_memory_no_longer_takes_raw_zeros_for_a_never_written_line() {
+    // The adversary zeroes a never-written line (and its MACs or tag): raw zeros were the
+    // initial state; with a boot image they are a change that the MACs or tag catch.
+    for (enc, macs) in [("tdes", "tdes.chunk_mac_bytes=4"), ("otp", "otp.chunk_mac_bytes=4"), ("ocb", "ocb.tag_bytes=8")] {
+        for boot in [false, true] {
+            let b = format!("memory.boot_encrypted={}", boot);
+            let mut e = engine("none", enc, &[macs, &b]);
+            let a = 0x20_0000;
+            for m in e.metadata_of(a) {
+                e.untrusted().write(m.addr, &vec![0u8; m.len as usize]);
+            }
+            e.untrusted().write(a, &[0u8; 64]);
+            let r = read(&mut e, a, 64);
+            if boot {
+                assert!(r.is_err(), "{}: a zeroed boot line passed", enc);
+            } else {
+                assert_eq!(r.unwrap(), vec![0u8; 64], "{}", enc);
+            }
+            // A bit flipped in another never-written line is caught either way.
+            let mut x = [0u8; 1];
+            e.untrusted().read(a + 0x1000 + 9, &mut x);
+            e.untrusted().write(a + 0x1000 + 9, &[x[0] ^ 4]);
+            assert!(read(&mut e, a + 0x1000, 64).is_err(), "{} boot={}: a flipped bit passed", enc, boot);
+        }
+    }
+}
+
+#[test]
+fn speculation_matches_the_zeros_of_boot_encrypted_memory() {
+    // Never-written lines of zeros: raw zeros never match a speculated ciphertext or MAC; the
+    // boot image does (and test builds check each decision against real speculative work).
+    for (enc, extra) in [("tdes", ["tdes.chunk_mac_bytes=4", "tdes.engines=4"]), ("otp", ["otp.chunk_mac_bytes=4", "aes.engines=4"])] {
+        let mut hits = Vec::new();
+        for boot in [false, true] {
+            let b = format!("memory.boot_encrypted={}", boot);
+            let mut e = engine("none", enc, &[extra[0], extra[1], "speculation.frequent_values=8", "memory.latency=250", &b]);
+            write(&mut e, 0x100, &[0u8; 8]);
+            for k in 0..200u64 {
+                e.access(0x40_0000 + k * 64, AccessKind::Load, k * 1000).unwrap();
+                e.settle().unwrap();
+                e.track_values(0x40_0000 + k * 64, 64);
+            }
+            hits.push(stats(&e).get_f64("speculation.fv_hits").unwrap());
+        }
+        assert_eq!(hits[0], 0.0, "{}: raw zeros matched", enc);
+        // Two lines share a counter (stamp) word: half the misses fetch it after their line,
+        // too late for tdes's speculation, which needs R = TDES(address ‖ counter) first.
+        assert!(hits[1] >= 0.5 * 1600.0, "{}: {} of 1600 zero chunks matched", enc, hits[1]);
+    }
+}
+
+#[test]
+fn schemes_without_a_boot_image_refuse_it_by_name() {
+    for enc in ["direct", "mecu"] {
+        let err = Engine::new(&params("none", enc, &["memory.boot_encrypted=true"]), 7).err().expect(enc);
+        assert!(err.0.contains("memory.boot_encrypted") && err.0.contains(enc), "{}", err.0);
+    }
+}
