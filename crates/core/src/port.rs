@@ -47,6 +47,20 @@ impl Port {
         self.model.read_pair(a, first.len() as u64, b, second.len() as u64, t)
     }
 
+    /// Read the line at `addr` and metadata stored beside it (004 §2.2: "the MACs are stored
+    /// along with each encrypted memory block"), the metadata's bytes `meta` at `meta_addr` in
+    /// the layout: one access at the line's address whose burst carries both, line first.
+    /// When each has arrived.
+    #[inline]
+    pub fn read_beside(&mut self, addr: u64, out: &mut [u8], meta_addr: u64, meta: &mut [u8], t: Cycle) -> (Transfer, Transfer) {
+        self.mem.read(addr, out);
+        self.mem.read(meta_addr, meta);
+        let both = self.model.read(addr, (out.len() + meta.len()) as u64, t);
+        let beat = self.model.beat();
+        let line_last = (both.first + ((out.len() as u64).div_ceil(beat.width) - 1) * beat.cycles).min(both.last);
+        (Transfer { first: both.first, last: line_last }, Transfer { first: line_last, last: both.last })
+    }
+
     /// Read `n` bytes at each of `addrs` into `out[i][..n]`, all requested at `t`; `arrive`
     /// gets each transfer in order.
     #[inline]
@@ -62,6 +76,15 @@ impl Port {
     pub fn write(&mut self, addr: u64, data: &[u8], t: Cycle) -> Cycle {
         self.mem.write(addr, data);
         self.model.write(addr, data.len() as u64, t)
+    }
+
+    /// Write the line at `addr` with the metadata stored beside it (`read_beside`), posted at
+    /// `t`: one access at the line's address. When it is on memory.
+    #[inline]
+    pub fn write_beside(&mut self, addr: u64, data: &[u8], meta_addr: u64, meta: &[u8], t: Cycle) -> Cycle {
+        self.mem.write(addr, data);
+        self.mem.write(meta_addr, meta);
+        self.model.write(addr, (data.len() + meta.len()) as u64, t)
     }
 
     /// Write two pieces as one transfer (a line and its time stamp). When both are on memory.

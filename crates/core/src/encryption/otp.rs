@@ -255,6 +255,9 @@ impl Otp {
             bytes: mac_bytes as usize,
             store: m.layout.per_line("otp chunk MACs", covered, line / CHUNK as u64 * mac_bytes),
         });
+        if let Some(fv) = m.spec.fv.as_mut() {
+            fv.dedicate(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / p.freq("core.clock")?, 16);
+        }
         let aes = Aes128::new(&derive_key(seed, 1));
         let v = u32::from_le_bytes([k[0], k[1], k[2], k[3]]);
         Ok(Otp {
@@ -311,10 +314,10 @@ impl Otp {
         pad(aes, self.v, addr, ts, buf);
     }
 
-    /// Fetch and check the chunk MACs of the line just deciphered into `plain`, with MAC
-    /// speculation when the Frequent Value Table is on (004 §3.3, Fig. 8). `times` are the
-    /// request, when the stamp was known (the pad's start) and when the pad was ready; `tr` is
-    /// the line's transfer and `ready` when it was usable. Returns when the access is verified.
+    /// Check the chunk MACs `fetched` (arrived at `t_macs`) of the line just deciphered into
+    /// `plain`, with MAC speculation when the Frequent Value Table is on (004 §3.3, Fig. 8).
+    /// `times` are when the stamp was known (the pad's start) and when the pad was ready; `tr`
+    /// is the line's transfer and `ready` when it was usable. Returns when the access is verified.
     #[allow(clippy::too_many_arguments)]
     fn check_chunks(
         &mut self,
@@ -322,17 +325,16 @@ impl Otp {
         addr: u64,
         ts: u32,
         initial: bool,
-        times: (Cycle, Cycle, Cycle),
+        times: (Cycle, Cycle),
         tr: Transfer,
+        (fetched, t_macs): (&[u8], Cycle),
         ready: Cycle,
         plain: &[u8],
     ) -> Result<Cycle, IntegrityError> {
-        let (t, t_stamp, t_pad) = times;
+        let (t_stamp, t_pad) = times;
         let c = self.mac.as_ref().expect("chunk MACs on");
         let n = plain.len() / CHUNK;
         let len = n * c.bytes;
-        let mut fetched = [0u8; MAX_LINE];
-        let t_macs = m.port.read(c.store.addr(addr), &mut fetched[..len], t).last;
         if !(initial && all_zero(&fetched[..len])) {
             let mut want = [0u8; MAX_LINE];
             c.compute(addr, ts, plain, &mut want[..len]);
@@ -384,8 +386,9 @@ impl Otp {
         if let Some(fv) = m.spec.fv.as_mut() {
             let mut launched = 0u64;
             let mut spec = [0; MAX_LINE / CHUNK];
+            let engine = fv.engine.as_mut().unwrap_or(&mut m.aes);
             for i in 0..if k > 0 { n } else { 0 } {
-                if let Some(d) = m.aes.run_by(t_stamp, k as u64 * 16, plain_at[i] + lat) {
+                if let Some(d) = engine.run_by(t_stamp, k as u64 * 16, plain_at[i] + lat) {
                     spec[i] = d;
                     launched |= 1 << i;
                 }
@@ -495,14 +498,32 @@ impl Encryption for Otp {
         // The stamp is read first and the line after it: let the host load both at once.
         m.port.prefetch(addr);
         let cached = self.ts_cache.as_mut().and_then(|c| c.get(ta));
+        // Chunk MACs come with the line, in its burst (004 §2.2); the stamp is then read on its own.
+        let mut macs = [0u8; MAX_LINE];
+        let mac_len = self.mac.as_ref().map_or(0, |c| out.len() / CHUNK * c.bytes);
+        let mac_addr = self.mac.as_ref().map_or(0, |c| c.store.addr(addr));
+        let mut t_macs = 0;
         let (ts, t_ts, tr) = match cached {
             // On chip: no bus read, the pad starts at request time (Fig. 7c).
             Some(v) => {
                 self.ts_cache_hits += 1;
-                (v, t + 1, m.port.read(addr, out, t))
+                if mac_len > 0 {
+                    let (tr, tm) = m.port.read_beside(addr, out, mac_addr, &mut macs[..mac_len], t);
+                    t_macs = tm.last;
+                    (v, t + 1, tr)
+                } else {
+                    (v, t + 1, m.port.read(addr, out, t))
+                }
             }
             None => {
-                let (v, tt, tr) = self.ts_buf.read_with_line(&mut m.port, ta, addr, out, t);
+                let (v, tt, tr) = if mac_len > 0 {
+                    let (v, tt) = self.ts_buf.read(&mut m.port, ta, t);
+                    let (tr, tm) = m.port.read_beside(addr, out, mac_addr, &mut macs[..mac_len], t);
+                    t_macs = tm.last;
+                    (v, tt, tr)
+                } else {
+                    self.ts_buf.read_with_line(&mut m.port, ta, addr, out, t)
+                };
                 if let Some(c) = &mut self.ts_cache {
                     c.put(ta, v);
                 }
@@ -541,7 +562,7 @@ impl Encryption for Otp {
         self.pad_hidden += pad_time.saturating_sub(exposed);
         self.checked = None;
         if self.mac.is_some() {
-            let done = self.check_chunks(m, addr, ts, initial, (t, t_start, t_pad), tr, ready, out)?;
+            let done = self.check_chunks(m, addr, ts, initial, (t_start, t_pad), tr, (&macs[..mac_len], t_macs), ready, out)?;
             self.checked = Some(done);
         }
         Ok(ready)
@@ -577,15 +598,18 @@ impl Encryption for Otp {
             c.put(ta, ts);
         }
         let stamp_done = self.ts_buf.write(&mut m.port, ta, ts, t_x);
-        let mut done = m.port.write(addr, ct, t_x).max(stamp_done);
-        if let Some(c) = &self.mac {
-            let mut macs = [0u8; MAX_LINE];
-            let k = plain.len() / CHUNK * c.bytes;
-            c.compute(addr, ts, plain, &mut macs[..k]);
-            let t_m = m.aes.run(t, (plain.len() / CHUNK * 16) as u64);
-            done = done.max(m.port.write(c.store.addr(addr), &macs[..k], t_m));
-        }
-        Ok(done)
+        let done = match &self.mac {
+            // The MACs go with the line, in its burst (004 §2.2).
+            Some(c) => {
+                let mut macs = [0u8; MAX_LINE];
+                let k = plain.len() / CHUNK * c.bytes;
+                c.compute(addr, ts, plain, &mut macs[..k]);
+                let t_m = m.aes.run(t, (plain.len() / CHUNK * 16) as u64);
+                m.port.write_beside(addr, ct, c.store.addr(addr), &macs[..k], t_x.max(t_m))
+            }
+            None => m.port.write(addr, ct, t_x),
+        };
+        Ok(done.max(stamp_done))
     }
 
     fn drop_cached(&mut self) {

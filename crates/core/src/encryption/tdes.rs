@@ -156,6 +156,9 @@ impl Tdes {
         let hz = p.freq("core.clock")?;
         let engines = p.u64_min("tdes.engines", 1)? as f64;
         let engine = Pipe::new(p.u64_min("tdes.latency", 1)?, engines * p.rate("tdes.throughput")? / hz, CHUNK);
+        if let Some(fv) = m.spec.fv.as_mut() {
+            fv.dedicate(p.u64_min("tdes.latency", 1)?, p.rate("tdes.throughput")? / hz, CHUNK);
+        }
         let ctr_buf = WordBuffer::new(p.u64_min("tdes.counter_buffer_entries", 0)?, "tdes.counter_buffer_entries")?;
         let line = m.line();
         let lines = covered.div_ceil(line);
@@ -307,18 +310,21 @@ impl Encryption for Tdes {
         let ca = self.ctr_addr(addr);
         // Line and counter are read one after the other: let the host load both at once.
         m.port.prefetch(ca);
-        let tr = m.port.read(addr, out, t);
+        let n = out.len() / CHUNK as usize;
+        let mut fetched = [0u8; MAX_LINE];
+        let mac_len = self.k.mac.as_ref().map_or(0, |c| n * c.bytes);
+        // The chunk MACs come with the line, in its burst (004 §2.2).
+        let (tr, t_macs) = match &self.k.mac {
+            Some(c) => {
+                let (tr, tm) = m.port.read_beside(addr, out, c.store.addr(addr), &mut fetched[..mac_len], t);
+                (tr, tm.last)
+            }
+            None => (m.port.read(addr, out, t), 0),
+        };
         // The counter only feeds the whitening, XORed after the cipher: fetched after the line.
         let mut cb = [0u8; B_CTR as usize];
         let t_ctr = self.ctr_buf.read(&mut m.port, ca, &mut cb, t);
         let ctr = u32::from_le_bytes(cb);
-        let n = out.len() / CHUNK as usize;
-        let mut fetched = [0u8; MAX_LINE];
-        let mac_len = self.k.mac.as_ref().map_or(0, |c| n * c.bytes);
-        let t_macs = match &self.k.mac {
-            Some(c) => m.port.read(c.store.addr(addr), &mut fetched[..mac_len], t).last,
-            None => 0,
-        };
         let mut arrive = [0; MAX_LINE / 8];
         chunk_arrivals(m.port.beat(), tr, CHUNK, &mut arrive[..n]);
         let xor = m.xor_latency;
@@ -388,8 +394,10 @@ impl Encryption for Tdes {
         let mut match_latency = 0;
         let mut launched = 0u64;
         if let Some(fv) = m.spec.fv.as_mut() {
+            let lat = self.engine.latency();
+            let engine = fv.engine.as_mut().unwrap_or(&mut self.engine);
             for i in 0..if k > 0 { n } else { 0 } {
-                if let Some(d) = self.engine.run_by(t_r + xor, k as u64 * CHUNK, slow[i]) {
+                if let Some(d) = engine.run_by(t_r + xor, k as u64 * CHUNK, slow[i]) {
                     spec[i] = d;
                     launched |= 1 << i;
                 }
@@ -397,7 +405,7 @@ impl Encryption for Tdes {
             if self.k.mac.is_some() {
                 for i in 0..n {
                     if launched >> i & 1 == 1 {
-                        match self.engine.run_by(t_rm + xor, k as u64 * CHUNK, slow[i] + self.engine.latency()) {
+                        match engine.run_by(t_rm + xor, k as u64 * CHUNK, slow[i] + lat) {
                             Some(d) => spec_mac[i] = d,
                             None => launched &= !(1 << i),
                         }
@@ -472,17 +480,19 @@ impl Encryption for Tdes {
         self.encrypt(addr, ctr, ct);
         let t_r = self.engine.run(t, CHUNK);
         let t_enc = self.engine.run(t_r + m.xor_latency, plain.len() as u64);
-        let done = m.port.write(addr, ct, t_enc);
-        let mut done = done.max(self.ctr_buf.write(&mut m.port, self.ctr_addr(addr), &ctr.to_le_bytes(), t_enc));
-        if let Some(c) = &self.k.mac {
-            let mut macs = [0u8; MAX_LINE];
-            let k = plain.len() / CHUNK as usize * c.bytes;
-            c.compute(self.line, addr, ctr, plain, &mut macs[..k]);
-            let t_rm = self.engine.run(t, CHUNK);
-            let t_m = self.engine.run(t_rm + m.xor_latency, plain.len() as u64);
-            done = done.max(m.port.write(c.store.addr(addr), &macs[..k], t_m));
-        }
-        Ok(done)
+        let done = match &self.k.mac {
+            // The MACs go with the line, in its burst (004 §2.2).
+            Some(c) => {
+                let mut macs = [0u8; MAX_LINE];
+                let k = plain.len() / CHUNK as usize * c.bytes;
+                c.compute(self.line, addr, ctr, plain, &mut macs[..k]);
+                let t_rm = self.engine.run(t, CHUNK);
+                let t_m = self.engine.run(t_rm + m.xor_latency, plain.len() as u64);
+                m.port.write_beside(addr, ct, c.store.addr(addr), &macs[..k], t_enc.max(t_m))
+            }
+            None => m.port.write(addr, ct, t_enc),
+        };
+        Ok(done.max(self.ctr_buf.write(&mut m.port, self.ctr_addr(addr), &ctr.to_le_bytes(), t_enc)))
     }
 
     fn drop_cached(&mut self) {
@@ -680,6 +690,27 @@ mod tests {
         }
         assert!(r[1].1 > 0.0 && r[2].1 >= r[1].1, "{:?}", r);
         assert!(r[1].0 > r[0].0 && r[2].0 > r[0].0, "demand work never waited for speculation: {:?}", r);
+    }
+
+    #[test]
+    fn dedicated_speculation_engines_leave_demand_work_alone() {
+        // 004 Fig. 2's own "Pipelined Encryption Engines" (speculation.engines): the burst's
+        // speculations now wait for each other, the demand decryptions for none of them.
+        let mut r = Vec::new();
+        for extra in [&["speculation.frequent_values=0"][..], &["speculation.frequent_values=32", "speculation.engines=1"]] {
+            let mut p = params("none", "tdes", extra);
+            p.set("memory.latency", "250").unwrap();
+            let mut e = Engine::new(&p, 3).unwrap();
+            workload(&mut e, 64);
+            for k in 0..64u64 {
+                e.access(0x10_0000 + k * 64, crate::AccessKind::Load, 1_000_000 + k * 40).unwrap();
+                e.settle().unwrap();
+            }
+            let spec = if r.is_empty() { 0.0 } else { stat(&e, "speculation.engine_wait_cycles") };
+            r.push((stat(&e, "tdes.engine_wait_cycles"), spec));
+        }
+        assert_eq!(r[0].0, r[1].0, "{:?}", r);
+        assert!(r[1].1 > 0.0, "{:?}", r);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use crate::params::{ConfigError, Params};
 use crate::stats::{ratio, Stats};
+use secmem_timing::{Cycle, Pipe};
 
 pub mod fvt;
 pub mod stamp;
@@ -42,6 +43,10 @@ pub struct Speculation {
 /// (tdes) encrypts the table's values for each missed line and matches its arriving chunks.
 pub struct FrequentValues {
     pub table: Fvt,
+    /// Dedicated speculation pipelines of the scheme's cipher (004 Fig. 2), if any: the
+    /// scheme builds them (`engine`), else it speculates on its own engine.
+    engines: u64,
+    pub engine: Option<Pipe>,
     /// Cycles to match an arrived chunk against the speculated ciphertexts (the CAM).
     pub match_latency: u64,
     pub counts: FvCounts,
@@ -86,6 +91,14 @@ impl FvCounts {
 }
 
 impl FrequentValues {
+    /// Give the speculation its own pipelines of a cipher of `latency` cycles and `rate` bytes
+    /// per cycle (each), `unit` bytes a block, when `speculation.engines` asks for them.
+    pub fn dedicate(&mut self, latency: Cycle, rate: f64, unit: u64) {
+        if self.engines > 0 {
+            self.engine = Some(Pipe::new(latency, self.engines as f64 * rate, unit));
+        }
+    }
+
     pub fn stats(&self, out: &mut Stats) {
         let c = &self.counts;
         out.int("speculation.fv_entries", self.table.capacity() as u64);
@@ -99,6 +112,9 @@ impl FrequentValues {
         out.float("speculation.fv_hit_fraction", ratio(c.hits, c.chunks));
         out.int("speculation.fv_early_hits", c.early);
         out.int("speculation.fv_encryptions", c.encryptions);
+        if let Some(e) = &self.engine {
+            out.int("speculation.engine_wait_cycles", e.wait_cycles);
+        }
         out.int("speculation.fv_saved_cycles", c.saved_cycles);
         out.float("speculation.fv_saved_per_line", ratio(c.saved_cycles, c.lines));
     }
@@ -115,6 +131,8 @@ impl Speculation {
         let fv = (n > 0).then(|| -> Result<FrequentValues, ConfigError> {
             Ok(FrequentValues {
                 table: Fvt::new(n as usize),
+                engines: p.u64_min("speculation.engines", 0)?,
+                engine: None,
                 match_latency: p.u64_min("speculation.match_latency", 0)?,
                 counts: FvCounts::default(),
             })
@@ -139,6 +157,9 @@ impl Speculation {
     pub fn reset_stats(&mut self) {
         if let Some(fv) = &mut self.fv {
             fv.counts = FvCounts::default();
+            if let Some(e) = &mut fv.engine {
+                e.reset_stats();
+            }
         }
     }
 
