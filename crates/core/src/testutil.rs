@@ -47,3 +47,28 @@ pub fn frequent_lines(e: &mut crate::Engine, lines: u64) -> Vec<Vec<u8>> {
     e.flush(0).unwrap();
     want
 }
+
+/// A statistic of `e` (panics naming it if absent).
+pub fn stat(e: &crate::Engine, k: &str) -> f64 {
+    let mut s = crate::Stats::default();
+    e.stats(&mut s);
+    s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
+}
+
+/// An engine of `enc` with `extra` that wrote 300 `frequent_lines`, flushed them and read them
+/// all back, each a miss checked to give the data written; statistics cover the reads only.
+/// Asserts that both speculation decisions occur (some chunks frequent, some not).
+pub fn speculated_reads(enc: &str, extra: &[&str]) -> crate::Engine {
+    let mut e = crate::Engine::new(&params("none", enc, extra), 3).unwrap();
+    let want = frequent_lines(&mut e, 300);
+    e.reset_stats();
+    for (k, w) in want.iter().enumerate() {
+        let mut got = vec![0u8; 64];
+        e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
+        assert_eq!(&got, w, "speculation changed the data of line {}", k);
+    }
+    let (chunks, freq) = (stat(&e, "speculation.fv_chunks"), stat(&e, "speculation.fv_frequent_chunks"));
+    assert_eq!(chunks, 300.0 * 8.0);
+    assert!(freq > 0.3 * chunks && freq < chunks, "{} of {} chunks frequent", freq, chunks);
+    e
+}

@@ -281,3 +281,27 @@ impl<B: BootLines> BootImage for Boot<B> {
         }
     }
 }
+
+/// What per-chunk MACs (004 §3.3; tdes's and otp's `chunk_mac_bytes`) checked and saved.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct ChunkMacCounts {
+    /// Chunks checked.
+    pub checks: u64,
+    /// Reads whose MACs did not match.
+    pub failures: u64,
+    /// Chunks verified by MAC speculation (no MAC computation).
+    pub speculated: u64,
+    /// Cycles from data usable to verified, summed.
+    pub check_exposed: u64,
+}
+
+impl ChunkMacCounts {
+    /// The `SCHEME.mac_*` and `SCHEME.check_exposed_*` statistics over `reads` reads.
+    pub fn stats(&self, scheme: &str, reads: u64, out: &mut Stats) {
+        out.int(&format!("{}.mac_checks", scheme), self.checks);
+        out.int(&format!("{}.mac_failures", scheme), self.failures);
+        out.int(&format!("{}.mac_speculated", scheme), self.speculated);
+        out.int(&format!("{}.check_exposed_cycles", scheme), self.check_exposed);
+        out.float(&format!("{}.check_exposed_per_read", scheme), crate::stats::ratio(self.check_exposed, reads));
+    }
+}

@@ -35,7 +35,7 @@
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
 
-use super::{derive_key, Boot, BootLines, Encryption};
+use super::{derive_key, Boot, BootLines, ChunkMacCounts, Encryption};
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::integrity::IntegrityError;
@@ -222,10 +222,7 @@ pub struct Otp {
     pad_exposed: u64,
     reencryptions: u64,
     reencrypted_lines: u64,
-    mac_checks: u64,
-    mac_failures: u64,
-    mac_speculated: u64,
-    check_exposed: u64,
+    macs: ChunkMacCounts,
     /// Test builds: every (key epoch, address, stamp) a pad was made from for a write, which
     /// must never repeat.
     #[cfg(test)]
@@ -286,10 +283,7 @@ impl Otp {
             pad_exposed: 0,
             reencryptions: 0,
             reencrypted_lines: 0,
-            mac_checks: 0,
-            mac_failures: 0,
-            mac_speculated: 0,
-            check_exposed: 0,
+            macs: ChunkMacCounts::default(),
             #[cfg(test)]
             nonces_used: Default::default(),
         })
@@ -339,7 +333,7 @@ impl Otp {
             let mut want = [0u8; MAX_LINE];
             c.compute(addr, ts, plain, &mut want[..len]);
             if want[..len] != fetched[..len] {
-                self.mac_failures += 1;
+                self.macs.failures += 1;
                 return Err(IntegrityError {
                     addr,
                     what: format!("otp chunk MAC mismatch (time stamp {}): line, stamp or MACs were changed", ts),
@@ -402,7 +396,7 @@ impl Otp {
                         // Without speculation: a MAC computation once plaintext (uncontended).
                         ordinary = (plain_at[i] + lat).max(t_macs) + 1;
                         early += (done_at[i] < ordinary) as u64;
-                        self.mac_speculated += 1;
+                        self.macs.speculated += 1;
                     } else {
                         done_at[i] = m.aes.run(plain_at[i], 16).max(t_macs) + 1;
                         ordinary = done_at[i];
@@ -421,8 +415,8 @@ impl Otp {
         } else {
             done = done_at[..n].iter().fold(done, |d, &x| d.max(x));
         }
-        self.mac_checks += n as u64;
-        self.check_exposed += done - ready;
+        self.macs.checks += n as u64;
+        self.macs.check_exposed += done - ready;
         m.note_check(done);
         Ok(done)
     }
@@ -629,7 +623,7 @@ impl Encryption for Otp {
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes) = (0, 0);
-        (self.mac_checks, self.mac_failures, self.mac_speculated, self.check_exposed) = (0, 0, 0, 0);
+        self.macs = ChunkMacCounts::default();
         self.ts_buf.words.reset_stats();
         (self.pad_hidden, self.pad_exposed, self.reencryptions, self.reencrypted_lines) = (0, 0, 0, 0);
         (self.ts_cache_hits, self.spec_predictions, self.spec_hits) = (0, 0, 0);
@@ -661,11 +655,7 @@ impl Encryption for Otp {
         out.float("otp.spec_hit_rate", ratio(self.spec_hits, self.spec_predictions));
         out.float("otp.pad_early_fraction", ratio(self.ts_cache_hits + self.spec_hits, self.reads));
         if self.mac.is_some() {
-            out.int("otp.mac_checks", self.mac_checks);
-            out.int("otp.mac_failures", self.mac_failures);
-            out.int("otp.mac_speculated", self.mac_speculated);
-            out.int("otp.check_exposed_cycles", self.check_exposed);
-            out.float("otp.check_exposed_per_read", ratio(self.check_exposed, self.reads));
+            self.macs.stats("otp", self.reads, out);
         }
     }
 }
@@ -673,14 +663,9 @@ impl Encryption for Otp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{frequent_lines, params};
+    use crate::testutil::{frequent_lines, params, speculated_reads, stat};
     use crate::{AccessKind, Engine};
 
-    fn stat(e: &Engine, k: &str) -> f64 {
-        let mut s = Stats::default();
-        e.stats(&mut s);
-        s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
-    }
 
     #[test]
     fn mac_speculation_decides_as_the_real_speculated_macs_do() {
@@ -688,17 +673,8 @@ mod tests {
         // and asserts the matches equal the plaintext decision (check_chunks).
         for n in [8, 16, 32] {
             let fv = format!("speculation.frequent_values={}", n);
-            let mut e = Engine::new(&params("none", "otp", &["otp.chunk_mac_bytes=4", "aes.engines=4", &fv]), 3).unwrap();
-            let want = frequent_lines(&mut e, 300);
-            e.reset_stats();
-            for (k, w) in want.iter().enumerate() {
-                let mut got = vec![0u8; 64];
-                e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
-                assert_eq!(&got, w, "speculation changed the data of line {}", k);
-            }
+            let e = speculated_reads("otp", &["otp.chunk_mac_bytes=4", "aes.engines=4", &fv]);
             let (chunks, freq) = (stat(&e, "speculation.fv_chunks"), stat(&e, "speculation.fv_frequent_chunks"));
-            assert_eq!(chunks, 300.0 * 8.0);
-            assert!(freq > 0.3 * chunks && freq < chunks, "{} of {} chunks frequent", freq, chunks);
             let spec = stat(&e, "otp.mac_speculated");
             assert!(spec > 0.0 && spec <= freq, "{} speculated of {} frequent", spec, freq);
             assert_eq!(stat(&e, "otp.mac_checks"), chunks);

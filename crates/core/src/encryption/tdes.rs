@@ -38,7 +38,7 @@
 //!
 //! A line whose counter is 0 and whose bytes are all zero is the all-zero initial memory.
 
-use super::{derive_key, Boot, BootLines, Encryption, NonceCounter};
+use super::{derive_key, Boot, BootLines, ChunkMacCounts, Encryption, NonceCounter};
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::integrity::IntegrityError;
@@ -137,10 +137,7 @@ pub struct Tdes {
     reads: u64,
     writes: u64,
     exposed: u64,
-    mac_checks: u64,
-    mac_failures: u64,
-    mac_speculated: u64,
-    check_exposed: u64,
+    macs: ChunkMacCounts,
 }
 
 fn key24(seed: u64, purpose: u64) -> [u8; 24] {
@@ -206,10 +203,7 @@ impl Tdes {
             reads: 0,
             writes: 0,
             exposed: 0,
-            mac_checks: 0,
-            mac_failures: 0,
-            mac_speculated: 0,
-            check_exposed: 0,
+            macs: ChunkMacCounts::default(),
         })
     }
 
@@ -372,7 +366,7 @@ impl Encryption for Tdes {
             if !(data_initial && all_zero(&fetched[..mac_len])) {
                 c.compute(self.line, addr, ctr, out, &mut want[..mac_len]);
                 if want[..mac_len] != fetched[..mac_len] {
-                    self.mac_failures += 1;
+                    self.macs.failures += 1;
                     return Err(IntegrityError {
                         addr,
                         what: format!("tdes chunk MAC mismatch (counter {}): line, counter or MACs were changed", ctr),
@@ -445,15 +439,15 @@ impl Encryption for Tdes {
             let mut done = ready;
             for i in 0..n {
                 let d = if hits >> i & 1 == 1 {
-                    self.mac_speculated += 1;
+                    self.macs.speculated += 1;
                     arrive[i].max(spec_mac[i]).max(t_macs) + match_latency
                 } else {
                     mac_done[i]
                 };
                 done = done.max(d);
             }
-            self.mac_checks += n as u64;
-            self.check_exposed += done - ready;
+            self.macs.checks += n as u64;
+            self.macs.check_exposed += done - ready;
             m.note_check(done);
             self.checked = Some(done);
         }
@@ -509,7 +503,7 @@ impl Encryption for Tdes {
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes, self.exposed) = (0, 0, 0);
-        (self.mac_checks, self.mac_failures, self.mac_speculated, self.check_exposed) = (0, 0, 0, 0);
+        self.macs = ChunkMacCounts::default();
         self.ctr_buf.reset_stats();
         self.engine.reset_stats();
     }
@@ -529,11 +523,7 @@ impl Encryption for Tdes {
         out.float("tdes.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
         out.float("tdes.space_overhead", self.space_overhead());
         if self.k.mac.is_some() {
-            out.int("tdes.mac_checks", self.mac_checks);
-            out.int("tdes.mac_failures", self.mac_failures);
-            out.int("tdes.mac_speculated", self.mac_speculated);
-            out.int("tdes.check_exposed_cycles", self.check_exposed);
-            out.float("tdes.check_exposed_per_read", ratio(self.check_exposed, self.reads));
+            self.macs.stats("tdes", self.reads, out);
         }
     }
 }
@@ -541,14 +531,9 @@ impl Encryption for Tdes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{frequent_lines as workload, params};
+    use crate::testutil::{frequent_lines as workload, params, speculated_reads, stat};
     use crate::Engine;
 
-    fn stat(e: &Engine, k: &str) -> f64 {
-        let mut s = Stats::default();
-        e.stats(&mut s);
-        s.get_f64(k).unwrap_or_else(|| panic!("no statistic {}", k))
-    }
 
 
     #[test]
@@ -556,19 +541,8 @@ mod tests {
         // Every miss below runs `speculated_hits` (the real TDES encryptions of every table
         // value at every chunk position) and asserts it equals the plaintext decision.
         for n in [8, 16, 32] {
-            let fv = format!("speculation.frequent_values={}", n);
-            let mut e = Engine::new(&params("none", "tdes", &[&fv]), 3).unwrap();
-            let want = workload(&mut e, 300);
-            e.reset_stats();
-            for (k, w) in want.iter().enumerate() {
-                let mut got = vec![0u8; 64];
-                e.read(0x10_0000 + k as u64 * 64, &mut got, 0).unwrap();
-                assert_eq!(&got, w, "speculation changed the data of line {}", k);
-            }
-            let (chunks, freq) = (stat(&e, "speculation.fv_chunks"), stat(&e, "speculation.fv_frequent_chunks"));
-            assert_eq!(chunks, 300.0 * 8.0);
-            // Both decisions occur: the check above is not vacuous.
-            assert!(freq > 0.3 * chunks && freq < chunks, "{} of {} chunks frequent", freq, chunks);
+            let e = speculated_reads("tdes", &[&format!("speculation.frequent_values={}", n)]);
+            let freq = stat(&e, "speculation.fv_frequent_chunks");
             // Every read is issued at cycle 0: the engine is swamped, and speculation that would
             // finish too late is not started (nor is a chunk whose speculation was not a hit).
             let enc = stat(&e, "speculation.fv_encryptions");
