@@ -666,7 +666,6 @@ mod tests {
     use crate::testutil::{frequent_lines, params, speculated_reads, stat};
     use crate::{AccessKind, Engine};
 
-
     #[test]
     fn mac_speculation_decides_as_the_real_speculated_macs_do() {
         // Every miss below also computes the real MAC of every table value at every position

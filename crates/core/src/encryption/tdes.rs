@@ -534,8 +534,6 @@ mod tests {
     use crate::testutil::{frequent_lines as workload, params, speculated_reads, stat};
     use crate::Engine;
 
-
-
     #[test]
     fn ciphertext_speculation_decides_as_the_real_speculative_encryptions_do() {
         // Every miss below runs `speculated_hits` (the real TDES encryptions of every table
