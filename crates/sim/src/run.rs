@@ -1,6 +1,7 @@
 //! One simulation: a trace through the core model and the secure engine.
 
 use crate::ooo::{Core, StepError};
+use crate::sample::{Sampling, Windows};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::{Instr, TraceSource};
@@ -57,6 +58,16 @@ pub struct RunResult {
 }
 
 pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunResult, ConfigError> {
+    run_sampled(p, src, o, None)
+}
+
+/// `run`, sampled by `plan` if one is given (`--sample`, see `sample`): the warm-up and the
+/// periods between measured windows are warmed functionally, and the statistics are the
+/// windows' combined, with 95% intervals (`ci95.*`) and the plan (`sampling.*`).
+pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>) -> Result<RunResult, ConfigError> {
+    if let Some(plan) = &plan {
+        plan.check(o.instructions)?;
+    }
     let wall = Instant::now();
     let mut eng = Engine::new(p, o.seed)?;
     let mut core = Core::new(p, &eng)?;
@@ -70,7 +81,8 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let label = format!("{} {}+{}", src.name(), p.str("integrity")?, p.str("encryption")?);
     let mut bar = Progress::new(o.progress, total, label);
     let mut interrupted = None;
-    let mut sampler = IpcSampler::new(p)?;
+    let mut sampler = if plan.is_some() { None } else { IpcSampler::new(p)? };
+    let mut windows = plan.map(|plan| Windows::new(plan, &mut eng));
     loop {
         if n >= total {
             break;
@@ -91,6 +103,20 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         }
         let r = if ins.external {
             core.external(&ins, &mut eng)
+        } else if let Some(w) = &mut windows {
+            // The same order as below: count, poll, then the instruction.
+            let i = n.checked_sub(o.warmup);
+            n += 1;
+            if n & 0xFFFF == 0 {
+                bar.update(n);
+            }
+            if n & 0xFF == 0 {
+                if let Err(e) = core.poll(&mut eng, n) {
+                    error = Some(format!("{} (instruction {})", e, n));
+                    break;
+                }
+            }
+            w.instruction(i, &ins, &mut core, &mut eng)
         } else {
             if !measuring && n >= o.warmup {
                 measuring = true;
@@ -129,6 +155,22 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         }
     }
     bar.finish();
+    if let Some(w) = windows.as_mut().filter(|w| w.measured() > 0) {
+        let mut s = sampled_stats(w, n.saturating_sub(o.warmup), src.name(), o, interrupted);
+        finish(&mut eng, &core, &mut s, &mut error);
+        let secs = w.measuring_since.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
+        s.float("sim.instructions_per_second", if secs > 0.0 { n.saturating_sub(o.warmup) as f64 / secs } else { 0.0 });
+        return Ok(RunResult { stats: s, error });
+    }
+    if let (Some(w), None) = (&windows, &error) {
+        if n >= o.warmup {
+            error = Some(format!(
+                "the trace ended after {} instructions, before the first sampled window was over (period {})",
+                n, w.plan.period
+            ));
+        }
+    }
     if !measuring {
         // Nothing was measured: report zeros, not warm-up counters.
         eng.reset_stats();
@@ -146,7 +188,7 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let mut s = Stats::default();
     s.int("instructions", measured);
     s.int("cycles", cycles);
-    s.float("ipc", if cycles > 0 { measured as f64 / cycles as f64 } else { 0.0 });
+    s.rate("ipc", measured, cycles);
     s.str("workload", src.name());
     s.int("warmup", o.warmup);
     s.int("seed", o.seed);
@@ -159,23 +201,45 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         s.series("sample.ipc", smp.series.clone());
     }
     core.stats(&mut s);
-    // Schemes that verify at the end (lhash's certified execution) do it now, after the
-    // measured statistics were taken: its cost is reported apart, not mixed into them.
-    if error.is_none() {
-        let moved = |e: &Engine| e.machine().port.counters().read_bytes + e.machine().port.counters().write_bytes;
-        let (t0, bytes0) = (core.now(), moved(&eng));
-        match eng.finish(t0) {
-            Ok(done) => {
-                let b = moved(&eng) - bytes0;
-                s.int("integrity.final_check_cycles", done - t0);
-                s.int("integrity.final_check_bytes", b);
-            }
-            Err(e) => error = Some(format!("{} (at the end of the run)", e)),
-        }
-    }
+    finish(&mut eng, &core, &mut s, &mut error);
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
     Ok(RunResult { stats: s, error })
+}
+
+/// Schemes that verify at the end (lhash's certified execution) do it now, after the
+/// measured statistics were taken: its cost is reported apart, not mixed into them.
+fn finish(eng: &mut Engine, core: &Core, s: &mut Stats, error: &mut Option<String>) {
+    if error.is_some() {
+        return;
+    }
+    let moved = |e: &Engine| e.machine().port.counters().read_bytes + e.machine().port.counters().write_bytes;
+    let (t0, bytes0) = (core.now(), moved(eng));
+    match eng.finish(t0) {
+        Ok(done) => {
+            let b = moved(eng) - bytes0;
+            s.int("integrity.final_check_cycles", done - t0);
+            s.int("integrity.final_check_bytes", b);
+        }
+        Err(e) => *error = Some(format!("{} (at the end of the run)", e)),
+    }
+}
+
+/// A sampled run's statistics in the order of a full run's: instructions, cycles and IPC
+/// (of the measured windows), what ran, then the rest of the windows' combination, the plan
+/// (`sampling.*`, `covered`: instructions run after the warm-up) and the intervals (`ci95.*`).
+fn sampled_stats(w: &mut Windows, covered: u64, name: &str, o: &RunOptions, interrupted: Option<String>) -> Stats {
+    let c = w.stats(covered);
+    let (head, rest) = c.0.split_at(3);
+    let mut s = Stats(head.to_vec());
+    s.str("workload", name);
+    s.int("warmup", o.warmup);
+    s.int("seed", o.seed);
+    if let Some(name) = interrupted {
+        s.str("interrupted", &name);
+    }
+    s.0.extend(rest.iter().cloned());
+    s
 }
 
 /// The IPC of every `sample.ipc_period` cycles, recorded as the series `sample.ipc` (the

@@ -222,6 +222,10 @@ impl MemoryModel for Bus {
     fn name(&self) -> &'static str {
         "bus"
     }
+
+    fn freeze(&mut self, on: bool) {
+        self.cal.freeze(on);
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ pub struct Calendar {
     end: u64,
     /// For runs of n ≤ 64 slots: (lo, hi) with no run of n free slots starting in [lo, hi).
     no_fit: [(u64, u64); 65],
+    /// Untimed (a sampled run's functional warming): every request gets the slots it wants,
+    /// as on an idle resource, and nothing is booked.
+    frozen: bool,
 }
 
 impl Default for Calendar {
@@ -56,7 +59,7 @@ impl Default for Calendar {
 
 impl Calendar {
     pub fn new() -> Calendar {
-        Calendar { base: 0, busy: vec![0; WORDS], dense: 0, end: 0, no_fit: [(0, 0); 65] }
+        Calendar { base: 0, busy: vec![0; WORDS], dense: 0, end: 0, no_fit: [(0, 0); 65], frozen: false }
     }
 
     /// One past the last booked slot.
@@ -253,9 +256,18 @@ impl Calendar {
         }
     }
 
+    /// Stop (`true`) or resume booking: while frozen every request is answered as on an
+    /// idle resource and the bookings made before stay as they were.
+    pub fn freeze(&mut self, on: bool) {
+        self.frozen = on;
+    }
+
     /// Book the earliest `n` consecutive free slots at or after slot `from`.
     #[inline]
     pub fn reserve(&mut self, from: u64, n: u64) -> u64 {
+        if self.frozen {
+            return from;
+        }
         let s = self.start(from);
         let r = if n > 64 {
             self.fit_long(s, n)
@@ -278,6 +290,9 @@ impl Calendar {
     /// slots on two calendars at a fixed distance (a DRAM bank and its data bus) searches both
     /// before it books either.
     pub fn find(&mut self, from: u64, n: u64) -> u64 {
+        if self.frozen {
+            return from;
+        }
         let s = self.start(from);
         if n > 64 {
             return self.fit_long(s, n);
@@ -291,6 +306,9 @@ impl Calendar {
 
     /// Book slots [s, s + n), which must be free (as `find` just answered).
     pub fn take(&mut self, s: u64, n: u64) {
+        if self.frozen {
+            return;
+        }
         debug_assert!(s >= self.base && s + n <= self.base + WINDOW && self.last_busy(s, n).is_none());
         self.book(s, n);
         self.booked(s, s + n);
@@ -301,6 +319,10 @@ impl Calendar {
     /// fit from `from` is the first fit from r + n (nothing fit before r, and every run
     /// starting inside [r, r + n) holds slot r + n − 1). naive reads its whole path at once.
     pub fn reserve_many(&mut self, from: u64, n: u64, k: usize, mut f: impl FnMut(u64)) {
+        if self.frozen {
+            (0..k as u64).for_each(|j| f(from + j * n));
+            return;
+        }
         if n > 64 || k == 0 {
             (0..k).for_each(|_| f(self.reserve(from, n)));
             return;
@@ -343,6 +365,9 @@ impl Calendar {
     pub fn reserve_each(&mut self, from: u64, n: u64) -> u64 {
         if n == 0 {
             return from;
+        }
+        if self.frozen {
+            return from + n - 1;
         }
         let first = self.start(from);
         let (mut s, mut left, mut last) = (self.skip_known(first, 1), n, first);
