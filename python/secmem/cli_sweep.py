@@ -48,6 +48,7 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--warmup", help="warm-up instructions (default 1M)")
     s.add_argument("--skip", help="instructions to fast-forward first (default 0)")
     s.add_argument("--seed", help="seeds, comma-separated (default 1)")
+    s.add_argument("--sample", nargs="?", const="default", metavar="U:W:D", help="sampled runs (docs/sampling.md); alone: the default plan")
     _add_exec(s)
     s.add_argument("--dry-run", action="store_true", help="list the points and which are in the store; run nothing")
     s.add_argument("--csv", metavar="PATH", help="write every point's row (config, provenance, statistics) as CSV")
@@ -68,7 +69,7 @@ def _axes_from_args(a) -> dict:
             cli[k] = _csv(getattr(a, k))
     if a.seed:
         cli["seed"] = _csv(a.seed)
-    for k in ("instructions", "warmup", "skip"):
+    for k in ("instructions", "warmup", "skip", "sample"):
         if getattr(a, k):
             cli[k] = getattr(a, k)
     for item in a.axis:
@@ -113,13 +114,15 @@ def print_points(points, df, out=sys.stdout) -> None:
         d.update(
             status=r.get("status"),
             ipc=r.get("ipc") if ok else None,
+            ipc_ci=r.get("ci95.ipc") if ok else None,
             miss=r.get("l2.miss_rate") if ok else None,
             bpi=((r.get("mem.read_bytes") or 0) + (r.get("mem.write_bytes") or 0)) / max(r.get("instructions") or 1, 1) if ok else None,
             wall=r.get("wall_seconds"),
         )
         rows.append(d)
     cols = [("workload" if k == "input" else k, k, None) for k in vary]
-    cols += [("status", "status", None), ("IPC", "ipc", ".4f"), ("L2 miss", "miss", _pct), ("B/instr", "bpi", ".2f"), ("wall s", "wall", ".1f")]
+    sampled = [("±95%", "ipc_ci", ".4f")] if any(isinstance(r["ipc_ci"], float) and r["ipc_ci"] == r["ipc_ci"] for r in rows) else []
+    cols += [("status", "status", None), ("IPC", "ipc", ".4f"), *sampled, ("L2 miss", "miss", _pct), ("B/instr", "bpi", ".2f"), ("wall s", "wall", ".1f")]
     print(table.render(rows, cols), file=out)
 
 
