@@ -232,6 +232,9 @@ def add_reproduce_parser(sub) -> None:
                    help="laptop: minutes per figure on two cores (default); full: the papers' instruction counts; "
                    "smoke: seconds, to check the pipeline (not comparable with the papers)")
     r.add_argument("--out", "-o", default="secmem-reproduce", help="directory for CSVs, plots and the report (default %(default)s)")
+    r.add_argument("--no-install", action="store_true",
+                   help="do not install the suite programs a figure needs (Debian packages and generated inputs); "
+                   "such figures are then left out (--all) or refused (by id)")
     _add_exec(r)
     r.set_defaults(func=cmd_reproduce)
 
@@ -253,11 +256,14 @@ def cmd_reproduce(a) -> int:
     ids = [f.id for f in reproduce.figures()] if a.all else a.ids
     for i in ids:
         reproduce.get(i)  # unknown ids fail before anything runs
-    not_run = []
-    if a.all:
-        # A fresh install has no suite programs: --all reports every figure it can and names
-        # the others (an id asked for by name still stops with the install command).
-        ids, not_run = reproduce.prepare_available(ids, a.scale)
+    # A fresh install has no suite programs: they are installed first unless --no-install;
+    # --all then reports every figure it can and names the others, an id asked for by name
+    # stops with the reason.
+    ids, not_run = reproduce.prepare_available(ids, a.scale, install=not a.no_install,
+                                               progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if not_run and not a.all:
+        i, why = not_run[0]
+        raise _core.ConfigError(f"{i}: {why}")
     outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
                              progress=True, recompute=a.recompute, not_run=not_run)
     for o in outcomes:

@@ -4,8 +4,8 @@ use crate::ooo::{Core, StepError};
 use crate::sample::{Sampling, Windows};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
+use secmem_trace::progress::Progress;
 use secmem_trace::{Instr, TraceSource};
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
@@ -22,6 +22,11 @@ pub fn request_stop(signal: i32) {
 /// Forget a stop request (before new runs start).
 pub fn clear_stop() {
     STOP.store(0, Ordering::Relaxed);
+}
+
+/// The signal a stop was requested for, if any (other long work, e.g. tracing, stops too).
+pub fn stop_requested() -> Option<i32> {
+    Some(STOP.load(Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
 fn signal_name(sig: i32) -> String {
@@ -273,65 +278,6 @@ impl IpcSampler {
 /// simulated machine did, identical for identical inputs.
 pub fn simulated(s: &Stats) -> Stats {
     Stats(s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect())
-}
-
-/// Progress on stderr, naming what runs: a one-line bar on a terminal (after two seconds),
-/// otherwise a plain line every ten seconds (`SECMEM_PROGRESS_SECONDS` changes the interval),
-/// so logs and CI stay readable.
-struct Progress {
-    want: bool,
-    terminal: bool,
-    interval: f64,
-    label: String,
-    total: u64,
-    start: Instant,
-    last_line: f64,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(want: bool, total: u64, label: String) -> Progress {
-        let interval = std::env::var("SECMEM_PROGRESS_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10.0);
-        Progress { want, terminal: std::io::stderr().is_terminal(), interval, label, total, start: Instant::now(), last_line: 0.0, shown: false }
-    }
-
-    fn update(&mut self, done: u64) {
-        if !self.want {
-            return;
-        }
-        let secs = self.start.elapsed().as_secs_f64();
-        let due = if self.terminal { secs >= 2.0 } else { secs - self.last_line >= self.interval };
-        if !due {
-            return;
-        }
-        let frac = (done as f64 / self.total.max(1) as f64).min(1.0);
-        let rate = done as f64 / secs;
-        let eta = if rate > 0.0 { (self.total.saturating_sub(done)) as f64 / rate } else { 0.0 };
-        let figures = format!(
-            "{:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s",
-            done as f64 / 1e6,
-            self.total as f64 / 1e6,
-            rate / 1e6,
-            eta
-        );
-        if self.terminal {
-            let w = 30;
-            let filled = (frac * w as f64) as usize;
-            eprint!("\r{} [{}{}] {:5.1}% {} ", self.label, "#".repeat(filled), " ".repeat(w - filled), frac * 100.0, figures);
-            self.shown = true;
-        } else {
-            eprintln!("secmem: {}: {:.0}% {}", self.label, frac * 100.0, figures);
-            self.last_line = secs;
-        }
-        let _ = std::io::stderr().flush();
-    }
-
-    fn finish(&mut self) {
-        if self.shown {
-            eprint!("\r{}\r", " ".repeat(110));
-            let _ = std::io::stderr().flush();
-        }
-    }
 }
 
 #[cfg(test)]
