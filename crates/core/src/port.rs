@@ -126,11 +126,6 @@ impl Port {
         self.model.reset_stats()
     }
 
-    /// Untimed while `on`: the bytes move, the transfers book nothing (`MemoryModel::freeze`).
-    pub fn freeze(&mut self, on: bool) {
-        self.model.freeze(on)
-    }
-
     /// The adversary's handle on raw memory (no time passes for the processor).
     pub fn untrusted(&mut self, _: Adversary) -> &mut UntrustedMemory {
         &mut self.mem

@@ -222,10 +222,6 @@ impl MemoryModel for Bus {
     fn name(&self) -> &'static str {
         "bus"
     }
-
-    fn freeze(&mut self, on: bool) {
-        self.cal.freeze(on);
-    }
 }
 
 #[cfg(test)]

@@ -401,10 +401,6 @@ impl MemoryModel for Dram {
     fn name(&self) -> &'static str {
         "dram"
     }
-
-    fn freeze(&mut self, on: bool) {
-        self.buses.iter_mut().for_each(|b| b.freeze(on));
-    }
 }
 
 #[cfg(test)]

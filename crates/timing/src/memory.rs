@@ -85,8 +85,4 @@ pub trait MemoryModel: Send {
 
     /// The model's name (`bus`, `dram`), reported as `mem.model`.
     fn name(&self) -> &'static str;
-
-    /// Untimed while `on` (a sampled run's functional warming, `Calendar::freeze`): transfers
-    /// take the bus when they want it and book nothing; bank state is still kept.
-    fn freeze(&mut self, on: bool);
 }
