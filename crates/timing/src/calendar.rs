@@ -238,7 +238,9 @@ impl Calendar {
         let set = &mut self.no_fit[n as usize];
         let (mut lo, mut hi) = (s, r);
         // Merge every stretch that touches [lo, hi] into it, then keep it in place of a
-        // merged one or, failing that, of the stretch ending earliest (time moves on).
+        // merged one or, failing that, of the shortest: a long stretch saves the most search
+        // (the one a burst wanted at one time builds), while requests near the end of the
+        // bookings leave many short ones. Stretches below `dense` are never consulted.
         let mut free = None;
         for k in 0..STRETCHES {
             let (a, b) = set[k];
@@ -248,8 +250,11 @@ impl Calendar {
                 free = Some(k);
             }
         }
-        let k = free.unwrap_or_else(|| (0..STRETCHES).min_by_key(|&k| set[k].1).unwrap());
-        set[k] = (lo, hi);
+        let dense = self.dense;
+        let k = free.unwrap_or_else(|| (0..STRETCHES).min_by_key(|&k| if set[k].1 <= dense { 0 } else { set[k].1 - set[k].0 }).unwrap());
+        if hi - lo >= set[k].1.saturating_sub(set[k].0) || set[k].1 <= dense || free.is_some() {
+            set[k] = (lo, hi);
+        }
     }
 
     /// Where a search for slots wanted from `from` starts: not before the window nor inside
