@@ -460,3 +460,38 @@ def test_run_progress_off_a_terminal_is_a_plain_line_naming_the_run():
     assert p.returncode == 0, p.stderr
     lines = p.stderr.splitlines()
     assert lines and all(re.match(r"secmem: hot none\+none: \d+% [0-9.]+M/0\.3M instr", line) for line in lines), p.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# Sampled simulation (--sample, docs/sampling.md)
+
+SAMPLED = ["-w", "hot", "-n", "300k", "--warmup", "50k", "--sample", "15k:1k:2k"]
+
+
+def test_sampled_run_reports_intervals_in_the_summary_and_json():
+    p = cli("run", *SAMPLED, "-i", "chash", "-e", "otp")
+    assert p.returncode == 0, p.stderr
+    assert "sampled: 20 windows of 1,000 after 2,000 in detail, every 15,000 of 300,000" in p.stdout
+    assert re.search(r"IPC\s+[0-9.]+ ± [0-9.]+ \(95%\)", p.stdout), p.stdout
+    s = json.loads(cli("run", *SAMPLED, "--json", "-").stdout)["stats"]
+    assert s["sampling.windows"] == 20 and s["instructions"] == 20_000
+    assert 0 < s["ci95.ipc"] < s["ipc"] and "ci95.l2.miss_rate" in s
+
+
+def test_sampled_compare_has_interval_columns():
+    p = cli("compare", "-w", "hot", "-n", "300k", "--warmup", "50k", "--sample", "15k:1k:2k", "--schemes", "chash+otp")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("±95%") == 3, p.stdout
+
+
+@pytest.mark.parametrize(
+    "plan, needle",
+    [
+        ("1M:x", "the window W 'x' is not a count"),
+        ("10k:8k:3k", "W + D = 8000 + 3000 is more than the period U = 10000"),
+        ("200k", "leaves 1 measured window"),
+        ("1:2:3:4", "is not U:W:D"),
+    ],
+)
+def test_bad_sample_plans_are_one_clean_line(plan, needle):
+    assert_clean_error(cli("run", "-w", "hot", "-n", "300k", "--sample", plan), "--sample:", needle)

@@ -286,3 +286,14 @@ def test_compare_across_workloads_has_a_geometric_mean_row_and_prints_whole(tmp_
     # the Python DataFrame prints whole, every column, however narrow the terminal
     text = repr(df)
     assert "..." not in text and "rows x" not in text and "hash_loads_per_miss" in text
+
+
+def test_a_sample_axis_makes_sampled_points_with_their_own_keys():
+    from secmem.sweep import grid, plan
+
+    pts = grid({"sample": ["off", "default", "20k:1k:2k"]}, workload="hot", instructions="100k")
+    assert [p.sample for p in pts] == [None, "", "20k:1k:2k"]
+    keys = [pl.key for pl in plan(pts)]
+    assert len(set(keys)) == 3
+    # A full run's key is what it was before sampling existed.
+    assert keys[0] == plan(grid(workload="hot", instructions="100k"))[0].key

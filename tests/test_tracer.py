@@ -69,6 +69,43 @@ def test_count_window_is_exact_through_python(tracing, tmp_path):
     assert s["count_reached"] and s["executed"] == 6000
 
 
+def test_trace_shows_progress_off_a_terminal_as_lines(tracing, tmp_path, monkeypatch):
+    from conftest import cli
+
+    big = tmp_path / "big.bin"
+    big.write_bytes(bytes(range(256)) * 8192)
+    monkeypatch.setenv("SECMEM_PROGRESS_SECONDS", "0")
+    p = cli("trace", "-o", tmp_path / "p.smt", "--count", "3M", "--quiet-program", "--", shutil.which("sha256sum"), big)
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stderr.splitlines() if l.startswith("secmem: tracing sha256sum: ")]
+    assert lines and all("M/3.0M instr" in l and "ETA" in l for l in lines), p.stderr
+
+
+def test_a_signal_stops_tracing_promptly_and_writes_no_file(tracing, tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import _env
+
+    monkeypatch.setenv("SECMEM_PROGRESS_SECONDS", "0")
+    out = tmp_path / "z.smt"
+    argv = [sys.executable, "-m", "secmem", "trace", "-o", str(out), "--quiet-program", "--",
+            shutil.which("sha256sum"), "/dev/zero"]
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    first = p.stderr.readline()  # the first progress line: the program is being traced (it never ends)
+    assert first.startswith("secmem: tracing sha256sum: "), first
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    stderr = p.stderr.read()
+    p.wait(timeout=60)
+    assert time.monotonic() - t0 < 10, "tracing did not stop promptly"
+    assert p.returncode == 143, (p.returncode, stderr)
+    assert stderr.strip().splitlines()[-1] == "secmem: interrupted", stderr
+    assert list(tmp_path.iterdir()) == [], "a partial trace file was left"
+
+
 def test_a_missing_program_is_one_line_error(tracing, tmp_path):
     a = _parse(tracing, ["trace", "-o", str(tmp_path / "m.smt"), "--", "/nonexistent/prog", "x"])
     with pytest.raises(_core.ConfigError) as e:  # bad input: exit code 2 from the CLI

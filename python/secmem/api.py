@@ -136,6 +136,7 @@ def run(
     env: Optional[dict] = None,
     cwd: Optional[str] = None,
     stdin: Optional[str] = None,
+    sample: Union[None, bool, str] = None,
 ) -> Result:
     """Simulate ``instructions`` of a workload, a trace file or a live program.
 
@@ -152,12 +153,20 @@ def run(
     ``params`` (``{"l2.size": "256KiB"}``) and ``sets`` (``["l2.size=256KiB"]``) override
     preset parameters. Bad names or values raise :class:`secmem.ConfigError`.
 
+    ``sample`` runs it sampled (SMARTS, docs/sampling.md): ``True`` for a plan chosen from
+    ``instructions``, or ``"U:W:D"`` (every U instructions, W measured after D in detail;
+    ``"U"`` and ``"U:W"`` take the default W and D). The warm-up and the instructions between
+    windows are warmed functionally; ``stats`` are the windows' combined, with a 95%
+    interval's half-width as ``ci95.<key>`` for IPC and every rate, and the plan as
+    ``sampling.*``.
+
     A run that measured fewer instructions than asked (the input ended, a damaged trace, an
     integrity failure, SIGINT/SIGTERM) returns what it measured and says why in ``error``;
     ``interrupted`` names the signal if one stopped it.
     """
     instructions, warmup, skip = _whole(instructions, "instructions"), _whole(warmup, "warmup"), _whole(skip, "skip")
     seed = _whole(seed, "seed")
+    plan = _sample_plan(sample)
     all_sets = list(sets) + _sets(params)
     workload, trace, program, env, cwd, stdin, clear_env, suite_name = _input(workload, trace, program, env, cwd, stdin, trace_format)
     stats, error = _core.run(
@@ -178,15 +187,29 @@ def run(
         clear_env,
         cwd,
         stdin,
+        None,
+        plan,
     )
     if suite_name:
         stats["workload"] = suite_name
-    measured = stats.get("instructions", 0)
+    # A sampled run measured its windows of the instructions it went through.
+    measured = stats.get("sampling.instructions", stats.get("instructions", 0))
     if error is None and measured < instructions:
         after = f", after skipping {skip:,}" if skip else ""
         error = f"the input ended after {measured:,} of the {instructions:,} instructions asked for{after}"
     config = dict(_core.params(preset, integrity, encryption, all_sets))
     return Result(stats=stats, error=error, config=config)
+
+
+def _sample_plan(sample) -> Optional[str]:
+    """``run``'s ``sample`` as the core takes it: None (off), "" (defaults) or "U:W:D"."""
+    if sample is None or sample is False:
+        return None
+    if sample is True:
+        return ""
+    if isinstance(sample, str):
+        return sample
+    raise TypeError(f"sample: expected True or a 'U:W:D' string, got {type(sample).__name__}")
 
 
 def export(

@@ -49,14 +49,15 @@ def summary(stats: dict, preset: str, sets=()) -> str:
         f"secmem {_core.__version__} — {s['workload']} on {machine}, integrity={s['integrity']}, encryption={s['encryption']}"
         + (f", codeauth={s['codeauth']}" if "codeauth" in s else ""),
         "",
-        f"  instructions        {s['instructions']:>16,}   (after {s['warmup']:,} warm-up)",
+        f"  instructions        {s['instructions']:>16,}   {_measured(s)}",
         f"  cycles              {s['cycles']:>16,}",
-        f"  IPC                 {s['ipc']:>16.4f}",
-        f"  L2 miss rate (data) {s['l2.miss_rate'] * 100:>15.2f}%   metadata {s['l2.meta_miss_rate'] * 100:.2f}% of {s['l2.meta_accesses']:,}",
+        f"  IPC                 {s['ipc']:>16.4f}{_ci(s, 'ipc')}",
+        f"  L2 miss rate (data) {s['l2.miss_rate'] * 100:>15.2f}%{_ci(s, 'l2.miss_rate', 100, '%')}   metadata "
+        f"{s['l2.meta_miss_rate'] * 100:.2f}%{_ci(s, 'l2.meta_miss_rate', 100, '%')} of {s['l2.meta_accesses']:,}",
         f"  memory read         {_fmt_bytes(s['mem.read_bytes']):>16}   ({s['mem.read_bytes'] / instr:.2f} B/instr)",
         f"  memory written      {_fmt_bytes(s['mem.write_bytes']):>16}   ({s['mem.write_bytes'] / instr:.2f} B/instr)",
         f"  bus busy            {s['mem.bus_busy_cycles'] / max(s['cycles'], 1) * 100:>15.1f}%",
-        f"  branch mispredicts  {s['core.branch_mispredict_rate'] * 100:>15.2f}%",
+        f"  branch mispredicts  {s['core.branch_mispredict_rate'] * 100:>15.2f}%{_ci(s, 'core.branch_mispredict_rate', 100, '%')}",
     ]
     lines.extend(_cpi_stack(s))
     for prefix in (s["integrity"], s["encryption"], "codeauth" if "codeauth" in s else "none"):
@@ -65,7 +66,7 @@ def summary(stats: dict, preset: str, sets=()) -> str:
             lines.append("")
             lines.append(f"  {prefix}")
             for k in keys:
-                lines.append(f"    {k[len(prefix) + 1:]:<26} {_fmt(s[k]):>14}")
+                lines.append(f"    {k[len(prefix) + 1:]:<26} {_fmt(s[k]):>14}{_ci(s, k)}")
     if s.get("sample.ipc"):
         lines.append(f"\n  IPC per {s['sample.ipc_period']:,}-cycle window: {_fmt(s['sample.ipc'])}")
     if s.get("integrity.final_check_cycles"):
@@ -94,6 +95,24 @@ def summary(stats: dict, preset: str, sets=()) -> str:
     if s.get("interrupted"):
         lines.insert(1, f"  INTERRUPTED by {s['interrupted']}: the statistics measured until then")
     return "\n".join(lines)
+
+
+def _measured(s: dict) -> str:
+    """What the instruction count is: after the warm-up, or a sampled run's windows."""
+    if "sampling.windows" not in s:
+        return f"(after {s['warmup']:,} warm-up)"
+    return (
+        f"(sampled: {s['sampling.windows']:,} windows of {s['sampling.window']:,} after {s['sampling.warming']:,} in detail, "
+        f"every {s['sampling.period']:,} of {s['sampling.instructions']:,}; functional warming between)"
+    )
+
+
+def _ci(s: dict, key: str, scale: float = 1.0, unit: str = "") -> str:
+    """' ± half-width' of a sampled run's 95% interval of ``key``, else nothing."""
+    half = s.get(f"ci95.{key}")
+    if half is None:
+        return ""
+    return f" ± {half * scale:.{2 if unit == '%' else 4}f}{unit} (95%)"
 
 
 def _cpi_stack(s: dict) -> list:
@@ -127,6 +146,14 @@ def _add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     p.add_argument("--instructions", "-n", default="10M", help="instructions to measure (default %(default)s)")
     p.add_argument("--warmup", default="1M", help="instructions simulated before measuring (default %(default)s)")
     p.add_argument("--seed", type=_seed, default=1, help="keys and workload data (default %(default)s)")
+    p.add_argument(
+        "--sample",
+        nargs="?",
+        const="",
+        metavar="U:W:D",
+        help="sampled simulation (docs/sampling.md): every U instructions, W measured in detail after D of detailed "
+        "warm-up, functional warming between; IPC and rates with 95%% intervals. Alone: a plan chosen from -n",
+    )
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
 
 
@@ -175,6 +202,7 @@ def cmd_run(a) -> int:
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
         progress=True,
+        sample=a.sample,
     )
     # A failure is said first; statistics follow only if something was measured.
     if r.error:
@@ -221,6 +249,7 @@ def cmd_compare(a) -> int:
         instructions=_count(a.instructions, "instructions"),
         warmup=_count(a.warmup, "warmup"),
         seed=a.seed,
+        sample=a.sample,
     )
     if len(workloads) > 1 and (a.trace or kwargs["program"]):
         raise _core.ConfigError("compare several workloads (-w a,b,c) or one trace or program, not both")
@@ -390,6 +419,7 @@ def cmd_bench(a) -> int:
         )
     if a.schemes == "all" and not a.workloads:
         rows += _bench_codeauth(a, n)
+        rows += _bench_sampled(a, n)
     if a.trace_input:
         from .traces import bench_input
 
@@ -398,6 +428,47 @@ def cmd_bench(a) -> int:
     if a.json:
         _write_json(a.json, rows, out)
     return 0
+
+
+# Sampled simulation's bench rows (issue 18): full protection on the bus-bound workload, where
+# the detailed model's bookings cost most, run in full and with `--sample`'s default plan.
+_SAMPLED_BENCH = ("stream", "chash", "otp")
+
+
+def _bench_sampled(a, n: int) -> list:
+    """The same run in full detail and sampled, interleaved, fastest of --repeat each: the
+    speed-up in host time, and the sampled IPC's interval against the full run's IPC."""
+    workload, integ, enc = _SAMPLED_BENCH
+    best = {}
+    for _ in range(a.repeat):
+        for sample in (None, True):
+            r = run(workload, integrity=integ, encryption=enc, preset=a.preset, instructions=n, warmup=n // 5, sample=sample)
+            if r.error:
+                raise RuntimeError(f"bench sampled {workload} {integ}+{enc}: {r.error}")
+            s = r.stats
+            row = {
+                "workload": workload,
+                "integrity": integ,
+                "encryption": enc,
+                "sampled": sample is not None,
+                "instructions": s.get("sampling.instructions", s["instructions"]),
+                "ipc": s["ipc"],
+                "ipc_ci95": s.get("ci95.ipc"),
+                "seconds": s["sim.wall_seconds"],
+            }
+            row["instructions_per_second"] = (row["instructions"] + n // 5) / row["seconds"] if row["seconds"] else 0.0
+            if row["sampled"] not in best or row["seconds"] < best[row["sampled"]]["seconds"]:
+                best[row["sampled"]] = row
+    full, smp = best[False], best[True]
+    err = (smp["ipc"] - full["ipc"]) / full["ipc"] * 100 if full["ipc"] else 0.0
+    print(f"\n  sampled simulation ({workload}, {integ}+{enc}, --sample defaults; fastest of {a.repeat}, interleaved; seconds with warm-up):")
+    print(f"    full     IPC {full['ipc']:.4f}            {full['seconds']:>7.2f} s  {full['instructions_per_second'] / 1e6:>7.2f} M instr/s")
+    print(
+        f"    sampled  IPC {smp['ipc']:.4f} ± {smp['ipc_ci95']:.4f}  {smp['seconds']:>7.2f} s  {smp['instructions_per_second'] / 1e6:>7.2f} M instr/s"
+        f"  error {err:+.2f}%, {'inside' if abs(smp['ipc'] - full['ipc']) <= smp['ipc_ci95'] else 'OUTSIDE'} its interval, "
+        f"{full['seconds'] / smp['seconds'] if smp['seconds'] else 0:.1f}x faster"
+    )
+    return [full, smp]
 
 
 # Code authentication's bench row (issue 12): durahim2009's smallest cache and blocks make the

@@ -48,6 +48,7 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--warmup", help="warm-up instructions (default 1M)")
     s.add_argument("--skip", help="instructions to fast-forward first (default 0)")
     s.add_argument("--seed", help="seeds, comma-separated (default 1)")
+    s.add_argument("--sample", nargs="?", const="default", metavar="U:W:D", help="sampled runs (docs/sampling.md); alone: the default plan")
     _add_exec(s)
     s.add_argument("--dry-run", action="store_true", help="list the points and which are in the store; run nothing")
     s.add_argument("--csv", metavar="PATH", help="write every point's row (config, provenance, statistics) as CSV")
@@ -68,7 +69,7 @@ def _axes_from_args(a) -> dict:
             cli[k] = _csv(getattr(a, k))
     if a.seed:
         cli["seed"] = _csv(a.seed)
-    for k in ("instructions", "warmup", "skip"):
+    for k in ("instructions", "warmup", "skip", "sample"):
         if getattr(a, k):
             cli[k] = getattr(a, k)
     for item in a.axis:
@@ -113,13 +114,15 @@ def print_points(points, df, out=sys.stdout) -> None:
         d.update(
             status=r.get("status"),
             ipc=r.get("ipc") if ok else None,
+            ipc_ci=r.get("ci95.ipc") if ok else None,
             miss=r.get("l2.miss_rate") if ok else None,
             bpi=((r.get("mem.read_bytes") or 0) + (r.get("mem.write_bytes") or 0)) / max(r.get("instructions") or 1, 1) if ok else None,
             wall=r.get("wall_seconds"),
         )
         rows.append(d)
     cols = [("workload" if k == "input" else k, k, None) for k in vary]
-    cols += [("status", "status", None), ("IPC", "ipc", ".4f"), ("L2 miss", "miss", _pct), ("B/instr", "bpi", ".2f"), ("wall s", "wall", ".1f")]
+    sampled = [("±95%", "ipc_ci", ".4f")] if any(isinstance(r["ipc_ci"], float) and r["ipc_ci"] == r["ipc_ci"] for r in rows) else []
+    cols += [("status", "status", None), ("IPC", "ipc", ".4f"), *sampled, ("L2 miss", "miss", _pct), ("B/instr", "bpi", ".2f"), ("wall s", "wall", ".1f")]
     print(table.render(rows, cols), file=out)
 
 
@@ -229,6 +232,9 @@ def add_reproduce_parser(sub) -> None:
                    help="laptop: minutes per figure on two cores (default); full: the papers' instruction counts; "
                    "smoke: seconds, to check the pipeline (not comparable with the papers)")
     r.add_argument("--out", "-o", default="secmem-reproduce", help="directory for CSVs, plots and the report (default %(default)s)")
+    r.add_argument("--no-install", action="store_true",
+                   help="do not install the suite programs a figure needs (Debian packages and generated inputs); "
+                   "such figures are then left out (--all) or refused (by id)")
     _add_exec(r)
     r.set_defaults(func=cmd_reproduce)
 
@@ -250,11 +256,14 @@ def cmd_reproduce(a) -> int:
     ids = [f.id for f in reproduce.figures()] if a.all else a.ids
     for i in ids:
         reproduce.get(i)  # unknown ids fail before anything runs
-    not_run = []
-    if a.all:
-        # A fresh install has no suite programs: --all reports every figure it can and names
-        # the others (an id asked for by name still stops with the install command).
-        ids, not_run = reproduce.prepare_available(ids, a.scale)
+    # A fresh install has no suite programs: they are installed first unless --no-install;
+    # --all then reports every figure it can and names the others, an id asked for by name
+    # stops with the reason.
+    ids, not_run = reproduce.prepare_available(ids, a.scale, install=not a.no_install,
+                                               progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if not_run and not a.all:
+        i, why = not_run[0]
+        raise _core.ConfigError(f"{i}: {why}")
     outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
                              progress=True, recompute=a.recompute, not_run=not_run)
     for o in outcomes:

@@ -39,7 +39,7 @@ class Comparison(pd.DataFrame):
 def _row(workload: str, s: dict, base: dict) -> dict:
     traffic = s["mem.read_bytes"] + s["mem.write_bytes"]
     base_traffic = base["mem.read_bytes"] + base["mem.write_bytes"]
-    return {
+    row = {
         "workload": workload,
         "integrity": s["integrity"],
         "encryption": s["encryption"],
@@ -50,6 +50,20 @@ def _row(workload: str, s: dict, base: dict) -> dict:
         "mem_bytes_per_instr": traffic / max(s["instructions"], 1),
         "normalized_traffic": traffic / base_traffic if base_traffic else 0.0,
         "hash_loads_per_miss": s.get(f"{s['integrity']}.hash_loads_per_miss", s.get("chash.hash_loads_per_miss", 0.0)),
+    }
+    return {**row, **_sampled(s, base)}
+
+
+def _sampled(s: dict, base: dict) -> dict:
+    """A sampled run's 95% half-widths (``*_ci95`` columns; none for a full run). The
+    normalized IPC's combines both runs' relative errors (independent estimates, first-order)."""
+    if "ci95.ipc" not in s:
+        return {}
+    rel = math.hypot(s["ci95.ipc"] / s["ipc"] if s["ipc"] else 0.0, base["ci95.ipc"] / base["ipc"] if base["ipc"] else 0.0)
+    return {
+        "ipc_ci95": s["ci95.ipc"],
+        "normalized_ipc_ci95": rel * (s["ipc"] / base["ipc"] if base["ipc"] else 0.0),
+        "l2_miss_rate_ci95": s["ci95.l2.miss_rate"],
     }
 
 
@@ -124,8 +138,11 @@ def render(df: pd.DataFrame) -> str:
         ("integrity", "integrity", None),
         ("encryption", "encryption", None),
         ("IPC", "ipc", ".4f"),
+        *_ci_column("ipc_ci95", df, ".4f"),
         ("norm. IPC", "normalized_ipc", ".3f"),
+        *_ci_column("normalized_ipc_ci95", df, ".3f"),
         ("L2 miss", "l2_miss_rate", lambda v: f"{v * 100:.2f}%"),
+        *_ci_column("l2_miss_rate_ci95", df, lambda v: f"{v * 100:.2f}%"),
         ("B/instr", "mem_bytes_per_instr", ".2f"),
         ("norm. traffic", "normalized_traffic", ".3f"),
         ("hash loads/miss", "hash_loads_per_miss", ".2f"),
@@ -133,6 +150,11 @@ def render(df: pd.DataFrame) -> str:
     recs = df.to_dict(orient="records")
     first_mean = next((i for i, r in enumerate(recs) if r.get("workload") == GEOMEAN), None)
     return table.render(recs, cols, rule_before={first_mean} if first_mean is not None else None)
+
+
+def _ci_column(key: str, df: pd.DataFrame, fmt) -> list:
+    """The '±95%' column after a value, when the runs were sampled."""
+    return [("±95%", key, fmt)] if key in df else []
 
 
 def records(df: pd.DataFrame) -> list:

@@ -49,8 +49,9 @@ class StoreError(ValueError):
     The message is one line naming the path."""
 
 
-def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int) -> str:
-    """The store key of one simulated point (see the module docstring)."""
+def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int, sample: Optional[str] = None) -> str:
+    """The store key of one simulated point (see the module docstring). A sampled point's
+    plan is part of it (full runs keep the keys they had)."""
     doc = {
         "config": dict(sorted(config.items())),
         "workload_digest": identity["digest"],
@@ -61,6 +62,8 @@ def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup
         "skip": int(skip),
         "secmem_version": _core.__version__,
     }
+    if sample is not None:
+        doc["sample"] = sample
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -42,7 +42,7 @@ from .results import Store, StoreError, open_store, point_key
 
 # Axes that are not machine parameters.
 INPUT_AXES = ("workload", "trace")
-RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip")
+RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip", "sample")
 AXES = INPUT_AXES + RUN_AXES
 _COUNTS = ("instructions", "warmup", "skip")
 _NOT_PARAMS = ("description", "inherit")
@@ -65,6 +65,7 @@ class Point:
     warmup: int = DEFAULT_WARMUP
     skip: int = 0
     seed: int = 1
+    sample: Optional[str] = None  # a sampled run's plan ("" for the defaults, "U:W:D"); None: in full
 
     @property
     def input(self) -> str:
@@ -87,6 +88,7 @@ class Point:
             warmup=self.warmup,
             skip=self.skip,
             seed=self.seed,
+            sample=self.sample,
         )
 
 
@@ -185,12 +187,25 @@ def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
                     kw[n] = _count(v, n)
                 elif n == "seed":
                     kw[n] = int(v)
+                elif n == "sample":
+                    kw[n] = _sample(v)
                 elif n in RUN_AXES:
                     kw[n] = str(v)
                 else:
                     sets.append((n, str(v).lower() if isinstance(v, bool) else str(v)))
             points.append(Point(sets=tuple(sets), **kw))
     return points
+
+
+def _sample(v) -> Optional[str]:
+    """A ``sample`` axis value: true/"default" for the default plan, false/"off" for a full
+    run, else a "U:W:D" plan (checked when the point runs)."""
+    text = str(v).strip().lower()
+    if v is True or text in ("true", "default", "on"):
+        return ""
+    if v is False or text in ("false", "off", "none"):
+        return None
+    return str(v).strip()
 
 
 def _flatten(table: Mapping, prefix: str = "") -> dict:
@@ -241,7 +256,7 @@ def plan(points: Iterable[Point]) -> list:
         if ik not in idents:
             idents[ik] = provenance.workload_identity(workload=p.workload, trace=p.trace, seed=p.seed)
         cfg, ident = configs[ck], idents[ik]
-        out.append(Planned(p, cfg, ident, point_key(cfg, ident, p.seed, p.instructions, p.warmup, p.skip)))
+        out.append(Planned(p, cfg, ident, point_key(cfg, ident, p.seed, p.instructions, p.warmup, p.skip, p.sample)))
     return out
 
 
@@ -288,6 +303,7 @@ def row(pl: Planned, result: dict, command: Optional[str] = None) -> dict:
             "requested_instructions": p.instructions,
             "warmup": p.warmup,
             "skip": p.skip,
+            "sample": p.sample,
             "sets": json.dumps(dict(p.sets), sort_keys=True),
             "config_digest": provenance.json_digest(cfg),
         }

@@ -70,10 +70,17 @@ def _env(pairs: list) -> list:
 
 
 def trace(argv: list, output: str, skip: int = 0, count=None, env=None, clear_env: bool = False,
-          cwd=None, stdin=None, stdout="-") -> dict:
-    """Trace ``argv`` into ``output``; returns the summary dict (see ``_core.trace_program``)."""
-    return _core.trace_program(list(argv), str(output), skip=skip, count=count, env=env,
-                               clear_env=clear_env, cwd=cwd, stdin=stdin, stdout=stdout)
+          cwd=None, stdin=None, stdout="-", progress: bool = False) -> dict:
+    """Trace ``argv`` into ``output``; returns the summary dict (see ``_core.trace_program``).
+    ``progress`` draws instructions traced and the rate on stderr (a bar with an ETA when
+    ``count`` is given). SIGINT/SIGTERM stop the tracing within a moment (the program is
+    killed, no file is written) and raise ``KeyboardInterrupt``."""
+    try:
+        return _core.trace_program(list(argv), str(output), skip=skip, count=count, env=env,
+                                   clear_env=clear_env, cwd=cwd, stdin=stdin, stdout=stdout, progress=progress)
+    except KeyboardInterrupt as e:
+        e.signal = "SIGTERM" if "signal 15" in str(e) else "SIGINT"  # the CLI's exit code (143/130)
+        raise
 
 
 def _per(n, d) -> float:
@@ -113,6 +120,7 @@ def cmd_trace(a) -> int:
         clear_env=a.env_clear,
         stdin=a.stdin,
         stdout=None if a.quiet_program else "-",
+        progress=True,
     )
     # The program's own output goes to stdout: the summary always goes to stderr.
     print(format_summary(s), file=sys.stderr)

@@ -36,7 +36,7 @@ use crate::layout::{Meta, MetaKind, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::port::Adversary;
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_codeauth::{Keys, PadKind, Tag, TagLayout, Tagger, Width};
 use secmem_timing::Cycle;
 use std::collections::{HashSet, VecDeque};
@@ -295,10 +295,10 @@ impl CodeAuth {
         out.int("codeauth.checks", c.checks);
         out.int("codeauth.cache_hits", c.cache_hits);
         out.int("codeauth.cache_misses", c.cache_misses);
-        out.float("codeauth.cache_miss_rate", ratio(c.cache_misses, c.checks));
+        out.rate("codeauth.cache_miss_rate", c.cache_misses, c.checks);
         out.int("codeauth.tag_bytes", c.tag_bytes);
         out.int("codeauth.wait_cycles", c.wait_cycles);
-        out.float("codeauth.wait_per_check", ratio(c.wait_cycles, c.checks));
+        out.rate("codeauth.wait_per_check", c.wait_cycles, c.checks);
         out.int("codeauth.signed_lazily", c.signed_lazily);
         out.float("codeauth.space_overhead", self.space_overhead());
     }

@@ -1,12 +1,29 @@
 //! Named statistics: every component appends its own under its prefix.
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Stat {
     Int(u64),
     Float(f64),
+    /// A ratio of two counts (a miss rate, loads per miss): its value, numerator and
+    /// denominator. The parts let a sampled run combine windows with the ratio estimator
+    /// (`secmem_sim::sample`); everywhere else it is the float it is.
+    Rate(f64, u64, u64),
     Str(String),
     /// A time series (e.g. IPC per resume cycle), in order.
     Series(Vec<f64>),
+}
+
+/// A rate prints as the float it is: its parts are for the sampled estimator, and a digest of
+/// statistics (`Debug`) must not change because a value learnt where it came from.
+impl std::fmt::Debug for Stat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stat::Int(v) => f.debug_tuple("Int").field(v).finish(),
+            Stat::Float(v) | Stat::Rate(v, _, _) => f.debug_tuple("Float").field(v).finish(),
+            Stat::Str(v) => f.debug_tuple("Str").field(v).finish(),
+            Stat::Series(v) => f.debug_tuple("Series").field(v).finish(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -18,6 +35,10 @@ impl Stats {
     }
     pub fn float(&mut self, k: &str, v: f64) {
         self.0.push((k.to_string(), Stat::Float(if v.is_finite() { v } else { 0.0 })));
+    }
+    /// `num / den` (0 when `den` is 0), kept with its parts.
+    pub fn rate(&mut self, k: &str, num: u64, den: u64) {
+        self.0.push((k.to_string(), Stat::Rate(ratio(num, den), num, den)));
     }
     pub fn str(&mut self, k: &str, v: &str) {
         self.0.push((k.to_string(), Stat::Str(v.to_string())));
@@ -31,7 +52,7 @@ impl Stats {
     pub fn get_f64(&self, k: &str) -> Option<f64> {
         match self.get(k)? {
             Stat::Int(v) => Some(*v as f64),
-            Stat::Float(v) => Some(*v),
+            Stat::Float(v) | Stat::Rate(v, _, _) => Some(*v),
             Stat::Str(_) | Stat::Series(_) => None,
         }
     }

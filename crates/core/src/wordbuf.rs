@@ -9,7 +9,6 @@
 
 use crate::params::{ConfigError, Params};
 use crate::port::Port;
-use crate::stats::ratio;
 use secmem_timing::{Cycle, Tags, Transfer};
 
 /// Bytes of a bus word.
@@ -135,8 +134,9 @@ impl WordBuffer {
         self.reads - self.hits
     }
 
-    pub fn hit_rate(&self) -> f64 {
-        ratio(self.hits, self.reads)
+    /// (hits, reads): the buffer's hit rate with its parts.
+    pub fn hits(&self) -> (u64, u64) {
+        (self.hits, self.reads)
     }
 
     pub fn clear(&mut self) {

@@ -43,7 +43,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
     for (k, v) in &s.0 {
         match v {
             Stat::Int(i) => d.set_item(k, i)?,
-            Stat::Float(f) => d.set_item(k, f)?,
+            Stat::Float(f) | Stat::Rate(f, _, _) => d.set_item(k, f)?,
             Stat::Str(s) => d.set_item(k, s)?,
             Stat::Series(v) => d.set_item(k, PyList::new(py, v)?)?,
         }
@@ -93,7 +93,7 @@ fn source(
 
 /// Run one simulation. Returns (stats dict, error or None): results up to an error are kept.
 #[pyfunction]
-#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, stdout=None))]
+#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, stdout=None, sample=None))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
@@ -115,15 +115,18 @@ fn run<'py>(
     cwd: Option<String>,
     stdin: Option<&str>,
     stdout: Option<&str>,
+    sample: Option<&str>,
 ) -> PyResult<(Bound<'py, PyDict>, Option<String>)> {
     let p = secmem_sim::configure(preset, integrity, encryption, &sets).map_err(cfg_err)?;
+    // `--sample [U:W:D]` ("" for the defaults), checked before the input starts.
+    let plan = sample.map(|s| secmem_sim::Sampling::parse(s, instructions)).transpose().map_err(cfg_err)?;
     let count = warmup.checked_add(instructions);
     let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, stdout, count, seed)?;
     let o = RunOptions { instructions, warmup, seed, progress };
     let r = py
         .detach(|| {
             let _signals = interrupt::Guard::install();
-            secmem_sim::run(&p, &mut *src, &o)
+            secmem_sim::run_sampled(&p, &mut *src, &o, plan)
         })
         .map_err(cfg_err)?;
     // The run counts instructions after the fast-forward: say so when the input ran out.

@@ -6,11 +6,14 @@
 use std::path::{Path, PathBuf};
 
 use pyo3::create_exception;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use secmem_trace::TraceSource;
-use secmem_vgtrace::{LiveTrace, ProgramIo, TraceCommand};
+use secmem_trace::progress::Progress;
+use secmem_vgtrace::{LiveTrace, ProgramIo, TraceCommand, Watch};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 create_exception!(_core, TracerError, PyRuntimeError, "A program could not be traced (valgrind missing, program not found, tracer failure).");
 
@@ -70,7 +73,7 @@ pub fn program_source(
 
 /// Trace a program into a native trace file; returns the summary as a dict.
 #[pyfunction]
-#[pyo3(signature = (argv, output, skip=0, count=None, env=None, clear_env=false, cwd=None, stdin=None, stdout=Some("-".to_string())))]
+#[pyo3(signature = (argv, output, skip=0, count=None, env=None, clear_env=false, cwd=None, stdin=None, stdout=Some("-".to_string()), progress=false))]
 #[allow(clippy::too_many_arguments)]
 fn trace_program<'py>(
     py: Python<'py>,
@@ -83,9 +86,34 @@ fn trace_program<'py>(
     cwd: Option<String>,
     stdin: Option<String>,
     stdout: Option<String>,
+    progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let label = format!("tracing {}", argv.first().map(|a| a.rsplit('/').next().unwrap_or(a)).unwrap_or(""));
     let c = command(argv, env, clear_env, cwd, skip, count, stdin.as_deref(), stdout.as_deref())?;
-    let s = py.detach(|| secmem_vgtrace::trace_to_file(&c, Path::new(output))).map_err(trace_err)?;
+    let watch = Watch::default();
+    // The tracer on its own thread; this one draws the progress and turns Ctrl-C/SIGTERM
+    // into a stop of the tracer (the program killed, no file written).
+    let (s, stopped) = py.detach(|| {
+        let _signals = crate::interrupt::Guard::install();
+        let mut bar = Progress::new(progress, count.unwrap_or(0), label);
+        std::thread::scope(|sc| {
+            let h = sc.spawn(|| secmem_vgtrace::trace_to_file_watched(&c, Path::new(output), &watch));
+            while !h.is_finished() {
+                std::thread::sleep(Duration::from_millis(100));
+                bar.update(watch.instructions.load(Ordering::Relaxed));
+                if secmem_sim::run::stop_requested().is_some() {
+                    watch.stop.store(true, Ordering::Relaxed);
+                }
+            }
+            bar.finish();
+            let r = h.join().unwrap_or_else(|_| Err(secmem_trace::TraceError::Other("the tracer thread panicked".into())));
+            (r, secmem_sim::run::stop_requested())
+        })
+    });
+    if let Some(sig) = stopped {
+        return Err(PyKeyboardInterrupt::new_err(format!("tracing stopped by signal {sig}; no trace file written")));
+    }
+    let s = s.map_err(trace_err)?;
     let d = PyDict::new(py);
     d.set_item("instructions", s.instructions)?;
     d.set_item("executed", s.executed)?;

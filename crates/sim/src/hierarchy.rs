@@ -9,7 +9,7 @@
 //! private levels are otherwise non-inclusive of each other, as ChampSim's are.
 
 use rustc_hash::FxHashSet;
-use secmem_core::stats::{ratio, Stats};
+use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::{Cycle, Slots, Tags};
 
@@ -148,7 +148,7 @@ impl Level {
 
     fn stats(&self, out: &mut Stats) {
         out.int(&format!("{}.accesses", self.name), self.accesses);
-        out.float(&format!("{}.miss_rate", self.name), ratio(self.misses, self.accesses));
+        out.rate(&format!("{}.miss_rate", self.name), self.misses, self.accesses);
         if let Some(m) = &self.mshr {
             out.int(&format!("{}.mshr_full_cycles", self.name), m.wait_cycles);
         }

@@ -10,10 +10,12 @@ pub mod pagemap;
 pub mod params;
 pub mod presets;
 pub mod run;
+pub mod sample;
 pub mod storeq;
 
 pub use presets::{components, load as load_preset, preset_names, DEFAULT_PRESET};
-pub use run::{run, RunOptions, RunResult};
+pub use run::{run, run_sampled, RunOptions, RunResult};
+pub use sample::Sampling;
 
 use secmem_core::{ConfigError, Params};
 

@@ -14,7 +14,7 @@ use crate::hierarchy::{Hierarchy, Side};
 use crate::mmu::Mmu;
 use crate::pagemap::PageMap;
 use crate::storeq::{LoadDep, StoreQueue};
-use secmem_core::stats::{ratio, Stats};
+use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::Cycle;
 use secmem_trace::{Branch, Instr, OpClass};
@@ -186,6 +186,10 @@ pub struct Core {
     rob_stall: u64,
     pub value_mismatches: u64,
     external_bytes: u64,
+    /// Functional warming's clock step: cycles per instruction in 1/1024 (see `warm`), and
+    /// the fraction carried to the next instruction.
+    warm_cpi_fx: u64,
+    warm_fx: u64,
 }
 
 impl Core {
@@ -254,6 +258,8 @@ impl Core {
             rob_stall: 0,
             value_mismatches: 0,
             external_bytes: 0,
+            warm_cpi_fx: 1 << 10,
+            warm_fx: 0,
         })
     }
 
@@ -269,6 +275,12 @@ impl Core {
 
     /// Zero the statistics: measuring starts now (`now()`), and so does the CPI stack.
     pub fn reset_stats(&mut self) {
+        self.reset_stats_from(self.now());
+    }
+
+    /// Zero the statistics; the CPI stack counts cycles from `t` (a sampled window counts
+    /// from the last commit before it, so consecutive windows tile the commit timeline).
+    pub fn reset_stats_from(&mut self, t: Cycle) {
         self.instructions = 0;
         (self.loads, self.stores, self.branches, self.barriers) = (0, 0, 0, 0);
         (self.barrier_stall, self.rob_stall) = (0, 0);
@@ -277,7 +289,7 @@ impl Core {
         self.mmu.reset_stats();
         self.bp.reset_stats();
         self.sq.reset_stats();
-        self.cpi.start(self.now());
+        self.cpi.start(t);
     }
 
     #[inline]
@@ -517,6 +529,89 @@ impl Core {
         Ok(())
     }
 
+    /// Functional warming (SMARTS, Wunderlich et al. ISCA 2003 §4): `ins` updates every
+    /// structure that holds state from one instruction to the next — TLBs and page tables,
+    /// every cache level, the branch predictor and, through the engine's own calls, the
+    /// protected level, the integrity tree, counters, time stamps and untrusted memory — in
+    /// the order `step` makes the same calls, without the out-of-order timing. Time moves on
+    /// by the CPI given to `start_warming` per instruction, and never gets more than a ROB
+    /// ahead of a load still waiting for memory (as the window would stall); the engine books
+    /// its transfers and crypto at that clock, so its queues hold what that pace makes them
+    /// hold, and the clock waits where the core would stall (an instruction miss, a barrier's
+    /// checks, a scheme's timed event). Loads are not compared with the trace and the store
+    /// queue is left alone: a load served by an older store (a `core.memory_dependence`
+    /// other than none) reads the caches here.
+    pub fn warm(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        self.warm_fx += self.warm_cpi_fx;
+        self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
+        self.warm_fx &= (1 << 10) - 1;
+        let iline = ins.pc / self.hier.l1i.line_bytes();
+        if iline != self.fetch_line {
+            self.fetch_line = iline;
+            let t = self.fetch_t;
+            let (pa, tt) = self.mmu.translate(Side::Inst, ins.pc, t, &mut self.pm, &mut self.hier, eng)?;
+            let s = self.hier.access(AccessKind::Fetch, pa, tt, eng)?;
+            if s.engine {
+                self.hier.settle(eng)?;
+            }
+            self.fetch_t = self.fetch_t.max(s.ready);
+        }
+        let t = self.fetch_t;
+        let mut done = t;
+        if let Some(regs) = &mut self.regs {
+            regs.available(ins); // registers the program uses
+        }
+        if self.pending_n > 0 {
+            self.apply_external(t, false, eng)?;
+        }
+        let l1b = self.hier.l1d.line_bytes();
+        for a in &ins.accesses {
+            let val = ins.value(a);
+            let mut off = 0u64;
+            while off < a.size as u64 {
+                let va = a.addr + off;
+                let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
+                let kind = if a.store { AccessKind::Store } else { AccessKind::Load };
+                let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
+                let s = self.hier.access(kind, pa, t0, eng)?;
+                if a.store {
+                    eng.write_cached(pa, &val[off as usize..(off + n) as usize]);
+                } else {
+                    done = done.max(s.ready);
+                }
+                eng.track_values(pa, n as usize);
+                if s.engine {
+                    self.hier.settle(eng)?;
+                }
+                off += n;
+            }
+        }
+        if ins.branch != Branch::None {
+            self.bp.predict(ins.pc, ins.branch == Branch::Taken);
+        }
+        if ins.op == OpClass::Barrier {
+            let checks = eng.barrier(t)?;
+            self.hier.back_invalidate(eng);
+            self.fetch_t = self.fetch_t.max(checks);
+        }
+        self.rob.take(done);
+        Ok(())
+    }
+
+    /// Functional warming starts: from `now()`, at `cycles / instructions` per instruction
+    /// (the last measured window's CPI).
+    pub fn start_warming(&mut self, cycles: u64, instructions: u64) {
+        self.warm_cpi_fx = ((cycles << 10) / instructions.max(1)).max(1);
+        self.warm_fx = 0;
+        (self.fetch_t, self.fetch_n) = (self.now(), 0);
+    }
+
+    /// Detailed timing resumes after functional warming, at the warming clock: the window,
+    /// queues and ports are empty (every entry freed before it).
+    pub fn resume(&mut self) {
+        (self.commit_t, self.commit_n, self.fetch_n) = (self.now(), 0, 0);
+    }
+
     /// A store of `bytes` at `va`, executed at `t`: its line is fetched now (write-allocate)
     /// and its bytes written to the protected level; it waits in the store queue until
     /// commit.
@@ -609,7 +704,7 @@ impl Core {
         out.int("core.stores", self.stores);
         out.int("core.branches", self.branches);
         let (lookups, misses) = self.bp.counts();
-        out.float("core.branch_mispredict_rate", ratio(misses, lookups));
+        out.rate("core.branch_mispredict_rate", misses, lookups);
         out.int("core.rob_full_stall_cycles", self.rob_stall);
         out.int("core.barriers", self.barriers);
         out.int("core.barrier_stall_cycles", self.barrier_stall);

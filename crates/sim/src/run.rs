@@ -1,10 +1,11 @@
 //! One simulation: a trace through the core model and the secure engine.
 
 use crate::ooo::{Core, StepError};
+use crate::sample::{Sampling, Windows};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
+use secmem_trace::progress::Progress;
 use secmem_trace::{Instr, TraceSource};
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
@@ -21,6 +22,11 @@ pub fn request_stop(signal: i32) {
 /// Forget a stop request (before new runs start).
 pub fn clear_stop() {
     STOP.store(0, Ordering::Relaxed);
+}
+
+/// The signal a stop was requested for, if any (other long work, e.g. tracing, stops too).
+pub fn stop_requested() -> Option<i32> {
+    Some(STOP.load(Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
 fn signal_name(sig: i32) -> String {
@@ -57,6 +63,16 @@ pub struct RunResult {
 }
 
 pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunResult, ConfigError> {
+    run_sampled(p, src, o, None)
+}
+
+/// `run`, sampled by `plan` if one is given (`--sample`, see `sample`): the warm-up and the
+/// periods between measured windows are warmed functionally, and the statistics are the
+/// windows' combined, with 95% intervals (`ci95.*`) and the plan (`sampling.*`).
+pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>) -> Result<RunResult, ConfigError> {
+    if let Some(plan) = &plan {
+        plan.check(o.instructions)?;
+    }
     let wall = Instant::now();
     let mut eng = Engine::new(p, o.seed)?;
     let mut core = Core::new(p, &eng)?;
@@ -70,7 +86,8 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let label = format!("{} {}+{}", src.name(), p.str("integrity")?, p.str("encryption")?);
     let mut bar = Progress::new(o.progress, total, label);
     let mut interrupted = None;
-    let mut sampler = IpcSampler::new(p)?;
+    let mut sampler = if plan.is_some() { None } else { IpcSampler::new(p)? };
+    let mut windows = plan.map(|plan| Windows::new(plan, &mut eng));
     loop {
         if n >= total {
             break;
@@ -91,6 +108,20 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         }
         let r = if ins.external {
             core.external(&ins, &mut eng)
+        } else if let Some(w) = &mut windows {
+            // The same order as below: count, poll, then the instruction.
+            let i = n.checked_sub(o.warmup);
+            n += 1;
+            if n & 0xFFFF == 0 {
+                bar.update(n);
+            }
+            if n & 0xFF == 0 {
+                if let Err(e) = core.poll(&mut eng, n) {
+                    error = Some(format!("{} (instruction {})", e, n));
+                    break;
+                }
+            }
+            w.instruction(i, &ins, &mut core, &mut eng)
         } else {
             if !measuring && n >= o.warmup {
                 measuring = true;
@@ -129,6 +160,22 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         }
     }
     bar.finish();
+    if let Some(w) = windows.as_mut().filter(|w| w.measured() > 0) {
+        let mut s = sampled_stats(w, n.saturating_sub(o.warmup), src.name(), o, interrupted);
+        finish(&mut eng, &core, &mut s, &mut error);
+        let secs = w.measuring_since.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
+        s.float("sim.instructions_per_second", if secs > 0.0 { n.saturating_sub(o.warmup) as f64 / secs } else { 0.0 });
+        return Ok(RunResult { stats: s, error });
+    }
+    if let (Some(w), None) = (&windows, &error) {
+        if n >= o.warmup {
+            error = Some(format!(
+                "the trace ended after {} instructions, before the first sampled window was over (period {})",
+                n, w.plan.period
+            ));
+        }
+    }
     if !measuring {
         // Nothing was measured: report zeros, not warm-up counters.
         eng.reset_stats();
@@ -146,7 +193,7 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
     let mut s = Stats::default();
     s.int("instructions", measured);
     s.int("cycles", cycles);
-    s.float("ipc", if cycles > 0 { measured as f64 / cycles as f64 } else { 0.0 });
+    s.rate("ipc", measured, cycles);
     s.str("workload", src.name());
     s.int("warmup", o.warmup);
     s.int("seed", o.seed);
@@ -159,23 +206,45 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
         s.series("sample.ipc", smp.series.clone());
     }
     core.stats(&mut s);
-    // Schemes that verify at the end (lhash's certified execution) do it now, after the
-    // measured statistics were taken: its cost is reported apart, not mixed into them.
-    if error.is_none() {
-        let moved = |e: &Engine| e.machine().port.counters().read_bytes + e.machine().port.counters().write_bytes;
-        let (t0, bytes0) = (core.now(), moved(&eng));
-        match eng.finish(t0) {
-            Ok(done) => {
-                let b = moved(&eng) - bytes0;
-                s.int("integrity.final_check_cycles", done - t0);
-                s.int("integrity.final_check_bytes", b);
-            }
-            Err(e) => error = Some(format!("{} (at the end of the run)", e)),
-        }
-    }
+    finish(&mut eng, &core, &mut s, &mut error);
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
     Ok(RunResult { stats: s, error })
+}
+
+/// Schemes that verify at the end (lhash's certified execution) do it now, after the
+/// measured statistics were taken: its cost is reported apart, not mixed into them.
+fn finish(eng: &mut Engine, core: &Core, s: &mut Stats, error: &mut Option<String>) {
+    if error.is_some() {
+        return;
+    }
+    let moved = |e: &Engine| e.machine().port.counters().read_bytes + e.machine().port.counters().write_bytes;
+    let (t0, bytes0) = (core.now(), moved(eng));
+    match eng.finish(t0) {
+        Ok(done) => {
+            let b = moved(eng) - bytes0;
+            s.int("integrity.final_check_cycles", done - t0);
+            s.int("integrity.final_check_bytes", b);
+        }
+        Err(e) => *error = Some(format!("{} (at the end of the run)", e)),
+    }
+}
+
+/// A sampled run's statistics in the order of a full run's: instructions, cycles and IPC
+/// (of the measured windows), what ran, then the rest of the windows' combination, the plan
+/// (`sampling.*`, `covered`: instructions run after the warm-up) and the intervals (`ci95.*`).
+fn sampled_stats(w: &mut Windows, covered: u64, name: &str, o: &RunOptions, interrupted: Option<String>) -> Stats {
+    let c = w.stats(covered);
+    let (head, rest) = c.0.split_at(3);
+    let mut s = Stats(head.to_vec());
+    s.str("workload", name);
+    s.int("warmup", o.warmup);
+    s.int("seed", o.seed);
+    if let Some(name) = interrupted {
+        s.str("interrupted", &name);
+    }
+    s.0.extend(rest.iter().cloned());
+    s
 }
 
 /// The IPC of every `sample.ipc_period` cycles, recorded as the series `sample.ipc` (the
@@ -209,65 +278,6 @@ impl IpcSampler {
 /// simulated machine did, identical for identical inputs.
 pub fn simulated(s: &Stats) -> Stats {
     Stats(s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect())
-}
-
-/// Progress on stderr, naming what runs: a one-line bar on a terminal (after two seconds),
-/// otherwise a plain line every ten seconds (`SECMEM_PROGRESS_SECONDS` changes the interval),
-/// so logs and CI stay readable.
-struct Progress {
-    want: bool,
-    terminal: bool,
-    interval: f64,
-    label: String,
-    total: u64,
-    start: Instant,
-    last_line: f64,
-    shown: bool,
-}
-
-impl Progress {
-    fn new(want: bool, total: u64, label: String) -> Progress {
-        let interval = std::env::var("SECMEM_PROGRESS_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10.0);
-        Progress { want, terminal: std::io::stderr().is_terminal(), interval, label, total, start: Instant::now(), last_line: 0.0, shown: false }
-    }
-
-    fn update(&mut self, done: u64) {
-        if !self.want {
-            return;
-        }
-        let secs = self.start.elapsed().as_secs_f64();
-        let due = if self.terminal { secs >= 2.0 } else { secs - self.last_line >= self.interval };
-        if !due {
-            return;
-        }
-        let frac = (done as f64 / self.total.max(1) as f64).min(1.0);
-        let rate = done as f64 / secs;
-        let eta = if rate > 0.0 { (self.total.saturating_sub(done)) as f64 / rate } else { 0.0 };
-        let figures = format!(
-            "{:.1}M/{:.1}M instr  {:.2} M instr/s  ETA {:.0}s",
-            done as f64 / 1e6,
-            self.total as f64 / 1e6,
-            rate / 1e6,
-            eta
-        );
-        if self.terminal {
-            let w = 30;
-            let filled = (frac * w as f64) as usize;
-            eprint!("\r{} [{}{}] {:5.1}% {} ", self.label, "#".repeat(filled), " ".repeat(w - filled), frac * 100.0, figures);
-            self.shown = true;
-        } else {
-            eprintln!("secmem: {}: {:.0}% {}", self.label, frac * 100.0, figures);
-            self.last_line = secs;
-        }
-        let _ = std::io::stderr().flush();
-    }
-
-    fn finish(&mut self) {
-        if self.shown {
-            eprint!("\r{}\r", " ".repeat(110));
-            let _ = std::io::stderr().flush();
-        }
-    }
 }
 
 #[cfg(test)]

@@ -76,6 +76,11 @@ impl Pipe {
         self.rate.latency
     }
 
+    /// Untimed while `on` (see `Calendar::freeze`): operations start when wanted.
+    pub fn freeze(&mut self, on: bool) {
+        self.cal.freeze(on);
+    }
+
     /// Cycle from which the engine accepts new work without waiting.
     pub fn free_at(&self) -> Cycle {
         self.rate.start(self.cal.end())

@@ -21,6 +21,7 @@ pub mod export;
 pub mod lackey;
 pub mod native;
 pub mod open;
+pub mod progress;
 pub mod readahead;
 pub mod record;
 pub mod workloads;

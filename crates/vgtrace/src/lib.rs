@@ -30,7 +30,7 @@ use secmem_trace::{Instr, NativeWriter, ReadAhead, TraceError, TraceSource};
 
 pub use secmem_trace::consistent::{Consistent, Shadow};
 pub use raw::{EndInfo, RawDecoder};
-pub use transcode::{Failure, Transcoder};
+pub use transcode::{Failure, Transcoder, Watch};
 
 /// The tool binary (empty if valgrind's headers were missing at build time).
 static TOOL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/smtrace-amd64-linux"));
@@ -575,20 +575,30 @@ pub struct Summary {
 /// Trace `cmd` into a native trace file at `path` (with [`Consistent`]'s external records,
 /// so the file simulates without value mismatches). A failed run removes the file.
 pub fn trace_to_file(cmd: &TraceCommand, path: &Path) -> Result<Summary, TraceError> {
-    secmem_trace::native::write_atomically(path, |tmp| trace_to_file_inner(cmd, tmp))
+    trace_to_file_watched(cmd, path, &Watch::default())
 }
 
-fn trace_to_file_inner(cmd: &TraceCommand, path: &Path) -> Result<Summary, TraceError> {
+/// [`trace_to_file`] reporting its progress to `watch`; setting `watch.stop` ends it with
+/// [`STOPPED`], the program killed and no file written.
+pub fn trace_to_file_watched(cmd: &TraceCommand, path: &Path, watch: &Watch) -> Result<Summary, TraceError> {
+    secmem_trace::native::write_atomically(path, |tmp| trace_to_file_inner(cmd, tmp, watch))
+}
+
+/// The error of a trace stopped through its [`Watch`].
+pub const STOPPED: &str = "tracing stopped";
+
+fn trace_to_file_inner(cmd: &TraceCommand, path: &Path, watch: &Watch) -> Result<Summary, TraceError> {
     let t0 = Instant::now();
     // The output first: an unwritable path fails before any program runs.
     let mut w = NativeWriter::create(path)?;
     let (mut proc, pipe) = start(cmd).map_err(TraceError::Other)?;
     let cpu0 = thread_cpu_seconds();
     let mut t = Transcoder::new(proc.name.clone(), pipe);
-    let end = match t.run(&mut w) {
+    let end = match t.run_watched(&mut w, watch) {
         Ok(end) => end,
         Err(Failure::Stream(e)) => return Err(TraceError::Other(proc.explain(&e))),
         Err(Failure::Write(e)) => return Err(e),
+        Err(Failure::Stopped) => return Err(TraceError::Other(STOPPED.into())),
     };
     let transcode_cpu = thread_cpu_seconds() - cpu0;
     let done = w.finish_stats()?;

@@ -17,6 +17,7 @@
 //! followed it.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use secmem_trace::consistent::Shadow;
 use secmem_trace::{Access, Instr, NativeWriter, TraceError};
@@ -39,6 +40,19 @@ pub struct Counts {
     pub supplied_bytes: u64,
 }
 
+/// A transcoding seen from another thread: the instructions recorded so far (updated every
+/// `Watch::EVERY`) and a request to stop (checked as often), for a progress bar and Ctrl-C.
+#[derive(Debug, Default)]
+pub struct Watch {
+    pub instructions: AtomicU64,
+    pub stop: AtomicBool,
+}
+
+impl Watch {
+    /// Instructions between updates: a branch per instruction, a store per 65,536.
+    pub const EVERY: u64 = 1 << 16;
+}
+
 /// Why a transcoding stopped.
 #[derive(Debug)]
 pub enum Failure {
@@ -46,6 +60,8 @@ pub enum Failure {
     Stream(TraceError),
     /// The output could not be written.
     Write(TraceError),
+    /// `Watch::stop` was set.
+    Stopped,
 }
 
 /// Stream errors (`?` on the input) are the default.
@@ -164,6 +180,11 @@ impl<R: Read> Transcoder<R> {
     /// Transcode the whole stream into `w` (which the caller finishes); returns the END
     /// record. Errors name the stream and the offset of the bad record.
     pub fn run(&mut self, w: &mut NativeWriter) -> Result<EndInfo, Failure> {
+        self.run_watched(w, &Watch::default())
+    }
+
+    /// [`Transcoder::run`], reporting to and stoppable through `watch`.
+    pub fn run_watched(&mut self, w: &mut NativeWriter, watch: &Watch) -> Result<EndInfo, Failure> {
         self.inp.header()?;
         let mut exec_pending = false;
         loop {
@@ -190,6 +211,12 @@ impl<R: Read> Transcoder<R> {
                     let id = self.inp.u32_at(1);
                     self.inp.pos += 5;
                     self.counts.instructions += 1;
+                    if self.counts.instructions % Watch::EVERY == 0 {
+                        watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
+                        if watch.stop.load(Ordering::Relaxed) {
+                            return Err(Failure::Stopped);
+                        }
+                    }
                     let Some(st) = self.statics.table.get_mut(id as usize) else {
                         return Err(self.inp.corrupt(at, format!("instruction id {id} used before its DEF")).into());
                     };

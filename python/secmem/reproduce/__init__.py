@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .. import _core, provenance
 from ..results import open_store
@@ -39,20 +39,29 @@ def get(figure_id: str) -> Figure:
     raise _core.ConfigError(f"unknown reproduce id '{figure_id}' (`secmem reproduce` lists them: {', '.join(f.id for f in FIGURES)})")
 
 
-def prepare_available(ids: Sequence[str], scale: str = "laptop") -> tuple:
+def prepare_available(ids: Sequence[str], scale: str = "laptop", install: bool = False,
+                      progress: Callable = print) -> tuple:
     """Prepare the figures ``ids`` (trace the suite programs a figure runs); return the ids
-    that are ready and ``(id, reason)`` of those whose programs are not installed, so that
-    ``--all`` on a fresh install reports every figure it can instead of stopping."""
-    from ..suite import SuiteError
+    that are ready and ``(id, reason)`` of those that cannot run, so that ``--all`` reports
+    every figure it can instead of stopping. With ``install``, suite programs a figure needs
+    and this machine lacks are installed first (``secmem workloads install``: Debian
+    packages and generated inputs), so a fresh install reproduces every seed; a program that
+    cannot be installed (no root, no apt-get) leaves its figure out with the reason."""
+    from .. import suite
 
     ready, missing = [], []
     for i in ids:
         f = get(i)
         try:
+            if install and f.programs:
+                for w in f.programs(load_paper(f.seed)):
+                    if suite.missing(w):
+                        progress(f"{i}: installing suite program {w} (`secmem workloads install {w}`)")
+                        suite.install(w, progress)
             if f.prepare:
                 f.prepare(load_paper(f.seed), SCALES[scale])
             ready.append(i)
-        except SuiteError as e:
+        except suite.SuiteError as e:
             missing.append((i, str(e)))
     return ready, missing
 

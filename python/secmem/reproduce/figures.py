@@ -1001,7 +1001,8 @@ def _t3_ask(paper, scale):
 
 FIGURES_001 = [
     Figure("001-table3", "001", "CPI overhead of code authentication against cache and block size (16-entry authentication cache)",
-           "Table 3, §8.1", _t3_points, _t3_rows, _t3_plot, _t3_ask, size=(10, 3.6), prepare=_t3_prepare, text=_t3_text),
+           "Table 3, §8.1", _t3_points, _t3_rows, _t3_plot, _t3_ask, size=(10, 3.6), prepare=_t3_prepare, text=_t3_text,
+           programs=lambda paper: _names(paper, _T3_PROGRAMS)),
 ]
 
 

@@ -277,6 +277,8 @@ class Figure:
     size: tuple = (9.0, 4.0)
     # Work the points need done first, outside the sweep (making trace files): (paper, scale).
     prepare: Optional[Callable] = None
+    # The suite programs (real programs, `secmem workloads install`) the figure runs: (paper).
+    programs: Optional[Callable] = None
     # The figure as text for the console, beside the paper's values: (data, paper) -> str.
     text: Optional[Callable] = None
 

@@ -20,7 +20,7 @@ use crate::machine::Machine;
 use crate::port::chunk_arrivals;
 use crate::wordbuf::WordBuffer;
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use aes::cipher::KeyInit;
 use secmem_crypto::modes::{cbc_decrypt, cbc_encrypt};
 use secmem_timing::Cycle;
@@ -161,9 +161,10 @@ impl Encryption for Direct {
         out.int("direct.writes", self.writes);
         out.int("direct.rv_bytes", self.rv_bytes);
         out.int("direct.rv_bus_reads", self.rv_buf.bus_reads());
-        out.float("direct.rv_buffer_hit_rate", self.rv_buf.hit_rate());
+        let (hits, reads) = self.rv_buf.hits();
+        out.rate("direct.rv_buffer_hit_rate", hits, reads);
         out.int("direct.decrypt_exposed_cycles", self.exposed);
-        out.float("direct.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
+        out.rate("direct.decrypt_exposed_per_read", self.exposed, self.reads);
         out.float("direct.space_overhead", self.space_overhead());
     }
 }

@@ -38,7 +38,7 @@ use crate::layout::{is_initial, MAX_LINE};
 use crate::machine::Machine;
 use crate::power::PowerManaged;
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
 use crate::decl::{param, Component, Def, Kind};
@@ -682,7 +682,7 @@ impl Encryption for Mecu {
     fn stats(&self, _m: &Machine, out: &mut Stats) {
         out.int("mecu.reads", self.reads);
         out.int("mecu.writes", self.writes);
-        out.float("mecu.read_delay_per_read", ratio(self.read_delay, self.reads));
+        out.rate("mecu.read_delay_per_read", self.read_delay, self.reads);
         out.int("mecu.state", self.s as u64);
         out.int("mecu.state_bits", self.state_bits as u64);
         out.int("mecu.lines_per_block", self.lines_per_block);
@@ -694,7 +694,7 @@ impl Encryption for Mecu {
         out.int("mecu.reencryptions", self.reencryptions);
         out.int("mecu.reencrypted_lines", self.reencrypted_lines);
         out.int("mecu.stall_cycles", self.stall_cycles);
-        out.float("mecu.stall_cycles_per_resume", ratio(self.stall_cycles, self.resumes));
+        out.rate("mecu.stall_cycles_per_resume", self.stall_cycles, self.resumes);
         out.int("mecu.saturated_resume_cycles", self.saturated);
         out.series("mecu.ipc_per_resume_cycle", self.ipc_series.clone());
         out.series("mecu.stall_cycles_per_resume_cycle", self.stall_series.clone());

@@ -302,6 +302,6 @@ impl ChunkMacCounts {
         out.int(&format!("{}.mac_failures", scheme), self.failures);
         out.int(&format!("{}.mac_speculated", scheme), self.speculated);
         out.int(&format!("{}.check_exposed_cycles", scheme), self.check_exposed);
-        out.float(&format!("{}.check_exposed_per_read", scheme), crate::stats::ratio(self.check_exposed, reads));
+        out.rate(&format!("{}.check_exposed_per_read", scheme), self.check_exposed, reads);
     }
 }

@@ -29,7 +29,7 @@ use crate::layout::{all_zero, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
 use crate::port::chunk_arrivals;
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use crate::wordbuf::WordBuffer;
 use secmem_crypto::modes::OcbAes;
 use secmem_timing::Cycle;
@@ -240,10 +240,11 @@ impl Encryption for Ocb {
         out.int("ocb.tag_bytes", self.tag_bytes);
         out.int("ocb.tag_failures", self.tag_failures);
         out.int("ocb.counter_bus_reads", self.ctr_buf.bus_reads());
-        out.float("ocb.counter_buffer_hit_rate", self.ctr_buf.hit_rate());
+        let (hits, reads) = self.ctr_buf.hits();
+        out.rate("ocb.counter_buffer_hit_rate", hits, reads);
         out.int("ocb.decrypt_exposed_cycles", self.exposed);
-        out.float("ocb.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
-        out.float("ocb.check_cycles_per_read", ratio(self.check_cycles, self.reads));
+        out.rate("ocb.decrypt_exposed_per_read", self.exposed, self.reads);
+        out.rate("ocb.check_cycles_per_read", self.check_cycles, self.reads);
         out.float("ocb.space_overhead", self.space_overhead());
     }
 }

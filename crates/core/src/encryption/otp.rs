@@ -43,7 +43,7 @@ use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LIN
 use crate::port::chunk_arrivals;
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use crate::wordbuf::TsBuffer;
 use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags, Transfer};
@@ -640,20 +640,21 @@ impl Encryption for Otp {
         out.int("otp.ts_bits", self.ts_bits as u64);
         out.int("otp.ts_reads", self.ts_buf.words.reads);
         out.int("otp.ts_bus_reads", self.ts_buf.words.bus_reads());
-        out.float("otp.ts_buffer_hit_rate", self.ts_buf.words.hit_rate());
+        let (hits, reads) = self.ts_buf.words.hits();
+        out.rate("otp.ts_buffer_hit_rate", hits, reads);
         out.int("otp.pad_hidden_cycles", self.pad_hidden);
         out.int("otp.pad_exposed_cycles", self.pad_exposed);
-        out.float("otp.pad_hidden_fraction", ratio(self.pad_hidden, self.pad_hidden + self.pad_exposed));
+        out.rate("otp.pad_hidden_fraction", self.pad_hidden, self.pad_hidden + self.pad_exposed);
         out.int("otp.reencryptions", self.reencryptions);
         out.int("otp.reencrypted_lines", self.reencrypted_lines);
         out.float("otp.space_overhead", self.space_overhead());
         out.int("otp.ts_cache_entries", self.ts_cache.as_ref().map_or(0, |c| c.values.len() as u64));
         out.int("otp.ts_cache_hits", self.ts_cache_hits);
-        out.float("otp.ts_cache_hit_rate", ratio(self.ts_cache_hits, self.reads));
+        out.rate("otp.ts_cache_hit_rate", self.ts_cache_hits, self.reads);
         out.int("otp.spec_predictions", self.spec_predictions);
         out.int("otp.spec_hits", self.spec_hits);
-        out.float("otp.spec_hit_rate", ratio(self.spec_hits, self.spec_predictions));
-        out.float("otp.pad_early_fraction", ratio(self.ts_cache_hits + self.spec_hits, self.reads));
+        out.rate("otp.spec_hit_rate", self.spec_hits, self.spec_predictions);
+        out.rate("otp.pad_early_fraction", self.ts_cache_hits + self.spec_hits, self.reads);
         if self.mac.is_some() {
             self.macs.stats("otp", self.reads, out);
         }

@@ -47,7 +47,7 @@ use crate::machine::Machine;
 use crate::port::chunk_arrivals;
 use crate::wordbuf::WordBuffer;
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_timing::{Cycle, Pipe};
 use secmem_crypto::tdes::{agrees_with_rustcrypto, FastTdes};
 use crate::decl::{param, Component, Def, Kind};
@@ -516,11 +516,12 @@ impl Encryption for Tdes {
         out.int("tdes.reads", self.reads);
         out.int("tdes.writes", self.writes);
         out.int("tdes.counter_bus_reads", self.ctr_buf.bus_reads());
-        out.float("tdes.counter_buffer_hit_rate", self.ctr_buf.hit_rate());
+        let (hits, reads) = self.ctr_buf.hits();
+        out.rate("tdes.counter_buffer_hit_rate", hits, reads);
         out.int("tdes.engine_units", self.engine.units);
         out.int("tdes.engine_wait_cycles", self.engine.wait_cycles);
         out.int("tdes.decrypt_exposed_cycles", self.exposed);
-        out.float("tdes.decrypt_exposed_per_read", ratio(self.exposed, self.reads));
+        out.rate("tdes.decrypt_exposed_per_read", self.exposed, self.reads);
         out.float("tdes.space_overhead", self.space_overhead());
         if self.k.mac.is_some() {
             self.macs.stats("tdes", self.reads, out);

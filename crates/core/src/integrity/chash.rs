@@ -20,7 +20,7 @@ use crate::layout::{Meta, MAX_LINE};
 use crate::mem::same_bytes;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_crypto::{HashAlg, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
 use crate::decl::{param, Component, Def, Kind};
@@ -260,7 +260,7 @@ impl Integrity for Chash {
         out.str("chash.hash", self.hasher.alg().name());
         out.int("chash.hash_bytes", self.tree.hb as u64);
         out.int("chash.hash_loads", self.hash_loads);
-        out.float("chash.hash_loads_per_miss", ratio(self.hash_loads, m.counters.data_misses));
+        out.rate("chash.hash_loads_per_miss", self.hash_loads, m.counters.data_misses);
         out.int("chash.hash_stores", self.hash_stores);
         out.int("chash.checks", self.checks);
         out.int("chash.root_updates", self.root_updates);

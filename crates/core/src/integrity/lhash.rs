@@ -334,7 +334,8 @@ impl Integrity for Lhash {
         out.int("lhash.checked_chunks", self.checked_chunks);
         out.int("lhash.timer", self.timer);
         out.int("lhash.ts_bus_reads", self.ts_buf.words.bus_reads());
-        out.float("lhash.ts_buffer_hit_rate", self.ts_buf.words.hit_rate());
+        let (hits, reads) = self.ts_buf.words.hits();
+        out.rate("lhash.ts_buffer_hit_rate", hits, reads);
         out.float("lhash.space_overhead", self.space_overhead());
     }
 }

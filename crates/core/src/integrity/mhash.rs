@@ -17,7 +17,7 @@ use crate::encryption::{derive_key, Encryption};
 use crate::layout::{Meta, MAX_LINE};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_crypto::{Aes128, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
 use crate::decl::{param, Component, Def, Kind};
@@ -309,7 +309,7 @@ impl Integrity for Mhash {
         out.int("mhash.arity", self.tree.m);
         out.int("mhash.levels", self.tree.levels as u64);
         out.int("mhash.hash_loads", self.hash_loads);
-        out.float("mhash.hash_loads_per_miss", ratio(self.hash_loads, m.counters.data_misses));
+        out.rate("mhash.hash_loads_per_miss", self.hash_loads, m.counters.data_misses);
         out.int("mhash.block_reads", self.sibling_reads);
         out.int("mhash.old_block_reads", self.old_block_reads);
         out.int("mhash.checks", self.checks);

@@ -11,7 +11,7 @@ use crate::layout::{Meta, MAX_LINE};
 use crate::mem::same_bytes;
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_crypto::Hasher;
 use secmem_timing::Cycle;
 use crate::decl::{param, Component, Def, Kind};
@@ -254,7 +254,7 @@ impl Integrity for Naive {
         out.int("naive.arity", self.tree.m);
         out.int("naive.levels", self.tree.levels as u64);
         out.int("naive.hash_loads", self.hash_loads);
-        out.float("naive.hash_loads_per_miss", ratio(self.hash_loads, m.counters.data_misses));
+        out.rate("naive.hash_loads_per_miss", self.hash_loads, m.counters.data_misses);
         out.int("naive.hash_stores", self.hash_stores);
         out.int("naive.checks", self.checks);
         out.float("naive.space_overhead", self.space_overhead());

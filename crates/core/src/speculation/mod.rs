@@ -12,7 +12,7 @@
 //! the values a missed line probably holds (ciphertext speculation, 004 §3.2).
 
 use crate::params::{ConfigError, Params};
-use crate::stats::{ratio, Stats};
+use crate::stats::Stats;
 use secmem_timing::{Cycle, Pipe};
 
 pub mod fvt;
@@ -105,18 +105,18 @@ impl FrequentValues {
         out.int("speculation.fv_lines", c.lines);
         out.int("speculation.fv_chunks", c.chunks);
         out.int("speculation.fv_frequent_chunks", c.frequent);
-        out.float("speculation.fv_frequent_fraction", ratio(c.frequent, c.chunks));
-        out.float("speculation.fv_paired_fraction", ratio(c.paired, c.frequent));
-        out.float("speculation.fv_reordered_fraction", ratio(c.reordered, c.frequent));
+        out.rate("speculation.fv_frequent_fraction", c.frequent, c.chunks);
+        out.rate("speculation.fv_paired_fraction", c.paired, c.frequent);
+        out.rate("speculation.fv_reordered_fraction", c.reordered, c.frequent);
         out.int("speculation.fv_hits", c.hits);
-        out.float("speculation.fv_hit_fraction", ratio(c.hits, c.chunks));
+        out.rate("speculation.fv_hit_fraction", c.hits, c.chunks);
         out.int("speculation.fv_early_hits", c.early);
         out.int("speculation.fv_encryptions", c.encryptions);
         if let Some(e) = &self.engine {
             out.int("speculation.engine_wait_cycles", e.wait_cycles);
         }
         out.int("speculation.fv_saved_cycles", c.saved_cycles);
-        out.float("speculation.fv_saved_per_line", ratio(c.saved_cycles, c.lines));
+        out.rate("speculation.fv_saved_per_line", c.saved_cycles, c.lines);
     }
 }
 
