@@ -363,6 +363,17 @@ impl Core {
         Ok(())
     }
 
+    /// Translate and access the instruction line of `pc` at `t` (detailed and warming make
+    /// the same calls): when translated, when the line is in, when the engine work the
+    /// access started has settled (the line's time if it started none).
+    #[inline]
+    fn fetch_line_at(&mut self, pc: u64, t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cycle, Cycle), StepError> {
+        let (pa, tt) = self.mmu.translate(Side::Inst, pc, t, &mut self.pm, &mut self.hier, eng)?;
+        let s = self.hier.access(AccessKind::Fetch, pa, tt, eng)?;
+        let settled = if s.engine { self.hier.settle(eng)? } else { s.ready };
+        Ok((tt, s.ready, settled))
+    }
+
     /// Fetch `ins`: returns the cycle it is fetched and why it came then.
     #[inline]
     fn fetch(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
@@ -370,12 +381,8 @@ impl Core {
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let t = self.fetch_t;
-            let (pa, tt) = self.mmu.translate(Side::Inst, ins.pc, t, &mut self.pm, &mut self.hier, eng)?;
-            let s = self.hier.access(AccessKind::Fetch, pa, tt, eng)?;
-            let mut ready = s.ready;
-            if s.engine {
-                ready = ready.max(self.hier.settle(eng)?);
-            }
+            let (tt, line_ready, settled) = self.fetch_line_at(ins.pc, t, eng)?;
+            let ready = line_ready.max(settled);
             // The L1 hit latency is pipelined away; only misses (and TLB misses) hold fetch.
             let hit_time = t + self.hier.l1i.latency;
             if ready > hit_time {
@@ -548,13 +555,8 @@ impl Core {
         let iline = ins.pc / self.hier.l1i.line_bytes();
         if iline != self.fetch_line {
             self.fetch_line = iline;
-            let t = self.fetch_t;
-            let (pa, tt) = self.mmu.translate(Side::Inst, ins.pc, t, &mut self.pm, &mut self.hier, eng)?;
-            let s = self.hier.access(AccessKind::Fetch, pa, tt, eng)?;
-            if s.engine {
-                self.hier.settle(eng)?;
-            }
-            self.fetch_t = self.fetch_t.max(s.ready);
+            let (_, line_ready, _) = self.fetch_line_at(ins.pc, self.fetch_t, eng)?;
+            self.fetch_t = self.fetch_t.max(line_ready);
         }
         let t = self.fetch_t;
         let mut done = t;
