@@ -6,7 +6,8 @@
 //! the D-TLB, the cache levels and the secure engine, see `storeq` and `hierarchy`), and
 //! committed in order at the commit width. Misses overlap as far as the window and
 //! dependencies allow. A barrier (crypto/sign) instruction commits only when every pending
-//! integrity check has passed (`core.syscall_barriers`: the tracer's barriers are system calls). Every cycle between commits is given to a cause (`cpistack`).
+//! integrity check has passed (`core.syscall_barriers`: the tracer's barriers are system
+//! calls). Every cycle between commits is given to a cause (`cpistack`).
 
 use crate::bpred::Predictor;
 use crate::cpistack::{self, Cause, CpiStack};
