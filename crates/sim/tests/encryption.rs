@@ -47,12 +47,11 @@ fn every_new_scheme_reads_back_what_every_workload_wrote() {
 }
 
 /// 000 Fig. 12: one-time pads hide the decryption that direct encryption adds to every miss.
-/// On every workload otp exposes less crypto latency than direct; on a latency-bound workload
-/// it wins outright; where the bus is saturated both are bandwidth-bound (swim in the paper)
-/// and otp must at least keep up. (An IPC average over the four workloads is not asserted:
-/// since external records stopped draining the pipeline, stream — and mix, whose first phase
-/// this window is — run bus-bound, where the order of write-backs decides within a few
-/// percent, the README's footnote on stream.)
+/// On every workload both cost something, otp exposes less crypto latency than direct and is
+/// at least as fast ("in all cases", §1); on a latency-bound workload it wins outright. Where
+/// the bus is saturated (stream, and mix, whose first phase this window is) both are
+/// bandwidth-bound, as swim in the paper: with the write queue of suh2003 reads go first and
+/// the bus is busy every cycle, so both move the same bytes in the same time.
 #[test]
 fn otp_overhead_is_below_direct_on_the_builtin_workloads() {
     for w in workloads() {
@@ -60,15 +59,36 @@ fn otp_overhead_is_below_direct_on_the_builtin_workloads() {
         let direct = sim("suh2003", w, "none", "direct", &[], 200_000, 50_000);
         let otp = sim("suh2003", w, "none", "otp", &[], 200_000, 50_000);
         let (b, d, o) = (f(&base, "ipc"), f(&direct, "ipc"), f(&otp, "ipc"));
-        assert!(o >= 0.95 * d, "{}: otp IPC {} well below direct {}", w, o, d);
-        assert!(b >= o, "{}: otp IPC {} above the baseline {}", w, o, b);
+        assert!(o >= 0.999 * d, "{}: otp IPC {} below direct {}", w, o, d);
+        assert!(b > d && b >= o, "{}: encryption IPC (otp {}, direct {}) above the baseline {}", w, o, d, b);
         if w == "chase" {
-            assert!(o > d, "{}: a latency-bound workload must gain from otp ({} vs {})", w, o, d);
+            assert!(o > 1.03 * d, "{}: a latency-bound workload must gain from otp ({} vs {})", w, o, d);
+        }
+        if w == "stream" {
+            for s in [&base, &direct, &otp] {
+                let busy = f(s, "mem.bus_busy_cycles") / f(s, "cycles");
+                assert!(busy > 0.999, "{}: reads wait while the bus idles ({} busy)", w, busy);
+            }
         }
         assert!(f(&direct, "direct.decrypt_exposed_per_read") > 40.0, "{}: the AES latency follows each miss", w);
         let (exposed_o, exposed_d) = (f(&otp, "otp.pad_exposed_cycles"), f(&direct, "direct.decrypt_exposed_cycles"));
         assert!(exposed_o < 0.5 * exposed_d, "{}: otp exposes {} cycles of crypto, direct {}", w, exposed_o, exposed_d);
     }
+}
+
+/// Without the write queue (memory.write_queue = 0, the bus before issue 15) writes are booked
+/// when presented, one beat at a time into the first idle cycles, and the reads presented
+/// after them must find whole free runs: on stream the bus then idles while reads wait, and
+/// otp comes out behind direct (docs/memory.md: that order follows where the write beats
+/// happen to fall, not what the crypto costs).
+#[test]
+fn without_the_write_queue_the_bus_idles_on_stream() {
+    let direct = sim("suh2003", "stream", "none", "direct", &["memory.write_queue=0"], 200_000, 50_000);
+    let otp = sim("suh2003", "stream", "none", "otp", &["memory.write_queue=0"], 200_000, 50_000);
+    for s in [&direct, &otp] {
+        assert!(f(s, "mem.bus_busy_cycles") < 0.96 * f(s, "cycles"), "the bus is idle part of the time");
+    }
+    assert!(f(&otp, "ipc") < f(&direct, "ipc"));
 }
 
 #[test]
