@@ -525,6 +525,7 @@ impl Engine {
                 break;
             }
         }
+        done = done.max(self.enc.write_back_cached(&mut self.m, done));
         self.enc.drop_cached();
         self.integ.drop_cached();
         if let Some(a) = self.auth.as_mut() {

@@ -64,7 +64,7 @@ pub const DECL: Component = Component {
         param("ocb.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
         param("ocb.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
         param("ocb.reorder_chunks", Def::Bool(true), "bool", "with speculation.frequent_values: re-order each line's chunks by its frequent value bitmap so frequent chunks fill whole AES blocks (004 §3.2.2, Fig. 4); false: speculate every block in place"),
-        param("ocb.bitmap_cache_entries", Def::Int(1024), "entries", "on-chip cache of 8-B words of re-ordering bitmaps: 1024 = 8 KB, the bitmaps of a 128-entry TLB's 4-KB pages (004 §3.2.2)"),
+        param("ocb.bitmap_cache_entries", Def::Int(1024), "entries", "on-chip write-back cache of 8-B words of re-ordering bitmaps: 1024 = 8 KB, the bitmaps of a 128-entry TLB's 4-KB pages (004 §3.2.2); 0: none, each bitmap read and written in memory"),
         param("ocb.bitmap_prefetch", Def::Int(1), "words", "bitmap words fetched after each missed one (004 §3.2.2: \"simple hardware prefetch\"); 0: none"),
     ],
 };
@@ -149,8 +149,10 @@ impl Ocb {
             fv.dedicate(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / p.freq("core.clock")?, 16);
             if p.bool("ocb.reorder_chunks")? {
                 let store = m.layout.per_line("ocb bitmaps", covered, bitmap_bytes(m.line()));
-                let cache = WordBuffer::new(p.u64_min("ocb.bitmap_cache_entries", 0)?, "ocb.bitmap_cache_entries")?;
-                bitmaps = Some(Bitmaps::new(store, covered, &derive_key(seed, 0x0cb4), cache, p.u64_min("ocb.bitmap_prefetch", 0)?));
+                let (entries, prefetch) = (p.u64_min("ocb.bitmap_cache_entries", 0)?, p.u64_min("ocb.bitmap_prefetch", 0)?);
+                let b = Bitmaps::new(store, covered, &derive_key(seed, 0x0cb4), entries, prefetch)
+                    .map_err(|e| ConfigError(format!("ocb.bitmap_cache_entries: {}", e)))?;
+                bitmaps = Some(b);
             }
         }
         Ok(Ocb {
@@ -251,10 +253,15 @@ impl Ocb {
             vals[k] = v;
             k += 1;
         }
-        // The blocks speculated: those the bitmap says hold two frequent chunks (all, in place).
-        let positions = if self.bitmaps.is_some() { pair_blocks(bitmap).min(n) } else { n };
+        // The blocks speculated: those the bitmap says hold two frequent chunks (all, in place;
+        // none for raw never-written zeros, whose "bitmap" was never written either).
+        let positions = match &self.bitmaps {
+            _ if sp.initial => 0,
+            Some(_) => pair_blocks(bitmap).min(n),
+            None => n,
+        };
         // Which of them the CAM matches, decided on the plaintext (see the module's comment).
-        let mut hits = if sp.initial || k == 0 { 0 } else { frequent_blocks(fv.table.frequent_chunks(stored), positions) };
+        let mut hits = if k == 0 { 0 } else { frequent_blocks(fv.table.frequent_chunks(stored), positions) };
         #[cfg(test)]
         if !sp.initial {
             assert_eq!(hits, self.speculated_blocks(addr, ctr, &vals[..k], positions, &ct), "plaintext and ciphertext matching disagree");
@@ -427,6 +434,10 @@ impl Encryption for Ocb {
         Ok(Some(Boot::image(lines, end, self.line)))
     }
 
+    fn write_back_cached(&mut self, m: &mut Machine, t: Cycle) -> Cycle {
+        self.bitmaps.as_mut().map_or(t, |b| b.write_back(&mut m.port, t))
+    }
+
     fn drop_cached(&mut self) {
         self.ctr_buf.clear();
         if let Some(b) = &mut self.bitmaps {
@@ -470,6 +481,7 @@ impl Encryption for Ocb {
             out.int("ocb.bitmap_writes", c.writes);
             out.int("ocb.bitmap_bus_reads", c.bus_reads);
             out.int("ocb.bitmap_prefetches", c.prefetches);
+            out.int("ocb.bitmap_bus_writes", c.bus_writes);
             let (hits, lookups) = b.cache_hits();
             out.rate("ocb.bitmap_cache_hit_rate", hits, lookups);
             out.int("ocb.bitmap_wait_cycles", c.wait_cycles);
@@ -655,16 +667,18 @@ mod tests {
             let c = format!("ocb.bitmap_cache_entries={}", cache);
             let on = run(&[FV, &c]);
             let (reads, bus, pre) = (stat(&on, "ocb.bitmap_reads"), stat(&on, "ocb.bitmap_bus_reads"), stat(&on, "ocb.bitmap_prefetches"));
-            let writes = stat(&on, "ocb.bitmap_writes");
-            assert!(reads >= 300.0 && writes > 0.0);
+            let (writes, bus_w) = (stat(&on, "ocb.bitmap_writes"), stat(&on, "ocb.bitmap_bus_writes"));
+            assert!(reads >= 300.0 && writes >= 300.0);
             // Every memory read and write speculation added is a bitmap's, counted as such.
             assert_eq!(stat(&on, "mem.reads") - stat(&off, "mem.reads"), bus + pre, "cache {}", cache);
-            assert_eq!(stat(&on, "mem.writes") - stat(&off, "mem.writes"), writes, "cache {}", cache);
+            assert_eq!(stat(&on, "mem.writes") - stat(&off, "mem.writes"), bus_w, "cache {}", cache);
             if cache == "0" {
-                assert_eq!((bus, pre), (reads, 0.0));
+                assert_eq!((bus, pre, bus_w), (reads, 0.0, writes));
             } else {
-                // Eight lines' bitmaps to a word, the next word prefetched: few bus reads.
+                // Eight lines' bitmaps to a word, the next word prefetched, written back when
+                // the word leaves or at the flush: few bus transfers.
                 assert!(bus + pre < 0.2 * reads, "{} + {} bus reads for {} bitmaps", bus, pre, reads);
+                assert!(bus_w < 0.2 * writes, "{} bus writes for {} bitmaps", bus_w, writes);
             }
         }
         // The region is the linear layout of a byte per line.

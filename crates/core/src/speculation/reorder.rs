@@ -12,11 +12,12 @@
 //! addr/B·bytes`, as every per-line metadata, 000 §5.1), several lines' to a bus word (§3.2.2:
 //! "bitmaps of several memory blocks can be encrypted and stored together"), each encrypted
 //! with a pad AES_Kb(line address ‖ line counter), fresh at each write-back because the
-//! counter is. They are reached only through the timed port; a bitmap cache on chip keeps
-//! recently used words (§3.2.2's "small cache", 8 KB for a 128-entry TLB of 4-KB pages), and a
-//! miss prefetches the following words ("bitmaps can be prefetched using simple hardware
-//! prefetch technique"). The pad needs only the line's counter, which the scheme fetches first
-//! anyway, so a cached bitmap is known when the nonce's offsets are.
+//! counter is. They are reached only through the timed port; a write-back bitmap cache on chip
+//! keeps recently used words (§3.2.2's "small cache", 8 KB for a 128-entry TLB of 4-KB pages)
+//! with the plaintext of the bitmaps it has opened or written, and a miss prefetches the
+//! following words ("bitmaps can be prefetched using simple hardware prefetch technique"). A
+//! bitmap not yet opened needs its pad, one AES once the line's counter is here (which the
+//! scheme fetches first anyway, for the nonce).
 //!
 //! The scheme binds the bitmap to the line's authentication (ocb passes it as associated
 //! data): a changed or replayed bitmap makes the line fail its check, it cannot silently
@@ -24,9 +25,8 @@
 
 use crate::layout::{PerLine, MAX_LINE};
 use crate::port::Port;
-use crate::wordbuf::WordBuffer;
 use secmem_crypto::Aes128;
-use secmem_timing::{Cycle, Pipe};
+use secmem_timing::{Cycle, Pipe, Tags};
 
 /// Bytes of a chunk (one Frequent Value Table value) and of a cipher block (AES).
 const CHUNK: usize = 8;
@@ -85,9 +85,12 @@ pub struct BitmapCounts {
     /// Bitmaps read (one per line read) and written (one per line written back).
     pub reads: u64,
     pub writes: u64,
-    /// Bus words fetched on bitmap cache misses, and fetched ahead by the prefetcher.
+    /// Reads whose bitmap was on chip in plaintext (no memory access, no pad).
+    pub hits: u64,
+    /// Bus words fetched on misses, fetched ahead by the prefetcher, and written back.
     pub bus_reads: u64,
     pub prefetches: u64,
+    pub bus_writes: u64,
     /// Cycles reads waited for their bitmap beyond the nonce's offset (the order unknown).
     pub wait_cycles: u64,
 }
@@ -121,24 +124,39 @@ impl BitmapSeal {
     }
 }
 
-/// The per-line bitmaps in untrusted memory and their cache on chip.
+/// One bus word of bitmaps on chip: its stored (sealed) bytes, all known once it is here, and
+/// which lines' bitmaps are also known in plaintext (opened on a read, or written) or are
+/// newer than memory's copy (written back when the word leaves, or at a flush).
+#[derive(Clone, Copy, Default)]
+struct Word {
+    stored: [u8; WORD as usize],
+    plain: [u8; WORD as usize],
+    open: u8,
+    dirty: u8,
+}
+
+/// The per-line bitmaps in untrusted memory and their write-back cache on chip (§3.2.2's
+/// "small cache"; trusted copies: what the adversary writes to a cached word is not seen).
 pub struct Bitmaps {
     pub store: PerLine,
     /// First byte after the store (the prefetcher stays inside it).
     end: u64,
     pub seal: BitmapSeal,
-    cache: WordBuffer,
+    tags: Option<Tags>,
+    words: Vec<Word>,
     /// Words fetched after a missed one.
     prefetch: u64,
     pub counts: BitmapCounts,
 }
 
 impl Bitmaps {
-    /// The bitmaps of the lines of [0, `covered`) in `store`, padded under `key`, kept in
-    /// `cache`, `prefetch` words fetched after each missed one.
-    pub fn new(store: PerLine, covered: u64, key: &[u8; 16], cache: WordBuffer, prefetch: u64) -> Bitmaps {
+    /// The bitmaps of the lines of [0, `covered`) in `store`, sealed under `key`, a cache of
+    /// `entries` bus words (0: none), `prefetch` words fetched after each missed one.
+    pub fn new(store: PerLine, covered: u64, key: &[u8; 16], entries: u64, prefetch: u64) -> Result<Bitmaps, String> {
         let end = store.addr(covered.saturating_sub(1)) + store.bytes;
-        Bitmaps { store, end, seal: BitmapSeal { key: Aes128::new(key) }, cache, prefetch, counts: BitmapCounts::default() }
+        let tags = if entries == 0 { None } else { Some(Tags::new(entries * WORD, entries as usize, WORD)?) };
+        let words = vec![Word::default(); tags.as_ref().map_or(0, |t| t.slots())];
+        Ok(Bitmaps { store, end, seal: BitmapSeal { key: Aes128::new(key) }, tags, words, prefetch, counts: BitmapCounts::default() })
     }
 
     /// Bytes of one line's bitmap (a bit per 64-bit chunk).
@@ -146,49 +164,128 @@ impl Bitmaps {
         self.store.bytes as usize
     }
 
-    /// Read the bitmap of the line at `addr` (counter `ctr`, on chip at `t_ctr`), requested at
-    /// `t`: the bitmap and when it is known. The pad is one AES on `aes` once the counter and
-    /// the stored bitmap are both on chip.
-    pub fn read(&mut self, port: &mut Port, aes: &mut Pipe, addr: u64, ctr: u32, t_ctr: Cycle, t: Cycle) -> (u32, Cycle) {
-        self.counts.reads += 1;
-        let a = self.store.addr(addr);
-        let mut b = [0u8; 4];
-        let n = self.bytes();
-        let hits = self.cache.hits;
-        let t_raw = self.cache.read(port, a, &mut b[..n], t);
-        if self.cache.hits == hits {
-            self.counts.bus_reads += 1;
-            let w = a & !(WORD - 1);
-            for k in (1..=self.prefetch).take_while(|k| w + k * WORD < self.end) {
-                self.counts.prefetches += self.cache.prefetch(port, w + k * WORD, t) as u64;
+    /// The slot holding the word at `w`, fetching it at `t` if absent (`fetched`: when it is
+    /// here), after writing back the dirty word it replaces. None without a cache.
+    fn slot(&mut self, port: &mut Port, w: u64, t: Cycle, fetched: &mut Cycle) -> Option<usize> {
+        let tags = self.tags.as_mut()?;
+        if let Some(s) = tags.find(w) {
+            tags.touch(s);
+            return Some(s as usize);
+        }
+        let s = tags.victim(w);
+        if let Some(old) = tags.addr_of(s) {
+            let v = self.words[s as usize];
+            if v.dirty != 0 {
+                self.counts.bus_writes += 1;
+                port.write(old, &v.stored, t);
             }
         }
-        (self.seal.open(addr, ctr, &b[..n]), aes.run(t_raw.max(t_ctr), BLOCK as u64))
+        tags.install(s, w);
+        let mut word = Word::default();
+        *fetched = port.read(w, &mut word.stored, t).last;
+        self.words[s as usize] = word;
+        Some(s as usize)
     }
 
-    /// Write `bitmap` for the line at `addr` (counter `ctr`) through the cache, its pad on
-    /// `aes` from `t`: when memory has it.
+    /// Read the bitmap of the line at `addr` (counter `ctr`, on chip at `t_ctr`), requested at
+    /// `t`: the bitmap and when it is known. A bitmap on chip in plaintext is known at once;
+    /// otherwise its pad is one AES on `aes` once the counter and the stored bytes are here.
+    pub fn read(&mut self, port: &mut Port, aes: &mut Pipe, addr: u64, ctr: u32, t_ctr: Cycle, t: Cycle) -> (u32, Cycle) {
+        self.counts.reads += 1;
+        let (a, n) = (self.store.addr(addr), self.bytes());
+        let (w, off) = (a & !(WORD - 1), (a % WORD) as usize);
+        let m = (((1u16 << n) - 1) << off) as u8;
+        let mut fetched = 0;
+        let Some(s) = self.slot(port, w, t, &mut fetched) else {
+            // No cache: the line's bitmap bytes alone, every time.
+            self.counts.bus_reads += 1;
+            let mut b = [0u8; 4];
+            let t_raw = port.read(a, &mut b[..n], t).last;
+            return (self.seal.open(addr, ctr, &b[..n]), aes.run(t_raw.max(t_ctr), BLOCK as u64));
+        };
+        let word = &mut self.words[s];
+        let got = if word.open & m == m {
+            self.counts.hits += 1;
+            let mut b = [0u8; 4];
+            b[..n].copy_from_slice(&word.plain[off..off + n]);
+            (u32::from_le_bytes(b), t + 1)
+        } else {
+            let bitmap = self.seal.open(addr, ctr, &word.stored[off..off + n]);
+            word.plain[off..off + n].copy_from_slice(&bitmap.to_le_bytes()[..n]);
+            word.open |= m;
+            (bitmap, aes.run(fetched.max(t).max(t_ctr), BLOCK as u64))
+        };
+        if fetched > 0 {
+            self.counts.bus_reads += 1;
+            let end = self.end;
+            for k in (1..=self.prefetch).take_while(|k| w + k * WORD < end) {
+                if self.tags.as_ref().is_some_and(|tags| tags.find(w + k * WORD).is_none()) {
+                    self.counts.prefetches += 1;
+                    self.slot(port, w + k * WORD, t, &mut 0);
+                }
+            }
+        }
+        got
+    }
+
+    /// Write `bitmap` for the line at `addr` (counter `ctr`), its pad on `aes` from `t`: into
+    /// the cache (fetching its word if absent), or straight to memory without one. When it is
+    /// on chip (or in memory).
     pub fn write(&mut self, port: &mut Port, aes: &mut Pipe, addr: u64, ctr: u32, bitmap: u32, t: Cycle) -> Cycle {
         self.counts.writes += 1;
+        let (a, n) = (self.store.addr(addr), self.bytes());
+        let (w, off) = (a & !(WORD - 1), (a % WORD) as usize);
         let mut b = [0u8; 4];
-        let n = self.bytes();
         self.seal.seal(addr, ctr, bitmap, &mut b[..n]);
         let t_pad = aes.run(t, BLOCK as u64);
-        self.cache.write(port, self.store.addr(addr), &b[..n], t_pad)
+        let mut fetched = 0;
+        let Some(s) = self.slot(port, w, t, &mut fetched) else {
+            self.counts.bus_writes += 1;
+            return port.write(a, &b[..n], t_pad);
+        };
+        self.counts.bus_reads += (fetched > 0) as u64;
+        let m = (((1u16 << n) - 1) << off) as u8;
+        let word = &mut self.words[s];
+        word.stored[off..off + n].copy_from_slice(&b[..n]);
+        word.plain[off..off + n].copy_from_slice(&bitmap.to_le_bytes()[..n]);
+        word.open |= m;
+        word.dirty |= m;
+        t_pad
     }
 
-    /// (hits, lookups) of the bitmap cache.
-    pub fn cache_hits(&self) -> (u64, u64) {
-        self.cache.hits()
+    /// Write every dirty word back to memory from `t`: when the last is there.
+    pub fn write_back(&mut self, port: &mut Port, t: Cycle) -> Cycle {
+        let mut done = t;
+        let Some(tags) = &self.tags else { return t };
+        for (s, word) in self.words.iter_mut().enumerate() {
+            if word.dirty != 0 {
+                let w = tags.addr_of(s as u32).expect("a dirty word is cached");
+                self.counts.bus_writes += 1;
+                done = done.max(port.write(w, &word.stored, t));
+                word.dirty = 0;
+            }
+        }
+        done
     }
 
+    /// Forget the cached words (written back first: see `write_back`).
     pub fn clear(&mut self) {
-        self.cache.clear();
+        if let Some(tags) = &mut self.tags {
+            for (s, word) in self.words.iter_mut().enumerate() {
+                debug_assert_eq!(word.dirty, 0, "dirty bitmaps dropped");
+                tags.invalidate(s as u32);
+                *word = Word::default();
+            }
+        }
+    }
+
+    /// (hits, lookups): reads whose bitmap was on chip in plaintext.
+    pub fn cache_hits(&self) -> (u64, u64) {
+        (self.counts.hits, self.counts.reads)
     }
 
     pub fn reset_stats(&mut self) {
         self.counts = BitmapCounts::default();
-        self.cache.reset_stats();
     }
 }
 
