@@ -196,8 +196,8 @@ impl Ocb {
 struct Speculated<'a> {
     addr: u64,
     ctr: u32,
-    t: Cycle,
-    t_ctr: Cycle,
+    /// The bitmap and when it is known (re-ordering on).
+    bitmap: Option<(u32, Cycle)>,
     t_off: Cycle,
     t_tag: Cycle,
     /// The line's last beat, and when each 16-B block of it is in.
@@ -219,13 +219,12 @@ impl Ocb {
         let (addr, ctr, n) = (sp.addr, sp.ctr, sp.arrive.len());
         let xor = m.xor_latency;
         // The bitmap (which blocks hold frequent pairs, where the chunks go) and its AD block.
-        let (bitmap, t_bm) = match &mut self.bitmaps {
-            Some(b) => {
-                let (bm, tb) = b.read(&mut m.port, &mut m.aes, addr, ctr, sp.t_ctr, sp.t);
+        let (bitmap, t_bm) = match (&mut self.bitmaps, sp.bitmap) {
+            (Some(b), Some((bm, tb))) => {
                 b.counts.wait_cycles += tb.saturating_sub(sp.t_off);
                 (bm, tb)
             }
-            None => (0, sp.t_off),
+            _ => (0, sp.t_off),
         };
         let mut dec = [0; MAX_LINE / 16];
         for (d, &a) in dec.iter_mut().zip(sp.arrive) {
@@ -361,18 +360,20 @@ impl Encryption for Ocb {
         let t_ctr = self.ctr_buf.read(&mut m.port, ca, &mut cb, t);
         let ctr = u32::from_le_bytes(cb);
         let tr = m.port.read(addr, out, t);
+        // Offsets need the nonce; each chunk is deciphered once it and its offset are here.
+        let t_off = m.aes.run(t_ctr, 16);
+        // With re-ordering the bitmap is read next: it orders the chunks; the tag comes last.
+        let bitmap = self.bitmaps.as_mut().map(|b| b.read(&mut m.port, &mut m.aes, addr, ctr, t_ctr, t));
         let mut tag = [0u8; 16];
         let tag = &mut tag[..self.tag_bytes as usize];
         let t_tag = m.port.read(ga, tag, t).last;
-        // Offsets need the nonce; each chunk is deciphered once it and its offset are here.
-        let t_off = m.aes.run(t_ctr, 16);
         let mut arrive = [0; MAX_LINE / 16];
         let n = out.len() / 16;
         chunk_arrivals(m.port.beat(), tr, 16, &mut arrive[..n]);
         // Never-written memory is raw zeros unless it starts encrypted (the boot image).
         let initial = addr >= self.boot_end && ctr == 0 && all_zero(tag) && all_zero(out);
         if m.spec.fv.is_some() {
-            let sp = Speculated { addr, ctr, t, t_ctr, t_off, t_tag, last: tr.last, arrive: &arrive[..n], initial };
+            let sp = Speculated { addr, ctr, bitmap, t_off, t_tag, last: tr.last, arrive: &arrive[..n], initial };
             return self.read_speculated(m, sp, tag, out);
         }
         let t_dec = m.aes.run_each(arrive[..n].iter().map(|&a| a.max(t_off)));

@@ -189,7 +189,7 @@ impl Bitmaps {
 
     /// Read the bitmap of the line at `addr` (counter `ctr`, on chip at `t_ctr`), requested at
     /// `t`: the bitmap and when it is known. A bitmap on chip in plaintext is known at once;
-    /// otherwise its pad is one AES on `aes` once the counter and the stored bytes are here.
+    /// otherwise it is the stored bytes XOR its pad, one AES on `aes` from the counter.
     pub fn read(&mut self, port: &mut Port, aes: &mut Pipe, addr: u64, ctr: u32, t_ctr: Cycle, t: Cycle) -> (u32, Cycle) {
         self.counts.reads += 1;
         let (a, n) = (self.store.addr(addr), self.bytes());
@@ -201,7 +201,7 @@ impl Bitmaps {
             self.counts.bus_reads += 1;
             let mut b = [0u8; 4];
             let t_raw = port.read(a, &mut b[..n], t).last;
-            return (self.seal.open(addr, ctr, &b[..n]), aes.run(t_raw.max(t_ctr), BLOCK as u64));
+            return (self.seal.open(addr, ctr, &b[..n]), aes.run(t_ctr, BLOCK as u64).max(t_raw) + 1);
         };
         let word = &mut self.words[s];
         let got = if word.open & m == m {
@@ -213,7 +213,7 @@ impl Bitmaps {
             let bitmap = self.seal.open(addr, ctr, &word.stored[off..off + n]);
             word.plain[off..off + n].copy_from_slice(&bitmap.to_le_bytes()[..n]);
             word.open |= m;
-            (bitmap, aes.run(fetched.max(t).max(t_ctr), BLOCK as u64))
+            (bitmap, aes.run(t_ctr, BLOCK as u64).max(fetched) + 1)
         };
         if fetched > 0 {
             self.counts.bus_reads += 1;
