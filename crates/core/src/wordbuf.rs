@@ -116,19 +116,6 @@ impl WordBuffer {
         (tw.last, tl)
     }
 
-    /// Fetch the word at `addr` (aligned) through the port at `t` unless it is on chip (a
-    /// prefetch: not counted as a read). Whether it was fetched.
-    pub fn prefetch(&mut self, port: &mut Port, addr: u64, t: Cycle) -> bool {
-        let Some(tags) = &self.tags else { return false };
-        if addr + WORD > port.size() || tags.find(addr).is_some_and(|s| self.known[s as usize] == 0xff) {
-            return false;
-        }
-        let mut w = [0u8; WORD as usize];
-        port.read(addr, &mut w, t);
-        self.keep(addr, &w);
-        true
-    }
-
     /// Write `data` at `addr` through the port, posted at `t`; the bytes stay on chip.
     #[inline]
     pub fn write(&mut self, port: &mut Port, addr: u64, data: &[u8], t: Cycle) -> Cycle {
