@@ -64,7 +64,7 @@ pub const DECL: Component = Component {
         param("ocb.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
         param("ocb.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
         param("ocb.reorder_chunks", Def::Bool(true), "bool", "with speculation.frequent_values: re-order each line's chunks by its frequent value bitmap so frequent chunks fill whole AES blocks (004 §3.2.2, Fig. 4); false: speculate every block in place"),
-        param("ocb.bitmap_cache_entries", Def::Int(1024), "entries", "on-chip write-back cache of 8-B words of re-ordering bitmaps: 1024 = 8 KB, the bitmaps of a 128-entry TLB's 4-KB pages (004 §3.2.2); 0: none, each bitmap read and written in memory"),
+        param("ocb.bitmap_cache_entries", Def::Int(1024), "entries", "on-chip write-back cache of 8-B words of re-ordering bitmaps, 8-way (a power of two from 8; 1 to 8: fully associative): 1024 = 8 KB, the bitmaps of a 128-entry TLB's 4-KB pages (004 §3.2.2); 0: none, each bitmap read and written in memory"),
         param("ocb.bitmap_prefetch", Def::Int(1), "words", "bitmap words fetched after each missed one (004 §3.2.2: \"simple hardware prefetch\"); 0: none"),
     ],
 };
@@ -682,6 +682,9 @@ mod tests {
                 assert!(bus_w < 0.2 * writes, "{} bus writes for {} bitmaps", bus_w, writes);
             }
         }
+        // A cache that is not 8-way sets of a power of two is refused by name.
+        let err = Engine::new(&params("none", "ocb", &[FV, "ocb.bitmap_cache_entries=12"]), 3).err().expect("12 entries");
+        assert!(err.0.contains("ocb.bitmap_cache_entries"), "{}", err.0);
         // The region is the linear layout of a byte per line.
         let e = engine("none", &[FV]);
         let base = e.layout().regions().iter().find(|r| r.name == "ocb bitmaps").unwrap().base;

@@ -33,6 +33,9 @@ const CHUNK: usize = 8;
 const BLOCK: usize = 16;
 /// Bytes of a bus word (the bitmap cache's entries).
 const WORD: u64 = 8;
+/// The bitmap cache's associativity (004 gives none; a fully associative 1024-entry lookup would
+/// also be slow to simulate).
+const WAYS: u64 = 8;
 
 /// Store `line`'s chunks in re-ordered position into `out`: the chunks whose bit is set in
 /// `bitmap` first, in order, then the others, in order.
@@ -154,7 +157,11 @@ impl Bitmaps {
     /// `entries` bus words (0: none), `prefetch` words fetched after each missed one.
     pub fn new(store: PerLine, covered: u64, key: &[u8; 16], entries: u64, prefetch: u64) -> Result<Bitmaps, String> {
         let end = store.addr(covered.saturating_sub(1)) + store.bytes;
-        let tags = if entries == 0 { None } else { Some(Tags::new(entries * WORD, entries as usize, WORD)?) };
+        if entries > WAYS && !(entries % WAYS == 0 && (entries / WAYS).is_power_of_two()) {
+            return Err(format!("{} entries are not {}-way sets of a power of two", entries, WAYS));
+        }
+        let ways = entries.min(WAYS) as usize;
+        let tags = if entries == 0 { None } else { Some(Tags::new(entries * WORD, ways, WORD)?) };
         let words = vec![Word::default(); tags.as_ref().map_or(0, |t| t.slots())];
         Ok(Bitmaps { store, end, seal: BitmapSeal { key: Aes128::new(key) }, tags, words, prefetch, counts: BitmapCounts::default() })
     }
