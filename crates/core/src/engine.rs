@@ -582,8 +582,15 @@ impl Engine {
     /// bus stays timed: freezing its calendar too left every later window slow (mix, IPC
     /// −75%; not understood yet, see docs/sampling.md).
     pub fn set_untimed(&mut self, on: bool) {
+        self.m.crypto_frozen = on;
         self.m.aes.freeze(on);
         self.m.hash.freeze(on);
+    }
+
+    /// While `on`, what is written predates the trace (a fast-forward's memory image, the
+    /// loader's): schemes set up the pages it first touches untimed (`Machine::predating`).
+    pub fn set_predating(&mut self, on: bool) {
+        self.m.predating = on;
     }
 
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).

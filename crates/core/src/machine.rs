@@ -51,6 +51,12 @@ pub struct Machine {
     /// Whether clean victims are handed to the integrity scheme (lhash logs them).
     pub keep_clean_victims: bool,
     pub counters: L2Counters,
+    /// The memory being written predates the trace (what a fast-forwarded program or the
+    /// loader built, handed over as external records): a scheme's one-time set-up of it
+    /// belongs before the run and is done untimed (`untimed`). Set by `Engine::set_predating`.
+    pub predating: bool,
+    /// Crypto engines frozen by a sampled run's functional warming (`Engine::set_untimed`).
+    pub(crate) crypto_frozen: bool,
     pending: Vec<Victim>,
     spare: Vec<Vec<u8>>,
     evicted_data: Vec<u64>,
@@ -83,6 +89,8 @@ impl Machine {
             checks_done: 0,
             keep_clean_victims: false,
             counters: L2Counters::default(),
+            predating: false,
+            crypto_frozen: false,
             pending: Vec::new(),
             spare: Vec::new(),
             evicted_data: Vec::new(),
@@ -91,6 +99,20 @@ impl Machine {
 
     pub fn line(&self) -> u64 {
         self.l2.line() as u64
+    }
+
+    /// Run `f` untimed: its memory transfers and crypto operations are performed on the real
+    /// bytes but book no time on the bus or the engines (work that happened before the timed
+    /// run, such as setting up memory a fast-forwarded program built).
+    pub fn untimed<R>(&mut self, f: impl FnOnce(&mut Machine) -> R) -> R {
+        self.port.set_untimed(true);
+        self.aes.freeze(true);
+        self.hash.freeze(true);
+        let r = f(self);
+        self.port.set_untimed(false);
+        self.aes.freeze(self.crypto_frozen);
+        self.hash.freeze(self.crypto_frozen);
+        r
     }
 
     #[inline]

@@ -3,7 +3,8 @@
 //! Every call moves the bytes *and* books their transfer on the memory model, at the address
 //! they live at, in one step: a scheme cannot read or write untrusted bytes without paying for
 //! them, nor pay for bytes it did not move. Bytes moved == bytes booked holds by construction
-//! (`mem.read_bytes` counts whole beats of exactly the bytes moved).
+//! (`mem.read_bytes` counts whole beats of exactly the bytes moved). The one exception is
+//! set-up that belongs before the timed run (`Port::set_untimed`): it moves bytes unbooked.
 //!
 //! The raw memory is reachable only with an [`Adversary`] token, which only the engine can
 //! make: it is the adversary's view (`Engine::untrusted`), never a scheme's.
@@ -19,11 +20,13 @@ pub struct Adversary(pub(crate) ());
 pub struct Port {
     mem: UntrustedMemory,
     model: Box<dyn MemoryModel>,
+    /// Set-up outside the timed run (`Machine::untimed`): bytes move, nothing is booked.
+    untimed: bool,
 }
 
 impl Port {
     pub fn new(mem: UntrustedMemory, model: Box<dyn MemoryModel>) -> Port {
-        Port { mem, model }
+        Port { mem, model, untimed: false }
     }
 
     /// Untrusted memory spanning the whole layout, never written (once the layout is complete).
@@ -31,10 +34,20 @@ impl Port {
         self.mem = mem;
     }
 
+    /// While `on`, transfers move their bytes but book nothing and count nothing: they
+    /// complete when asked for. Only for work that belongs before the timed run (lhash's
+    /// set-up of a page a fast-forwarded program built, `Machine::untimed`).
+    pub(crate) fn set_untimed(&mut self, on: bool) {
+        self.untimed = on;
+    }
+
     /// Read `out.len()` bytes at `addr`, requested at `t`.
     #[inline]
     pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Transfer {
         self.mem.read(addr, out);
+        if self.untimed {
+            return Transfer { first: t, last: t };
+        }
         self.model.read(addr, out.len() as u64, t)
     }
 
@@ -44,6 +57,9 @@ impl Port {
     pub fn read_pair(&mut self, a: u64, first: &mut [u8], b: u64, second: &mut [u8], t: Cycle) -> (Transfer, Transfer) {
         self.mem.read(a, first);
         self.mem.read(b, second);
+        if self.untimed {
+            return (Transfer { first: t, last: t }, Transfer { first: t, last: t });
+        }
         self.model.read_pair(a, first.len() as u64, b, second.len() as u64, t)
     }
 
@@ -55,6 +71,9 @@ impl Port {
     pub fn read_beside(&mut self, addr: u64, out: &mut [u8], meta_addr: u64, meta: &mut [u8], t: Cycle) -> (Transfer, Transfer) {
         self.mem.read(addr, out);
         self.mem.read(meta_addr, meta);
+        if self.untimed {
+            return (Transfer { first: t, last: t }, Transfer { first: t, last: t });
+        }
         let both = self.model.read(addr, (out.len() + meta.len()) as u64, t);
         let beat = self.model.beat();
         let line_last = (both.first + ((out.len() as u64).div_ceil(beat.width) - 1) * beat.cycles).min(both.last);
@@ -68,6 +87,10 @@ impl Port {
         for (&a, buf) in addrs.iter().zip(out.iter_mut()) {
             self.mem.read(a, &mut buf[..n]);
         }
+        if self.untimed {
+            addrs.iter().for_each(|_| arrive(Transfer { first: t, last: t }));
+            return;
+        }
         self.model.read_many(addrs, n as u64, t, arrive);
     }
 
@@ -75,6 +98,9 @@ impl Port {
     #[inline]
     pub fn write(&mut self, addr: u64, data: &[u8], t: Cycle) -> Cycle {
         self.mem.write(addr, data);
+        if self.untimed {
+            return t;
+        }
         self.model.write(addr, data.len() as u64, t)
     }
 
@@ -84,6 +110,9 @@ impl Port {
     pub fn write_beside(&mut self, addr: u64, data: &[u8], meta_addr: u64, meta: &[u8], t: Cycle) -> Cycle {
         self.mem.write(addr, data);
         self.mem.write(meta_addr, meta);
+        if self.untimed {
+            return t;
+        }
         self.model.write(addr, (data.len() + meta.len()) as u64, t)
     }
 
@@ -92,6 +121,9 @@ impl Port {
     pub fn write_pair(&mut self, a: u64, first: &[u8], b: u64, second: &[u8], t: Cycle) -> Cycle {
         self.mem.write(a, first);
         self.mem.write(b, second);
+        if self.untimed {
+            return t;
+        }
         self.model.write_pair(a, first.len() as u64, b, second.len() as u64, t)
     }
 
@@ -100,6 +132,9 @@ impl Port {
     pub fn write_lines(&mut self, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
         for (&a, l) in addrs.iter().zip(lines) {
             self.mem.write(a, &l[..n]);
+        }
+        if self.untimed {
+            return t;
         }
         self.model.write_many(addrs, n as u64, t)
     }

@@ -404,6 +404,59 @@ fn lhash_notices_a_page_added_twice_or_skipped_by_the_page_table() {
     }
 }
 
+/// `engine`, with pages 0x4000.. of memory from before the trace (`Engine::set_predating`)
+/// written in: lhash adds them untimed.
+fn predating(enc: &str) -> Engine {
+    let mut e = engine("lhash", enc);
+    e.set_predating(true);
+    for k in 0..8u64 {
+        e.write(0x4000 + k * 4096, &pattern(k, 64), 0).unwrap();
+    }
+    e.set_predating(false);
+    e
+}
+
+#[test]
+fn lhash_sets_up_pages_from_before_the_trace_untimed_and_still_checks_them() {
+    for enc in ["none", "otp"] {
+        let mut e = predating(enc);
+        assert_eq!(stat(&e, "lhash.pages_added"), 8.0, "{}", enc);
+        assert_eq!(stat(&e, "lhash.pages_predating"), 8.0, "{}", enc);
+        // 8 pages of 64 zero chunks were written, but only the reads of the 8 lines written
+        // were booked on the bus (the page table, stamps and chunks moved unbooked).
+        assert!(stat(&e, "mem.write_bytes") < 4096.0, "{}: {}", enc, stat(&e, "mem.write_bytes"));
+        e.flush(0).unwrap();
+        for k in 0..8u64 {
+            assert_eq!(read(&mut e, 0x4000 + k * 4096, 64).unwrap(), pattern(k, 64), "{}", enc);
+        }
+        assert_eq!(e.check(0).unwrap(), 8 * 64, "{}: every chunk of every page is checked", enc);
+        // The same pages added by the program itself are booked: 64 chunks each.
+        let mut t = written("lhash", enc);
+        assert!(stat(&t, "mem.write_bytes") >= 40.0 * 4096.0, "{}", enc);
+        assert_eq!(stat(&t, "lhash.pages_predating"), 0.0, "{}", enc);
+        t.check(0).unwrap();
+    }
+}
+
+#[test]
+fn lhash_notices_tampering_with_a_page_set_up_before_the_trace() {
+    for enc in ["none", "otp"] {
+        // Data written there, and a chunk never written since it was added.
+        for (addr, n) in [(0x4000 + 3 * 4096, 64), (0x4000 + 3 * 4096 + 1024, 16)] {
+            let mut e = predating(enc);
+            e.flush(0).unwrap();
+            flip(&mut e, addr + 5, 1);
+            assert!(noticed(&mut e, addr, n), "{} at 0x{:x}", enc, addr);
+        }
+        // Dropping the page from the untrusted page table: added twice, or skipped.
+        let mut e = predating(enc);
+        e.flush(0).unwrap();
+        let pt = e.integrity().metadata_of(0x4000).iter().find(|m| m.kind == MetaKind::PageTable).unwrap().addr;
+        e.untrusted().write(pt, &[0]);
+        assert!(e.check(0).is_err(), "{}", enc);
+    }
+}
+
 #[test]
 fn lhash_passes_repeated_checks_on_honest_memory() {
     let mut e = written("lhash", "otp");

@@ -6,7 +6,8 @@
 //! the D-TLB, the cache levels and the secure engine, see `storeq` and `hierarchy`), and
 //! committed in order at the commit width. Misses overlap as far as the window and
 //! dependencies allow. A barrier (crypto/sign) instruction commits only when every pending
-//! integrity check has passed. Every cycle between commits is given to a cause (`cpistack`).
+//! integrity check has passed (`core.syscall_barriers`: the tracer's barriers are system
+//! calls). Every cycle between commits is given to a cause (`cpistack`).
 
 use crate::bpred::Predictor;
 use crate::cpistack::{self, Cause, CpiStack};
@@ -144,6 +145,12 @@ pub struct Core {
     fetch_width: u32,
     commit_width: u32,
     penalty: Cycle,
+    /// Whether the trace's barrier instructions (the tracer's system calls) are signing
+    /// barriers (`core.syscall_barriers`).
+    syscall_barriers: bool,
+    /// The last instruction was a system call: external records now are its writes, not
+    /// memory from before the trace.
+    after_syscall: bool,
     lat: [Cycle; 8],
     /// Cycles from the L1 delivering a load's data to its dependents' issue.
     load_result: Cycle,
@@ -172,6 +179,8 @@ pub struct Core {
     pub pm: PageMap,
     /// External records waiting for the next instruction (see `external`).
     pending: Vec<Instr>,
+    /// Per pending record: memory from before the trace (not a system call's write).
+    pending_predating: Vec<bool>,
     pending_n: usize,
     pending_bytes: usize,
     cpi: CpiStack,
@@ -215,6 +224,8 @@ impl Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
             penalty: p.u64_min("core.mispredict_penalty", 0)?,
+            syscall_barriers: p.bool("core.syscall_barriers")?,
+            after_syscall: false,
             lat,
             load_result: p.u64_min("core.load_result_latency", 0)?,
             hier,
@@ -245,6 +256,7 @@ impl Core {
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
             pending: Vec::new(),
+            pending_predating: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
             cpi,
@@ -324,8 +336,10 @@ impl Core {
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         if self.pending.len() == self.pending_n {
             self.pending.push(Instr::default());
+            self.pending_predating.push(false);
         }
         self.pending[self.pending_n].clone_from(ins);
+        self.pending_predating[self.pending_n] = !self.after_syscall;
         self.pending_n += 1;
         self.pending_bytes += ins.data.len();
         if self.pending_bytes > PENDING_BYTES {
@@ -338,7 +352,8 @@ impl Core {
     /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
     #[cold]
     fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
-        for ins in &self.pending[..self.pending_n] {
+        for (ins, &predating) in self.pending[..self.pending_n].iter().zip(&self.pending_predating) {
+            eng.set_predating(predating);
             for a in &ins.accesses {
                 let val = ins.value(a);
                 let mut off = 0u64;
@@ -358,6 +373,7 @@ impl Core {
                 self.external_bytes += a.size as u64;
             }
         }
+        eng.set_predating(false);
         (self.pending_n, self.pending_bytes) = (0, 0);
         self.hier.back_invalidate(eng);
         Ok(())
@@ -491,7 +507,8 @@ impl Core {
 
         // Commit in order, commit_width per cycle.
         let mut c = done.max(self.commit_t);
-        if ins.op == OpClass::Barrier {
+        self.after_syscall = ins.op == OpClass::Barrier;
+        if ins.op == OpClass::Barrier && self.syscall_barriers {
             self.barriers += 1;
             let checks = eng.barrier(c)?;
             self.hier.back_invalidate(eng);
@@ -591,7 +608,8 @@ impl Core {
         if ins.branch != Branch::None {
             self.bp.predict(ins.pc, ins.branch == Branch::Taken);
         }
-        if ins.op == OpClass::Barrier {
+        self.after_syscall = ins.op == OpClass::Barrier;
+        if ins.op == OpClass::Barrier && self.syscall_barriers {
             let checks = eng.barrier(t)?;
             self.hier.back_invalidate(eng);
             self.fetch_t = self.fetch_t.max(checks);

@@ -129,7 +129,7 @@ fn a_barrier_waits_for_pending_integrity_checks() {
         prog.push(b);
     }
     let stall = |integ: &str| {
-        let p = configure("suh2003", Some(integ), Some("none"), &[]).unwrap();
+        let p = configure("suh2003", Some(integ), Some("none"), &["core.syscall_barriers=true".into()]).unwrap();
         let mut src = VecSource(prog.clone(), 0);
         let r = run(&p, &mut src, &RunOptions { instructions: 400, warmup: 0, seed: 1, progress: false }).unwrap();
         assert_eq!(r.error, None);
@@ -139,6 +139,75 @@ fn a_barrier_waits_for_pending_integrity_checks() {
     assert_eq!(n, 200.0);
     assert!(with_chash > 0.0);
     assert_eq!(stall("none").0, 0.0, "no checks, nothing to wait for");
+}
+
+/// Run `src` under lhash (no encryption) for `n` instructions, no warm-up.
+fn lhash_run(src: &mut dyn TraceSource, n: u64, sets: &[&str]) -> Stats {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let p = configure("suh2003", Some("lhash"), Some("none"), &sets).unwrap();
+    let r = run(&p, src, &RunOptions { instructions: n, warmup: 0, seed: 1, progress: false }).unwrap();
+    assert_eq!(r.error, None);
+    r.stats
+}
+
+#[test]
+fn system_calls_check_lhash_memory_only_when_they_are_made_signing_barriers() {
+    let mut prog = vec![];
+    for k in 0..20u64 {
+        prog.push(load(0x1000, 0x10_0000 + k * 4096, 1));
+        prog.push(Instr { pc: 0x1004, len: 2, op: OpClass::Barrier, ..Default::default() });
+    }
+    let s = lhash_run(&mut VecSource(prog.clone(), 0), 40, &[]);
+    assert_eq!((f(&s, "lhash.checks"), f(&s, "lhash.check_cycles"), f(&s, "core.barriers")), (0.0, 0.0, 0.0));
+    let s = lhash_run(&mut VecSource(prog, 0), 40, &["core.syscall_barriers=true"]);
+    assert_eq!((f(&s, "lhash.checks"), f(&s, "core.barriers")), (20.0, 20.0));
+    assert!(f(&s, "lhash.check_cycles") > 0.0 && f(&s, "core.barrier_stall_cycles") > 0.0);
+}
+
+fn store(pc: u64, addr: u64, v: u8) -> Instr {
+    let mut i = Instr { pc, len: 4, op: OpClass::Mem, ..Default::default() };
+    i.add_access(true, addr, &[v; 8]);
+    i
+}
+
+#[test]
+fn pages_built_before_the_window_are_not_added_inside_it() {
+    use secmem_trace::{Consistent, Skip};
+    // The fast-forwarded part builds 16 pages; the window reads them, then a system call
+    // writes a page nobody touched before (the kernel allocating it now).
+    let pages: Vec<u64> = (0..16u64).map(|k| 0x20_0000 + k * 4096 * 3).collect();
+    let built: Vec<Instr> = pages.iter().map(|&a| store(0x1000, a, 7)).collect();
+    let mut window: Vec<Instr> = pages.iter().map(|&a| {
+        let mut l = load(0x1004, a, 1);
+        l.data.fill(7);
+        l
+    }).collect();
+    window.push(Instr { pc: 0x1008, len: 2, op: OpClass::Barrier, ..Default::default() });
+    let mut io = Instr { external: true, ..Default::default() };
+    io.add_access(true, 0x90_0000, &[9; 8]);
+    window.push(io);
+    window.push(load(0x100a, 0x90_0000, 2));
+    let n = window.iter().filter(|i| !i.external).count() as u64;
+    let added = |s: &Stats| (f(s, "lhash.pages_added"), f(s, "lhash.pages_predating"));
+    // Skipped in the simulator (`--skip` of a trace file): the image comes first.
+    let prog: Vec<Instr> = built.iter().chain(&window).cloned().collect();
+    let mut skipped = Consistent::new(Skip::new(VecSource(prog, 0), built.len() as u64));
+    let s = lhash_run(&mut skipped, n, &[]);
+    assert_eq!(f(&s, "trace.value_mismatches"), 0.0);
+    // The code page and the system call's page are added in the window, timed.
+    assert_eq!(added(&s), (18.0, 16.0));
+    let set_up_bytes = 16.0 * 4096.0;
+    assert!(f(&s, "mem.write_bytes") < set_up_bytes, "{}", f(&s, "mem.write_bytes"));
+    // Skipped by the tracer: the window's loads find memory never seen, supplied lazily.
+    let mut lazy = Consistent::new(VecSource(window.clone(), 0));
+    let s = lhash_run(&mut lazy, n, &[]);
+    assert_eq!(added(&s), (18.0, 16.0));
+    assert!(f(&s, "mem.write_bytes") < set_up_bytes);
+    // The program building the same pages inside the window pays for adding them.
+    let prog: Vec<Instr> = built.iter().chain(&window).cloned().collect();
+    let s = lhash_run(&mut VecSource(prog, 0), n + built.len() as u64, &[]);
+    assert_eq!(added(&s), (18.0, 0.0));
+    assert!(f(&s, "mem.write_bytes") >= set_up_bytes);
 }
 
 #[test]

@@ -97,6 +97,10 @@ fn the_new_presets_are_the_papers_machines() {
     assert_eq!(enck.u64_min("mecu.resume_period", 0).unwrap(), 100_000_000);
     assert_eq!(enck.size("l2.size").unwrap(), 256 << 10);
     assert_eq!(enck.str("encryption").unwrap(), "mecu");
+    // Its core is SimpleScalar sim-outorder's defaults (-ruu:size, -lsq:size, -tlb:lat), not suh2003's.
+    let core = ["core.rob_size", "core.lsq_size", "tlb.miss_latency", "core.mispredict_penalty"].map(|k| enck.u64_min(k, 0).unwrap());
+    assert_eq!(core, [16, 8, 30, 3]);
+    assert_eq!(enck.str("core.branch_predictor").unwrap(), "bimodal");
     // suh2003 stays the default and keeps its behaviour: the new keys are off there.
     let suh = secmem_sim::load_preset("suh2003").unwrap();
     assert_eq!(suh.u64_min("mecu.resume_period", 0).unwrap(), 0);

@@ -16,7 +16,8 @@ pub enum OpClass {
     /// Any instruction whose only work is its memory accesses (mov to/from memory).
     Mem = 5,
     Branch = 6,
-    /// A crypto/sign instruction: waits at commit for every pending integrity check (003 §4.7).
+    /// A crypto/sign instruction (the tracer's system calls): waits at commit for every pending
+    /// integrity check (003 §4.7) when the core takes them as barriers (`core.syscall_barriers`).
     Barrier = 7,
 }
 

@@ -14,8 +14,13 @@
 //! check time so each chunk is read once. The adversary may change it: a page added twice or
 //! skipped at the check leaves READHASH ≠ WRITEHASH.
 //!
+//! Pages of memory from before the trace (what a fast-forwarded program or the loader built,
+//! handed over as external records: `Machine::predating`) are added the same way but untimed,
+//! as they were when allocated, before the measured window (`lhash.pages_predating`).
+//!
 //! Checks run every `lhash.check_period` off-chip accesses, or (`end`, the default) once when
-//! the run finishes, as in certified execution; a barrier (signing) checks first.
+//! the run finishes, as in certified execution; a signing barrier checks first (which trace
+//! events are barriers is the core's `core.syscall_barriers`).
 
 use super::{Integrity, IntegrityError, Verified};
 use crate::encryption::{derive_key, Encryption};
@@ -63,6 +68,8 @@ pub struct Lhash {
     write_chunks: u64,
     added_chunks: u64,
     pages_added: u64,
+    /// Of `pages_added`, those set up untimed: memory from before the trace.
+    pages_predating: u64,
     checks: u64,
     check_cycles: u64,
     checked_chunks: u64,
@@ -106,6 +113,7 @@ impl Lhash {
             write_chunks: 0,
             added_chunks: 0,
             pages_added: 0,
+            pages_predating: 0,
             checks: 0,
             check_cycles: 0,
             checked_chunks: 0,
@@ -245,8 +253,15 @@ impl Integrity for Lhash {
         let mut t_data = t_data;
         if !listed {
             // A page used for the first time: add-chunk every chunk of it. What was read
-            // before is not this program's data: the chunk is the zero just added.
-            self.add_page(m, enc, page, t_pt)?;
+            // before is not this program's data: the chunk is the zero just added. A page of
+            // memory from before the trace (a fast-forward's, the loader's) was allocated, and
+            // so added, back then: the same work, untimed (000 §3.2 adds at allocation).
+            if m.predating {
+                m.untimed(|m| self.add_page(m, enc, page, t_pt))?;
+                self.pages_predating += 1;
+            } else {
+                self.add_page(m, enc, page, t_pt)?;
+            }
             plain.fill(0);
             t_data = t_data.max(t_pt);
         }
@@ -317,7 +332,7 @@ impl Integrity for Lhash {
     }
 
     fn reset_stats(&mut self) {
-        (self.read_chunks, self.write_chunks, self.added_chunks, self.pages_added) = (0, 0, 0, 0);
+        (self.read_chunks, self.write_chunks, self.added_chunks, self.pages_added, self.pages_predating) = (0, 0, 0, 0, 0);
         (self.checks, self.check_cycles, self.checked_chunks) = (0, 0, 0);
         self.ts_buf.words.reset_stats();
     }
@@ -329,6 +344,7 @@ impl Integrity for Lhash {
         out.int("lhash.write_chunks", self.write_chunks);
         out.int("lhash.added_chunks", self.added_chunks);
         out.int("lhash.pages_added", self.pages_added);
+        out.int("lhash.pages_predating", self.pages_predating);
         out.int("lhash.checks", self.checks);
         out.int("lhash.check_cycles", self.check_cycles);
         out.int("lhash.checked_chunks", self.checked_chunks);
