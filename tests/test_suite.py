@@ -238,6 +238,80 @@ def test_apt_failure_is_one_line_naming_the_package(empty_data, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
+# Input sizes: NAME.SIZE variants (mcf.spec) have their own inputs, data directory and stamp
+
+
+@pytest.mark.parametrize("name", [n for n in suite.variants() if "." in n])
+def test_sized_variant_is_the_entry_with_its_generator_arguments(name):
+    base, size = name.split(".")
+    w, v = suite.get(base), suite.get(name)
+    s = w.sizes[size]
+    assert v.name == name and suite.sized_name(base, size) == name and size in suite.sizes(base)
+    assert v.program == w.program and v.args == w.args and v.packages == w.packages
+    assert v.generate.func is w.generate.func
+    assert v.generate.keywords == {**w.generate.keywords, **s.generate} != w.generate.keywords
+    assert set(s.generate) <= set(w.generate.keywords), "a size overrides the table's generator arguments"
+    assert v.description == s.description and s.footprint and s.skip > 0
+    assert suite._fingerprint(v) != suite._fingerprint(w)
+    assert suite.describe(name)["size"] == size and suite.describe(base)["size"] == suite.DEFAULT_SIZE
+
+
+def test_size_names_and_errors(empty_data):
+    v = suite.variants()
+    assert v[0] == "gcc" and v.index("mcf.spec") == v.index("mcf") + 1 and set(suite.names()) < set(v)
+    assert suite.sizes("sha") == ["small"] and suite.sizes("mcf") == ["small", "spec"]
+    assert suite.get("mcf.small") is suite.get("mcf") and suite.sized_name("mcf", "small") == "mcf"
+    assert suite.data_dir("mcf.spec") == empty_data / "mcf.spec" and suite.data_dir("mcf.small") == empty_data / "mcf"
+    assert suite.known("mcf.spec") and not suite.known("sha.spec") and not suite.known("nosuch.spec")
+    for bad in ("sha.spec", "mcf.huge"):
+        with pytest.raises(suite.SuiteError, match=r"has no '(spec|huge)' input size \(sizes: small"):
+            suite.get(bad)
+    with pytest.raises(suite.SuiteError, match="unknown suite workload 'nosuch.spec'"):
+        suite.get("nosuch.spec")
+
+
+def _sized_fake(monkeypatch):
+    """A workload whose program every system has, with a small and a spec size."""
+    w = suite.Workload(name="fake", description="d", stands_for="MiBench x", packages=("secmem-fake-pkg",),
+                       program="/bin/true", args=(), generate=partial(inputs.gen_text_file, name="t.txt", nbytes=1000),
+                       sizes={"spec": suite.Size(generate=dict(nbytes=3000), description="bigger", footprint="1 KiB",
+                                                 skip=1000)})
+    monkeypatch.setitem(suite._BY_NAME, "fake", w)
+    monkeypatch.setitem(suite._pkg_cache, "secmem-fake-pkg", True)
+    return w
+
+
+def test_sizes_install_side_by_side_with_their_own_stamps(empty_data, monkeypatch):
+    _sized_fake(monkeypatch)
+    assert suite.install("fake.spec", progress=lambda s: None) is True
+    assert suite.status("fake.spec") == "installed" and suite.status("fake") == "not installed"
+    assert suite.install("fake", progress=lambda s: None) is True
+    small_f, spec_f = empty_data / "fake" / "t.txt", empty_data / "fake.spec" / "t.txt"
+    assert small_f.stat().st_size == 1000 and spec_f.stat().st_size == 3000
+    assert small_f.read_bytes() == spec_f.read_bytes()[:1000], "same generator and seed, only longer"
+    import json
+
+    st = json.loads((empty_data / "fake.spec" / suite.STAMP).read_text())
+    assert (st["workload"], st["size"], st["files"]["t.txt"]["size"]) == ("fake.spec", "spec", 3000)
+    assert json.loads((empty_data / "fake" / suite.STAMP).read_text())["size"] == "small"
+    # idempotent per size, and the command runs in the size's own directory
+    assert suite.install("fake.spec", progress=lambda s: None) is False
+    assert suite.command("fake.spec").cwd == str(empty_data / "fake.spec") and suite.command("fake.spec").name == "fake.spec"
+    # a stamp is only good for its own size: the small inputs copied over the spec ones are stale
+    for f in ("t.txt", suite.STAMP):
+        (empty_data / "fake.spec" / f).write_bytes((empty_data / "fake" / f).read_bytes())
+    assert suite.status("fake.spec") == "not installed" and suite.status("fake") == "installed"
+    assert suite.install("fake.spec", progress=lambda s: None) is True and spec_f.stat().st_size == 3000
+
+
+def test_cli_install_size_without_that_size_is_one_clean_line(empty_data):
+    # every name is checked before anything is installed: mcf.spec, named first, is not generated
+    p = cli("workloads", "install", "--size", "spec", "mcf", "sha")
+    assert_clean_error(p, "sha has no 'spec' input size (sizes: small)", code=2)
+    assert p.stdout == "" and not (empty_data / "mcf.spec").exists()
+
+
+# ---------------------------------------------------------------------------------------
 # Installed and run natively: sha and gzip (their packages are on every Debian)
 
 
@@ -318,6 +392,7 @@ def test_cli_not_installed_status(empty_data):
     assert p.returncode == 0, p.stderr
     rows = {l.split()[0]: l for l in p.stdout.splitlines() if l.startswith("  ")}
     assert re.match(r"  gzip\s+not installed\s", rows["gzip"])
+    assert re.match(r"  mcf\.spec\s+not installed\s", rows["mcf.spec"]) and "sha.spec" not in rows
 
 
 def test_cli_install_unknown_is_one_clean_line():

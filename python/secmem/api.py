@@ -104,10 +104,10 @@ def _input(workload, trace, program, env, cwd, stdin, trace_format):
     if workload is not None and workload not in dict(_core.workloads()):
         from . import suite
 
-        if workload not in suite.names():
+        if not suite.known(workload):
             raise _core.ConfigError(
                 f"unknown workload '{workload}': built-in are {', '.join(n for n, _ in _core.workloads())}; "
-                f"suite workloads are {', '.join(suite.names())}"
+                f"suite workloads are {', '.join(suite.variants())}"
             )
         if program is not None or trace is not None:
             raise _core.ConfigError("give one of a workload, a trace file or a program, not several")

@@ -271,12 +271,15 @@ def cmd_workloads(a) -> int:
     from . import suite
 
     if getattr(a, "wcmd", None) == "install":
-        todo = suite.names() if a.all else list(dict.fromkeys(a.names))
+        if a.all:  # with --size: every workload that has that size
+            todo = [n for n in suite.names() if a.size is None or a.size in suite.sizes(n)]
+        else:
+            todo = list(dict.fromkeys(a.names))
         if not todo:
             print("secmem: error: name workloads to install, or --all (see `secmem workloads`)", file=sys.stderr)
             return 2
-        for name in todo:
-            suite.get(name)  # unknown names fail before anything is installed
+        # unknown names and sizes fail before anything is installed
+        todo = [suite.get(n).name if a.size is None else suite.sized_name(n, a.size) for n in todo]
         failed = 0
         for name in todo:
             try:
@@ -293,11 +296,11 @@ def cmd_workloads(a) -> int:
         print(f"  {name:<10} {desc}")
     print()
     print("suite workloads (real programs, generated inputs; `secmem workloads install NAME`):")
-    for name in suite.names():
+    for name in suite.variants():
         w = suite.get(name)
         st = suite.status(name)
         size = f"~{w.instructions / 1e9:.1f}G instr" if w.instructions else ""
-        print(f"  {name:<10} {st:<14} {size:<13} {w.stands_for}: {w.description}")
+        print(f"  {name:<12} {st:<14} {size:<13} {w.stands_for}: {w.description}")
     return 0
 
 
@@ -584,7 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
     wsub = w.add_subparsers(dest="wcmd", metavar="ACTION")
     wi = wsub.add_parser("install", help="apt-get install a suite workload's packages and generate its inputs")
     wi.add_argument("names", nargs="*", metavar="NAME")
-    wi.add_argument("--all", action="store_true", help="every suite workload")
+    wi.add_argument("--all", action="store_true", help="every suite workload (with --size: every one that has that size)")
+    wi.add_argument("--size", metavar="SIZE", help="input size: small (the default inputs) or spec (SPEC-sized: NAME.spec, "
+                    "docs/workloads.md); each size has its own data directory")
     wi.set_defaults(func=cmd_workloads)
 
     tracing.add_trace_parser(sub)

@@ -103,7 +103,7 @@ def workload_identity(
         return {"kind": "builtin", "name": name, "digest": _builtin_digest(name, int(seed))}
     from . import suite
 
-    if name not in suite.names():
+    if not suite.known(name):
         raise _core.ConfigError(f"unknown workload '{name}'")
     c = suite.command(name)  # SuiteError (a ValueError) when not installed
     digest = json_digest(

@@ -14,6 +14,10 @@ to run (or trace) it with, so the same instruction stream comes out on every run
 
 The data directory of workload NAME is ``$SECMEM_DATA/NAME`` when ``SECMEM_DATA`` is set,
 else ``~/.cache/secmem/workloads/NAME``.
+
+Some workloads also have larger inputs, named ``NAME.SIZE`` (``mcf.spec``: SPEC-sized, see
+docs/workloads.md); every function here takes those names too, and each size has its own data
+directory (``$SECMEM_DATA/mcf.spec``) and stamp, so sizes never overwrite each other.
 """
 
 from __future__ import annotations
@@ -25,18 +29,25 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..provenance import sha256_file as _sha256_file
-from .workloads import WORKLOADS, Workload
+from .workloads import DEFAULT_SIZE, WORKLOADS, Size, Workload
 
 __all__ = [
     "SuiteError",
     "Command",
     "Workload",
+    "Size",
+    "DEFAULT_SIZE",
     "names",
+    "variants",
+    "sizes",
+    "sized_name",
+    "known",
     "get",
     "describe",
     "status",
@@ -62,15 +73,58 @@ class SuiteError(ValueError):
 
 
 def names() -> list:
-    """Suite workload names, in table order."""
+    """Suite workload names, in table order (their default, small inputs)."""
     return [w.name for w in WORKLOADS]
 
 
-def get(name: str) -> Workload:
+def variants() -> list:
+    """Every runnable name: each workload, followed by its other sizes (``mcf``, ``mcf.spec``)."""
+    return [n for w in WORKLOADS for n in (w.name, *(sized_name(w.name, s) for s in w.sizes))]
+
+
+def sizes(name: str) -> list:
+    """The input sizes workload NAME has, the default first: ``["small", "spec"]``."""
+    return [DEFAULT_SIZE, *_base(name).sizes]
+
+
+def sized_name(name: str, size: str) -> str:
+    """The name of workload NAME at SIZE: ``mcf`` for the default size, else ``mcf.spec``.
+    Raises SuiteError if NAME has no such size."""
+    w = _base(name)
+    if size != DEFAULT_SIZE and size not in w.sizes:
+        raise SuiteError(f"suite workload {w.name} has no {size!r} input size (sizes: {', '.join(sizes(w.name))})")
+    return w.name if size == DEFAULT_SIZE else f"{w.name}.{size}"
+
+
+def known(name: str) -> bool:
     try:
-        return _BY_NAME[name]
+        get(name)
+        return True
+    except SuiteError:
+        return False
+
+
+def _base(name: str) -> Workload:
+    base = name.partition(".")[0]
+    try:
+        return _BY_NAME[base]
     except KeyError:
         raise SuiteError(f"unknown suite workload {name!r} (known: {', '.join(names())})") from None
+
+
+def get(name: str) -> Workload:
+    """The table entry of NAME; for ``NAME.SIZE`` the entry with that size's generator
+    arguments and description, named ``NAME.SIZE`` (``NAME.small`` is ``NAME``)."""
+    w = _base(name)
+    _, dot, size = name.partition(".")
+    if not dot or size == DEFAULT_SIZE:
+        return w
+    s = w.sizes.get(size)
+    if s is None:
+        sized_name(w.name, size)  # raises, naming the sizes there are
+    g = w.generate
+    return replace(w, name=f"{w.name}.{size}", description=s.description, generate=partial(g.func, **{**g.keywords, **s.generate}),
+                   instructions=0, native_seconds=0.0, sizes={})
 
 
 def describe(name: str) -> dict:
@@ -78,6 +132,8 @@ def describe(name: str) -> dict:
     w = get(name)
     return {
         "name": w.name,
+        "size": w.name.partition(".")[2] or DEFAULT_SIZE,
+        "sizes": sizes(name),
         "description": w.description,
         "stands_for": w.stands_for,
         "packages": list(w.all_packages),
@@ -95,7 +151,7 @@ def describe(name: str) -> dict:
 
 
 def data_dir(name: str) -> Path:
-    get(name)
+    name = get(name).name  # NAME.small is NAME
     root = os.environ.get("SECMEM_DATA")
     if root:
         return Path(root).expanduser() / name
@@ -170,6 +226,8 @@ def _stamp_ok(w: Workload, d: Path) -> bool:
     except (OSError, ValueError):
         return False
     if stamp.get("fingerprint") != _fingerprint(w) or stamp.get("seed") != w.seed:
+        return False
+    if stamp.get("workload", w.name) != w.name:  # a size's inputs copied under another name
         return False
     files = stamp.get("files", {})
     if not files:
@@ -250,7 +308,8 @@ def generate_inputs(name: str, directory: Path | str, seed: Optional[int] = None
         with tempfile.TemporaryDirectory(prefix="secmem-prepare-") as home:
             files += w.prepare(d, base_env(home))
     stamp = {
-        "workload": name,
+        "workload": w.name,
+        "size": w.name.partition(".")[2] or DEFAULT_SIZE,
         "fingerprint": _fingerprint(w),
         "seed": seed,
         "files": {f: {"size": (d / f).stat().st_size, "sha256": _sha256_file(d / f)} for f in files},
@@ -352,7 +411,7 @@ def command(name: str, baseline_isa: bool = False) -> Command:
     env = base_env(d, baseline_isa)
     env.update(w.env)
     return Command(
-        name=name,
+        name=w.name,
         argv=(w.program, *w.args),
         env=env,
         cwd=str(d),

@@ -25,6 +25,23 @@ from . import inputs
 # Bump a workload's ``version`` whenever its generator or prepare step changes output, so
 # installed copies are regenerated.
 
+#: The input size every workload has: the table's own generator arguments (fast to run, used
+#: by the tests). Other sizes are variants named ``NAME.SIZE`` (e.g. ``mcf.spec``).
+DEFAULT_SIZE = "small"
+
+
+@dataclass(frozen=True)
+class Size:
+    """A larger input for one workload: generator arguments that replace the table's, so the
+    same program runs on a bigger problem. ``spec`` sizes are chosen so the program's L2 miss
+    rates approach those the seeds report for the SPEC benchmark it stands for (000 Table 2);
+    docs/workloads.md has the measurements and the commands."""
+
+    generate: dict  # generator keyword arguments overriding the table's
+    description: str
+    footprint: str  # the program's resident memory in its measured phase, e.g. "61 MiB"
+    skip: int  # instructions before that phase: where docs/workloads.md starts its traces
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -46,6 +63,7 @@ class Workload:
     instructions: int = 0  # approximate native instruction count (callgrind Ir)
     native_seconds: float = 0.0
     notes: str = ""
+    sizes: dict = field(default_factory=dict)  # size name -> Size, besides DEFAULT_SIZE
 
     @property
     def all_packages(self) -> tuple:
@@ -143,6 +161,13 @@ WORKLOADS = (
         output="solution.txt",
         instructions=3_597_207_787,
         native_seconds=0.466,
+        sizes={"spec": Size(
+            generate=dict(nodes=40000, arcs=200000),
+            description="GLPK glpsol --mincost: simplex on a generated DIMACS network, 40,000 nodes / 200,000 arcs "
+                        "(set-up ~5 G instructions, then minutes of simplex: trace windows of it)",
+            footprint="179 MiB",  # VmRSS when the simplex starts
+            skip=7_000_000_000,  # set-up (read, presolve, scaling, initial basis) ends near 5 G
+        )},
     ),
     Workload(
         name="parser",
@@ -166,6 +191,13 @@ WORKLOADS = (
         generate=partial(inputs.gen_sql, nparts=12000, nperson=3000),
         instructions=1_308_242_866,
         native_seconds=0.21,
+        sizes={"spec": Size(
+            generate=dict(nparts=120000, nperson=30000),
+            description="sqlite3 (in-memory) on a generated object-database script: 120k parts, 240k links, "
+                        "30k owners, then 40 transactions (~10 G instructions, from its CPU time)",
+            footprint="28 MiB",  # peak VmRSS (GNU time %M)
+            skip=9_400_000_000,  # inside the transactions: inserts end near 7.2 G, index builds near 8.9 G
+        )},
     ),
     Workload(
         name="perlbench",
