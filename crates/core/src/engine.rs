@@ -156,7 +156,7 @@ pub const MACHINE: &[Component] = &[
         params: &[
             param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
             param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
-            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext and MAC speculation of tdes and otp's chunk MACs (004 §3.2–3.3: 8, 16 or 32); 0: off"),
+            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext and MAC speculation of tdes, ocb (with chunk re-ordering) and otp's chunk MACs (004 §3.2–3.3: 8, 16 or 32); 0: off"),
             param("speculation.engines", Def::Int(0), "engines", "dedicated pipelines of the scheme's cipher for frequent value speculation (004 Fig. 2's \"Pipelined Encryption Engines\"), each at the cipher's throughput; 0: speculation shares the scheme's engine with demand work"),
             param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
         ],
@@ -525,6 +525,7 @@ impl Engine {
                 break;
             }
         }
+        done = done.max(self.enc.write_back_cached(&mut self.m, done));
         self.enc.drop_cached();
         self.integ.drop_cached();
         if let Some(a) = self.auth.as_mut() {

@@ -80,6 +80,8 @@ pub enum MetaKind {
     CodeTag,
     /// The per-chunk MACs of a line of tdes or otp (004 §3.3).
     ChunkMacs(&'static str),
+    /// The frequent value bitmap of a re-ordered line (004 §3.2.2).
+    FvBitmap,
 }
 
 /// One piece of metadata: what it is, where, and how many bytes.
@@ -109,6 +111,7 @@ impl fmt::Display for MetaKind {
             MetaKind::Tag => write!(f, "ocb tag"),
             MetaKind::CodeTag => write!(f, "code authentication tag"),
             MetaKind::ChunkMacs(scheme) => write!(f, "{} chunk MACs", scheme),
+            MetaKind::FvBitmap => write!(f, "frequent value bitmap"),
         }
     }
 }

@@ -89,6 +89,12 @@ pub trait Encryption: Send {
         None
     }
 
+    /// Write on-chip metadata newer than memory's copy back to memory from `t` (flush, before
+    /// `drop_cached`): when it is there.
+    fn write_back_cached(&mut self, _m: &mut Machine, t: Cycle) -> Cycle {
+        t
+    }
+
     /// Forget on-chip copies of untrusted metadata (flush).
     fn drop_cached(&mut self) {}
 

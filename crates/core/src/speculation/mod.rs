@@ -16,6 +16,7 @@ use crate::stats::Stats;
 use secmem_timing::{Cycle, Pipe};
 
 pub mod fvt;
+pub mod reorder;
 pub mod stamp;
 
 pub use fvt::Fvt;
