@@ -757,8 +757,8 @@ impl Encryption for Ocb {
 #[cfg(test)]
 mod tests {
     use crate::layout::MetaKind;
-    use crate::testutil::{frequent_lines, params, stat};
-    use crate::{AccessKind, Engine, IntegrityError};
+    use crate::testutil::{frequent_line_miss, frequent_lines, params, stat};
+    use crate::{Engine, IntegrityError};
 
     const FV: &str = "speculation.frequent_values=8";
 
@@ -832,14 +832,7 @@ mod tests {
         let mut ready = Vec::new();
         for extra in [&["speculation.frequent_values=0"][..], &[FV][..]] {
             let mut e = engine("none", &[extra[0], "speculation.engines=4", "memory.latency=250", "aes.latency=80"]);
-            e.write(0x2000, &[0u8; 64], 0).unwrap();
-            e.write(0x2040, &[1u8; 64], 0).unwrap();
-            e.flush(0).unwrap();
-            // The neighbour brings the counter and bitmap words both lines share on chip.
-            e.access(0x2040, AccessKind::Load, 0).unwrap();
-            e.settle().unwrap();
-            let t = 1_000_000;
-            ready.push(e.access(0x2000, AccessKind::Load, t).unwrap().ready - t);
+            ready.push(frequent_line_miss(&mut e).ready);
         }
         // Without: the last block's 80-cycle decryption follows its arrival; with: a match.
         assert!(ready[1] + 70 < ready[0], "ready after {:?} cycles (off, on)", ready);
@@ -1080,14 +1073,9 @@ mod tests {
         let mut t = Vec::new();
         for spec in ["speculation.frequent_values=0", FV] {
             let mut e = engine("none", &[MACS, spec, "speculation.engines=4", "aes.engines=4", "memory.latency=250", "aes.latency=80", "speculation.use_before_verify=false"]);
-            e.write(0x2000, &[0u8; 64], 0).unwrap();
-            e.write(0x2040, &[1u8; 64], 0).unwrap();
-            e.flush(0).unwrap();
-            e.access(0x2040, AccessKind::Load, 0).unwrap();
-            e.settle().unwrap();
-            let o = e.access(0x2000, AccessKind::Load, 1_000_000).unwrap();
+            let o = frequent_line_miss(&mut e);
             assert_eq!(o.ready, o.verified);
-            t.push(o.verified - 1_000_000);
+            t.push(o.verified);
             if spec == FV {
                 // Both lines are pairs of table values (zeros, 0x0101…01): all 8 blocks' MACs speculated.
                 assert_eq!(stat(&e, "ocb.mac_speculated"), 8.0);
