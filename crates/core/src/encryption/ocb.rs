@@ -459,8 +459,8 @@ impl Ocb {
         let lat = m.aes.latency();
         let engine = fv.engine.as_mut().unwrap_or(&mut m.aes);
         // With per-block MACs, each speculated block's N² MACs follow its ciphertexts, from when
-        // R' and the bitmap are known, each set not started unless it beats the block's own MAC computation. It
-        // is launched whether or not the ciphertexts were: a block deciphered the ordinary way
+        // R' and the bitmap are known, not started unless they beat the block's own MAC. They
+        // are launched whether or not the ciphertexts were: a block deciphered the ordinary way
         // to a pair whose speculated MAC matches needs no MAC computation either (as otp's).
         let mut mac_launched = 0u64;
         for j in 0..if k > 0 { positions } else { 0 } {
@@ -1009,7 +1009,7 @@ mod tests {
             e.untrusted().read(a, &mut b);
             e.untrusted().write(a, &[b[0] ^ 1]);
         };
-        let macs_of = |e: &Engine| e.metadata_of(0x8000).iter().find(|m| m.kind == MetaKind::ChunkMacs("ocb")).expect("MACs listed").clone();
+        let macs_of = |e: &Engine| *e.metadata_of(0x8000).iter().find(|m| m.kind == MetaKind::ChunkMacs("ocb")).expect("MACs listed");
         for spec in ["speculation.frequent_values=0", FV] {
             let fail = |e: &mut Engine, what: &str, mac_only: bool| {
                 let err = read(e, 0x8000).expect_err(what);
