@@ -72,3 +72,18 @@ pub fn speculated_reads(enc: &str, extra: &[&str]) -> crate::Engine {
     assert!(freq > 0.3 * chunks && freq < chunks, "{} of {} chunks frequent", freq, chunks);
     e
 }
+
+/// The miss on a line of zeros (frequent values) at 0x2000, 1 000 000 cycles after its
+/// neighbour, a line of 0x01 bytes at 0x2040, was read: that read brought the counter (stamp,
+/// bitmap) word both lines share on chip. Returns the miss's outcome, timed from its request.
+pub fn frequent_line_miss(e: &mut crate::Engine) -> crate::Outcome {
+    e.write(0x2000, &[0u8; 64], 0).unwrap();
+    e.write(0x2040, &[1u8; 64], 0).unwrap();
+    e.flush(0).unwrap();
+    e.access(0x2040, crate::AccessKind::Load, 0).unwrap();
+    e.settle().unwrap();
+    let mut o = e.access(0x2000, crate::AccessKind::Load, 1_000_000).unwrap();
+    o.ready -= 1_000_000;
+    o.verified -= 1_000_000;
+    o
+}

@@ -1022,8 +1022,10 @@ _ENGINES = {"tdes.engines": 4, "tdes.chunk_mac_bytes": 4, "speculation.use_befor
 _ENGINES_OTP = {"speculation.engines": 4, "otp.chunk_mac_bytes": 4, "speculation.use_before_verify": "false"}
 # AES (OCB, 128-bit blocks; Figs. 7(b)(d), 9): 4 replicated AES pipelines shared by demand and
 # speculative work, as tdes's; the chunks re-ordered by a bitmap per line with the 8-KB bitmap
-# cache and next-word prefetch (§3.2.2; ocb's defaults). OCB's tag is the line's MAC.
-_ENGINES_OCB = {"aes.engines": 4, "speculation.use_before_verify": "false"}
+# cache and next-word prefetch (§3.2.2; ocb's defaults); an 8-B MAC per 128-bit block (§3.3,
+# Fig. 7's "ciphertext and MAC speculation"; tdes's 4 B per 64-bit chunk, per AES block),
+# speculated with the ciphertexts, which verifies the line in place of OCB's tag.
+_ENGINES_OCB = {"aes.engines": 4, "ocb.chunk_mac_bytes": 8, "speculation.use_before_verify": "false"}
 _FV_SIZES = (8, 16, 32)
 _TDES, _OTP, _OCB = "none+tdes", "none+otp", "none+ocb"
 

@@ -664,8 +664,8 @@ impl Encryption for Otp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{frequent_lines, params, speculated_reads, stat};
-    use crate::{AccessKind, Engine};
+    use crate::testutil::{frequent_line_miss, frequent_lines, params, speculated_reads, stat};
+    use crate::Engine;
 
     #[test]
     fn mac_speculation_decides_as_the_real_speculated_macs_do() {
@@ -689,15 +689,9 @@ mod tests {
             p.set_str(kv).unwrap();
         }
         let mut e = Engine::new(&p, 3).unwrap();
-        e.write(0x2000, &[0u8; 64], 0).unwrap();
-        e.write(0x2040, &[1u8; 64], 0).unwrap();
-        e.flush(0).unwrap();
-        // The neighbour brings the stamp word both lines share on chip.
-        e.access(0x2040, AccessKind::Load, 0).unwrap();
-        e.settle().unwrap();
-        let o = e.access(0x2000, AccessKind::Load, 1_000_000).unwrap();
+        let o = frequent_line_miss(&mut e);
         assert_eq!(o.ready, o.verified);
-        (o.verified - 1_000_000, e)
+        (o.verified, e)
     }
 
     #[test]

@@ -671,7 +671,7 @@ fn boot_encrypted_memory_reads_as_zeros_holds_ciphertext_and_round_trips_under_e
 fn boot_encrypted_memory_no_longer_takes_raw_zeros_for_a_never_written_line() {
     // The adversary zeroes a never-written line (and its MACs or tag): raw zeros were the
     // initial state; with a boot image they are a change that the MACs or tag catch.
-    for (enc, macs) in [("tdes", "tdes.chunk_mac_bytes=4"), ("otp", "otp.chunk_mac_bytes=4"), ("ocb", "ocb.tag_bytes=8")] {
+    for (enc, macs) in [("tdes", "tdes.chunk_mac_bytes=4"), ("otp", "otp.chunk_mac_bytes=4"), ("ocb", "ocb.tag_bytes=8"), ("ocb", "ocb.chunk_mac_bytes=8")] {
         for boot in [false, true] {
             let b = format!("memory.boot_encrypted={}", boot);
             let mut e = engine("none", enc, &[macs, &b]);
