@@ -468,6 +468,13 @@ mod tests {
         assert_eq!(c.reserve(0, 1), 1);
     }
 
+    /// The slot-by-slot reference: the first run of `n` free slots from `from`, now booked.
+    fn book_first_fit(slots: &mut [bool], from: u64, n: u64) -> u64 {
+        let at = (from..).find(|&s| slots[s as usize..(s + n) as usize].iter().all(|b| !b)).unwrap();
+        slots[at as usize..(at + n) as usize].iter_mut().for_each(|b| *b = true);
+        at
+    }
+
     #[test]
     fn every_booking_takes_the_first_fit_like_a_slot_by_slot_search() {
         let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
@@ -477,7 +484,6 @@ mod tests {
             // Wanted times drift forward with jitter, as the timing model presents them.
             let from = (i * 12).saturating_sub(rnd(3000));
             let n = if rnd(50) == 0 { 65 + rnd(100) } else { 1 + rnd(12) };
-            let want = (from..).find(|&s| slots[s as usize..(s + n) as usize].iter().all(|b| !b)).unwrap();
             if rnd(4) == 0 {
                 let mut left = n;
                 let mut last = from;
@@ -493,7 +499,7 @@ mod tests {
                 }
                 assert_eq!(c.reserve_each(from, n), last, "booking {} ({} scattered from {})", i, n, from);
             } else {
-                slots[want as usize..(want + n) as usize].iter_mut().for_each(|b| *b = true);
+                let want = book_first_fit(&mut slots, from, n);
                 assert_eq!(c.reserve(from, n), want, "booking {} ({} from {})", i, n, from);
             }
         }
@@ -513,8 +519,7 @@ mod tests {
                 1 => (100 + i * 9 + rnd(500), 8),
                 _ => (100 + i * 7, 1 + rnd(4)),
             };
-            let want = (from..).find(|&s| slots[s as usize..(s + n) as usize].iter().all(|b| !b)).unwrap();
-            slots[want as usize..(want + n) as usize].iter_mut().for_each(|b| *b = true);
+            let want = book_first_fit(&mut slots, from, n);
             assert_eq!(c.reserve(from, n), want, "booking {} ({} from {})", i, n, from);
         }
     }
