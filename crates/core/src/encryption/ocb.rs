@@ -777,6 +777,16 @@ mod tests {
         }
     }
 
+    /// 300 `frequent_lines` written and read back as misses (statistics of the reads), with
+    /// four speculation pipelines and a memory slow enough for speculation to be in time.
+    fn frequent_reads(extra: &[&str]) -> Engine {
+        let sets: Vec<&str> = extra.iter().copied().chain(["speculation.engines=4", "memory.latency=250"]).collect();
+        let mut e = engine("none", &sets);
+        let want = frequent_lines(&mut e, 300);
+        read_back(&mut e, &want);
+        e
+    }
+
     fn read(e: &mut Engine, addr: u64) -> Result<Vec<u8>, IntegrityError> {
         let mut v = vec![0u8; 64];
         e.read(addr, &mut v, 0)?;
@@ -816,9 +826,7 @@ mod tests {
         for (n, reorder) in [(8, true), (16, true), (32, true), (8, false)] {
             let fv = format!("speculation.frequent_values={}", n);
             let r = format!("ocb.reorder_chunks={}", reorder);
-            let mut e = engine("none", &[&fv, &r, "speculation.engines=4", "memory.latency=250"]);
-            let want = frequent_lines(&mut e, 300);
-            read_back(&mut e, &want);
+            let e = frequent_reads(&[&fv, &r]);
             let (h, freq) = (stat(&e, "speculation.fv_hits"), stat(&e, "speculation.fv_frequent_chunks"));
             assert!(h > 0.0 && h <= freq, "{} values: {} hits of {} frequent chunks", n, h, freq);
             assert!(stat(&e, "speculation.fv_encryptions") > 0.0);
@@ -1055,9 +1063,7 @@ mod tests {
         for (n, bytes) in [(8, 8), (8, 1)] {
             let fv = format!("speculation.frequent_values={}", n);
             let mb = format!("ocb.chunk_mac_bytes={}", bytes);
-            let mut e = engine("none", &[&fv, &mb, "speculation.engines=4", "memory.latency=250"]);
-            let want = frequent_lines(&mut e, 300);
-            read_back(&mut e, &want);
+            let e = frequent_reads(&[&fv, &mb]);
             let (spec, hits) = (stat(&e, "ocb.mac_speculated"), stat(&e, "speculation.fv_hits"));
             let freq = stat(&e, "speculation.fv_frequent_chunks");
             assert!(spec > 0.0 && 2.0 * spec >= hits && 2.0 * spec <= freq, "{} MACs speculated, {} chunk hits, {} frequent", spec, hits, freq);
