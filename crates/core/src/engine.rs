@@ -582,7 +582,6 @@ impl Engine {
     /// bus stays timed: freezing its calendar too left every later window slow (mix, IPC
     /// −75%; not understood yet, see docs/sampling.md).
     pub fn set_untimed(&mut self, on: bool) {
-        self.m.crypto_frozen = on;
         self.m.aes.freeze(on);
         self.m.hash.freeze(on);
     }

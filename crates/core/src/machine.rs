@@ -55,8 +55,6 @@ pub struct Machine {
     /// loader built, handed over as external records): a scheme's one-time set-up of it
     /// belongs before the run and is done untimed (`untimed`). Set by `Engine::set_predating`.
     pub predating: bool,
-    /// Crypto engines frozen by a sampled run's functional warming (`Engine::set_untimed`).
-    pub(crate) crypto_frozen: bool,
     pending: Vec<Victim>,
     spare: Vec<Vec<u8>>,
     evicted_data: Vec<u64>,
@@ -90,7 +88,6 @@ impl Machine {
             keep_clean_victims: false,
             counters: L2Counters::default(),
             predating: false,
-            crypto_frozen: false,
             pending: Vec::new(),
             spare: Vec::new(),
             evicted_data: Vec::new(),
@@ -105,13 +102,15 @@ impl Machine {
     /// bytes but book no time on the bus or the engines (work that happened before the timed
     /// run, such as setting up memory a fast-forwarded program built).
     pub fn untimed<R>(&mut self, f: impl FnOnce(&mut Machine) -> R) -> R {
+        // The engines may already be frozen (a sampled run's functional warming): restore.
+        let (aes, hash) = (self.aes.frozen(), self.hash.frozen());
         self.port.set_untimed(true);
         self.aes.freeze(true);
         self.hash.freeze(true);
         let r = f(self);
         self.port.set_untimed(false);
-        self.aes.freeze(self.crypto_frozen);
-        self.hash.freeze(self.crypto_frozen);
+        self.aes.freeze(aes);
+        self.hash.freeze(hash);
         r
     }
 

@@ -149,7 +149,8 @@ pub struct Core {
     /// barriers (`core.syscall_barriers`).
     syscall_barriers: bool,
     /// The last instruction was a system call: external records now are its writes, not
-    /// memory from before the trace.
+    /// memory from before the trace. Pending records are applied before the next
+    /// instruction changes it, so one value holds for all of them.
     after_syscall: bool,
     lat: [Cycle; 8],
     /// Cycles from the L1 delivering a load's data to its dependents' issue.
@@ -179,8 +180,6 @@ pub struct Core {
     pub pm: PageMap,
     /// External records waiting for the next instruction (see `external`).
     pending: Vec<Instr>,
-    /// Per pending record: memory from before the trace (not a system call's write).
-    pending_predating: Vec<bool>,
     pending_n: usize,
     pending_bytes: usize,
     cpi: CpiStack,
@@ -256,7 +255,6 @@ impl Core {
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
             pending: Vec::new(),
-            pending_predating: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
             cpi,
@@ -336,10 +334,8 @@ impl Core {
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         if self.pending.len() == self.pending_n {
             self.pending.push(Instr::default());
-            self.pending_predating.push(false);
         }
         self.pending[self.pending_n].clone_from(ins);
-        self.pending_predating[self.pending_n] = !self.after_syscall;
         self.pending_n += 1;
         self.pending_bytes += ins.data.len();
         if self.pending_bytes > PENDING_BYTES {
@@ -352,8 +348,8 @@ impl Core {
     /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
     #[cold]
     fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
-        for (ins, &predating) in self.pending[..self.pending_n].iter().zip(&self.pending_predating) {
-            eng.set_predating(predating);
+        eng.set_predating(!self.after_syscall);
+        for ins in &self.pending[..self.pending_n] {
             for a in &ins.accesses {
                 let val = ins.value(a);
                 let mut off = 0u64;

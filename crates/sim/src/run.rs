@@ -108,22 +108,10 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         }
         let r = if ins.external {
             core.external(&ins, &mut eng)
-        } else if let Some(w) = &mut windows {
-            // The same order as below: count, poll, then the instruction.
-            let i = n.checked_sub(o.warmup);
-            n += 1;
-            if n & 0xFFFF == 0 {
-                bar.update(n);
-            }
-            if n & 0xFF == 0 {
-                if let Err(e) = core.poll(&mut eng, n) {
-                    error = Some(format!("{} (instruction {})", e, n));
-                    break;
-                }
-            }
-            w.instruction(i, &ins, &mut core, &mut eng)
         } else {
-            if !measuring && n >= o.warmup {
+            // A sampled run (`windows`) starts and ends its measurements itself.
+            let i = n.checked_sub(o.warmup);
+            if windows.is_none() && !measuring && n >= o.warmup {
                 measuring = true;
                 eng.reset_stats();
                 core.reset_stats();
@@ -146,7 +134,10 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
                     break;
                 }
             }
-            core.step(&ins, &mut eng)
+            match &mut windows {
+                Some(w) => w.instruction(i, &ins, &mut core, &mut eng),
+                None => core.step(&ins, &mut eng),
+            }
         };
         if let Err(e) = r {
             error = Some(match e {

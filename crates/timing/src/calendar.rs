@@ -290,6 +290,10 @@ impl Calendar {
         self.frozen = on;
     }
 
+    pub fn frozen(&self) -> bool {
+        self.frozen
+    }
+
     /// Book the earliest `n` consecutive free slots at or after slot `from`.
     #[inline]
     pub fn reserve(&mut self, from: u64, n: u64) -> u64 {

@@ -81,6 +81,11 @@ impl Pipe {
         self.cal.freeze(on);
     }
 
+    /// Whether it is untimed (`freeze`).
+    pub fn frozen(&self) -> bool {
+        self.cal.frozen()
+    }
+
     /// Cycle from which the engine accepts new work without waiting.
     pub fn free_at(&self) -> Cycle {
         self.rate.start(self.cal.end())
