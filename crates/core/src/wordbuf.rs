@@ -12,7 +12,7 @@ use crate::port::Port;
 use secmem_timing::{Cycle, Tags, Transfer};
 
 /// Bytes of a bus word.
-const WORD: u64 = 8;
+pub(crate) const WORD: u64 = 8;
 
 /// A buffer of 8-byte bus words; 0 entries: no buffer (every read goes to memory).
 pub struct WordBuffer {
@@ -26,7 +26,7 @@ pub struct WordBuffer {
 
 /// Which bytes of a word `n` bytes at `addr` are, as a mask.
 #[inline]
-fn mask(addr: u64, n: usize) -> u8 {
+pub(crate) fn mask(addr: u64, n: usize) -> u8 {
     debug_assert!((addr % WORD) as usize + n <= WORD as usize, "a buffered read stays inside one word");
     (((1u16 << n) - 1) << (addr % WORD)) as u8
 }

@@ -482,7 +482,7 @@ impl Ocb {
         let (mut ready, mut plain_all, mut base, mut early) = (0, 0, 0, 0);
         let mut known = [0; MAX_LINE / 16];
         for j in 0..n {
-            let (mut r, mut p) = (slow[j], dec[j] + xor);
+            let (mut r, mut p) = (slow[j], plain_at[j]);
             if hits >> j & 1 == 1 {
                 let fast = sp.arrive[j].max(spec[j]) + fv.match_latency;
                 early += (fast < slow[j]) as u64;
@@ -746,8 +746,7 @@ impl Encryption for Ocb {
             out.int("ocb.bitmap_bus_reads", c.bus_reads);
             out.int("ocb.bitmap_prefetches", c.prefetches);
             out.int("ocb.bitmap_bus_writes", c.bus_writes);
-            let (hits, lookups) = b.cache_hits();
-            out.rate("ocb.bitmap_cache_hit_rate", hits, lookups);
+            out.rate("ocb.bitmap_cache_hit_rate", c.hits, c.reads);
             out.int("ocb.bitmap_wait_cycles", c.wait_cycles);
             out.rate("ocb.bitmap_wait_per_read", c.wait_cycles, c.reads);
         }

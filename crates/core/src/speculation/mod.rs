@@ -81,7 +81,7 @@ impl FvCounts {
     /// Count a fetched line of `n` 64-bit chunks whose frequent ones are the bits of `frequent`.
     #[inline]
     pub fn line(&mut self, n: usize, frequent: u64) {
-        let pairs = frequent & (frequent >> 1) & 0x5555_5555_5555_5555;
+        let pairs = reorder::pair_mask(frequent);
         let f = frequent.count_ones() as u64;
         self.lines += 1;
         self.chunks += n as u64;

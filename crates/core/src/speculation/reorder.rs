@@ -25,14 +25,13 @@
 
 use crate::layout::{PerLine, MAX_LINE};
 use crate::port::Port;
+use crate::wordbuf::{mask, WORD};
 use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Pipe, Tags};
 
 /// Bytes of a chunk (one Frequent Value Table value) and of a cipher block (AES).
 const CHUNK: usize = 8;
 const BLOCK: usize = 16;
-/// Bytes of a bus word (the bitmap cache's entries).
-const WORD: u64 = 8;
 /// The bitmap cache's associativity (004 gives none; a fully associative 1024-entry lookup would
 /// also be slow to simulate).
 const WAYS: u64 = 8;
@@ -70,11 +69,18 @@ pub fn pair_blocks(bitmap: u32) -> usize {
     bitmap.count_ones() as usize / 2
 }
 
+/// The even bit of each pair of chunks (2j, 2j+1) that are both frequent (`frequent`: bit i
+/// for chunk i): the 16-B blocks speculable in place.
+#[inline]
+pub fn pair_mask(frequent: u64) -> u64 {
+    frequent & (frequent >> 1) & 0x5555_5555_5555_5555
+}
+
 /// Bit j set when block j of `line` (16-B blocks) is two values of the table `frequent` says
 /// are frequent (`frequent`: bit i for chunk i, as `Fvt::frequent_chunks`).
 #[inline]
 pub fn frequent_blocks(frequent: u64, blocks: usize) -> u64 {
-    let pairs = frequent & (frequent >> 1) & 0x5555_5555_5555_5555;
+    let pairs = pair_mask(frequent);
     let mut bits = 0;
     for j in 0..blocks {
         bits |= (pairs >> (2 * j) & 1) << j;
@@ -200,8 +206,7 @@ impl Bitmaps {
     pub fn read(&mut self, port: &mut Port, aes: &mut Pipe, addr: u64, ctr: u32, t_ctr: Cycle, t: Cycle) -> (u32, Cycle) {
         self.counts.reads += 1;
         let (a, n) = (self.store.addr(addr), self.bytes());
-        let (w, off) = (a & !(WORD - 1), (a % WORD) as usize);
-        let m = (((1u16 << n) - 1) << off) as u8;
+        let (w, off, m) = (a & !(WORD - 1), (a % WORD) as usize, mask(a, n));
         let mut fetched = 0;
         let Some(s) = self.slot(port, w, t, &mut fetched) else {
             // No cache: the line's bitmap bytes alone, every time.
@@ -241,7 +246,7 @@ impl Bitmaps {
     pub fn write(&mut self, port: &mut Port, aes: &mut Pipe, addr: u64, ctr: u32, bitmap: u32, t: Cycle) -> Cycle {
         self.counts.writes += 1;
         let (a, n) = (self.store.addr(addr), self.bytes());
-        let (w, off) = (a & !(WORD - 1), (a % WORD) as usize);
+        let (w, off, m) = (a & !(WORD - 1), (a % WORD) as usize, mask(a, n));
         let mut b = [0u8; 4];
         self.seal.seal(addr, ctr, bitmap, &mut b[..n]);
         let t_pad = aes.run(t, BLOCK as u64);
@@ -251,7 +256,6 @@ impl Bitmaps {
             return port.write(a, &b[..n], t_pad);
         };
         self.counts.bus_reads += (fetched > 0) as u64;
-        let m = (((1u16 << n) - 1) << off) as u8;
         let word = &mut self.words[s];
         word.stored[off..off + n].copy_from_slice(&b[..n]);
         word.plain[off..off + n].copy_from_slice(&bitmap.to_le_bytes()[..n]);
@@ -284,11 +288,6 @@ impl Bitmaps {
                 *word = Word::default();
             }
         }
-    }
-
-    /// (hits, lookups): reads whose bitmap was on chip in plaintext.
-    pub fn cache_hits(&self) -> (u64, u64) {
-        (self.counts.hits, self.counts.reads)
     }
 
     pub fn reset_stats(&mut self) {
