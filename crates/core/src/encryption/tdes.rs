@@ -552,7 +552,6 @@ mod tests {
 
     #[test]
     fn a_line_of_frequent_values_is_usable_before_its_decryption_would_finish() {
-        let line = [0u8; 64];
         let mut ready = Vec::new();
         for extra in [&[][..], &["speculation.frequent_values=8"][..]] {
             let mut p = params("none", "tdes", extra);
@@ -561,17 +560,10 @@ mod tests {
             // (004 Table 2's DRAM at 1:5 is about 200 cycles to the first beat).
             p.set("memory.latency", "250").unwrap();
             let mut e = Engine::new(&p, 3).unwrap();
-            // The zero word becomes frequent; the line is written (real ciphertext) and evicted.
-            e.write(0x2000, &line, 0).unwrap();
-            e.write(0x2040, &[1u8; 64], 0).unwrap();
-            e.flush(0).unwrap();
-            // Reading the neighbour brings the counter word both lines share on chip, so the
-            // speculation for 0x2000 can start at its request.
-            e.access(0x2040, crate::AccessKind::Load, 0).unwrap();
-            e.settle().unwrap();
-            let t = 1_000_000;
-            let o = e.access(0x2000, crate::AccessKind::Load, t).unwrap();
-            ready.push(o.ready - t);
+            // The zero word becomes frequent; the line is written (real ciphertext) and evicted;
+            // reading the neighbour first brings the counter word both lines share on chip, so
+            // the speculation for it can start at its request.
+            ready.push(crate::testutil::frequent_line_miss(&mut e).ready);
         }
         // Without: the last chunk's 96-cycle decryption follows its arrival; with: a match.
         assert!(ready[1] + 90 < ready[0], "ready after {:?} cycles (off, on)", ready);
@@ -627,14 +619,9 @@ mod tests {
                 p.set_str(kv).unwrap();
             }
             let mut e = Engine::new(&p, 3).unwrap();
-            e.write(0x2000, &[0u8; 64], 0).unwrap();
-            e.write(0x2040, &[1u8; 64], 0).unwrap();
-            e.flush(0).unwrap();
-            e.access(0x2040, crate::AccessKind::Load, 0).unwrap();
-            e.settle().unwrap();
-            let o = e.access(0x2000, crate::AccessKind::Load, 1_000_000).unwrap();
+            let o = crate::testutil::frequent_line_miss(&mut e);
             assert_eq!(o.ready, o.verified);
-            t.push(o.verified - 1_000_000);
+            t.push(o.verified);
             if extra.len() == 2 {
                 // 0x2040's speculation could not start before its counter came from memory.
                 assert_eq!(stat(&e, "tdes.mac_speculated"), 8.0);
