@@ -169,6 +169,7 @@ pub struct Core {
     regs: Option<Registers>,
     fetch_t: Cycle,
     fetch_n: u32,
+    /// The instruction line last fetched (its address), MAX before the first.
     fetch_line: u64,
     /// Why the next instruction fetched arrives when it does (after a redirect).
     fetch_cause: Cause,
@@ -183,7 +184,6 @@ pub struct Core {
     pending_n: usize,
     pending_bytes: usize,
     cpi: CpiStack,
-    buf: Vec<u8>,
     // statistics
     pub instructions: u64,
     loads: u64,
@@ -258,7 +258,6 @@ impl Core {
             pending_n: 0,
             pending_bytes: 0,
             cpi,
-            buf: Vec::new(),
             instructions: 0,
             loads: 0,
             stores: 0,
@@ -389,7 +388,8 @@ impl Core {
     /// Fetch `ins`: returns the cycle it is fetched and why it came then.
     #[inline]
     fn fetch(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
-        let iline = ins.pc / self.hier.l1i.line_bytes();
+        // A mask, not a division: this runs for every instruction.
+        let iline = ins.pc & !(self.hier.l1i.line_bytes() - 1);
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let t = self.fetch_t;
@@ -565,7 +565,8 @@ impl Core {
         self.warm_fx += self.warm_cpi_fx;
         self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
         self.warm_fx &= (1 << 10) - 1;
-        let iline = ins.pc / self.hier.l1i.line_bytes();
+        // A mask, not a division: this runs for every instruction.
+        let iline = ins.pc & !(self.hier.l1i.line_bytes() - 1);
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let (_, line_ready, _) = self.fetch_line_at(ins.pc, self.fetch_t, eng)?;
@@ -703,9 +704,7 @@ impl Core {
     /// Compare a load's bytes in the protected level with the trace's.
     #[inline]
     fn check_value(&mut self, pa: u64, bytes: &[u8], eng: &Engine) {
-        self.buf.resize(bytes.len(), 0);
-        eng.read_cached(pa, &mut self.buf);
-        if !secmem_core::mem::same_bytes(&self.buf, bytes) {
+        if !secmem_core::mem::same_bytes(eng.cached(pa, bytes.len()), bytes) {
             self.value_mismatches += 1;
         }
     }

@@ -50,7 +50,8 @@ impl Tags {
         let line = addr >> self.line_shift;
         let base = self.set_base(line);
         let key = line + 1;
-        (base..base + self.ways).find(|&s| self.tag[s] == key).map(|s| s as u32)
+        // Over the set's slice: one bounds check, not one per way.
+        self.tag[base..base + self.ways].iter().position(|&k| k == key).map(|w| (base + w) as u32)
     }
 
     #[inline]
@@ -63,16 +64,17 @@ impl Tags {
     #[inline]
     pub fn victim(&self, addr: u64) -> u32 {
         let base = self.set_base(addr >> self.line_shift);
-        let mut best = base;
-        for s in base..base + self.ways {
-            if self.tag[s] == 0 {
-                return s as u32;
+        let set = base..base + self.ways;
+        let (mut best, mut least) = (0, u64::MAX);
+        for (w, (&k, &stamp)) in self.tag[set.clone()].iter().zip(&self.stamp[set]).enumerate() {
+            if k == 0 {
+                return (base + w) as u32;
             }
-            if self.stamp[s] < self.stamp[best] {
-                best = s;
+            if stamp < least {
+                (best, least) = (w, stamp);
             }
         }
-        best as u32
+        (base + best) as u32
     }
 
     /// Look `addr` up, touching it on a hit; on a miss install it in place of `victim(addr)`.
@@ -86,18 +88,28 @@ impl Tags {
         let key = line + 1;
         // Invalid slots have stamp 0 and valid ones ≥ 1, so the first least stamp is the
         // first invalid slot if any, else the least recently used: `victim`'s choice.
-        let (mut best, mut least) = (base, u64::MAX);
-        for s in base..base + self.ways {
-            if self.tag[s] == key {
-                self.touch(s as u32);
-                return (s as u32, true);
+        let set = base..base + self.ways;
+        let (mut best, mut least) = (0, u64::MAX);
+        let mut hit = None;
+        for (w, (&k, &stamp)) in self.tag[set.clone()].iter().zip(&self.stamp[set]).enumerate() {
+            if k == key {
+                hit = Some(w);
+                break;
             }
-            if self.stamp[s] < least {
-                (best, least) = (s, self.stamp[s]);
+            if stamp < least {
+                (best, least) = (w, stamp);
             }
         }
-        self.install(best as u32, addr);
-        (best as u32, false)
+        let (slot, hit) = match hit {
+            Some(w) => ((base + w) as u32, true),
+            None => ((base + best) as u32, false),
+        };
+        if hit {
+            self.touch(slot);
+        } else {
+            self.install(slot, addr);
+        }
+        (slot, hit)
     }
 
     /// Line address (byte address of the line) held in `slot`, if valid.
