@@ -27,13 +27,46 @@ const PAGE_SHIFT: u32 = 12;
 /// present | writable | user
 const PTE_FLAGS: u64 = 0x7;
 
+/// A first-level TLB: its tags, the frame each slot maps to (a hit needs no page-map
+/// lookup), and its last translation.
+struct Tlb {
+    tags: Tags,
+    frames: Vec<u64>,
+    /// (virtual page, slot) of the last translation. The slot still holds that page: the
+    /// tags change only on a miss, which sets this.
+    last: (u64, u32),
+}
+
+impl Tlb {
+    fn new(tags: Tags) -> Tlb {
+        Tlb { frames: vec![0; tags.slots()], tags, last: (u64::MAX, 0) }
+    }
+
+    /// `va` (in virtual page `vpage`): its frame on a hit, touched as `Tags::access` does
+    /// (the last page again skips the set search); on a miss, the slot it now has, whose
+    /// frame the caller sets.
+    #[inline(always)]
+    fn access(&mut self, va: u64, vpage: u64) -> Result<u64, u32> {
+        let slot = if self.last.0 == vpage {
+            self.tags.touch(self.last.1);
+            self.last.1
+        } else {
+            let (slot, hit) = self.tags.access(va);
+            self.last = (vpage, slot);
+            if !hit {
+                return Err(slot);
+            }
+            slot
+        };
+        Ok(self.frames[slot as usize])
+    }
+}
+
 pub struct Mmu {
-    itlb: Tags,
-    dtlb: Tags,
-    /// The page frame each I-/D-TLB slot maps to: a hit needs no page-map lookup.
-    iframes: Vec<u64>,
-    dframes: Vec<u64>,
-    page: u64,
+    itlb: Tlb,
+    dtlb: Tlb,
+    /// log2 of the page size (the TLBs' tags check it is a power of two).
+    page_shift: u32,
     stlb: Option<Tags>,
     stlb_latency: Cycle,
     miss_latency: Cycle,
@@ -59,11 +92,9 @@ impl Mmu {
         let walker = Walker::new(p, page)?;
         let (itlb, dtlb) = (tlb(entries, "tlb.ways")?, tlb(entries, "tlb.ways")?);
         Ok(Mmu {
-            iframes: vec![0; itlb.slots()],
-            dframes: vec![0; dtlb.slots()],
-            itlb,
-            dtlb,
-            page,
+            itlb: Tlb::new(itlb),
+            dtlb: Tlb::new(dtlb),
+            page_shift: page.trailing_zeros(),
             stlb,
             stlb_latency: p.u64_min("stlb.latency", 0)?,
             miss_latency: p.u64_min("tlb.miss_latency", 0)?,
@@ -88,17 +119,22 @@ impl Mmu {
         hier: &mut Hierarchy,
         eng: &mut Engine,
     ) -> Result<(u64, Cycle), StepError> {
-        let (tlb, frames, misses) = match side {
-            Side::Inst => (&mut self.itlb, &mut self.iframes, &mut self.itlb_misses),
-            Side::Data => (&mut self.dtlb, &mut self.dframes, &mut self.dtlb_misses),
+        let (tlb, misses) = match side {
+            Side::Inst => (&mut self.itlb, &mut self.itlb_misses),
+            Side::Data => (&mut self.dtlb, &mut self.dtlb_misses),
         };
-        let (slot, hit) = tlb.access(va);
-        let off = va & (self.page - 1);
-        if hit {
-            return Ok((frames[slot as usize] | off, t));
-        }
-        let pa = pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
-        frames[slot as usize] = pa - off;
+        let off = va & ((1 << self.page_shift) - 1);
+        let slot = match tlb.access(va, va >> self.page_shift) {
+            Ok(frame) => return Ok((frame | off, t)),
+            Err(slot) => slot,
+        };
+        let Some(pa) = pm.translate(va) else {
+            // Nothing to map it to: the slot must not keep the page.
+            tlb.tags.invalidate(slot);
+            tlb.last = (u64::MAX, 0);
+            return Err(StepError::OutOfMemory(va));
+        };
+        tlb.frames[slot as usize] = pa - off;
         *misses += 1;
         if self.stlb.is_none() && self.walker.is_none() {
             return Ok((pa, t + self.miss_latency));

@@ -88,28 +88,18 @@ impl Tags {
         let key = line + 1;
         // Invalid slots have stamp 0 and valid ones ≥ 1, so the first least stamp is the
         // first invalid slot if any, else the least recently used: `victim`'s choice.
-        let set = base..base + self.ways;
-        let (mut best, mut least) = (0, u64::MAX);
-        let mut hit = None;
-        for (w, (&k, &stamp)) in self.tag[set.clone()].iter().zip(&self.stamp[set]).enumerate() {
-            if k == key {
-                hit = Some(w);
-                break;
+        let (mut best, mut least) = (base, u64::MAX);
+        for s in base..base + self.ways {
+            if self.tag[s] == key {
+                self.touch(s as u32);
+                return (s as u32, true);
             }
-            if stamp < least {
-                (best, least) = (w, stamp);
+            if self.stamp[s] < least {
+                (best, least) = (s, self.stamp[s]);
             }
         }
-        let (slot, hit) = match hit {
-            Some(w) => ((base + w) as u32, true),
-            None => ((base + best) as u32, false),
-        };
-        if hit {
-            self.touch(slot);
-        } else {
-            self.install(slot, addr);
-        }
-        (slot, hit)
+        self.install(best as u32, addr);
+        (best as u32, false)
     }
 
     /// Line address (byte address of the line) held in `slot`, if valid.
