@@ -50,8 +50,7 @@ impl Tags {
         let line = addr >> self.line_shift;
         let base = self.set_base(line);
         let key = line + 1;
-        // Over the set's slice: one bounds check, not one per way.
-        self.tag[base..base + self.ways].iter().position(|&k| k == key).map(|w| (base + w) as u32)
+        (base..base + self.ways).find(|&s| self.tag[s] == key).map(|s| s as u32)
     }
 
     #[inline]
@@ -64,17 +63,16 @@ impl Tags {
     #[inline]
     pub fn victim(&self, addr: u64) -> u32 {
         let base = self.set_base(addr >> self.line_shift);
-        let set = base..base + self.ways;
-        let (mut best, mut least) = (0, u64::MAX);
-        for (w, (&k, &stamp)) in self.tag[set.clone()].iter().zip(&self.stamp[set]).enumerate() {
-            if k == 0 {
-                return (base + w) as u32;
+        let mut best = base;
+        for s in base..base + self.ways {
+            if self.tag[s] == 0 {
+                return s as u32;
             }
-            if stamp < least {
-                (best, least) = (w, stamp);
+            if self.stamp[s] < self.stamp[best] {
+                best = s;
             }
         }
-        (base + best) as u32
+        best as u32
     }
 
     /// Look `addr` up, touching it on a hit; on a miss install it in place of `victim(addr)`.
