@@ -34,6 +34,9 @@ const LEVEL_BITS: u32 = 9;
 const PAGE_SHIFT: u32 = 12;
 /// present | writable | user
 const PTE_FLAGS: u64 = 0x7;
+/// Fills remembered per page-structure-cache entry (ChampSim layout): more than the walks
+/// that can start while one is in flight.
+const FILLS: usize = 8;
 
 /// How page tables are laid out (`ptw.layout`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -157,9 +160,11 @@ pub struct Walker {
     /// psc[j] caches pointers to level (levels − 1 − j) tables, keyed by the virtual address
     /// bits that select them; None where the preset has no cache for that level.
     psc: Vec<Option<Tags>>,
-    /// ChampSim layout: per page-structure cache and slot, the virtual address of the walk
-    /// that filled it (whose table a hit reads first).
-    psc_filler: Vec<Vec<u64>>,
+    /// ChampSim layout: per page-structure cache and slot, the last walks that filled it
+    /// (virtual address, when the read that filled it returned), newest first. A hit reads
+    /// first in the table of the newest filled by the time the walk starts: ChampSim fills
+    /// when a read returns, so walks started together all find an older walk's entry.
+    psc_filler: Vec<Vec<[(u64, Cycle); FILLS]>>,
     layout: Layout,
     tables: FxHashMap<u64, Table>,
     mshr: Slots,
@@ -207,7 +212,7 @@ impl Walker {
             "champsim" => Layout::ChampSim,
             _ => Layout::Radix,
         };
-        let psc_filler = psc.iter().map(|c| vec![0; c.as_ref().map_or(0, |c| c.slots())]).collect();
+        let psc_filler = psc.iter().map(|c| vec![[(0, 0); FILLS]; c.as_ref().map_or(0, |c| c.slots())]).collect();
         Ok(Walker {
             levels,
             psc,
@@ -250,7 +255,8 @@ impl Walker {
                     self.psc_hits += 1;
                     first = below;
                     if self.layout == Layout::ChampSim {
-                        let filler = self.psc_filler[j][s as usize];
+                        let fills = &self.psc_filler[j][s as usize];
+                        let filler = fills.iter().find(|f| f.1 <= start).unwrap_or(&fills[FILLS - 1]).0;
                         head = Some(self.table(filler, below, pm)? + Self::index(va, below) * 8);
                         first = below + 1;
                     }
@@ -290,7 +296,9 @@ impl Walker {
                 if let Some(c) = &mut self.psc[j] {
                     let (slot, _) = c.access(Self::prefix(va, level - 1) << 3);
                     if self.layout == Layout::ChampSim {
-                        self.psc_filler[j][slot as usize] = va;
+                        let fills = &mut self.psc_filler[j][slot as usize];
+                        fills.copy_within(0..FILLS - 1, 1);
+                        fills[0] = (va, now);
                     }
                 }
             }
