@@ -148,8 +148,10 @@ fn walks_through_the_caches(layout: &str, prog: &[Instr]) {
 
 #[test]
 fn champsim_page_tables_give_every_page_its_own_leaf_line_and_re_read_after_a_cache_hit() {
-    // One load to each of 64 neighbouring pages of one 2 MiB region, all first touches.
-    let prog: Vec<Instr> = (0..64u64).map(|k| mem(0x1000, false, 0x4000_0000 + (k << 12) + 8, 8, &[], &[3])).collect();
+    // One load to each of 64 neighbouring pages of one 2 MiB region, all first touches, each
+    // after the one before (its address depends on it): every walk finds the last one's
+    // entries (walks started together find older ones: `mmu` tests that).
+    let prog: Vec<Instr> = (0..64u64).map(|k| mem(0x1000, false, 0x4000_0000 + (k << 12) + 8, 8, &[3], &[3])).collect();
     let radix = sim("champsim", &["ptw.layout=radix"], &prog);
     let cs = sim("champsim", &["ptw.layout=champsim"], &prog);
     for s in [&radix, &cs] {
