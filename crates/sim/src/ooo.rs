@@ -569,7 +569,7 @@ impl Core {
         self.warm_fx += self.warm_cpi_fx;
         self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
         self.warm_fx &= (1 << 10) - 1;
-        let iline = ins.pc / self.hier.l1i.line_bytes();
+        let iline = ins.pc >> self.hier.l1i.line_bytes().trailing_zeros(); // not a division
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let itlb_misses = self.mmu.itlb_misses;
