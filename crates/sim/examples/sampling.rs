@@ -4,10 +4,19 @@
 //! (docs/sampling.md's figures).
 //!
 //! `cargo run --release --example sampling [INSTRUCTIONS] [--plan U:W:D] [-w a,b] [-s i+e,…]
-//!  [--set k=v]… [--sampled-only]`
+//!  [--set k=v]… [--sampled-only]` (a workload with a `/` in it is a trace file)
 
 use secmem_sim::{configure, run, run_sampled, RunOptions, Sampling};
 use secmem_trace::cputime::thread_cpu_seconds as cpu;
+
+/// A built-in workload, or the trace file at `w` if it names a path.
+fn source(w: &str) -> Box<dyn secmem_trace::TraceSource> {
+    if w.contains('/') {
+        secmem_trace::open_trace_as(w, None).unwrap_or_else(|e| panic!("{}: {}", w, e))
+    } else {
+        secmem_trace::workloads::builtin(w, 1).unwrap()
+    }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,7 +39,7 @@ fn main() {
             let p = configure("suh2003", Some(i), Some(e), &sets).unwrap_or_else(|e| panic!("{}", e));
             let o = RunOptions { instructions: n, warmup, seed: 1, progress: false };
             let t = cpu();
-            let s = run_sampled(&p, &mut *secmem_trace::workloads::builtin(w, 1).unwrap(), &o, Some(plan)).unwrap();
+            let s = run_sampled(&p, &mut *source(w), &o, Some(plan)).unwrap();
             let ts = cpu() - t;
             assert!(s.error.is_none(), "{:?}", s.error);
             let s = s.stats;
@@ -39,15 +48,16 @@ fn main() {
                 (f64::NAN, f64::NAN, f64::NAN)
             } else {
                 let t = cpu();
-                let f = run(&p, &mut *secmem_trace::workloads::builtin(w, 1).unwrap(), &o).unwrap().stats;
+                let f = run(&p, &mut *source(w), &o).unwrap().stats;
                 (f.get_f64("ipc").unwrap(), f.get_f64("l2.miss_rate").unwrap(), cpu() - t)
             };
             let detailed = g("sampling.windows") as u64 * (plan.window + plan.warming);
             let err = (g("ipc") - full_ipc) / full_ipc * 100.0;
             let inside = (g("ipc") - full_ipc).abs() <= g("ci95.ipc");
+            let name = w.rsplit('/').nth(1).unwrap_or(w);
             println!(
                 "{:<7} {:<11} {:>8.4} {:>8.4} {:>8.4} {:>6.2}% {:>4} {:>8.4} {:>8.4} {:>8.2} {:>8.2} {:>6.1}x {:>9.0} {:>9.0}",
-                w,
+                name,
                 pair,
                 full_ipc,
                 g("ipc"),

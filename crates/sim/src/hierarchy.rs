@@ -259,6 +259,20 @@ impl Hierarchy {
         Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true })
     }
 
+    /// Functional warming's access to the L1D line it accessed last (`Core::warm`, see
+    /// `warm::Recent`), with nothing else in the L1D touched since: if the line is still in,
+    /// a hit on its set's most recent line, which changes no replacement order — the access is
+    /// counted and its data ready time returned. `slot` remembers where the line is.
+    #[inline]
+    pub fn l1d_again(&mut self, pa: u64, slot: &mut u32, t: Cycle) -> Option<Cycle> {
+        let l1 = &mut self.l1d;
+        if *slot == secmem_timing::tags::NO_SLOT || l1.tags.addr_of(*slot) != Some(pa & !(l1.line_bytes() - 1)) {
+            *slot = l1.tags.find(pa)?;
+        }
+        l1.accesses += 1;
+        Some((t + l1.latency).max(l1.ready[*slot as usize]))
+    }
+
     #[cold]
     fn access_below(&mut self, kind: AccessKind, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
         let k = self.private.len();

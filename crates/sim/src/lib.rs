@@ -12,6 +12,7 @@ pub mod presets;
 pub mod run;
 pub mod sample;
 pub mod storeq;
+mod warm;
 
 pub use presets::{components, load as load_preset, preset_names, DEFAULT_PRESET};
 pub use run::{run, run_sampled, RunOptions, RunResult};

@@ -11,7 +11,7 @@
 
 use crate::bpred::Predictor;
 use crate::cpistack::{self, Cause, CpiStack};
-use crate::hierarchy::{Hierarchy, Side};
+use crate::hierarchy::{Hierarchy, Served, Side};
 use crate::mmu::Mmu;
 use crate::pagemap::PageMap;
 use crate::storeq::{LoadDep, StoreQueue};
@@ -169,7 +169,7 @@ pub struct Core {
     regs: Option<Registers>,
     fetch_t: Cycle,
     fetch_n: u32,
-    /// The instruction line last fetched (its address), MAX before the first.
+    /// The instruction line last fetched (`iline`), MAX before the first.
     fetch_line: u64,
     /// Why the next instruction fetched arrives when it does (after a redirect).
     fetch_cause: Cause,
@@ -198,6 +198,8 @@ pub struct Core {
     /// the fraction carried to the next instruction.
     warm_cpi_fx: u64,
     warm_fx: u64,
+    /// Functional warming's last data page and line (`warm_data`).
+    recent: crate::warm::Recent,
 }
 
 impl Core {
@@ -217,6 +219,7 @@ impl Core {
         lat[OpClass::Fp as usize] = w("core.fp_latency")?;
         lat[OpClass::FpDiv as usize] = w("core.fpdiv_latency")?;
         let hier = Hierarchy::new(p, engine)?;
+        let l1d_line = hier.l1d.line_bytes();
         let cpi = CpiStack::new(&hier.level_names(Side::Data));
         let phys = p.u64_min("core.phys_regs", 0)? as usize;
         Ok(Core {
@@ -269,6 +272,7 @@ impl Core {
             external_bytes: 0,
             warm_cpi_fx: 1 << 10,
             warm_fx: 0,
+            recent: crate::warm::Recent::new(page, l1d_line),
         })
     }
 
@@ -385,11 +389,17 @@ impl Core {
         Ok((tt, s.ready, settled))
     }
 
+    /// The instruction line of `pc` (detailed and warming fetch compare it with
+    /// `fetch_line`): a shift, not a division, as it runs for every instruction.
+    #[inline]
+    fn iline(&self, pc: u64) -> u64 {
+        pc >> self.hier.l1i.line_bytes().trailing_zeros()
+    }
+
     /// Fetch `ins`: returns the cycle it is fetched and why it came then.
     #[inline]
     fn fetch(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
-        // A mask, not a division: this runs for every instruction.
-        let iline = ins.pc & !(self.hier.l1i.line_bytes() - 1);
+        let iline = self.iline(ins.pc);
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let t = self.fetch_t;
@@ -565,12 +575,15 @@ impl Core {
         self.warm_fx += self.warm_cpi_fx;
         self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
         self.warm_fx &= (1 << 10) - 1;
-        // A mask, not a division: this runs for every instruction.
-        let iline = ins.pc & !(self.hier.l1i.line_bytes() - 1);
+        let iline = self.iline(ins.pc);
         if iline != self.fetch_line {
             self.fetch_line = iline;
+            let itlb_misses = self.mmu.itlb_misses;
             let (_, line_ready, _) = self.fetch_line_at(ins.pc, self.fetch_t, eng)?;
             self.fetch_t = self.fetch_t.max(line_ready);
+            if self.mmu.itlb_misses != itlb_misses {
+                self.recent.forget_line(); // a page walk may have read through the L1D
+            }
         }
         let t = self.fetch_t;
         let mut done = t;
@@ -588,8 +601,7 @@ impl Core {
                 let va = a.addr + off;
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
                 let kind = if a.store { AccessKind::Store } else { AccessKind::Load };
-                let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
-                let s = self.hier.access(kind, pa, t0, eng)?;
+                let (pa, s) = self.warm_data(kind, va, t, eng)?;
                 if a.store {
                     eng.write_cached(pa, &val[off as usize..(off + n) as usize]);
                 } else {
@@ -615,12 +627,38 @@ impl Core {
         Ok(())
     }
 
+    /// A data access while warming, as `step`'s (translation, then the cache levels), except
+    /// that the page and the line of the last access are not looked up again: a hit on what
+    /// was touched last changes no replacement state (`warm::Recent`).
+    #[inline]
+    fn warm_data(&mut self, kind: AccessKind, va: u64, t: Cycle, eng: &mut Engine) -> Result<(u64, Served), StepError> {
+        let (pa, t0) = match self.recent.page(va) {
+            Some(pa) => {
+                if self.recent.same_line(pa) {
+                    if let Some(ready) = self.hier.l1d_again(pa, &mut self.recent.slot, t) {
+                        return Ok((pa, Served { ready, depth: 0, engine: false }));
+                    }
+                }
+                (pa, t)
+            }
+            None => {
+                let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
+                self.recent.set_page(va, pa);
+                (pa, t0)
+            }
+        };
+        let s = self.hier.access(kind, pa, t0, eng)?;
+        self.recent.set_line(pa);
+        Ok((pa, s))
+    }
+
     /// Functional warming starts: from `now()`, at `cycles / instructions` per instruction
     /// (the last measured window's CPI).
     pub fn start_warming(&mut self, cycles: u64, instructions: u64) {
         self.warm_cpi_fx = ((cycles << 10) / instructions.max(1)).max(1);
         self.warm_fx = 0;
         (self.fetch_t, self.fetch_n) = (self.now(), 0);
+        self.recent.forget(); // detailed execution used the TLBs and the L1D
     }
 
     /// Detailed timing resumes after functional warming, at the warming clock: the window,

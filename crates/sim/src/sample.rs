@@ -116,6 +116,19 @@ impl Sampling {
         }
     }
 
+    /// Instructions from `i` of the measured region to the end of its phase (`i` included).
+    #[inline]
+    pub fn phase_left(&self, i: u64) -> u64 {
+        let pos = i % self.period;
+        let functional = self.period - self.window - self.warming;
+        let end = match self.phase(i) {
+            Phase::Functional => functional,
+            Phase::Warming => functional + self.warming,
+            Phase::Measured => self.period,
+        };
+        end - pos
+    }
+
     /// Whether instruction `i` of the measured region is the first of its window.
     #[inline]
     pub fn window_starts(&self, i: u64) -> bool {
@@ -148,6 +161,9 @@ pub struct Windows {
     done: Vec<Stats>,
     /// Statistics right after the first window's reset (see `combine`).
     state: Option<Stats>,
+    /// Instructions left in the current phase of the measured region (0: find out at the
+    /// next): the phase is found once per phase, not by two divisions per instruction.
+    left: u64,
     /// When the measured region began (for `sim.instructions_per_second`).
     pub measuring_since: Option<Instant>,
     /// Host CPU seconds spent warming functionally and in detail, and the reading at the
@@ -160,28 +176,42 @@ impl Windows {
     /// A sampled run of `eng`: it starts warming functionally, untimed.
     pub fn new(plan: Sampling, eng: &mut Engine) -> Windows {
         eng.set_untimed(true);
-        Windows { plan, phase: Phase::Functional, start: 0, done: Vec::new(), state: None, measuring_since: None, cpu: [0.0; 2], cpu_at: thread_cpu_seconds() }
+        Windows { plan, phase: Phase::Functional, left: 0, start: 0, done: Vec::new(), state: None, measuring_since: None, cpu: [0.0; 2], cpu_at: thread_cpu_seconds() }
     }
 
     /// Run instruction `i` of the measured region (None: of the warm-up, which is warmed
     /// functionally) in its phase, switching the core between functional warming and detail.
     #[inline]
     pub fn instruction(&mut self, i: Option<u64>, ins: &Instr, core: &mut Core, eng: &mut Engine) -> Result<(), StepError> {
-        if i == Some(0) {
-            self.measuring_since = Some(Instant::now());
+        let Some(i) = i else {
+            return core.warm(ins, eng);
+        };
+        if self.left == 0 {
+            self.enter(i, core, eng);
         }
-        let phase = i.map_or(Phase::Functional, |i| self.plan.phase(i));
-        if phase != self.phase {
-            self.switch(phase, core, eng);
-        }
-        if phase == Phase::Functional {
+        self.left -= 1;
+        if self.phase == Phase::Functional {
             return core.warm(ins, eng);
         }
         core.step(ins, eng)?;
-        if phase == Phase::Measured && i.is_some_and(|i| self.plan.window_ends(i)) {
+        if self.phase == Phase::Measured && self.left == 0 {
             self.close(core, eng);
         }
         Ok(())
+    }
+
+    /// Instruction `i` of the measured region starts a phase: switch to it if it is not the
+    /// current one, and count its instructions.
+    #[cold]
+    fn enter(&mut self, i: u64, core: &mut Core, eng: &mut Engine) {
+        if i == 0 {
+            self.measuring_since = Some(Instant::now());
+        }
+        let phase = self.plan.phase(i);
+        if phase != self.phase {
+            self.switch(phase, core, eng);
+        }
+        self.left = self.plan.phase_left(i);
     }
 
     #[cold]
@@ -350,6 +380,11 @@ mod tests {
             .collect();
         assert_eq!(p, "fffffwwMMMfffffwwMMM");
         assert!(s.window_starts(7) && s.window_ends(9) && s.window_starts(17) && !s.window_ends(8));
+        // What is left of each instruction's phase, itself included (the run's countdown).
+        let left: Vec<u64> = (0..10).map(|i| s.phase_left(i)).collect();
+        assert_eq!(left, [5, 4, 3, 2, 1, 2, 1, 3, 2, 1]);
+        let edge = Sampling { period: 5, window: 5, warming: 0 };
+        assert_eq!((0..6).map(|i| edge.phase_left(i)).collect::<Vec<_>>(), [5, 4, 3, 2, 1, 5]);
     }
 
     #[test]
@@ -437,16 +472,27 @@ mod runs {
 
     #[test]
     fn functional_warming_leaves_memory_and_metadata_as_detailed_execution_does() {
+        // mix, whose start misses the L1D on every access, as the seeds' machine runs it; and
+        // hot, which hits there, with page walks that read through the L1D (as ChampSim's).
         let p = configure("suh2003", Some("chash"), Some("otp"), &["l2.size=64KiB".into()]).unwrap();
+        warming_ends_as_detailed_execution(&p, "mix", 60_000);
+        let sets = ["l2.size=64KiB".to_string(), "tlb.walk=true".into()];
+        let p = configure("suh2003", Some("chash"), Some("otp"), &sets).unwrap();
+        warming_ends_as_detailed_execution(&p, "hot", 60_000);
+    }
+
+    const LEVEL_KEYS: [&str; 7] = ["l1d.accesses", "l1d.miss_rate", "l1i.accesses", "l1i.miss_rate", "tlb.dtlb_misses", "tlb.itlb_misses", "ptw.reads"];
+
+    fn warming_ends_as_detailed_execution(p: &secmem_core::Params, workload: &str, instructions: u64) {
         let mut ends = Vec::new();
         for warm in [false, true] {
-            let mut eng = Engine::new(&p, 1).unwrap();
-            let mut core = Core::new(&p, &eng).unwrap();
-            let mut src = builtin("mix", 1).unwrap();
+            let mut eng = Engine::new(p, 1).unwrap();
+            let mut core = Core::new(p, &eng).unwrap();
+            let mut src = builtin(workload, 1).unwrap();
             eng.set_untimed(warm);
             let mut ins = Instr::default();
             let mut n = 0;
-            while n < 60_000 && src.next_into(&mut ins).unwrap() {
+            while n < instructions && src.next_into(&mut ins).unwrap() {
                 if ins.external {
                     core.external(&ins, &mut eng).unwrap();
                     continue;
@@ -468,10 +514,17 @@ mod runs {
                 .collect();
             // The tree verifies every chunk of memory against the on-chip root.
             let checked = eng.check(core.now()).unwrap();
-            ends.push((bytes, s.get_f64("l2.misses"), s.get_f64("otp.writes"), s.get_f64("otp.timer"), checked));
+            // Every level's and TLB's accesses and misses: warming's shortcuts for the page
+            // and line it touched last (`warm::Recent`) must hit and miss where detail does.
+            let mut c = Stats::default();
+            core.stats(&mut c);
+            let levels: Vec<Option<f64>> = LEVEL_KEYS.iter().map(|k| c.get_f64(k)).collect();
+            ends.push((bytes, s.get_f64("l2.misses"), s.get_f64("otp.writes"), s.get_f64("otp.timer"), checked, levels));
         }
-        assert!(ends[0].1 > Some(1000.0), "the L2 must miss and write back");
-        assert!(ends[0] == ends[1], "untrusted memory, misses, counters or checked chunks differ");
+        assert!(ends[0].1 > Some(1000.0), "{}: the L2 must miss and write back", workload);
+        let dtlb_misses = ends[0].5[LEVEL_KEYS.iter().position(|&k| k == "tlb.dtlb_misses").unwrap()];
+        assert!(dtlb_misses > Some(10.0), "{}: the D-TLB must miss: {:?}", workload, ends[0].5);
+        assert!(ends[0] == ends[1], "{}: untrusted memory, misses, counters or checked chunks differ: {:?} vs {:?}", workload, &ends[0].5, &ends[1].5);
     }
 
     #[test]
