@@ -478,6 +478,14 @@ def test_sampled_run_reports_intervals_in_the_summary_and_json():
     assert 0 < s["ci95.ipc"] < s["ipc"] and "ci95.l2.miss_rate" in s
 
 
+def test_a_sampled_run_with_few_windows_warns_that_its_intervals_may_not_hold():
+    few = cli("run", *SAMPLED)
+    assert few.returncode == 0, few.stderr
+    assert "warning: 20 windows: the intervals assume about 30 or more" in few.stdout
+    many = cli("run", "-w", "hot", "-n", "300k", "--warmup", "50k", "--sample", "9k:1k:2k")
+    assert "33 windows" in many.stdout and "the intervals assume" not in many.stdout
+
+
 def test_sampled_compare_has_interval_columns():
     p = cli("compare", "-w", "hot", "-n", "300k", "--warmup", "50k", "--sample", "15k:1k:2k", "--schemes", "chash+otp")
     assert p.returncode == 0, p.stderr

@@ -88,6 +88,12 @@ def summary(stats: dict, preset: str, sets=()) -> str:
         )
     if s.get("trace.value_mismatches"):
         lines.append(f"\n  warning: {s['trace.value_mismatches']:,} loads returned a value other than the trace's")
+    if 0 < s.get("sampling.windows", FEW_WINDOWS) < FEW_WINDOWS:
+        lines.append(
+            f"\n  warning: {s['sampling.windows']:,} windows: the intervals assume about {FEW_WINDOWS} or more, "
+            "and rare costly events (first touches of pages, system calls) can fall between so few; "
+            "sample a longer run or a shorter period (docs/sampling.md)"
+        )
     lines.append("")
     lines.append(
         f"  simulated at {s['sim.instructions_per_second'] / 1e6:.2f} M instr/s, {s['sim.wall_seconds']:.2f} s wall"
@@ -95,6 +101,10 @@ def summary(stats: dict, preset: str, sets=()) -> str:
     if s.get("interrupted"):
         lines.insert(1, f"  INTERRUPTED by {s['interrupted']}: the statistics measured until then")
     return "\n".join(lines)
+
+
+#: Fewer sampled windows than this and a summary warns that the intervals may not hold.
+FEW_WINDOWS = 30
 
 
 def _measured(s: dict) -> str:
