@@ -438,6 +438,16 @@ impl Enc<'_> {
         self.n += v.len();
     }
 
+    /// A value of `size` ≤ 8 bytes held in the low bytes of `w`: one 8-byte store (the bytes
+    /// past `size` are overwritten by what follows, or lie past the end), no branch on the size.
+    #[inline(always)]
+    fn word(&mut self, w: u64, size: usize) {
+        for (d, x) in self.s[self.n..self.n + 8].iter_mut().zip(w.to_le_bytes()) {
+            d.write(x);
+        }
+        self.n += size;
+    }
+
     /// An access's value: the usual sizes as fixed-size copies (a variable-length copy is a
     /// library call, slower than the rest of a small record's encoding).
     #[inline(always)]
@@ -571,7 +581,11 @@ impl NativeWriter {
             let slot = &mut c.addrs[addr_slot(st.pc, k)];
             e.varint(zigzag(a.addr.wrapping_sub(*slot) as i64));
             *slot = a.addr;
-            e.value(&data[a.off as usize..(a.off + a.size) as usize]);
+            // The reserved space has room for a whole word after any access.
+            match data.get(a.off as usize..a.off as usize + 8) {
+                Some(w) if a.size <= 8 => e.word(u64::from_le_bytes(w.try_into().unwrap()), a.size as usize),
+                _ => e.value(&data[a.off as usize..(a.off + a.size) as usize]),
+            }
         }
         let n = e.n;
         // SAFETY: `Enc` initialised the first n bytes of the spare capacity (n ≤ the reserved

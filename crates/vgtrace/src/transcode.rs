@@ -177,6 +177,60 @@ impl<R: Read> Transcoder<R> {
         Ok(())
     }
 
+    /// The hot loop: INSTR records of instructions seen before and accesses of up to 8
+    /// bytes, while the buffer holds such a record in full (no refills, no per-field checks,
+    /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END or EXEC
+    /// record, a wide access, a damaged record — is left to `run_watched`'s general step,
+    /// which also reports errors. Returns whether it consumed any record.
+    #[inline(always)]
+    fn fast(&mut self, w: &mut NativeWriter, watch: &Watch) -> Result<bool, Failure> {
+        let start = self.inp.pos;
+        loop {
+            let pos = self.inp.pos;
+            let Some(rec) = self.inp.buf[..self.inp.end].get(pos..pos + FAST) else { break };
+            let kind = rec[0];
+            // Fields of either record kind, read before knowing which (all within FAST).
+            let id = u32::from_le_bytes(rec[1..5].try_into().unwrap());
+            let size = u16::from_le_bytes(rec[1..3].try_into().unwrap()) as usize;
+            let addr = u64::from_le_bytes(rec[3..11].try_into().unwrap());
+            let value = u64::from_le_bytes(rec[11..19].try_into().unwrap());
+            if kind == T_INSTR {
+                let Some(st) = self.statics.table.get(id as usize) else { break };
+                if !st.code_given {
+                    break;
+                }
+                let pc = st.prep.pc();
+                self.inp.pos = pos + 5;
+                self.counts.instructions += 1;
+                if self.counts.instructions % Watch::EVERY == 0 {
+                    watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
+                    if watch.stop.load(Ordering::Relaxed) {
+                        return Err(Failure::Stopped);
+                    }
+                }
+                self.release(Some(pc), w)?;
+                self.accesses.clear();
+                self.data.clear();
+                self.pending_id = id;
+                self.has_pending = true;
+            } else if kind == T_LOAD || kind == T_STORE {
+                if size > 8 || !self.has_pending || self.n_after > 0 {
+                    break;
+                }
+                // The value in a whole word (its bytes past `size` belong to the next record):
+                // the shadow and the writer handle a value with 8 bytes from its offset on
+                // as a masked word.
+                let off = self.data.len();
+                self.data.extend_from_slice(&value.to_le_bytes());
+                self.accesses.push(Access { store: kind == T_STORE, addr, size: size as u32, off: off as u32 });
+                self.inp.pos = pos + ACCESS_HEAD + size;
+            } else {
+                break;
+            }
+        }
+        Ok(self.inp.pos != start)
+    }
+
     /// Transcode the whole stream into `w` (which the caller finishes); returns the END
     /// record. Errors name the stream and the offset of the bad record.
     pub fn run(&mut self, w: &mut NativeWriter) -> Result<EndInfo, Failure> {
@@ -188,6 +242,9 @@ impl<R: Read> Transcoder<R> {
         self.inp.header()?;
         let mut exec_pending = false;
         loop {
+            if self.fast(w, watch)? {
+                exec_pending = false;
+            }
             if let Some(end) = self.end_info {
                 self.release(None, w)?;
                 return Ok(end);
