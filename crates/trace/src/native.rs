@@ -524,7 +524,12 @@ impl NativeWriter {
     /// updated.
     #[inline(always)]
     pub fn write_exec(&mut self, st: &Prepared, branch: Branch, thread: u32, accesses: &[Access], data: &[u8]) -> Result<(), TraceError> {
-        if !self.try_exec(st, branch, thread, accesses, data) {
+        let c = &mut self.codec;
+        if accesses.is_empty() && st.pc == c.prev_end && thread == self.thread && self.keys[st.slot as usize] == (st.key, 0) {
+            // The commonest record of all, inline: two bytes.
+            self.buf.extend_from_slice(&[KIND_INSTR, st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | H_PC_SEQ | H_REPEAT]);
+            c.prev_end = st.pc.wrapping_add(st.len as u64);
+        } else if !self.try_exec(st, branch, thread, accesses, data) {
             return self.write_exec_slow(st, branch, thread, accesses, data);
         }
         self.count += 1;

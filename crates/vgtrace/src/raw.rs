@@ -211,6 +211,19 @@ pub(crate) struct Static {
 }
 
 impl Static {
+    /// [`Static::outcome`] with a known next pc, without branching on the flow (the hot loop
+    /// runs it for every instruction, and which kind comes next is the program's business).
+    #[inline(always)]
+    pub fn outcome_before(&self, next_pc: u64) -> Branch {
+        const BY_FLOW: [[Branch; 2]; 3] = [
+            [Branch::None, Branch::None],
+            [Branch::NotTaken, Branch::Taken],
+            [Branch::Taken, Branch::Taken],
+        ];
+        let off_path = next_pc != self.prep.pc().wrapping_add(self.prep.len() as u64);
+        BY_FLOW[self.flow as usize][off_path as usize]
+    }
+
     /// The branch outcome of an execution followed by the instruction at `next_pc` (None:
     /// unknown, e.g. at the end or at a thread switch: conditional branches fall through).
     #[inline(always)]

@@ -149,18 +149,23 @@ impl<R: Read> Transcoder<R> {
             self.has_pending = false;
             let st = &self.statics.table[self.pending_id as usize];
             if !self.accesses.is_empty() {
+                // `supply` is kept clear between uses.
                 let s = &mut self.supply;
-                s.clear();
-                s.external = true;
-                s.thread = self.thread;
                 let n = self.shadow.reconcile(&self.accesses, &self.data, s);
                 if !s.accesses.is_empty() {
+                    s.external = true;
+                    s.thread = self.thread;
                     w.write(s).map_err(Failure::Write)?;
+                    s.clear();
                     self.counts.external_records += 1;
                     self.counts.supplied_bytes += n;
                 }
             }
-            w.write_exec(&st.prep, st.outcome(next_pc), self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
+            let branch = match next_pc {
+                Some(pc) => st.outcome_before(pc),
+                None => st.outcome(None),
+            };
+            w.write_exec(&st.prep, branch, self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
         }
         if self.n_after > 0 {
             self.release_after(w)?;
@@ -332,6 +337,7 @@ impl<R: Read> Transcoder<R> {
                     } else {
                         read_ext(&mut self.inp, at, self.thread, &mut self.supply)?;
                         Self::emit_external(&mut self.shadow, &mut self.counts, w, &self.supply)?;
+                        self.supply.clear();
                     }
                 }
                 T_END => {
