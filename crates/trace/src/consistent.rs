@@ -397,6 +397,39 @@ mod tests {
     }
 
     #[test]
+    fn word_padded_values_reconcile_as_packed_ones() {
+        // The tracer's layout (each value of up to 8 bytes in an 8-byte slot, the word path)
+        // against values packed end to end (the byte path): the same supplies, the same shadow.
+        let (mut packed, mut padded) = (Shadow::default(), Shadow::default());
+        let mut rng = crate::workloads::Rng::new(3, 5);
+        let sizes = [1usize, 2, 4, 8, 3, 16];
+        let (mut p, mut q, mut sp, mut sq) = (Instr::default(), Instr::default(), Instr::default(), Instr::default());
+        let mut supplied = 0;
+        for i in 0..50_000 {
+            (p.accesses.clear(), p.data.clear(), q.accesses.clear(), q.data.clear());
+            for _ in 0..1 + rng.below(3) {
+                let addr = [0x1000u64, 0x1fc0, 0x2ff8][rng.below(3) as usize] + rng.below(80);
+                let n = sizes[rng.below(sizes.len() as u64) as usize];
+                let v: Vec<u8> = (0..n).map(|_| rng.below(3) as u8).collect();
+                let store = rng.below(3) == 0;
+                p.add_access(store, addr, &v);
+                let off = q.data.len() as u32;
+                q.data.extend_from_slice(&v);
+                q.data.resize(off as usize + n.max(8), 0xee);
+                q.accesses.push(Access { store, addr, size: n as u32, off });
+            }
+            (sp.clear(), sq.clear());
+            let (a, b) = (packed.reconcile(&p.accesses, &p.data, &mut sp), padded.reconcile(&q.accesses, &q.data, &mut sq));
+            assert!(a == b && sp == sq, "instruction {i}: {sp:?} / {sq:?}");
+            supplied += a;
+        }
+        assert!(supplied > 1000, "{supplied} bytes supplied");
+        for addr in 0xfc0..0x3100 {
+            assert_eq!(packed.matches(addr, &[0]), padded.matches(addr, &[0]), "{addr:#x}");
+        }
+    }
+
+    #[test]
     fn unseen_and_changed_loads_get_an_external_record_first() {
         let recs = vec![
             access(false, 0x2ffe, &[1, 2, 3, 4]), // never seen, crosses a page

@@ -182,7 +182,7 @@ impl<R: Read> Transcoder<R> {
         Ok(())
     }
 
-    /// The hot loop: INSTR records of instructions seen before and accesses of up to 8
+    /// The hot loop: INSTR records of instructions seen before and accesses of up to 32
     /// bytes, while the buffer holds such a record in full (no refills, no per-field checks,
     /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END or EXEC
     /// record, a wide access, a damaged record — is left to `run_watched`'s general step,
@@ -219,14 +219,18 @@ impl<R: Read> Transcoder<R> {
                 self.pending_id = id;
                 self.has_pending = true;
             } else if kind == T_LOAD || kind == T_STORE {
-                if size > 8 || !self.has_pending || self.n_after > 0 {
+                if size > FAST - ACCESS_HEAD || !self.has_pending || self.n_after > 0 {
                     break;
                 }
-                // The value in a whole word (its bytes past `size` belong to the next record):
-                // the shadow and the writer handle a value with 8 bytes from its offset on
-                // as a masked word.
                 let off = self.data.len();
-                self.data.extend_from_slice(&value.to_le_bytes());
+                if size <= 8 {
+                    // The value in a whole word (its bytes past `size` belong to the next
+                    // record): the shadow and the writer handle a value with 8 bytes from its
+                    // offset on as a masked word.
+                    self.data.extend_from_slice(&value.to_le_bytes());
+                } else {
+                    self.data.extend_from_slice(&rec[ACCESS_HEAD..ACCESS_HEAD + size]);
+                }
                 self.accesses.push(Access { store: kind == T_STORE, addr, size: size as u32, off: off as u32 });
                 self.inp.pos = pos + ACCESS_HEAD + size;
             } else {
@@ -416,12 +420,13 @@ mod tests {
         r.def(6, 0x1012, &[0xf3, 0xa4]); // rep movsb (five accesses below)
         r.def(7, 0x1014, &[0xe9, 0x00, 0x10, 0x00, 0x00]); // jmp far ahead
         r.def(8, 0x2019, &[0xc3]); // ret
+        r.def(9, 0x1003, &[0x48, 0x83, 0xc0, 0x02]); // add rax, 2: id 1 rewritten, same static part
         let mut n = 0;
         for i in 0..300u64 {
             let a = 0x8000 + 8 * (i % 40);
             r.instr(0);
             r.access(false, a, &(i / 40).to_le_bytes());
-            r.instr(1);
+            r.instr(if i % 7 == 3 { 9 } else { 1 });
             r.instr(2);
             r.access(true, a, &(i / 40 + 1).to_le_bytes());
             r.instr(3);
