@@ -12,6 +12,14 @@
 //! leaf, ChampSim's PSCL) let a walk start below the root. Walk reads are counted apart
 //! (`ptw.*`); the value each read returns is checked against the page map
 //! (`ptw.pte_mismatches`, 0 unless memory was tampered with).
+//!
+//! `ptw.layout = "champsim"` lays the tables out as ChampSim's `VirtualMemory::get_pte_pa`
+//! does (master 2ff2501, src/vmem.cc, src/ptw.cc), for comparisons on the same instructions:
+//! the entry a walk reads at level l lives in a table of its own, keyed by every virtual
+//! address bit above that level's shift (so each virtual page's leaf entry has its own
+//! table and neighbouring pages never share a page-table line), and a page-structure-cache
+//! hit restarts the walk with one read at the level it hit, in the table of the walk that
+//! filled the entry but at this address's index, before reading this address's own entries.
 
 use crate::hierarchy::{Hierarchy, Side};
 use crate::ooo::StepError;
@@ -26,6 +34,18 @@ const LEVEL_BITS: u32 = 9;
 const PAGE_SHIFT: u32 = 12;
 /// present | writable | user
 const PTE_FLAGS: u64 = 0x7;
+/// Fills remembered per page-structure-cache entry (ChampSim layout): more than the walks
+/// that can start while one is in flight.
+const FILLS: usize = 8;
+
+/// How page tables are laid out (`ptw.layout`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// x86-64: 512-entry tables, a level's table selected by the bits above it.
+    Radix,
+    /// ChampSim's model (see the module comment).
+    ChampSim,
+}
 
 pub struct Mmu {
     itlb: Tags,
@@ -140,6 +160,12 @@ pub struct Walker {
     /// psc[j] caches pointers to level (levels − 1 − j) tables, keyed by the virtual address
     /// bits that select them; None where the preset has no cache for that level.
     psc: Vec<Option<Tags>>,
+    /// ChampSim layout: per page-structure cache and slot, the last walks that filled it
+    /// (virtual address, when the read that filled it returned), newest first. A hit reads
+    /// first in the table of the newest filled by the time the walk starts: ChampSim fills
+    /// when a read returns, so walks started together all find an older walk's entry.
+    psc_filler: Vec<Vec<[(u64, Cycle); FILLS]>>,
+    layout: Layout,
     tables: FxHashMap<u64, Table>,
     mshr: Slots,
     fault: Cycle,
@@ -182,9 +208,16 @@ impl Walker {
                 Some(Tags::new(s * w * 8, *w as usize, 8).map_err(|e| ConfigError(format!("ptw.psc_sets/psc_ways: {}", e)))?)
             });
         }
+        let layout = match p.choice("ptw.layout", &["radix", "champsim"])?.as_str() {
+            "champsim" => Layout::ChampSim,
+            _ => Layout::Radix,
+        };
+        let psc_filler = psc.iter().map(|c| vec![[(0, Cycle::MAX); FILLS]; c.as_ref().map_or(0, |c| c.slots())]).collect();
         Ok(Walker {
             levels,
             psc,
+            psc_filler,
+            layout,
             tables: FxHashMap::default(),
             mshr: Slots::new(p.u64_min("ptw.mshrs", 1)? as usize),
             fault: p.u64_min("ptw.fault_latency", 0)?,
@@ -212,13 +245,27 @@ impl Walker {
         // The deepest page-structure cache that knows the way: psc[j] skips levels
         // levels .. levels − j (it points at the table of level levels − 1 − j).
         let mut first = self.levels;
+        // ChampSim: the first read after a hit, in the filling walk's table.
+        let mut head = None;
         for j in (0..self.psc.len()).rev() {
             let below = self.levels - 1 - j as u32;
             if let Some(c) = &mut self.psc[j] {
                 if let Some(s) = c.find(Self::prefix(va, below) << 3) {
+                    let filler = match self.layout {
+                        Layout::Radix => None,
+                        // Filled by no walk whose read had returned by now: not there yet.
+                        Layout::ChampSim => match self.psc_filler[j][s as usize].iter().find(|f| f.1 <= start) {
+                            Some(f) => Some(f.0),
+                            None => continue,
+                        },
+                    };
                     c.touch(s);
                     self.psc_hits += 1;
                     first = below;
+                    if let Some(filler) = filler {
+                        head = Some(self.table(filler, below, pm)? + Self::index(va, below) * 8);
+                        first = below + 1;
+                    }
                     break;
                 }
             }
@@ -226,8 +273,12 @@ impl Walker {
         let mut now = start;
         let mut buf = [0u8; 8];
         for level in (1..=first).rev() {
-            let (entry, value, fresh) = self.entry(va, pa, level, pm)?;
-            if fresh {
+            let (entry, value, fresh) = match head.take() {
+                // Not an entry of this address's path: read, never written or checked.
+                Some(entry) => (entry, None, false),
+                None => self.entry(va, pa, level, pm)?,
+            };
+            if let (true, Some(value)) = (fresh, value) {
                 // The OS fills the entry (a minor fault): written through the engine.
                 self.faults += 1;
                 now += self.fault;
@@ -236,7 +287,11 @@ impl Walker {
             }
             let s = hier.access(AccessKind::Walk, entry, now, eng)?;
             eng.read_cached(entry, &mut buf);
-            if u64::from_le_bytes(buf) != value {
+            // ChampSim's upper-level slots are shared by addresses that need different
+            // values (its walker takes them from the page map, not memory): only leaf
+            // entries, one per page, have a value to check there.
+            let checked = self.layout == Layout::Radix || level == 1;
+            if checked && value.is_some_and(|v| u64::from_le_bytes(buf) != v) {
                 self.mismatches += 1;
             }
             now = if s.engine { s.ready.max(hier.settle(eng)?) } else { s.ready };
@@ -245,7 +300,12 @@ impl Walker {
             if level > 1 {
                 let j = (self.levels - level) as usize;
                 if let Some(c) = &mut self.psc[j] {
-                    c.access(Self::prefix(va, level - 1) << 3);
+                    let (slot, _) = c.access(Self::prefix(va, level - 1) << 3);
+                    if self.layout == Layout::ChampSim {
+                        let fills = &mut self.psc_filler[j][slot as usize];
+                        fills.copy_within(0..FILLS - 1, 1);
+                        fills[0] = (va, now);
+                    }
                 }
             }
         }
@@ -256,25 +316,44 @@ impl Walker {
 
     /// The entry for `va` at `level`: its physical address, the value it must hold, and
     /// whether it is written for the first time now (tables are allocated on demand).
-    fn entry(&mut self, va: u64, pa: u64, level: u32, pm: &mut PageMap) -> Result<(u64, u64, bool), StepError> {
+    /// (ChampSim: the value is the next entry's address, or the page's for the leaf.)
+    fn entry(&mut self, va: u64, pa: u64, level: u32, pm: &mut PageMap) -> Result<(u64, Option<u64>, bool), StepError> {
         let table = self.table(va, level, pm)?;
-        let idx = (va >> (PAGE_SHIFT + LEVEL_BITS * (level - 1))) & ((1 << LEVEL_BITS) - 1);
-        let value = if level == 1 { pa & !(self.page - 1) } else { self.table(va, level - 1, pm)? } | PTE_FLAGS;
-        let t = self.tables.get_mut(&Self::key(va, level)).expect("allocated above");
+        // ChampSim reads the root at the index of the level below it.
+        let idx = Self::index(va, if self.layout == Layout::ChampSim && level == self.levels { level - 1 } else { level });
+        let value = match (level, self.layout) {
+            (1, _) => pa & !(self.page - 1) | PTE_FLAGS,
+            (_, Layout::Radix) => self.table(va, level - 1, pm)? | PTE_FLAGS,
+            (_, Layout::ChampSim) => self.table(va, level - 1, pm)? + Self::index(va, level - 1) * 8,
+        };
+        let t = self.tables.get_mut(&self.key(va, level)).expect("allocated above");
         let (w, b) = ((idx / 64) as usize, idx % 64);
         let fresh = t.written[w] >> b & 1 == 0;
         t.written[w] |= 1 << b;
-        Ok((table + idx * 8, value, fresh))
+        Ok((table + idx * 8, Some(value), fresh))
     }
 
+    /// `va`'s index into a table of `level`.
     #[inline]
-    fn key(va: u64, level: u32) -> u64 {
-        Self::prefix(va, level) << 3 | level as u64
+    fn index(va: u64, level: u32) -> u64 {
+        (va >> (PAGE_SHIFT + LEVEL_BITS * (level - 1))) & ((1 << LEVEL_BITS) - 1)
+    }
+
+    /// Which table of `level` holds `va`'s entry: radix, the bits above the level's index;
+    /// ChampSim, the bits from the level's index up (one root).
+    #[inline]
+    fn key(&self, va: u64, level: u32) -> u64 {
+        let selector = match self.layout {
+            Layout::Radix => Self::prefix(va, level),
+            Layout::ChampSim if level == self.levels => 0,
+            Layout::ChampSim => Self::prefix(va, level - 1),
+        };
+        selector << 3 | level as u64
     }
 
     /// Physical address of the table at `level` on `va`'s path, allocated on first use.
     fn table(&mut self, va: u64, level: u32, pm: &mut PageMap) -> Result<u64, StepError> {
-        let key = Self::key(va, level);
+        let key = self.key(va, level);
         if let Some(t) = self.tables.get(&key) {
             return Ok(t.pa);
         }
@@ -300,5 +379,35 @@ impl Walker {
         out.int("ptw.mshr_full_cycles", self.mshr.wait_cycles);
         out.int("ptw.faults", self.faults);
         out.int("ptw.pte_mismatches", self.mismatches);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn champsim_walks_started_together_do_not_wait_for_each_others_reads() {
+        let p = crate::configure("champsim", Some("none"), Some("none"), &["ptw.layout=champsim".into()]).unwrap();
+        let mut eng = Engine::new(&p, 1).unwrap();
+        let mut hier = Hierarchy::new(&p, &eng).unwrap();
+        let mut pm = PageMap::new(eng.data_size(), 4096);
+        let mut w = Walker::new(&p, 4096).unwrap();
+        let mut walk = |va: u64, t: Cycle| {
+            let pa = pm.translate(va).unwrap();
+            w.walk(va, pa, t, &mut pm, &mut hier, &mut eng).unwrap() - t
+        };
+        // Page 0 of a 2 MiB region walked long before; then pages 1 and 2 at the same cycle.
+        // Both find page 0's walk in the page-structure cache (the line holding their
+        // index in its leaf table is in the L1D), so each needs one read from memory; had
+        // page 2's walk read in page 1's table, it would wait for page 1's leaf read first
+        // (813 cycles against 408 when fills were visible at once).
+        let base = 0x4000_0000;
+        walk(base, 0);
+        let (one, two) = (walk(base + 4096, 100_000), walk(base + 2 * 4096, 100_000));
+        assert!(two < one + one / 4, "page 2's walk took {} cycles, page 1's {}", two, one);
+        // A walk that starts after page 2's fill returned reads in page 2's table: that line
+        // is in the L1D too, so it is as quick.
+        assert!(walk(base + 3 * 4096, 200_000) < one + one / 4);
     }
 }

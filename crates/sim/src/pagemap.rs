@@ -1,11 +1,17 @@
 //! Virtual → physical pages, first touch first served: the program's addresses (48-bit
 //! virtual in real traces) are placed in the protected physical memory as an OS would.
+//! The system's own frames (page tables) are taken from the top down, so that the
+//! program's pages stay contiguous however many tables a walk layout needs: ChampSim's
+//! layout takes a table per page, and interleaved with the data they would leave the
+//! program's lines half the last level's sets.
 
 use rustc_hash::FxHashMap;
 
 pub struct PageMap {
     map: FxHashMap<u64, u64>,
     next: u64,
+    /// Frames from here up are the system's.
+    top: u64,
     frames: u64,
     shift: u32,
     /// Recent translations, direct mapped by virtual page: a program streams through a few
@@ -18,7 +24,7 @@ const RECENT: usize = 256;
 impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
-        PageMap { map: FxHashMap::default(), next: 0, frames: phys_bytes >> shift, shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        PageMap { map: FxHashMap::default(), next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -33,7 +39,7 @@ impl PageMap {
         let pf = match self.map.get(&vp) {
             Some(&f) => f,
             None => {
-                if self.next >= self.frames {
+                if self.next >= self.top {
                     return None;
                 }
                 let f = self.next;
@@ -46,18 +52,19 @@ impl PageMap {
         Some(pf << self.shift | off)
     }
 
-    /// A frame for the system's own use (page tables), taken from the same pool; `None`
-    /// when physical memory is exhausted.
+    /// A frame for the system's own use (page tables), from the top of the same pool;
+    /// `None` when physical memory is exhausted.
     pub fn alloc_frame(&mut self) -> Option<u64> {
-        if self.next >= self.frames {
+        if self.next >= self.top {
             return None;
         }
-        self.next += 1;
-        Some((self.next - 1) << self.shift)
+        self.top -= 1;
+        Some(self.top << self.shift)
     }
 
+    /// Frames given out, the program's and the system's.
     pub fn pages(&self) -> u64 {
-        self.next
+        self.next + (self.frames - self.top)
     }
 }
 
@@ -80,5 +87,21 @@ mod tests {
         }
         assert_eq!(pm.pages(), 4);
         assert_eq!(pm.translate(0x30_1000), None, "physical memory is exhausted");
+        assert_eq!(pm.alloc_frame(), None);
+    }
+
+    #[test]
+    fn system_frames_come_from_the_top_and_leave_the_programs_contiguous() {
+        let mut pm = PageMap::new(8 * 4096, 4096);
+        assert_eq!(pm.translate(0x1000), Some(0));
+        assert_eq!(pm.alloc_frame(), Some(7 * 4096));
+        assert_eq!(pm.translate(0x9000), Some(4096));
+        assert_eq!(pm.alloc_frame(), Some(6 * 4096));
+        assert_eq!(pm.pages(), 4);
+        for k in 2..6 {
+            assert_eq!(pm.translate(0x100_0000 + k * 4096), Some(k * 4096));
+        }
+        assert_eq!(pm.alloc_frame(), None);
+        assert_eq!(pm.translate(0x200_0000), None);
     }
 }

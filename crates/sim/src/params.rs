@@ -110,6 +110,7 @@ pub const CORE: &[Component] = &[
             param("ptw.psc_ways", Def::Str("4,4,8"), "ways", "their associativity, in the same order"),
             param("ptw.mshrs", Def::Int(5), "walks", "walks in flight at once"),
             param("ptw.fault_latency", Def::Int(0), "cycles", "filling a page-table entry the first time (a minor fault)"),
+            param("ptw.layout", Def::Str("radix"), "radix|champsim", "page-table layout: x86-64 radix tables, or ChampSim's (an entry per table, docs/core-model.md)"),
         ],
     },
     Component {

@@ -114,7 +114,13 @@ fn page_walks_read_page_table_entries_through_the_caches() {
             prog.push(mem(0x1000 + 4 * (k % 4), false, 0x10_0000_0000 + (k << 30) + round * 64, 8, &[], &[3]));
         }
     }
-    let walk = sim("champsim", &[], &prog);
+    for layout in ["ptw.layout=radix", "ptw.layout=champsim"] {
+        walks_through_the_caches(layout, &prog);
+    }
+}
+
+fn walks_through_the_caches(layout: &str, prog: &[Instr]) {
+    let walk = sim("champsim", &[layout], prog);
     assert!(f(&walk, "ptw.walks") >= 64.0, "{}", f(&walk, "ptw.walks"));
     // Cold walks of a new 1 GiB region read levels 3..1 below the page-structure caches'
     // knowledge of the upper levels (5 levels in all, the first walk from the root).
@@ -129,15 +135,41 @@ fn page_walks_read_page_table_entries_through_the_caches() {
     assert!(f(&walk, "ptw.faults") >= 64.0, "first touches fill their entries");
     assert_eq!(f(&walk, "ptw.pte_mismatches"), 0.0);
     assert!(f(&walk, "cpi.tlb") > 0.0);
-    let fixed = sim("champsim", &["tlb.walk=false", "tlb.miss_latency=0"], &prog);
+    let fixed = sim("champsim", &["tlb.walk=false", "tlb.miss_latency=0"], prog);
     assert!(f(&fixed, "cycles") < f(&walk, "cycles"));
     assert!(!fixed.0.iter().any(|(k, _)| k.starts_with("ptw.")), "no walker, no walk statistics");
     // Page-table lines are protected memory: a hash tree verifies them like data.
-    let p = configure("champsim", Some("chash"), Some("otp"), &[]).unwrap();
-    let r = run(&p, &mut VecSource(prog.clone(), 0), &RunOptions { instructions: 128, warmup: 0, seed: 1, progress: false }).unwrap();
+    let p = configure("champsim", Some("chash"), Some("otp"), &[layout.to_string()]).unwrap();
+    let r = run(&p, &mut VecSource(prog.to_vec(), 0), &RunOptions { instructions: 128, warmup: 0, seed: 1, progress: false }).unwrap();
     assert_eq!(r.error, None);
     assert_eq!(f(&r.stats, "ptw.pte_mismatches"), 0.0);
     assert!(f(&r.stats, "l2.meta_accesses") > 0.0);
+}
+
+#[test]
+fn champsim_page_tables_give_every_page_its_own_leaf_line_and_re_read_after_a_cache_hit() {
+    // One load to each of 64 neighbouring pages of one 2 MiB region, all first touches, each
+    // after the one before (its address depends on it): every walk finds the last one's
+    // entries (walks started together find older ones: `mmu` tests that).
+    let prog: Vec<Instr> = (0..64u64).map(|k| mem(0x1000, false, 0x4000_0000 + (k << 12) + 8, 8, &[3], &[3])).collect();
+    let radix = sim("champsim", &["ptw.layout=radix"], &prog);
+    let cs = sim("champsim", &["ptw.layout=champsim"], &prog);
+    for s in [&radix, &cs] {
+        assert_eq!(f(s, "ptw.walks"), 65.0, "64 data pages and the code's");
+        assert_eq!(f(s, "ptw.pte_mismatches"), 0.0);
+    }
+    // The same page-structure caches hit alike; after each hit ChampSim reads once more (the
+    // level it hit, in the table of the walk that filled the entry).
+    assert_eq!(f(&radix, "ptw.psc_hits"), f(&cs, "ptw.psc_hits"));
+    assert!(f(&cs, "ptw.psc_hits") >= 63.0);
+    assert_eq!(f(&cs, "ptw.reads") - f(&radix, "ptw.reads"), f(&cs, "ptw.psc_hits"));
+    // x86 tables: eight leaf entries to a line, so most leaf reads hit the L1D; ChampSim's:
+    // a line per page, every leaf read from beyond it.
+    let beyond_l1d = |s: &Stats| f(s, "ptw.reads") - f(s, "ptw.reads_from_l1d");
+    // (Eight leaf lines, and the upper levels of the code's walk and the first data walk.)
+    assert!(beyond_l1d(&radix) <= 8.0 + 2.0 * 5.0, "{}", beyond_l1d(&radix));
+    assert!(beyond_l1d(&cs) >= 64.0, "{}", beyond_l1d(&cs));
+    assert!(f(&cs, "cycles") > f(&radix, "cycles"));
 }
 
 #[test]
