@@ -581,7 +581,7 @@ impl NativeWriter {
         let base = self.buf.len();
         let mut e = Enc { s: self.buf.spare_capacity_mut(), n: 0 };
         e.u8(KIND_INSTR);
-        e.u8(st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | H_PC_SEQ * seq as u8 | H_REPEAT);
+        e.u8(st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | (H_PC_SEQ * seq as u8) | H_REPEAT);
         if !seq {
             e.varint(zigzag(st.pc.wrapping_sub(c.prev_end) as i64));
         }

@@ -173,6 +173,20 @@ impl<R: Read> Transcoder<R> {
         Ok(())
     }
 
+    /// One more INSTR record read: reported to `watch` (and its stop request honoured) every
+    /// `Watch::EVERY`.
+    #[inline(always)]
+    fn count_instruction(&mut self, watch: &Watch) -> Result<(), Failure> {
+        self.counts.instructions += 1;
+        if self.counts.instructions.is_multiple_of(Watch::EVERY) {
+            watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
+            if watch.stop.load(Ordering::Relaxed) {
+                return Err(Failure::Stopped);
+            }
+        }
+        Ok(())
+    }
+
     #[cold]
     fn release_after(&mut self, w: &mut NativeWriter) -> Result<(), Failure> {
         for e in &self.after[..self.n_after] {
@@ -206,13 +220,7 @@ impl<R: Read> Transcoder<R> {
                 }
                 let pc = st.prep.pc();
                 self.inp.pos = pos + 5;
-                self.counts.instructions += 1;
-                if self.counts.instructions % Watch::EVERY == 0 {
-                    watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
-                    if watch.stop.load(Ordering::Relaxed) {
-                        return Err(Failure::Stopped);
-                    }
-                }
+                self.count_instruction(watch)?;
                 self.release(Some(pc), w)?;
                 self.accesses.clear();
                 self.data.clear();
@@ -276,13 +284,7 @@ impl<R: Read> Transcoder<R> {
                     self.inp.fill(5)?;
                     let id = self.inp.u32_at(1);
                     self.inp.pos += 5;
-                    self.counts.instructions += 1;
-                    if self.counts.instructions % Watch::EVERY == 0 {
-                        watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
-                        if watch.stop.load(Ordering::Relaxed) {
-                            return Err(Failure::Stopped);
-                        }
-                    }
+                    self.count_instruction(watch)?;
                     let Some(st) = self.statics.table.get_mut(id as usize) else {
                         return Err(self.inp.corrupt(at, format!("instruction id {id} used before its DEF")).into());
                     };
