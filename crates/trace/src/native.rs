@@ -234,9 +234,11 @@ pub struct Prepared {
 
 impl Prepared {
     /// The static part of an instruction (at most [`MAX_SRC`] sources and [`MAX_DST`]
-    /// destinations: the rest are dropped), identified by `key` (< u32::MAX): two prepared
-    /// instructions written to the same writer must have different keys unless their pc,
-    /// length and registers are all the same.
+    /// destinations: the rest are dropped), identified by `key` (< u32::MAX): prepared
+    /// instructions written to the same writer have the same key if and only if their pc,
+    /// length and registers are all the same. (Two keys for one static part still make a
+    /// valid file, only a larger one: the writer takes a different key for a different
+    /// static part and sends it in full.)
     pub fn new(key: u32, pc: u64, len: u8, op: OpClass, srcs: &[Reg], dsts: &[Reg]) -> Prepared {
         assert!(key != NO_KEY, "key {NO_KEY:#x} is reserved");
         let (ns, nd) = (srcs.len().min(MAX_SRC), dsts.len().min(MAX_DST));
@@ -379,7 +381,8 @@ pub struct NativeWriter {
     codec: Codec,
     /// The caller's key of each static-table entry and the entry's access shapes in short
     /// ([`NativeWriter::write_exec`]): a small table, so recognising a repeated static part
-    /// takes one cache line instead of the entry's.
+    /// takes one cache line instead of the entry's (and the entry itself is only kept when
+    /// these two do not describe it, see `write_inner`).
     keys: Box<[(u32, u32); STATIC_SLOTS]>,
     count: u64,
     thread: u32,
@@ -436,6 +439,16 @@ impl Enc<'_> {
             d.write(x);
         }
         self.n += v.len();
+    }
+
+    /// A value of `size` ≤ 8 bytes held in the low bytes of `w`: one 8-byte store (the bytes
+    /// past `size` are overwritten by what follows, or lie past the end), no branch on the size.
+    #[inline(always)]
+    fn word(&mut self, w: u64, size: usize) {
+        for (d, x) in self.s[self.n..self.n + 8].iter_mut().zip(w.to_le_bytes()) {
+            d.write(x);
+        }
+        self.n += size;
     }
 
     /// An access's value: the usual sizes as fixed-size copies (a variable-length copy is a
@@ -514,7 +527,12 @@ impl NativeWriter {
     /// updated.
     #[inline(always)]
     pub fn write_exec(&mut self, st: &Prepared, branch: Branch, thread: u32, accesses: &[Access], data: &[u8]) -> Result<(), TraceError> {
-        if !self.try_exec(st, branch, thread, accesses, data) {
+        let c = &mut self.codec;
+        if accesses.is_empty() && st.pc == c.prev_end && thread == self.thread && self.keys[st.slot as usize] == (st.key, 0) {
+            // The commonest record of all, inline: two bytes.
+            self.buf.extend_from_slice(&[KIND_INSTR, st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | H_PC_SEQ | H_REPEAT]);
+            c.prev_end = st.pc.wrapping_add(st.len as u64);
+        } else if !self.try_exec(st, branch, thread, accesses, data) {
             return self.write_exec_slow(st, branch, thread, accesses, data);
         }
         self.count += 1;
@@ -563,7 +581,7 @@ impl NativeWriter {
         let base = self.buf.len();
         let mut e = Enc { s: self.buf.spare_capacity_mut(), n: 0 };
         e.u8(KIND_INSTR);
-        e.u8(st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | if seq { H_PC_SEQ } else { 0 } | H_REPEAT);
+        e.u8(st.op as u8 | (branch as u8) << H_BRANCH_SHIFT | (H_PC_SEQ * seq as u8) | H_REPEAT);
         if !seq {
             e.varint(zigzag(st.pc.wrapping_sub(c.prev_end) as i64));
         }
@@ -571,7 +589,11 @@ impl NativeWriter {
             let slot = &mut c.addrs[addr_slot(st.pc, k)];
             e.varint(zigzag(a.addr.wrapping_sub(*slot) as i64));
             *slot = a.addr;
-            e.value(&data[a.off as usize..(a.off + a.size) as usize]);
+            // The reserved space has room for a whole word after any access.
+            match data.get(a.off as usize..a.off as usize + 8) {
+                Some(w) if a.size <= 8 => e.word(u64::from_le_bytes(w.try_into().unwrap()), a.size as usize),
+                _ => e.value(&data[a.off as usize..(a.off + a.size) as usize]),
+            }
         }
         let n = e.n;
         // SAFETY: `Enc` initialised the first n bytes of the spare capacity (n ≤ the reserved
@@ -654,9 +676,15 @@ impl NativeWriter {
         let c = &self.codec;
         let seq = r.pc == c.prev_end;
         let slot = static_slot(r.pc);
-        // A keyed record repeats the entry written in full from a record of the same key and
-        // shapes; anything else is compared in full.
-        let repeat = (sh != NO_SHAPES && self.keys[slot] == (key, sh)) || c.statics[slot].matches(r);
+        // An entry written by a keyed record whose shapes the summary holds is described by
+        // its key and shapes alone: with keys given as `Prepared::new` asks (one per static
+        // part), a record repeats it iff it has that key and those shapes, and its full form
+        // is not kept (writing and comparing it cost a cache miss each, in a table too large
+        // for the L1 cache). Any other entry is kept and compared in full. (A record from
+        // `write` never repeats a described entry: the tracer's have no pc.)
+        let (k, s) = self.keys[slot];
+        let described = k != NO_KEY && s != NO_SHAPES;
+        let repeat = if described { (k, s) == (key, sh) } else { c.statics[slot].matches(r) };
         // Header ≤ 26 bytes (kind, head, pc varint, len, registers byte and registers, access
         // count), each access ≤ 14 (flags, size varint, address varint) plus its value.
         self.buf.reserve(26 + 14 * nacc + total);
@@ -690,7 +718,7 @@ impl NativeWriter {
         // SAFETY: `Enc` initialised the first n bytes of the spare capacity (n ≤ the reserved
         // space, which indexing the spare slice checks).
         unsafe { self.buf.set_len(base + n) };
-        self.codec.commit(r, !repeat);
+        self.codec.commit(r, !repeat && (key == NO_KEY || sh == NO_SHAPES));
         if !repeat {
             self.keys[slot] = (key, sh);
         }
@@ -1467,8 +1495,9 @@ mod tests {
     #[test]
     fn prepared_executions_write_the_same_bytes_as_records() {
         // Every record of mix (externals included) written twice: as Instr, and as an
-        // execution of a prepared static part keyed by its static part. The record streams
-        // must be identical, whatever path each record takes in the writer.
+        // execution of a prepared static part keyed by its static part (pc, length,
+        // registers: not the op class). The record streams must be identical, whatever path
+        // each record takes in the writer.
         let recs = mix_records(200_000);
         let (p, q) = (tmp("as-records.smt"), tmp("as-executions.smt"));
         write(&p, &recs);
@@ -1479,7 +1508,7 @@ mod tests {
                 w.write(r).unwrap();
                 continue;
             }
-            let id = (r.pc, r.len, r.op as u8, r.srcs().to_vec(), r.dsts().to_vec());
+            let id = (r.pc, r.len, r.srcs().to_vec(), r.dsts().to_vec());
             let n = keys.len() as u32;
             let key = *keys.entry(id).or_insert(n);
             let st = Prepared::new(key, r.pc, r.len, r.op, r.srcs(), r.dsts());

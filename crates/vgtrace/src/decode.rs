@@ -21,11 +21,11 @@ pub const REG_X87_0: Reg = 48;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
     /// Not a control-flow instruction.
-    None,
+    None = 0,
     /// Conditional branch: taken iff the next pc is not pc + len.
-    Conditional,
+    Conditional = 1,
     /// Jumps, calls, returns: always taken (still derived from the next pc).
-    Unconditional,
+    Unconditional = 2,
 }
 
 /// The static part of an instruction as decoded.

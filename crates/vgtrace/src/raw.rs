@@ -26,11 +26,11 @@
 //! instruction of the same thread does not start at pc + len, so each instruction is held
 //! back until the next one arrives.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 
 use secmem_trace::native::Prepared;
-use secmem_trace::{Branch, Instr, OpClass, TraceError};
+use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError};
 
 use crate::decode::{Flow, X86Decoder};
 
@@ -211,6 +211,19 @@ pub(crate) struct Static {
 }
 
 impl Static {
+    /// [`Static::outcome`] with a known next pc, without branching on the flow (the hot loop
+    /// runs it for every instruction, and which kind comes next is the program's business).
+    #[inline(always)]
+    pub fn outcome_before(&self, next_pc: u64) -> Branch {
+        const BY_FLOW: [[Branch; 2]; 3] = [
+            [Branch::None, Branch::None],
+            [Branch::NotTaken, Branch::Taken],
+            [Branch::Taken, Branch::Taken],
+        ];
+        let off_path = next_pc != self.prep.pc().wrapping_add(self.prep.len() as u64);
+        BY_FLOW[self.flow as usize][off_path as usize]
+    }
+
     /// The branch outcome of an execution followed by the instruction at `next_pc` (None:
     /// unknown, e.g. at the end or at a thread switch: conditional branches fall through).
     #[inline(always)]
@@ -233,12 +246,14 @@ pub(crate) struct Statics {
     pub table: Vec<Static>,
     /// Instruction bytes by id (for CODE records).
     pub code: Vec<Vec<u8>>,
+    /// The writer's key of each static part (pc, length, sources, destinations).
+    keys: HashMap<(u64, u8, Vec<Reg>, Vec<Reg>), u32>,
     decoder: X86Decoder,
 }
 
 impl Statics {
     pub fn new() -> Statics {
-        Statics { table: Vec::new(), code: Vec::new(), decoder: X86Decoder::new() }
+        Statics { table: Vec::new(), code: Vec::new(), keys: HashMap::new(), decoder: X86Decoder::new() }
     }
 
     /// Read the DEF record at `inp`'s position (starting at `at`) and decode its instruction.
@@ -260,7 +275,12 @@ impl Statics {
             dec.op = OpClass::Alu;
             dec.flow = Flow::None;
         }
+        // The writer's key: the first id with this static part (rewritten code can repeat
+        // one under a new id), as `Prepared::new` asks.
         let prep = Prepared::new(id, pc, len, dec.op, &dec.src, &dec.dst);
+        let part = (pc, len, prep.srcs().to_vec(), prep.dsts().to_vec());
+        let key = *self.keys.entry(part).or_insert(id);
+        let prep = if key == id { prep } else { Prepared::new(key, pc, len, dec.op, &dec.src, &dec.dst) };
         self.table.push(Static { prep, flow: dec.flow, code_given: false });
         self.code.push(bytes);
         Ok(())

@@ -149,21 +149,40 @@ impl<R: Read> Transcoder<R> {
             self.has_pending = false;
             let st = &self.statics.table[self.pending_id as usize];
             if !self.accesses.is_empty() {
+                // `supply` is kept clear between uses.
                 let s = &mut self.supply;
-                s.clear();
-                s.external = true;
-                s.thread = self.thread;
                 let n = self.shadow.reconcile(&self.accesses, &self.data, s);
                 if !s.accesses.is_empty() {
+                    s.external = true;
+                    s.thread = self.thread;
                     w.write(s).map_err(Failure::Write)?;
+                    s.clear();
                     self.counts.external_records += 1;
                     self.counts.supplied_bytes += n;
                 }
             }
-            w.write_exec(&st.prep, st.outcome(next_pc), self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
+            let branch = match next_pc {
+                Some(pc) => st.outcome_before(pc),
+                None => st.outcome(None),
+            };
+            w.write_exec(&st.prep, branch, self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
         }
         if self.n_after > 0 {
             self.release_after(w)?;
+        }
+        Ok(())
+    }
+
+    /// One more INSTR record read: reported to `watch` (and its stop request honoured) every
+    /// `Watch::EVERY`.
+    #[inline(always)]
+    fn count_instruction(&mut self, watch: &Watch) -> Result<(), Failure> {
+        self.counts.instructions += 1;
+        if self.counts.instructions.is_multiple_of(Watch::EVERY) {
+            watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
+            if watch.stop.load(Ordering::Relaxed) {
+                return Err(Failure::Stopped);
+            }
         }
         Ok(())
     }
@@ -177,6 +196,58 @@ impl<R: Read> Transcoder<R> {
         Ok(())
     }
 
+    /// The hot loop: INSTR records of instructions seen before and accesses of up to 32
+    /// bytes, while the buffer holds such a record in full (no refills, no per-field checks,
+    /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END or EXEC
+    /// record, a wide access, a damaged record — is left to `run_watched`'s general step,
+    /// which also reports errors. Returns whether it consumed any record.
+    #[inline(always)]
+    fn fast(&mut self, w: &mut NativeWriter, watch: &Watch) -> Result<bool, Failure> {
+        let start = self.inp.pos;
+        loop {
+            let pos = self.inp.pos;
+            let Some(rec) = self.inp.buf[..self.inp.end].get(pos..pos + FAST) else { break };
+            let kind = rec[0];
+            // Fields of either record kind, read before knowing which (all within FAST).
+            let id = u32::from_le_bytes(rec[1..5].try_into().unwrap());
+            let size = u16::from_le_bytes(rec[1..3].try_into().unwrap()) as usize;
+            let addr = u64::from_le_bytes(rec[3..11].try_into().unwrap());
+            let value = u64::from_le_bytes(rec[11..19].try_into().unwrap());
+            if kind == T_INSTR {
+                let Some(st) = self.statics.table.get(id as usize) else { break };
+                if !st.code_given {
+                    break;
+                }
+                let pc = st.prep.pc();
+                self.inp.pos = pos + 5;
+                self.count_instruction(watch)?;
+                self.release(Some(pc), w)?;
+                self.accesses.clear();
+                self.data.clear();
+                self.pending_id = id;
+                self.has_pending = true;
+            } else if kind == T_LOAD || kind == T_STORE {
+                if size > FAST - ACCESS_HEAD || !self.has_pending || self.n_after > 0 {
+                    break;
+                }
+                let off = self.data.len();
+                if size <= 8 {
+                    // The value in a whole word (its bytes past `size` belong to the next
+                    // record): the shadow and the writer handle a value with 8 bytes from its
+                    // offset on as a masked word.
+                    self.data.extend_from_slice(&value.to_le_bytes());
+                } else {
+                    self.data.extend_from_slice(&rec[ACCESS_HEAD..ACCESS_HEAD + size]);
+                }
+                self.accesses.push(Access { store: kind == T_STORE, addr, size: size as u32, off: off as u32 });
+                self.inp.pos = pos + ACCESS_HEAD + size;
+            } else {
+                break;
+            }
+        }
+        Ok(self.inp.pos != start)
+    }
+
     /// Transcode the whole stream into `w` (which the caller finishes); returns the END
     /// record. Errors name the stream and the offset of the bad record.
     pub fn run(&mut self, w: &mut NativeWriter) -> Result<EndInfo, Failure> {
@@ -188,6 +259,9 @@ impl<R: Read> Transcoder<R> {
         self.inp.header()?;
         let mut exec_pending = false;
         loop {
+            if self.fast(w, watch)? {
+                exec_pending = false;
+            }
             if let Some(end) = self.end_info {
                 self.release(None, w)?;
                 return Ok(end);
@@ -210,13 +284,7 @@ impl<R: Read> Transcoder<R> {
                     self.inp.fill(5)?;
                     let id = self.inp.u32_at(1);
                     self.inp.pos += 5;
-                    self.counts.instructions += 1;
-                    if self.counts.instructions % Watch::EVERY == 0 {
-                        watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
-                        if watch.stop.load(Ordering::Relaxed) {
-                            return Err(Failure::Stopped);
-                        }
-                    }
+                    self.count_instruction(watch)?;
                     let Some(st) = self.statics.table.get_mut(id as usize) else {
                         return Err(self.inp.corrupt(at, format!("instruction id {id} used before its DEF")).into());
                     };
@@ -275,6 +343,7 @@ impl<R: Read> Transcoder<R> {
                     } else {
                         read_ext(&mut self.inp, at, self.thread, &mut self.supply)?;
                         Self::emit_external(&mut self.shadow, &mut self.counts, w, &self.supply)?;
+                        self.supply.clear();
                     }
                 }
                 T_END => {
@@ -353,12 +422,13 @@ mod tests {
         r.def(6, 0x1012, &[0xf3, 0xa4]); // rep movsb (five accesses below)
         r.def(7, 0x1014, &[0xe9, 0x00, 0x10, 0x00, 0x00]); // jmp far ahead
         r.def(8, 0x2019, &[0xc3]); // ret
+        r.def(9, 0x1003, &[0x48, 0x83, 0xc0, 0x02]); // add rax, 2: id 1 rewritten, same static part
         let mut n = 0;
         for i in 0..300u64 {
             let a = 0x8000 + 8 * (i % 40);
             r.instr(0);
             r.access(false, a, &(i / 40).to_le_bytes());
-            r.instr(1);
+            r.instr(if i % 7 == 3 { 9 } else { 1 });
             r.instr(2);
             r.access(true, a, &(i / 40 + 1).to_le_bytes());
             r.instr(3);
