@@ -427,6 +427,7 @@ impl Engine {
         self.drain()
     }
 
+    #[inline]
     fn slot_of(&self, addr: u64) -> u32 {
         self.m
             .l2
@@ -438,9 +439,16 @@ impl Engine {
     /// Copy bytes of a line made present by `access` (must not cross the line).
     #[inline]
     pub fn read_cached(&self, addr: u64, out: &mut [u8]) {
+        out.copy_from_slice(self.cached(addr, out.len()));
+    }
+
+    /// The `len` bytes at `addr` of a line made present by `access` (must not cross the
+    /// line), in place: the core compares every load with the trace without a copy.
+    #[inline]
+    pub fn cached(&self, addr: u64, len: usize) -> &[u8] {
         let slot = self.slot_of(addr);
         let off = (addr & (self.line - 1)) as usize;
-        out.copy_from_slice(&self.m.l2.bytes(slot)[off..off + out.len()]);
+        &self.m.l2.bytes(slot)[off..off + len]
     }
 
     #[inline]
@@ -455,9 +463,13 @@ impl Engine {
     /// the frequent value table (if any) sees each aligned 64-bit word they touch (004 §3.1).
     #[inline]
     pub fn track_values(&mut self, addr: u64, len: usize) {
-        if self.m.spec.fv.is_none() || len == 0 {
-            return;
+        // Every load and store comes here: without a table the call must cost nothing.
+        if self.m.spec.fv.is_some() && len > 0 {
+            self.track_words(addr, len);
         }
+    }
+
+    fn track_words(&mut self, addr: u64, len: usize) {
         let slot = self.slot_of(addr);
         let off = (addr & (self.line - 1)) as usize;
         let (lo, hi) = (off & !7, (off + len).div_ceil(8) * 8);

@@ -211,6 +211,14 @@ impl Hierarchy {
         })
     }
 
+    #[inline]
+    fn l1(&mut self, side: Side) -> &mut Level {
+        match side {
+            Side::Inst => &mut self.l1i,
+            Side::Data => &mut self.l1d,
+        }
+    }
+
     /// Number of private levels (between the L1s and the protected level).
     pub fn depth(&self) -> usize {
         self.private.len()
@@ -220,36 +228,35 @@ impl Hierarchy {
     /// otherwise) at cycle `t`; the protected level counts it by kind. A miss at a level waits
     /// for a free MSHR there, goes one level down after the lookup latency, and comes back
     /// through each level's fill latency; every level it missed in then holds the line.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
         let side = if kind == AccessKind::Fetch { Side::Inst } else { Side::Data };
-        let l1 = match side {
-            Side::Inst => &mut self.l1i,
-            Side::Data => &mut self.l1d,
-        };
+        let l1 = self.l1(side);
         l1.accesses += 1;
         if let Some(s) = l1.lookup(pa) {
             // Inclusion: the protected level holds this line, so byte operations find it there.
             return Ok(Served { ready: (t + l1.latency).max(l1.ready[s as usize]), depth: 0, engine: false });
         }
         l1.misses += 1;
-        if self.private.is_empty() && l1.mshr.is_none() && self.last_mshr.is_none() {
-            // The seeds' two-level machines: straight to the protected level.
-            let o = eng.access(pa, kind, t + l1.latency)?;
-            let hit = o.hit && !self.first_use(pa);
-            let mut ready = o.ready;
-            if !hit {
-                ready += self.last_fill;
-            }
-            let l1 = match side {
-                Side::Inst => &mut self.l1i,
-                Side::Data => &mut self.l1d,
-            };
-            ready += l1.fill;
-            l1.install(pa, ready);
-            return Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true });
+        self.miss(kind, side, pa, t, eng)
+    }
+
+    /// An L1 miss (kept out of `access`, so its hit path stays small enough to inline).
+    fn miss(&mut self, kind: AccessKind, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+        if !self.private.is_empty() || self.last_mshr.is_some() || self.l1(side).mshr.is_some() {
+            return self.access_below(kind, side, pa, t, eng);
         }
-        self.access_below(kind, side, pa, t, eng)
+        // The seeds' two-level machines: straight to the protected level.
+        let o = eng.access(pa, kind, t + self.l1(side).latency)?;
+        let hit = o.hit && !self.first_use(pa);
+        let mut ready = o.ready;
+        if !hit {
+            ready += self.last_fill;
+        }
+        let l1 = self.l1(side);
+        ready += l1.fill;
+        l1.install(pa, ready);
+        Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true })
     }
 
     /// Functional warming's access to the L1D line it accessed last (`Core::warm`, see
@@ -275,10 +282,7 @@ impl Hierarchy {
         let mut served = None;
         for i in 0..=k {
             let l = if i == 0 {
-                match side {
-                    Side::Inst => &mut self.l1i,
-                    Side::Data => &mut self.l1d,
-                }
+                self.l1(side)
             } else {
                 let l = &mut self.private[i - 1];
                 l.accesses += 1;
@@ -326,10 +330,7 @@ impl Hierarchy {
         // Up: fill every level that missed, nearest the data first.
         for i in (0..s.depth.min(k as u8 + 1) as usize).rev() {
             let l = if i == 0 {
-                match side {
-                    Side::Inst => &mut self.l1i,
-                    Side::Data => &mut self.l1d,
-                }
+                self.l1(side)
             } else {
                 &mut self.private[i - 1]
             };

@@ -47,9 +47,46 @@ enum Layout {
     ChampSim,
 }
 
+/// A first-level TLB: its tags, the frame each slot maps to (a hit needs no page-map
+/// lookup), and its last translation.
+struct Tlb {
+    tags: Tags,
+    frames: Vec<u64>,
+    /// (virtual page, slot) of the last translation. The slot still holds that page: the
+    /// tags change only on a miss, which sets this.
+    last: (u64, u32),
+}
+
+impl Tlb {
+    fn new(tags: Tags) -> Tlb {
+        Tlb { frames: vec![0; tags.slots()], tags, last: (u64::MAX, 0) }
+    }
+
+    /// `va` (in virtual page `vpage`): its frame on a hit, touched as `Tags::access` does
+    /// (the last page again skips the set search); on a miss, the slot it now has, whose
+    /// frame the caller sets.
+    #[inline(always)]
+    fn access(&mut self, va: u64, vpage: u64) -> Result<u64, u32> {
+        let slot = if self.last.0 == vpage {
+            self.tags.touch(self.last.1);
+            self.last.1
+        } else {
+            let (slot, hit) = self.tags.access(va);
+            self.last = (vpage, slot);
+            if !hit {
+                return Err(slot);
+            }
+            slot
+        };
+        Ok(self.frames[slot as usize])
+    }
+}
+
 pub struct Mmu {
-    itlb: Tags,
-    dtlb: Tags,
+    itlb: Tlb,
+    dtlb: Tlb,
+    /// log2 of the page size (the TLBs' tags check it is a power of two).
+    page_shift: u32,
     stlb: Option<Tags>,
     stlb_latency: Cycle,
     miss_latency: Cycle,
@@ -73,9 +110,11 @@ impl Mmu {
             None
         };
         let walker = Walker::new(p, page)?;
+        let (itlb, dtlb) = (tlb(entries, "tlb.ways")?, tlb(entries, "tlb.ways")?);
         Ok(Mmu {
-            itlb: tlb(entries, "tlb.ways")?,
-            dtlb: tlb(entries, "tlb.ways")?,
+            itlb: Tlb::new(itlb),
+            dtlb: Tlb::new(dtlb),
+            page_shift: page.trailing_zeros(),
             stlb,
             stlb_latency: p.u64_min("stlb.latency", 0)?,
             miss_latency: p.u64_min("tlb.miss_latency", 0)?,
@@ -88,7 +127,9 @@ impl Mmu {
 
     /// Translate `va` needed at cycle `t` by the `side` TLB: the physical address, and when
     /// it is known (`t` on a hit).
-    #[inline]
+    /// (Always inlined: the core calls it for every fetch line and every access, and the
+    /// call itself cost as much as a TLB hit.)
+    #[inline(always)]
     pub fn translate(
         &mut self,
         side: Side,
@@ -98,14 +139,22 @@ impl Mmu {
         hier: &mut Hierarchy,
         eng: &mut Engine,
     ) -> Result<(u64, Cycle), StepError> {
-        let pa = pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
         let (tlb, misses) = match side {
             Side::Inst => (&mut self.itlb, &mut self.itlb_misses),
             Side::Data => (&mut self.dtlb, &mut self.dtlb_misses),
         };
-        if tlb.access(va).1 {
-            return Ok((pa, t));
-        }
+        let off = va & ((1 << self.page_shift) - 1);
+        let slot = match tlb.access(va, va >> self.page_shift) {
+            Ok(frame) => return Ok((frame | off, t)),
+            Err(slot) => slot,
+        };
+        let Some(pa) = pm.translate(va) else {
+            // Nothing to map it to: the slot must not keep the page.
+            tlb.tags.invalidate(slot);
+            tlb.last = (u64::MAX, 0);
+            return Err(StepError::OutOfMemory(va));
+        };
+        tlb.frames[slot as usize] = pa - off;
         *misses += 1;
         if self.stlb.is_none() && self.walker.is_none() {
             return Ok((pa, t + self.miss_latency));

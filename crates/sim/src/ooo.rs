@@ -169,6 +169,7 @@ pub struct Core {
     regs: Option<Registers>,
     fetch_t: Cycle,
     fetch_n: u32,
+    /// The instruction line last fetched (`iline`), MAX before the first.
     fetch_line: u64,
     /// Why the next instruction fetched arrives when it does (after a redirect).
     fetch_cause: Cause,
@@ -183,7 +184,6 @@ pub struct Core {
     pending_n: usize,
     pending_bytes: usize,
     cpi: CpiStack,
-    buf: Vec<u8>,
     // statistics
     pub instructions: u64,
     loads: u64,
@@ -261,7 +261,6 @@ impl Core {
             pending_n: 0,
             pending_bytes: 0,
             cpi,
-            buf: Vec::new(),
             instructions: 0,
             loads: 0,
             stores: 0,
@@ -390,10 +389,17 @@ impl Core {
         Ok((tt, s.ready, settled))
     }
 
+    /// The instruction line of `pc` (detailed and warming fetch compare it with
+    /// `fetch_line`): a shift, not a division, as it runs for every instruction.
+    #[inline]
+    fn iline(&self, pc: u64) -> u64 {
+        pc >> self.hier.l1i.line_bytes().trailing_zeros()
+    }
+
     /// Fetch `ins`: returns the cycle it is fetched and why it came then.
     #[inline]
     fn fetch(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
-        let iline = ins.pc / self.hier.l1i.line_bytes();
+        let iline = self.iline(ins.pc);
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let t = self.fetch_t;
@@ -569,7 +575,7 @@ impl Core {
         self.warm_fx += self.warm_cpi_fx;
         self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
         self.warm_fx &= (1 << 10) - 1;
-        let iline = ins.pc >> self.hier.l1i.line_bytes().trailing_zeros(); // not a division
+        let iline = self.iline(ins.pc);
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let itlb_misses = self.mmu.itlb_misses;
@@ -736,9 +742,7 @@ impl Core {
     /// Compare a load's bytes in the protected level with the trace's.
     #[inline]
     fn check_value(&mut self, pa: u64, bytes: &[u8], eng: &Engine) {
-        self.buf.resize(bytes.len(), 0);
-        eng.read_cached(pa, &mut self.buf);
-        if !secmem_core::mem::same_bytes(&self.buf, bytes) {
+        if !secmem_core::mem::same_bytes(eng.cached(pa, bytes.len()), bytes) {
             self.value_mismatches += 1;
         }
     }

@@ -141,7 +141,6 @@ impl Instr {
         });
     }
 
-    #[inline]
     /// Why the record cannot come from a real program, if an access runs past the end of the
     /// 64-bit address space (ending at its last byte is fine): readers refuse such records
     /// with this text.
@@ -152,6 +151,7 @@ impl Instr {
             .map(|a| format!("an access of {} bytes at {:#x} runs past the end of the address space", a.size, a.addr))
     }
 
+    #[inline]
     pub fn value(&self, a: &Access) -> &[u8] {
         &self.data[a.off as usize..(a.off + a.size) as usize]
     }
