@@ -211,33 +211,20 @@ pub(crate) struct Static {
 }
 
 impl Static {
-    /// [`Static::outcome`] with a known next pc, without branching on the flow (the hot loop
-    /// runs it for every instruction, and which kind comes next is the program's business).
+    /// The branch outcome of an execution followed by the instruction at `next_pc` (None:
+    /// unknown, e.g. at the end or at a thread switch: conditional branches fall through).
+    /// Jumps, calls and returns transfer control even when they land on pc + len (`call
+    /// next; pop` reads the pc that way). A table, not a branch on the flow: the transcoder
+    /// runs it for every instruction, and which kind comes next is the program's business.
     #[inline(always)]
-    pub fn outcome_before(&self, next_pc: u64) -> Branch {
+    pub fn outcome(&self, next_pc: Option<u64>) -> Branch {
         const BY_FLOW: [[Branch; 2]; 3] = [
             [Branch::None, Branch::None],
             [Branch::NotTaken, Branch::Taken],
             [Branch::Taken, Branch::Taken],
         ];
-        let off_path = next_pc != self.prep.pc().wrapping_add(self.prep.len() as u64);
+        let off_path = next_pc.is_some_and(|n| n != self.prep.pc().wrapping_add(self.prep.len() as u64));
         BY_FLOW[self.flow as usize][off_path as usize]
-    }
-
-    /// The branch outcome of an execution followed by the instruction at `next_pc` (None:
-    /// unknown, e.g. at the end or at a thread switch: conditional branches fall through).
-    #[inline(always)]
-    pub fn outcome(&self, next_pc: Option<u64>) -> Branch {
-        match self.flow {
-            Flow::None => Branch::None,
-            // Jumps, calls and returns transfer control even when they land on pc + len
-            // (`call next; pop` reads the pc that way).
-            Flow::Unconditional => Branch::Taken,
-            Flow::Conditional => match next_pc {
-                Some(n) if n != self.prep.pc().wrapping_add(self.prep.len() as u64) => Branch::Taken,
-                _ => Branch::NotTaken,
-            },
-        }
     }
 }
 

@@ -161,11 +161,7 @@ impl<R: Read> Transcoder<R> {
                     self.counts.supplied_bytes += n;
                 }
             }
-            let branch = match next_pc {
-                Some(pc) => st.outcome_before(pc),
-                None => st.outcome(None),
-            };
-            w.write_exec(&st.prep, branch, self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
+            w.write_exec(&st.prep, st.outcome(next_pc), self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
         }
         if self.n_after > 0 {
             self.release_after(w)?;
