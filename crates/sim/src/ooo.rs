@@ -272,7 +272,7 @@ impl Core {
             external_bytes: 0,
             warm_cpi_fx: 1 << 10,
             warm_fx: 0,
-            recent: crate::warm::Recent::new(page, l1d_line),
+            recent: crate::warm::Recent::new(l1d_line),
         })
     }
 
@@ -628,25 +628,19 @@ impl Core {
     }
 
     /// A data access while warming, as `step`'s (translation, then the cache levels), except
-    /// that the page and the line of the last access are not looked up again: a hit on what
-    /// was touched last changes no replacement state (`warm::Recent`).
+    /// that the line of the last access is not looked up again: a hit on what was touched
+    /// last changes no replacement state (`warm::Recent`; the TLB keeps its own last page).
     #[inline]
     fn warm_data(&mut self, kind: AccessKind, va: u64, t: Cycle, eng: &mut Engine) -> Result<(u64, Served), StepError> {
-        let (pa, t0) = match self.recent.page(va) {
-            Some(pa) => {
-                if self.recent.same_line(pa) {
-                    if let Some(ready) = self.hier.l1d_again(pa, &mut self.recent.slot, t) {
-                        return Ok((pa, Served { ready, depth: 0, engine: false }));
-                    }
-                }
-                (pa, t)
+        let misses = self.mmu.dtlb_misses;
+        let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
+        if self.mmu.dtlb_misses != misses {
+            self.recent.forget_line(); // a page walk may have read through the L1D
+        } else if self.recent.same_line(pa) {
+            if let Some(ready) = self.hier.l1d_again(pa, &mut self.recent.slot, t) {
+                return Ok((pa, Served { ready, depth: 0, engine: false }));
             }
-            None => {
-                let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
-                self.recent.set_page(va, pa);
-                (pa, t0)
-            }
-        };
+        }
         let s = self.hier.access(kind, pa, t0, eng)?;
         self.recent.set_line(pa);
         Ok((pa, s))
@@ -658,7 +652,7 @@ impl Core {
         self.warm_cpi_fx = ((cycles << 10) / instructions.max(1)).max(1);
         self.warm_fx = 0;
         (self.fetch_t, self.fetch_n) = (self.now(), 0);
-        self.recent.forget(); // detailed execution used the TLBs and the L1D
+        self.recent.forget_line(); // detailed execution used the L1D
     }
 
     /// Detailed timing resumes after functional warming, at the warming clock: the window,
