@@ -128,18 +128,6 @@ impl Sampling {
         };
         end - pos
     }
-
-    /// Whether instruction `i` of the measured region is the first of its window.
-    #[inline]
-    pub fn window_starts(&self, i: u64) -> bool {
-        i % self.period == self.period - self.window
-    }
-
-    /// Whether instruction `i` of the measured region is the last of its window.
-    #[inline]
-    pub fn window_ends(&self, i: u64) -> bool {
-        i % self.period == self.period - 1
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -379,7 +367,6 @@ mod tests {
             })
             .collect();
         assert_eq!(p, "fffffwwMMMfffffwwMMM");
-        assert!(s.window_starts(7) && s.window_ends(9) && s.window_starts(17) && !s.window_ends(8));
         // What is left of each instruction's phase, itself included (the run's countdown).
         let left: Vec<u64> = (0..10).map(|i| s.phase_left(i)).collect();
         assert_eq!(left, [5, 4, 3, 2, 1, 2, 1, 3, 2, 1]);
