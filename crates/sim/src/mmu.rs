@@ -325,7 +325,10 @@ impl Walker {
             let (entry, value, fresh) = match head.take() {
                 // Not an entry of this address's path: read, never written or checked.
                 Some(entry) => (entry, None, false),
-                None => self.entry(va, pa, level, pm)?,
+                None => {
+                    let (entry, value, fresh) = self.entry(va, pa, level, pm)?;
+                    (entry, Some(value), fresh)
+                }
             };
             if let (true, Some(value)) = (fresh, value) {
                 // The OS fills the entry (a minor fault): written through the engine.
@@ -366,7 +369,7 @@ impl Walker {
     /// The entry for `va` at `level`: its physical address, the value it must hold, and
     /// whether it is written for the first time now (tables are allocated on demand).
     /// (ChampSim: the value is the next entry's address, or the page's for the leaf.)
-    fn entry(&mut self, va: u64, pa: u64, level: u32, pm: &mut PageMap) -> Result<(u64, Option<u64>, bool), StepError> {
+    fn entry(&mut self, va: u64, pa: u64, level: u32, pm: &mut PageMap) -> Result<(u64, u64, bool), StepError> {
         let table = self.table(va, level, pm)?;
         // ChampSim reads the root at the index of the level below it.
         let idx = Self::index(va, if self.layout == Layout::ChampSim && level == self.levels { level - 1 } else { level });
@@ -379,7 +382,7 @@ impl Walker {
         let (w, b) = ((idx / 64) as usize, idx % 64);
         let fresh = t.written[w] >> b & 1 == 0;
         t.written[w] |= 1 << b;
-        Ok((table + idx * 8, Some(value), fresh))
+        Ok((table + idx * 8, value, fresh))
     }
 
     /// `va`'s index into a table of `level`.
