@@ -51,7 +51,12 @@ extern UWord* VG_(client_auxv);
 #define T_EXEC 0x08
 
 #define MAX_CODE 32
-#define BUF_SIZE (8u << 20)
+/* Records are written out in chunks of at most this much: well under the pipe's 1 MiB (see
+   lib.rs), so a write rarely blocks. With 8 MiB chunks the program stood still while the
+   reader drained each one (a write blocks until all but the pipe's last MiB is read) and the
+   reader then idled while the next was filled: Valgrind and the transcoder took turns
+   instead of running side by side. */
+#define BUF_SIZE (256u << 10)
 /* Largest single record we ever append (an EXT chunk plus its header). */
 #define EXT_CHUNK (64u << 10)
 
