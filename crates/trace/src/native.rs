@@ -301,6 +301,24 @@ const CHUNKS_QUEUED: usize = 4;
 
 type Encoder = zstd::stream::write::Encoder<'static, BufWriter<File>>;
 
+/// Record-stream chunks between two starts of the file's writeback (4 MiB of records, under
+/// 1 MiB of file).
+const WRITEBACK_CHUNKS: usize = 64;
+
+/// Have the kernel start writing what the file holds so far to disk, without waiting: the
+/// `sync_all` at the end then waits for the last part only (it took 0.15-0.2 s of a
+/// 4-7 s trace of gzip when all 80 MB were left to it).
+fn start_writeback(f: &File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a system call on an fd the writer owns; failure only costs the head start.
+        unsafe { libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = f;
+}
+
 /// zstd and the file, on a thread of their own: the writer's caller encodes records while
 /// the previous chunks are compressed (on a 2-core machine tracing a program, this is what
 /// keeps the third busy stage off the decoder's core most of the time).
@@ -318,10 +336,13 @@ impl Compressor {
         let thread = std::thread::Builder::new()
             .name("secmem-zstd".into())
             .spawn(move || {
-                for mut chunk in rx {
+                for (k, mut chunk) in rx.into_iter().enumerate() {
                     enc.write_all(&chunk)?;
                     chunk.clear();
                     let _ = back_tx.try_send(chunk);
+                    if k % WRITEBACK_CHUNKS == WRITEBACK_CHUNKS - 1 {
+                        start_writeback(enc.get_ref().get_ref());
+                    }
                 }
                 // The sender is gone: the writer finished (or was dropped). Close the frame.
                 let f = enc.finish()?.into_inner().map_err(|e| e.into_error())?;
