@@ -2,8 +2,8 @@
    load/store with its full value, plus memory written by system calls, as a raw binary
    stream on a file descriptor handed over by the parent (--smt-fd=N).
 
-   Speed matters (the point is tracing real programs): records go into one large buffer
-   that is written in big chunks; load/store values come straight from the IR temporaries
+   Speed matters (the point is tracing real programs): records go into a buffer written
+   out in 256 KiB chunks (BUF_SIZE); load/store values come straight from the IR temporaries
    (no second read of guest memory) except for the rare guarded, atomic and dirty-helper
    accesses, which read guest memory right after (stores) or right before (dirty loads)
    the access.
