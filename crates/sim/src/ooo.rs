@@ -167,6 +167,10 @@ pub struct Core {
     /// The store queue (`core.sq_size` > 0); otherwise stores share `lsq`.
     sqw: Option<Window>,
     regs: Option<Registers>,
+    /// Whether any of the optional queues, limits and dependence tracking is on (a store
+    /// queue, physical registers, load or store ports, `core.memory_dependence`): without
+    /// them `step` runs a copy compiled with none of their checks.
+    queues: bool,
     fetch_t: Cycle,
     fetch_n: u32,
     /// The instruction line last fetched (`iline`), MAX before the first.
@@ -222,6 +226,11 @@ impl Core {
         let l1d_line = hier.l1d.line_bytes();
         let cpi = CpiStack::new(&hier.level_names(Side::Data));
         let phys = p.u64_min("core.phys_regs", 0)? as usize;
+        let load_ports = ports(p, "core.load_ports")?;
+        let store_ports = ports(p, "core.store_ports")?;
+        // Stores are remembered as long as they can be queued.
+        let sq_mem = StoreQueue::new(p, if sq > 0 { sq } else { lsq })?;
+        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active();
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -233,8 +242,7 @@ impl Core {
             hier,
             mmu: Mmu::new(p, page)?,
             bp: Predictor::new(p)?,
-            // Stores are remembered as long as they can be queued.
-            sq: StoreQueue::new(p, if sq > 0 { sq } else { lsq })?,
+            sq: sq_mem,
             reg_ready: [0; 256],
             reg_cause: [cpistack::BASE; 256],
             rob: Window::new(rob),
@@ -247,13 +255,14 @@ impl Core {
                 seen: [false; 256],
                 architectural: 0,
             }),
+            queues,
             fetch_t: 0,
             fetch_n: 0,
             fetch_line: u64::MAX,
             fetch_cause: cpistack::BASE,
             issue: PerCycle::new(issue as u8),
-            load_ports: ports(p, "core.load_ports")?,
-            store_ports: ports(p, "core.store_ports")?,
+            load_ports,
+            store_ports,
             commit_t: 0,
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
@@ -423,13 +432,26 @@ impl Core {
 
     /// Time one instruction, performing its loads and stores on the engine.
     pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        if self.queues {
+            self.step_as::<true>(ins, eng)
+        } else {
+            self.step_as::<false>(ins, eng)
+        }
+    }
+
+    /// `step`, with (`Q`) or without the optional queues, limits and dependence tracking
+    /// (`queues`): the seeds' machines have none, and their checks were a tenth of the
+    /// step's own work (`secmem bench`).
+    #[inline(always)]
+    fn step_as<const Q: bool>(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         self.instructions += 1;
         let (fetched, arrived) = self.fetch(ins, eng)?;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
-        let has_store = ins.accesses.iter().any(|a| a.store);
+        // Stores matter only to the store queue, its ports and the dependence tracking.
+        let has_store = Q && ins.accesses.iter().any(|a| a.store);
         // With a store queue the LSQ holds loads only; without, every memory operation.
-        let has_load = if self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
+        let has_load = if Q && self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
         let earliest = fetched + FRONTEND_DEPTH;
         let (mut dispatch, mut why) = (earliest, arrived);
         let mut wait = |free: Cycle, cause: Cause| {
@@ -444,7 +466,7 @@ impl Core {
         if let (true, Some(sqw)) = (has_store, &self.sqw) {
             wait(sqw.next_free(), cpistack::SQ_FULL);
         }
-        if let Some(regs) = &mut self.regs {
+        if let (true, Some(regs)) = (Q, &mut self.regs) {
             wait(regs.available(ins), cpistack::REGS_FULL);
         }
         if dispatch > earliest {
@@ -456,10 +478,12 @@ impl Core {
 
         let (mut ready, mut cause) = (dispatch, why);
         for &r in ins.srcs() {
-            let t = self.reg_ready[r as usize];
-            if t > ready {
-                (ready, cause) = (t, self.reg_cause[r as usize]);
-            }
+            // Both read first, so this is two selects and no branch: which source is latest
+            // changes from one instruction to the next, and a branch on it mispredicts.
+            let (t, why) = (self.reg_ready[r as usize], self.reg_cause[r as usize]);
+            let later = t > ready;
+            ready = if later { t } else { ready };
+            cause = if later { why } else { cause };
         }
         let issue = self.issue.take(ready);
         if self.pending_n > 0 {
@@ -483,10 +507,10 @@ impl Core {
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
                 let bytes = &val[off as usize..(off + n) as usize];
                 let (t, why) = if a.store {
-                    self.store(ins.pc, va, bytes, issue + 1, eng)?;
+                    self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?;
                     (0, cause)
                 } else {
-                    self.load(ins.pc, va, bytes, issue + 1, eng)?
+                    self.load::<Q>(ins.pc, va, bytes, issue + 1, eng)?
                 };
                 if t > done {
                     (done, cause) = (t, why);
@@ -542,7 +566,7 @@ impl Core {
         if has_load {
             self.lsq.take(c);
         }
-        if let Some(regs) = &mut self.regs {
+        if let (true, Some(regs)) = (Q, &mut self.regs) {
             regs.commit(ins, c);
         }
         if has_store {
@@ -665,10 +689,10 @@ impl Core {
     /// and its bytes written to the protected level; it waits in the store queue until
     /// commit.
     #[inline]
-    fn store(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
-        let t = match &mut self.store_ports {
-            Some(p) => p.take(t),
-            None => t,
+    fn store<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        let t = match (Q, &mut self.store_ports) {
+            (true, Some(p)) => p.take(t),
+            _ => t,
         };
         let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(AccessKind::Store, pa, t0, eng)?;
@@ -677,17 +701,21 @@ impl Core {
         if s.engine {
             self.hier.settle(eng)?;
         }
-        self.sq.store(pc, va, bytes.len() as u64, t);
+        if Q {
+            self.sq.store(pc, va, bytes.len() as u64, t);
+        }
         Ok(())
     }
 
     /// A load of `bytes` (the trace's value) at `va`, ready to go at `t`: returns when its
     /// data is usable and what it waited for.
     #[inline]
-    fn load(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+    fn load<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
         let n = bytes.len() as u64;
         let (mut at, mut why) = (t, cpistack::BASE);
-        match self.sq.load(pc, va, n, t) {
+        // Without dependence tracking every load reads the cache at `t` (`StoreQueue::load`).
+        let dep = if Q { self.sq.load(pc, va, n, t) } else { LoadDep::Cache { at: t, waited: false } };
+        match dep {
             LoadDep::Cache { at: a, waited } => {
                 at = a;
                 if waited {
@@ -714,7 +742,7 @@ impl Core {
                 }
             }
         }
-        if let Some(p) = &mut self.load_ports {
+        if let (true, Some(p)) = (Q, &mut self.load_ports) {
             at = p.take(at);
         }
         let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
