@@ -661,7 +661,7 @@ impl Core {
             self.recent.forget_line(); // a page walk may have read through the L1D
         } else if self.recent.same_line(pa) {
             if let Some(ready) = self.hier.l1d_again(pa, &mut self.recent.slot, t) {
-                return Ok((pa, Served { ready, depth: 0, engine: false }));
+                return Ok((pa, Served { ready, depth: 0, engine: false, slot: self.recent.slot }));
             }
         }
         let s = self.hier.access(kind, pa, t0, eng)?;
@@ -695,7 +695,7 @@ impl Core {
         };
         let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(AccessKind::Store, pa, t0, eng)?;
-        eng.write_cached(pa, bytes);
+        eng.write_cached_at(pa, bytes, &mut self.hier.l1d.below[s.slot as usize]);
         eng.track_values(pa, bytes.len());
         if s.engine {
             self.hier.settle(eng)?;
@@ -727,7 +727,7 @@ impl Core {
                 // The bytes come from the store, which left them in the protected level; if
                 // that line has gone meanwhile, the load is timed as a cache access.
                 if eng.machine().l2.tags.find(pa).is_some() {
-                    self.check_value(pa, bytes, eng);
+                    self.check_value(pa, bytes, None, eng);
                     eng.track_values(pa, bytes.len());
                     return Ok(match dep {
                         LoadDep::Forward { ready, waited } => (ready, if waited { cpistack::MEMDEP } else { cpistack::BASE }),
@@ -746,7 +746,7 @@ impl Core {
         }
         let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(AccessKind::Load, pa, t0, eng)?;
-        self.check_value(pa, bytes, eng);
+        self.check_value(pa, bytes, Some(s.slot), eng);
         eng.track_values(pa, bytes.len());
         let mut ready = s.ready;
         if s.engine {
@@ -762,8 +762,15 @@ impl Core {
 
     /// Compare a load's bytes in the protected level with the trace's.
     #[inline]
-    fn check_value(&mut self, pa: u64, bytes: &[u8], eng: &Engine) {
-        if !secmem_core::mem::same_bytes(eng.cached(pa, bytes.len()), bytes) {
+    /// `l1d`: the L1D slot holding the line, whose guess of the line's place in the
+    /// protected level is used and kept (`Level::below`).
+    fn check_value(&mut self, pa: u64, bytes: &[u8], l1d: Option<u32>, eng: &Engine) {
+        let mut none = secmem_timing::NO_SLOT;
+        let guess = match l1d {
+            Some(s) => &mut self.hier.l1d.below[s as usize],
+            None => &mut none,
+        };
+        if !secmem_core::mem::same_bytes(eng.cached_at(pa, bytes.len(), guess), bytes) {
             self.value_mismatches += 1;
         }
     }
