@@ -15,6 +15,7 @@ use crate::speculation::Speculation;
 use crate::stats::Stats;
 use crate::decl::{param, Component, Def, Kind};
 use secmem_timing::dram::{Dram, DramParams};
+use secmem_timing::tags::NO_SLOT;
 use secmem_timing::{Bus, BusParams, Cycle, MemoryModel, Pipe};
 
 /// What an access to the L2 is for. Counted apart (`l2.<kind>_accesses`), and a scheme may
@@ -446,17 +447,42 @@ impl Engine {
     /// line), in place: the core compares every load with the trace without a copy.
     #[inline]
     pub fn cached(&self, addr: u64, len: usize) -> &[u8] {
-        let slot = self.slot_of(addr);
+        let mut slot = NO_SLOT;
+        self.cached_at(addr, len, &mut slot)
+    }
+
+    /// `cached`, where `slot` is a guess of the line's slot in the L2 (the core's L1 lines
+    /// remember it): used if that slot holds the line, else the line is looked up and `slot`
+    /// set. The guess is checked against the slot's tag, so a stale one (its line evicted,
+    /// another in its place) costs a lookup and never gives another line's bytes.
+    #[inline]
+    pub fn cached_at(&self, addr: u64, len: usize, slot: &mut u32) -> &[u8] {
+        self.find_slot(addr, slot);
         let off = (addr & (self.line - 1)) as usize;
-        &self.m.l2.bytes(slot)[off..off + len]
+        &self.m.l2.bytes(*slot)[off..off + len]
     }
 
     #[inline]
     pub fn write_cached(&mut self, addr: u64, data: &[u8]) {
-        let slot = self.slot_of(addr);
+        let mut slot = NO_SLOT;
+        self.write_cached_at(addr, data, &mut slot)
+    }
+
+    /// `write_cached` with a guess of the line's slot, as `cached_at`.
+    #[inline]
+    pub fn write_cached_at(&mut self, addr: u64, data: &[u8], slot: &mut u32) {
+        self.find_slot(addr, slot);
         let off = (addr & (self.line - 1)) as usize;
-        self.m.l2.bytes_mut(slot)[off..off + data.len()].copy_from_slice(data);
-        self.m.l2.set_dirty(slot);
+        self.m.l2.bytes_mut(*slot)[off..off + data.len()].copy_from_slice(data);
+        self.m.l2.set_dirty(*slot);
+    }
+
+    /// Make `slot` the slot of `addr`'s line (present since `access`) unless it is already.
+    #[inline]
+    fn find_slot(&self, addr: u64, slot: &mut u32) {
+        if !self.m.l2.tags.holds(*slot, addr) {
+            *slot = self.slot_of(addr);
+        }
     }
 
     /// The program loaded or stored `len` bytes at `addr` of a line made present by `access`:

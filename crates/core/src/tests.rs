@@ -606,3 +606,37 @@ fn accesses_are_counted_by_kind() {
     assert_eq!(get("l2.accesses"), 6.0);
     assert_eq!(get("l2.misses"), 5.0);
 }
+
+/// A guess of a line's L2 slot (`cached_at`, the core's L1 lines remember one) that has gone
+/// stale — its line evicted, another line in that slot — is refused: the bytes are the
+/// right line's, and the guess moves to its slot.
+#[test]
+fn a_stale_slot_guess_never_gives_another_lines_bytes() {
+    let mut e = engine("none", "none");
+    // 16 KiB, 4 ways of 64 B: lines 4 KiB apart share a set.
+    let (a, stride) = (0x10_0000u64, 4096u64);
+    e.write(a, &[0xaa; 8], 0).unwrap();
+    e.access(a, AccessKind::Load, 0).unwrap();
+    let mut guess = secmem_timing::NO_SLOT;
+    assert_eq!(e.cached_at(a, 8, &mut guess), &[0xaa; 8]);
+    e.settle().unwrap();
+    let stale = guess;
+    for k in 1..=4u64 {
+        e.write(a + k * stride, &[k as u8; 8], 0).unwrap();
+    }
+    let b = (1..=4u64).map(|k| a + k * stride).find(|&b| e.machine().l2.tags.holds(stale, b)).expect("another line took the slot");
+    // b most recent, so a's refill takes another slot and b keeps the stale one.
+    read(&mut e, b, 8).unwrap();
+    e.access(a, AccessKind::Load, 0).unwrap();
+    assert!(e.machine().l2.tags.holds(stale, b) && !e.machine().l2.tags.holds(stale, a));
+    let mut g = stale;
+    assert_eq!(e.cached_at(a, 8, &mut g), &[0xaa; 8], "a's bytes, not b's");
+    assert_ne!(g, stale);
+    assert!(e.machine().l2.tags.holds(g, a));
+    // And the same for a write: it lands in a's line, b is untouched.
+    let mut g = stale;
+    e.write_cached_at(a, &[0x55; 8], &mut g);
+    e.settle().unwrap();
+    assert_eq!(read(&mut e, a, 8).unwrap(), vec![0x55; 8]);
+    assert_eq!(read(&mut e, b, 8).unwrap(), vec![((b - a) / stride) as u8; 8]);
+}

@@ -77,10 +77,10 @@ impl CpiStack {
     /// An instruction commits at `c`; the cycles since the previous commit were spent on `why`.
     #[inline]
     pub fn commit(&mut self, c: Cycle, why: Cause) {
-        if c > self.last {
-            self.cycles[why as usize] += c - self.last;
-            self.last = c;
-        }
+        // No branch: whether a commit moves time on changes from one to the next.
+        let gap = c.saturating_sub(self.last);
+        self.cycles[why as usize] += gap;
+        self.last += gap;
     }
 
     pub fn total(&self) -> u64 {

@@ -29,6 +29,8 @@ pub struct Served {
     /// Whether the protected level was accessed (the caller settles the engine after its
     /// byte operation, see `Engine::settle`).
     pub engine: bool,
+    /// The L1 slot now holding the line.
+    pub slot: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +47,9 @@ pub struct Level {
     pub name: String,
     tags: Tags,
     ready: Vec<Cycle>,
+    /// Per slot, where the line's bytes are in the protected level: a guess, checked on use
+    /// (`Engine::cached_at`), so an L1D hit's byte operation skips that level's tag search.
+    pub below: Vec<u32>,
     ways: usize,
     sets: u64,
     /// Cycles to look a line up (and, on a hit, deliver it).
@@ -78,6 +83,7 @@ impl Level {
             name: name.to_string(),
             tags,
             ready: vec![0; n],
+            below: vec![secmem_timing::NO_SLOT; n],
             ways,
             sets: (n / ways) as u64,
             latency: p.u64_min(&k("latency"), 1)?,
@@ -104,9 +110,9 @@ impl Level {
         Some(s)
     }
 
-    /// Install `pa`'s line, filled at `ready`.
+    /// Install `pa`'s line, filled at `ready`; returns its slot.
     #[inline]
-    fn install(&mut self, pa: u64, ready: Cycle) {
+    fn install(&mut self, pa: u64, ready: Cycle) -> u32 {
         let v = match self.repl {
             // FIFO: hits never touch, so the least recently touched is the oldest filled.
             Repl::Lru | Repl::Fifo => self.tags.victim(pa),
@@ -126,6 +132,7 @@ impl Level {
         };
         self.tags.install(v, pa);
         self.ready[v as usize] = ready;
+        v
     }
 
     fn invalidate_range(&mut self, base: u64, len: u64) {
@@ -235,7 +242,7 @@ impl Hierarchy {
         l1.accesses += 1;
         if let Some(s) = l1.lookup(pa) {
             // Inclusion: the protected level holds this line, so byte operations find it there.
-            return Ok(Served { ready: (t + l1.latency).max(l1.ready[s as usize]), depth: 0, engine: false });
+            return Ok(Served { ready: (t + l1.latency).max(l1.ready[s as usize]), depth: 0, engine: false, slot: s });
         }
         l1.misses += 1;
         self.miss(kind, side, pa, t, eng)
@@ -255,8 +262,8 @@ impl Hierarchy {
         }
         let l1 = self.l1(side);
         ready += l1.fill;
-        l1.install(pa, ready);
-        Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true })
+        let slot = l1.install(pa, ready);
+        Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true, slot })
     }
 
     /// Functional warming's access to the L1D line it accessed last (`Core::warm`, see
@@ -287,7 +294,7 @@ impl Hierarchy {
                 let l = &mut self.private[i - 1];
                 l.accesses += 1;
                 if let Some(s) = l.lookup(pa) {
-                    served = Some(Served { ready: (t + l.latency).max(l.ready[s as usize]), depth: i as u8, engine: false });
+                    served = Some(Served { ready: (t + l.latency).max(l.ready[s as usize]), depth: i as u8, engine: false, slot: 0 });
                     break;
                 }
                 l.misses += 1;
@@ -324,7 +331,7 @@ impl Hierarchy {
                     (Some(idx), Some(m)) => m.hold_until(idx, t),
                     _ => {}
                 }
-                Served { ready, depth: k as u8 + 1 + !hit as u8, engine: true }
+                Served { ready, depth: k as u8 + 1 + !hit as u8, engine: true, slot: 0 }
             }
         };
         // Up: fill every level that missed, nearest the data first.
@@ -335,7 +342,10 @@ impl Hierarchy {
                 &mut self.private[i - 1]
             };
             s.ready += l.fill;
-            l.install(pa, s.ready);
+            let slot = l.install(pa, s.ready);
+            if i == 0 {
+                s.slot = slot; // every access served below the L1 fills it
+            }
             if let (Some(m), true) = (&mut l.mshr, i < held.len() && held[i].1 == 1) {
                 m.hold_until(held[i].0, s.ready);
             }

@@ -58,6 +58,16 @@ impl PerCycle {
     }
 }
 
+/// The later of `(t, why)` and `(u, because)`, the first on a tie. Both values are taken
+/// before the comparison, so this compiles to selects rather than a branch: which input of an
+/// instruction is the latest changes from one instruction to the next, and branches on it
+/// mispredicted (`hot` ran 10% slower with them, `secmem bench`).
+#[inline(always)]
+fn later((t, why): (Cycle, Cause), u: Cycle, because: Cause) -> (Cycle, Cause) {
+    let l = u > t;
+    (if l { u } else { t }, if l { because } else { why })
+}
+
 /// A `core.*_ports` key: uses per cycle, 0 for no limit.
 fn ports(p: &Params, key: &str) -> Result<Option<PerCycle>, ConfigError> {
     let n = p.u64_min(key, 0)?;
@@ -167,6 +177,10 @@ pub struct Core {
     /// The store queue (`core.sq_size` > 0); otherwise stores share `lsq`.
     sqw: Option<Window>,
     regs: Option<Registers>,
+    /// Whether any of the optional queues, limits and dependence tracking is on (a store
+    /// queue, physical registers, load or store ports, `core.memory_dependence`): without
+    /// them `step` runs a copy compiled with none of their checks.
+    queues: bool,
     fetch_t: Cycle,
     fetch_n: u32,
     /// The instruction line last fetched (`iline`), MAX before the first.
@@ -222,6 +236,11 @@ impl Core {
         let l1d_line = hier.l1d.line_bytes();
         let cpi = CpiStack::new(&hier.level_names(Side::Data));
         let phys = p.u64_min("core.phys_regs", 0)? as usize;
+        let load_ports = ports(p, "core.load_ports")?;
+        let store_ports = ports(p, "core.store_ports")?;
+        // Stores are remembered as long as they can be queued.
+        let sq_mem = StoreQueue::new(p, if sq > 0 { sq } else { lsq })?;
+        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active();
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -233,8 +252,7 @@ impl Core {
             hier,
             mmu: Mmu::new(p, page)?,
             bp: Predictor::new(p)?,
-            // Stores are remembered as long as they can be queued.
-            sq: StoreQueue::new(p, if sq > 0 { sq } else { lsq })?,
+            sq: sq_mem,
             reg_ready: [0; 256],
             reg_cause: [cpistack::BASE; 256],
             rob: Window::new(rob),
@@ -247,13 +265,14 @@ impl Core {
                 seen: [false; 256],
                 architectural: 0,
             }),
+            queues,
             fetch_t: 0,
             fetch_n: 0,
             fetch_line: u64::MAX,
             fetch_cause: cpistack::BASE,
             issue: PerCycle::new(issue as u8),
-            load_ports: ports(p, "core.load_ports")?,
-            store_ports: ports(p, "core.store_ports")?,
+            load_ports,
+            store_ports,
             commit_t: 0,
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
@@ -423,20 +442,29 @@ impl Core {
 
     /// Time one instruction, performing its loads and stores on the engine.
     pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        if self.queues {
+            self.step_as::<true>(ins, eng)
+        } else {
+            self.step_as::<false>(ins, eng)
+        }
+    }
+
+    /// `step`, with (`Q`) or without the optional queues, limits and dependence tracking
+    /// (`queues`): the seeds' machines have none, and their checks were 45 of the 510 host
+    /// instructions per instruction on `hot` (callgrind).
+    #[inline(always)]
+    fn step_as<const Q: bool>(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         self.instructions += 1;
         let (fetched, arrived) = self.fetch(ins, eng)?;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
-        let has_store = ins.accesses.iter().any(|a| a.store);
+        // Stores matter only to the store queue, its ports and the dependence tracking.
+        let has_store = Q && ins.accesses.iter().any(|a| a.store);
         // With a store queue the LSQ holds loads only; without, every memory operation.
-        let has_load = if self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
+        let has_load = if Q && self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
         let earliest = fetched + FRONTEND_DEPTH;
         let (mut dispatch, mut why) = (earliest, arrived);
-        let mut wait = |free: Cycle, cause: Cause| {
-            if free > dispatch {
-                (dispatch, why) = (free, cause);
-            }
-        };
+        let mut wait = |free: Cycle, cause: Cause| (dispatch, why) = later((dispatch, why), free, cause);
         wait(self.rob.next_free(), cpistack::ROB_FULL);
         if has_load {
             wait(self.lsq.next_free(), cpistack::LSQ_FULL);
@@ -444,7 +472,7 @@ impl Core {
         if let (true, Some(sqw)) = (has_store, &self.sqw) {
             wait(sqw.next_free(), cpistack::SQ_FULL);
         }
-        if let Some(regs) = &mut self.regs {
+        if let (true, Some(regs)) = (Q, &mut self.regs) {
             wait(regs.available(ins), cpistack::REGS_FULL);
         }
         if dispatch > earliest {
@@ -456,10 +484,7 @@ impl Core {
 
         let (mut ready, mut cause) = (dispatch, why);
         for &r in ins.srcs() {
-            let t = self.reg_ready[r as usize];
-            if t > ready {
-                (ready, cause) = (t, self.reg_cause[r as usize]);
-            }
+            (ready, cause) = later((ready, cause), self.reg_ready[r as usize], self.reg_cause[r as usize]);
         }
         let issue = self.issue.take(ready);
         if self.pending_n > 0 {
@@ -483,14 +508,12 @@ impl Core {
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
                 let bytes = &val[off as usize..(off + n) as usize];
                 let (t, why) = if a.store {
-                    self.store(ins.pc, va, bytes, issue + 1, eng)?;
+                    self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?;
                     (0, cause)
                 } else {
-                    self.load(ins.pc, va, bytes, issue + 1, eng)?
+                    self.load::<Q>(ins.pc, va, bytes, issue + 1, eng)?
                 };
-                if t > done {
-                    (done, cause) = (t, why);
-                }
+                (done, cause) = later((done, cause), t, why);
                 off += n;
             }
             if a.store {
@@ -542,7 +565,7 @@ impl Core {
         if has_load {
             self.lsq.take(c);
         }
-        if let Some(regs) = &mut self.regs {
+        if let (true, Some(regs)) = (Q, &mut self.regs) {
             regs.commit(ins, c);
         }
         if has_store {
@@ -638,7 +661,7 @@ impl Core {
             self.recent.forget_line(); // a page walk may have read through the L1D
         } else if self.recent.same_line(pa) {
             if let Some(ready) = self.hier.l1d_again(pa, &mut self.recent.slot, t) {
-                return Ok((pa, Served { ready, depth: 0, engine: false }));
+                return Ok((pa, Served { ready, depth: 0, engine: false, slot: self.recent.slot }));
             }
         }
         let s = self.hier.access(kind, pa, t0, eng)?;
@@ -665,29 +688,33 @@ impl Core {
     /// and its bytes written to the protected level; it waits in the store queue until
     /// commit.
     #[inline]
-    fn store(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
-        let t = match &mut self.store_ports {
-            Some(p) => p.take(t),
-            None => t,
+    fn store<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        let t = match (Q, &mut self.store_ports) {
+            (true, Some(p)) => p.take(t),
+            _ => t,
         };
         let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(AccessKind::Store, pa, t0, eng)?;
-        eng.write_cached(pa, bytes);
+        eng.write_cached_at(pa, bytes, &mut self.hier.l1d.below[s.slot as usize]);
         eng.track_values(pa, bytes.len());
         if s.engine {
             self.hier.settle(eng)?;
         }
-        self.sq.store(pc, va, bytes.len() as u64, t);
+        if Q {
+            self.sq.store(pc, va, bytes.len() as u64, t);
+        }
         Ok(())
     }
 
     /// A load of `bytes` (the trace's value) at `va`, ready to go at `t`: returns when its
     /// data is usable and what it waited for.
     #[inline]
-    fn load(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+    fn load<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
         let n = bytes.len() as u64;
         let (mut at, mut why) = (t, cpistack::BASE);
-        match self.sq.load(pc, va, n, t) {
+        // Without dependence tracking every load reads the cache at `t` (`StoreQueue::load`).
+        let dep = if Q { self.sq.load(pc, va, n, t) } else { LoadDep::Cache { at: t, waited: false } };
+        match dep {
             LoadDep::Cache { at: a, waited } => {
                 at = a;
                 if waited {
@@ -700,7 +727,7 @@ impl Core {
                 // The bytes come from the store, which left them in the protected level; if
                 // that line has gone meanwhile, the load is timed as a cache access.
                 if eng.machine().l2.tags.find(pa).is_some() {
-                    self.check_value(pa, bytes, eng);
+                    self.check_value(pa, bytes, None, eng);
                     eng.track_values(pa, bytes.len());
                     return Ok(match dep {
                         LoadDep::Forward { ready, waited } => (ready, if waited { cpistack::MEMDEP } else { cpistack::BASE }),
@@ -714,12 +741,12 @@ impl Core {
                 }
             }
         }
-        if let Some(p) = &mut self.load_ports {
+        if let (true, Some(p)) = (Q, &mut self.load_ports) {
             at = p.take(at);
         }
         let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
         let s = self.hier.access(AccessKind::Load, pa, t0, eng)?;
-        self.check_value(pa, bytes, eng);
+        self.check_value(pa, bytes, Some(s.slot), eng);
         eng.track_values(pa, bytes.len());
         let mut ready = s.ready;
         if s.engine {
@@ -735,8 +762,15 @@ impl Core {
 
     /// Compare a load's bytes in the protected level with the trace's.
     #[inline]
-    fn check_value(&mut self, pa: u64, bytes: &[u8], eng: &Engine) {
-        if !secmem_core::mem::same_bytes(eng.cached(pa, bytes.len()), bytes) {
+    /// `l1d`: the L1D slot holding the line, whose guess of the line's place in the
+    /// protected level is used and kept (`Level::below`).
+    fn check_value(&mut self, pa: u64, bytes: &[u8], l1d: Option<u32>, eng: &Engine) {
+        let mut none = secmem_timing::NO_SLOT;
+        let guess = match l1d {
+            Some(s) => &mut self.hier.l1d.below[s as usize],
+            None => &mut none,
+        };
+        if !secmem_core::mem::same_bytes(eng.cached_at(pa, bytes.len(), guess), bytes) {
             self.value_mismatches += 1;
         }
     }

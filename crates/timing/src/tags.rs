@@ -100,6 +100,13 @@ impl Tags {
         (best as u32, false)
     }
 
+    /// Whether `slot` (any number) holds `addr`'s line: one comparison where `find` searches
+    /// the set.
+    #[inline]
+    pub fn holds(&self, slot: u32, addr: u64) -> bool {
+        self.tag.get(slot as usize) == Some(&((addr >> self.line_shift) + 1))
+    }
+
     /// Line address (byte address of the line) held in `slot`, if valid.
     #[inline]
     pub fn addr_of(&self, slot: u32) -> Option<u64> {
