@@ -760,17 +760,16 @@ impl Core {
         Ok((ready, why))
     }
 
-    /// Compare a load's bytes in the protected level with the trace's.
+    /// Compare a load's bytes in the protected level with the trace's. `l1d`: the L1D slot
+    /// holding the line, whose guess of the line's place in the protected level is used and
+    /// kept (`Level::below`); None for a load served by the store queue.
     #[inline]
-    /// `l1d`: the L1D slot holding the line, whose guess of the line's place in the
-    /// protected level is used and kept (`Level::below`).
     fn check_value(&mut self, pa: u64, bytes: &[u8], l1d: Option<u32>, eng: &Engine) {
-        let mut none = secmem_timing::NO_SLOT;
-        let guess = match l1d {
-            Some(s) => &mut self.hier.l1d.below[s as usize],
-            None => &mut none,
+        let there = match l1d {
+            Some(s) => eng.cached_at(pa, bytes.len(), &mut self.hier.l1d.below[s as usize]),
+            None => eng.cached(pa, bytes.len()),
         };
-        if !secmem_core::mem::same_bytes(eng.cached_at(pa, bytes.len(), guess), bytes) {
+        if !secmem_core::mem::same_bytes(there, bytes) {
             self.value_mismatches += 1;
         }
     }
