@@ -157,6 +157,9 @@ pub struct TraceCommand {
     pub stdin: ProgramIo,
     pub stdout: ProgramIo,
     pub stderr: ProgramIo,
+    /// Have the tool copy its stream into the pipe instead of handing its buffers over
+    /// (vmsplice): the same stream, more slowly; for checking one path against the other.
+    pub copy_stream: bool,
 }
 
 impl TraceCommand {
@@ -495,6 +498,9 @@ fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), Strin
     }
     if let Some(n) = cmd.count {
         c.arg(format!("--smt-count={n}"));
+    }
+    if cmd.copy_stream {
+        c.arg("--smt-splice=no");
     }
     c.arg(&prog).args(&cmd.argv[1..]);
     c.stdin(io_for(&cmd.stdin, false)?).stdout(io_for(&cmd.stdout, true)?).stderr(io_for(&cmd.stderr, true)?);

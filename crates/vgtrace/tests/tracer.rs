@@ -488,3 +488,28 @@ fn a_live_trace_read_ahead_gives_the_same_records_and_a_drop_kills_a_blocked_pro
     }
     assert!(left.is_empty(), "the program was not killed: {left:?}");
 }
+
+#[test]
+fn the_stream_is_the_same_handed_over_or_copied() {
+    // The tool hands its buffers to the pipe (vmsplice) and refills one only once its chunk
+    // has surely left the pipe, copying chunks when small ones come in a row (each failed
+    // exec of a PATH search flushes one): the records must be those of a copied stream.
+    if !available() {
+        return;
+    }
+    let mut known = command(program(), &workdir().join("splice.out"));
+    known.stdout = ProgramIo::Null;
+    let mut search = TraceCommand::new(["/usr/bin/env", "PATH=/no/1:/no/2:/no/3:/no/4:/no/5:/no/6:/no/7:/no/8:/no/9:/no/10:/usr/bin:/bin", "true"]);
+    search.clear_env = true;
+    search.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    for (name, cmd) in [("known", known), ("search", search)] {
+        let mut copied = cmd.clone();
+        copied.copy_stream = true;
+        let (a, b) = (collect(&mut spawn(&cmd).unwrap()), collect(&mut spawn(&copied).unwrap()));
+        if let Some(i) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+            panic!("{name}: record {i} of {} differs:\n{:?}\n{:?}", a.len(), a[i], b[i]);
+        }
+        assert_eq!(a.len(), b.len(), "{name}");
+        assert!(a.len() > 10_000, "{name}: {} records", a.len());
+    }
+}
