@@ -206,5 +206,6 @@ def test_bench_tracer_rows_add_up(tracing, tmp_path):
     assert abs(r["slowdown"] - r["trace_seconds"] / r["native_seconds"]) < 1e-9
     assert abs(r["trace_minstr_s"] - n / r["trace_seconds"] / 1e6) < 1e-9
     assert r["decode_ns_per_instr"] > 0 and r["encode_ns_per_instr"] > 0 and r["tool_ns_per_instr"] > 0
+    assert r["trace_tool_cpu_ns_per_instr"] > 0
     assert abs(r["encode_ns_per_instr"] - r["transcode_ns_per_instr"] - r["compress_ns_per_instr"]) < 1e-9
     assert 0 < r["compressed_bytes_per_instr"] < r["raw_bytes_per_instr"]

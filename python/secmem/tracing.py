@@ -223,6 +223,8 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
                 "trace_minstr_s": n / s["wall_seconds"] / 1e6 if s["wall_seconds"] else 0.0,
                 "tool_ns_per_instr": ns(tool["wall_seconds"]),
                 "tool_cpu_ns_per_instr": ns(tool["tool_cpu_seconds"]),
+                # Valgrind's CPU in the file run: the tool alone plus handing the stream to the pipe.
+                "trace_tool_cpu_ns_per_instr": ns(s["tool_cpu_seconds"]),
                 "decode_ns_per_instr": ns(dec["decode_cpu_seconds"]),
                 # The file run decodes, reconciles and encodes in one pass (its transcoder), so
                 # encoding is that thread and zstd's, not a difference from the decoder alone.
