@@ -118,38 +118,45 @@ static void write_all(const UChar* p, SizeT n)
    }
 }
 
-/* Hand n bytes at p to the pipe without copying them. */
-static void splice_all(const UChar* p, SizeT n)
+/* Hand n bytes at p to the pipe without copying them; false (nothing handed over) if the
+   kernel refuses vmsplice here (a sandbox may), and from then on the tool copies. */
+static Bool splice_all(const UChar* p, SizeT n)
 {
+   Bool some = False;
    while (n > 0) {
       struct vki_iovec iov = { (void*)p, n };
       SysRes r = VG_(do_syscall)(NR_vmsplice_, (UWord)out_fd, (UWord)&iov, 1, 0, 0, 0, 0, 0);
       if (sr_isError(r) && sr_Err(r) == VKI_EINTR)
          continue;
+      if (sr_isError(r) && !some && (sr_Err(r) == VKI_ENOSYS || sr_Err(r) == VKI_EPERM || sr_Err(r) == VKI_EINVAL)) {
+         by_splice = False;
+         return False;
+      }
       if (sr_isError(r) || sr_Res(r) == 0)
          VG_(exit)(3); /* the reader went away, as in write_all */
+      some = True;
       p += sr_Res(r);
       n -= sr_Res(r);
    }
+   return True;
 }
 
 static void flush(void)
 {
    if (out_fd >= 0 && cur > buf) {
       UInt next = (buf_no + 1) % NBUF;
-      if (by_splice && pages_in >= free_at[next]) {
-         splice_all(buf, cur - buf);
-         pages_in += (ULong)(cur - buf) / 4096;
+      SizeT n = cur - buf;
+      if (by_splice && pages_in >= free_at[next] && splice_all(buf, n)) {
+         pages_in += n / 4096;
          free_at[buf_no] = pages_in + pipe_pages;
          buf_no = next;
          buf = bufs[buf_no];
          lim = buf + BUF_SIZE;
-      } else if (by_splice) {
-         /* Small chunks in a row (failed execs flush each): copy, the buffer stays free. */
-         write_all(buf, cur - buf);
-         pages_in += (ULong)(cur - buf) / 4096;
       } else {
-         write_all(buf, cur - buf);
+         /* A copy leaves the buffer free at once: when small chunks come in a row (each
+            failed exec flushes one), or without vmsplice. */
+         write_all(buf, n);
+         pages_in += n / 4096;
       }
    }
    cur = buf;
