@@ -71,10 +71,15 @@ extern SysRes VG_(do_syscall)(UWord sysno, UWord, UWord, UWord, UWord, UWord, UW
    pipe have entered it after a chunk's, that chunk has left it: flush counts the pages it
    hands in (rounded down) and moves on to the next buffer only if that holds for the
    buffer's last chunk; else it copies the chunk (write) and keeps its buffer. Copying
-   gzip's 1.2 GB stream into the pipe cost the tool 0.36-0.51 s of system time (of 1.7 s). */
-#define NBUF 8
+   gzip's 1.2 GB stream into the pipe cost the tool 0.36-0.51 s of system time (of 1.7 s).
+   The ring has enough buffers that chunks of the smallest size a full buffer is flushed at
+   (MIN_CHUNK) fill the pipe before it comes round, so only small chunks are copied (8
+   buffers for the 1 MiB pipe lib.rs asks for). Assumes 4 KiB pages, one per pipe slot. */
+#define MAX_NBUF 64
 /* Largest single record we ever append (an EXT chunk plus its header). */
 #define EXT_CHUNK (64u << 10)
+/* A full buffer is flushed when the next record does not fit: with at least this much. */
+#define MIN_CHUNK (BUF_SIZE - EXT_CHUNK - 16)
 
 static Long clo_fd = -1;
 static Long clo_skip = 0;
@@ -89,14 +94,15 @@ static UChar* cur;
 static UChar* lim;
 static Int out_fd = -1;
 /* The ring of page-aligned buffers, and whether chunks go to the pipe by vmsplice. */
-static UChar* bufs[NBUF];
+static UChar* bufs[MAX_NBUF];
+static UInt nbuf = 1;
 static UInt buf_no = 0;
 static Bool by_splice = False;
 /* Pages handed to the pipe so far (a lower bound), the pipe's size in pages, and by buffer
    the count at which its last chunk has surely left the pipe. */
 static ULong pages_in = 0;
 static ULong pipe_pages = 0;
-static ULong free_at[NBUF];
+static ULong free_at[MAX_NBUF];
 
 static ULong executed = 0;  /* instructions executed so far */
 static ULong stop_at = ~0ULL; /* executed count at which the program is ended */
@@ -118,45 +124,44 @@ static void write_all(const UChar* p, SizeT n)
    }
 }
 
-/* Hand n bytes at p to the pipe without copying them; false (nothing handed over) if the
-   kernel refuses vmsplice here (a sandbox may), and from then on the tool copies. */
-static Bool splice_all(const UChar* p, SizeT n)
+/* Hand n bytes at p to the pipe without copying them; returns the bytes handed over. The
+   reader gone (EPIPE) ends the tool, as in write_all; any other error (a sandbox may refuse
+   vmsplice: ENOSYS, EPERM) stops splicing for good, the caller copying the rest. */
+static SizeT splice_some(const UChar* p, SizeT n)
 {
-   Bool some = False;
-   while (n > 0) {
-      struct vki_iovec iov = { (void*)p, n };
+   SizeT done = 0;
+   while (done < n) {
+      struct vki_iovec iov = { (void*)(p + done), n - done };
       SysRes r = VG_(do_syscall)(NR_vmsplice_, (UWord)out_fd, (UWord)&iov, 1, 0, 0, 0, 0, 0);
       if (sr_isError(r) && sr_Err(r) == VKI_EINTR)
          continue;
-      if (sr_isError(r) && !some && (sr_Err(r) == VKI_ENOSYS || sr_Err(r) == VKI_EPERM || sr_Err(r) == VKI_EINVAL)) {
+      if ((sr_isError(r) && sr_Err(r) == VKI_EPIPE) || (!sr_isError(r) && sr_Res(r) == 0))
+         VG_(exit)(3);
+      if (sr_isError(r)) {
          by_splice = False;
-         return False;
+         break;
       }
-      if (sr_isError(r) || sr_Res(r) == 0)
-         VG_(exit)(3); /* the reader went away, as in write_all */
-      some = True;
-      p += sr_Res(r);
-      n -= sr_Res(r);
+      done += sr_Res(r);
    }
-   return True;
+   return done;
 }
 
 static void flush(void)
 {
    if (out_fd >= 0 && cur > buf) {
-      UInt next = (buf_no + 1) % NBUF;
+      UInt next = (buf_no + 1) % nbuf;
       SizeT n = cur - buf;
-      if (by_splice && pages_in >= free_at[next] && splice_all(buf, n)) {
-         pages_in += n / 4096;
+      SizeT spliced = by_splice && pages_in >= free_at[next] ? splice_some(buf, n) : 0;
+      /* A copy leaves the buffer free at once: small chunks in a row (each failed exec
+         flushes one), or no vmsplice. */
+      if (spliced < n)
+         write_all(buf + spliced, n - spliced);
+      pages_in += n / 4096;
+      if (spliced > 0) {
          free_at[buf_no] = pages_in + pipe_pages;
          buf_no = next;
          buf = bufs[buf_no];
          lim = buf + BUF_SIZE;
-      } else {
-         /* A copy leaves the buffer free at once: when small chunks come in a row (each
-            failed exec flushes one), or without vmsplice. */
-         write_all(buf, n);
-         pages_in += n / 4096;
       }
    }
    cur = buf;
@@ -648,13 +653,17 @@ static void smt_post_clo_init(void)
    recording = skip == 0;
    if (clo_count >= 0)
       stop_at = skip + (ULong)clo_count;
-   /* vmsplice into a pipe (see NBUF); anything else (a file, /dev/null) gets copies. */
+   /* vmsplice into a pipe (see MAX_NBUF); anything else (a file, /dev/null) gets copies. */
    SysRes sz = VG_(do_syscall)(NR_fcntl_, (UWord)out_fd, F_GETPIPE_SZ_, 0, 0, 0, 0, 0, 0);
    by_splice = clo_splice && !sr_isError(sz) && sr_Res(sz) > 0;
    pipe_pages = by_splice ? (sr_Res(sz) + 4095) / 4096 : 0;
-   UChar* ring = VG_(malloc)("smtrace.buf", (by_splice ? NBUF : 1) * BUF_SIZE + 4096);
+   /* The check in flush counts the chunks before the one being flushed: + 3. */
+   nbuf = by_splice ? pipe_pages / (MIN_CHUNK / 4096) + 3 : 1;
+   if (nbuf > MAX_NBUF)
+      nbuf = MAX_NBUF; /* a pipe this large: chunks are copied now and then */
+   UChar* ring = VG_(malloc)("smtrace.buf", nbuf * BUF_SIZE + 4096);
    ring = (UChar*)(((Addr)ring + 4095) & ~(Addr)4095); /* whole pages: fewer pipe slots */
-   for (Int k = 0; k < (by_splice ? NBUF : 1); k++)
+   for (UInt k = 0; k < nbuf; k++)
       bufs[k] = ring + k * BUF_SIZE;
    buf = bufs[0];
    cur = buf;
