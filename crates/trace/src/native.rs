@@ -8,8 +8,8 @@
 //! last address used by the same static access.
 //!
 //! Every way a file can be damaged ends in an error that names the file and an offset —
-//! never a panic, never a loop: truncation is caught by the zstd frame and the end marker,
-//! flipped bytes by zstd's checksum, the record syntax and the end marker's record count.
+//! never a panic, never a loop: truncation is caught by the zstd frames and the end marker,
+//! flipped bytes by zstd's checksums, the record syntax and the end marker's record count.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
@@ -27,7 +27,7 @@ pub const MAGIC: [u8; 8] = *b"\x89SMTR\r\n\x1a";
 pub const VERSION: u16 = 1;
 /// Header size; the record stream starts at this offset.
 pub const HEADER_LEN: u64 = 16;
-/// Header flag: the record stream is one zstd frame (else it is stored raw).
+/// Header flag: the record stream is zstd-compressed, one or more frames (else stored raw).
 pub const FLAG_ZSTD: u16 = 1;
 
 /// Record kinds (the first byte of each record).
@@ -299,11 +299,12 @@ const CHUNK: usize = 1 << 16;
 /// Chunks queued for the compressor (bounds the writer's memory to a few chunks).
 const CHUNKS_QUEUED: usize = 4;
 
-type Encoder = zstd::stream::write::Encoder<'static, BufWriter<File>>;
-
-/// Record-stream chunks between two starts of the file's writeback (4 MiB of records, under
-/// 1 MiB of file).
-const WRITEBACK_CHUNKS: usize = 64;
+/// Record-stream bytes per zstd frame. Each frame is compressed in one go: zstd's streaming
+/// interface keeps a window buffer that wraps around, after which every block is compressed
+/// in its slower external-dictionary mode — on the record stream of a gzip trace it took
+/// 3.44-3.74 ns per byte against 2.80 for 4 MiB frames, whose files are 0.6% larger (1 MiB:
+/// 2.9 ns, 2.6%; 16 MiB: 2.95 ns, 0.1%). The file's writeback is started after each frame.
+const FRAME: usize = 4 << 20;
 
 /// Have the kernel start writing what the file holds so far to disk, without waiting: the
 /// `sync_all` at the end then waits for the last part only (it took 0.15-0.2 s of a
@@ -329,27 +330,44 @@ struct Compressor {
     thread: Option<JoinHandle<std::io::Result<(File, f64)>>>,
 }
 
+/// Compress `frame` as one zstd frame (with its checksum) onto `f`.
+fn write_frame(z: &mut zstd::bulk::Compressor<'_>, frame: &[u8], out: &mut Vec<u8>, f: &mut BufWriter<File>) -> std::io::Result<()> {
+    out.clear();
+    out.reserve(zstd::zstd_safe::compress_bound(frame.len()));
+    z.compress_to_buffer(frame, out)?;
+    f.write_all(out)
+}
+
 impl Compressor {
-    fn start(mut enc: Encoder) -> Compressor {
+    /// Compress onto `f` (the header written) at zstd `level`.
+    fn start(mut f: BufWriter<File>, level: i32) -> std::io::Result<Compressor> {
+        let mut z = zstd::bulk::Compressor::new(level)?;
+        z.include_checksum(true)?;
         let (tx, rx) = sync_channel::<Vec<u8>>(CHUNKS_QUEUED);
         let (back_tx, back) = sync_channel::<Vec<u8>>(CHUNKS_QUEUED + 2);
         let thread = std::thread::Builder::new()
             .name("secmem-zstd".into())
             .spawn(move || {
-                for (k, mut chunk) in rx.into_iter().enumerate() {
-                    enc.write_all(&chunk)?;
+                let (mut frame, mut out) = (Vec::with_capacity(FRAME + CHUNK + (1 << 12)), Vec::new());
+                for mut chunk in rx {
+                    frame.extend_from_slice(&chunk);
                     chunk.clear();
                     let _ = back_tx.try_send(chunk);
-                    if k % WRITEBACK_CHUNKS == WRITEBACK_CHUNKS - 1 {
-                        start_writeback(enc.get_ref().get_ref());
+                    if frame.len() >= FRAME {
+                        write_frame(&mut z, &frame, &mut out, &mut f)?;
+                        frame.clear();
+                        start_writeback(f.get_ref());
                     }
                 }
-                // The sender is gone: the writer finished (or was dropped). Close the frame.
-                let f = enc.finish()?.into_inner().map_err(|e| e.into_error())?;
+                // The sender is gone: the writer finished (or was dropped). The last frame.
+                if !frame.is_empty() {
+                    write_frame(&mut z, &frame, &mut out, &mut f)?;
+                }
+                let f = f.into_inner().map_err(|e| e.into_error())?;
                 Ok((f, thread_cpu_seconds()))
             })
             .expect("cannot start the trace compressor thread");
-        Compressor { tx: Some(tx), back, thread: Some(thread) }
+        Ok(Compressor { tx: Some(tx), back, thread: Some(thread) })
     }
 
     /// Queue `chunk`; returns an empty buffer to fill next. On failure the thread's error.
@@ -374,7 +392,7 @@ impl Compressor {
 }
 
 impl Drop for Compressor {
-    /// A writer dropped without `finish` still leaves a complete zstd frame (without the end
+    /// A writer dropped without `finish` still leaves complete zstd frames (without the end
     /// marker: readers call it truncated) once the drop returns.
     fn drop(&mut self) {
         if self.thread.is_some() {
@@ -507,11 +525,9 @@ impl NativeWriter {
         header[8..10].copy_from_slice(&VERSION.to_le_bytes());
         header[10..12].copy_from_slice(&FLAG_ZSTD.to_le_bytes());
         f.write_all(&header).map_err(io)?;
-        let mut enc = zstd::stream::write::Encoder::new(f, level).map_err(io)?;
-        enc.include_checksum(true).map_err(io)?;
         Ok(NativeWriter {
+            zstd: Compressor::start(f, level).map_err(io)?,
             path: name,
-            zstd: Compressor::start(enc),
             buf: Vec::with_capacity(CHUNK + (1 << 12)),
             codec: Codec::new(),
             keys: Box::new([(NO_KEY, NO_SHAPES); STATIC_SLOTS]),
@@ -772,7 +788,7 @@ impl NativeWriter {
         Ok(())
     }
 
-    /// Write the end marker, close the zstd frame and the file; returns the record count.
+    /// Write the end marker, the last zstd frame and the file; returns the record count.
     pub fn finish(self) -> Result<u64, TraceError> {
         Ok(self.finish_stats()?.records)
     }
@@ -1614,6 +1630,51 @@ mod tests {
                 .to_string();
             assert!(e.contains("cut.smt") && !e.contains('\n'), "{e}");
         }
+    }
+
+    /// The zstd frames of a compressed file: (offset, length) of each.
+    fn frames(file: &[u8]) -> Vec<(usize, usize)> {
+        let (mut at, mut v) = (HEADER_LEN as usize, Vec::new());
+        while at < file.len() {
+            let n = zstd::zstd_safe::find_frame_compressed_size(&file[at..]).expect("a whole zstd frame");
+            v.push((at, n));
+            at += n;
+        }
+        v
+    }
+
+    #[test]
+    fn long_streams_are_several_frames_each_checked() {
+        // 32-byte loads of random values at wandering addresses: about 10 MiB of records.
+        let mut rng = crate::workloads::Rng::new(7, 3);
+        let recs: Vec<Instr> = (0..240_000u64)
+            .map(|i| {
+                let mut r = Instr { pc: 0x40_0000 + 4 * (i % 64), len: 4, op: OpClass::Mem, ..Instr::default() };
+                let v: Vec<u8> = (0..4).flat_map(|_| rng.next().to_le_bytes()).collect();
+                r.add_access(false, 0x10_0000 + 32 * rng.below(1 << 20), &v);
+                r
+            })
+            .collect();
+        let p = tmp("frames.smt");
+        write(&p, &recs);
+        assert_reads(&p, &recs);
+        let full = std::fs::read(&p).unwrap();
+        let fr = frames(&full);
+        assert!(fr.len() >= 3, "{} frames", fr.len());
+        // A flipped byte in the first frame surfaces at its end at the latest (its checksum),
+        // not at the end of the file.
+        let q = tmp("frames-bad.smt");
+        let mut bad = full.clone();
+        bad[fr[0].0 + fr[0].1 / 2] ^= 0x10;
+        std::fs::write(&q, &bad).unwrap();
+        let (v, e) = read_all(&q);
+        assert!(matches!(e, Some(TraceError::Corrupt { .. })), "{e:?}");
+        assert!(v.len() < recs.len() / 2, "{} of {} records delivered", v.len(), recs.len());
+        // Cut at a frame boundary: whole frames, no end marker.
+        std::fs::write(&q, &full[..fr[1].0 + fr[1].1]).unwrap();
+        let (v, e) = read_all(&q);
+        assert!(e.as_ref().is_some_and(|e| e.to_string().contains("truncated")), "{e:?}");
+        assert!(!v.is_empty() && v.len() < recs.len());
     }
 
     #[test]

@@ -560,7 +560,7 @@ pub struct Summary {
     pub static_instructions: u64,
     /// The native record stream, uncompressed.
     pub raw_bytes: u64,
-    /// The file on disk (header + zstd frame).
+    /// The file on disk (header + zstd frames).
     pub compressed_bytes: u64,
     /// The tool's raw stream read through the pipe.
     pub pipe_bytes: u64,
