@@ -298,8 +298,8 @@ pub const DEFAULT_LEVEL: i32 = 1;
 const CHUNK: usize = 1 << 16;
 /// Chunks queued for the compressor: a frame's worth and a bit, so the writer fills the next
 /// frame while the last is compressed in one go (with 4 chunks it waited out each frame's
-/// compression: traced gzip ran at 24-28 M instructions/s instead of 30). Bounds the
-/// writer's memory to about 3 frames (queue, frame, compressed frame).
+/// compression: traced gzip ran at 24-28 M instructions/s instead of 30). What the writer
+/// holds stays under 20 MiB: queued and spare chunks, the frame, the compressed frame.
 const CHUNKS_QUEUED: usize = FRAME / CHUNK + 8;
 
 /// Record-stream bytes per zstd frame. Each frame is compressed in one go: zstd's streaming
