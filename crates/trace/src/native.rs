@@ -294,20 +294,21 @@ impl Prepared {
 /// faster than level 3 for about 10% more bytes, and compression is the writer's largest cost.
 pub const DEFAULT_LEVEL: i32 = 1;
 
-/// Record-stream bytes handed to the compressor at a time.
-const CHUNK: usize = 1 << 16;
-/// Chunks queued for the compressor: a frame's worth and a bit, so the writer fills the next
-/// frame while the last is compressed in one go (with 4 chunks it waited out each frame's
-/// compression: traced gzip ran at 24-28 M instructions/s instead of 30). What the writer
-/// holds stays under 20 MiB: queued and spare chunks, the frame, the compressed frame.
-const CHUNKS_QUEUED: usize = FRAME / CHUNK + 8;
-
-/// Record-stream bytes per zstd frame. Each frame is compressed in one go: zstd's streaming
-/// interface keeps a window buffer that wraps around, after which every block is compressed
-/// in its slower external-dictionary mode — on the record stream of a gzip trace it took
-/// 3.44-3.74 ns per byte against 2.80 for 4 MiB frames, whose files are 0.6% larger (1 MiB:
-/// 2.9 ns, 2.6%; 16 MiB: 2.95 ns, 0.1%). The file's writeback is started after each frame.
+/// Record-stream bytes per zstd frame: the writer fills a buffer this large and hands it to
+/// the compressor thread, which compresses it in one go as a frame of its own. zstd's
+/// streaming interface keeps a window buffer that wraps around, after which every block is
+/// compressed in its slower external-dictionary mode — on the record stream of a gzip trace
+/// it took 3.44-3.74 ns per byte against 2.80 for 4 MiB frames, whose files are 0.6% larger
+/// (1 MiB: 2.9 ns, 2.6%; 16 MiB: 2.95 ns, 0.1%). The file's writeback is started after each
+/// frame.
 const FRAME: usize = 4 << 20;
+/// Room past FRAME in a buffer: the writer checks the size after each record.
+const FRAME_SLACK: usize = 1 << 12;
+/// Frames queued for the compressor: the writer fills the next while one waits and one is
+/// compressed (with less than a frame queued it waited out each frame's compression: traced
+/// gzip ran at 24-28 M instructions/s instead of 30). The writer holds about four frames'
+/// memory: those three and the compressed one.
+const FRAMES_QUEUED: usize = 1;
 
 /// Have the kernel start writing what the file holds so far to disk, without waiting: the
 /// `sync_all` at the end then waits for the last part only (it took 0.15-0.2 s of a
@@ -324,7 +325,7 @@ fn start_writeback(f: &File) {
 }
 
 /// zstd and the file, on a thread of their own: the writer's caller encodes records while
-/// the previous chunks are compressed (on a 2-core machine tracing a program, this is what
+/// the previous frames are compressed (on a 2-core machine tracing a program, this is what
 /// keeps the third busy stage off the decoder's core most of the time).
 struct Compressor {
     tx: Option<SyncSender<Vec<u8>>>,
@@ -346,26 +347,19 @@ impl Compressor {
     fn start(mut f: BufWriter<File>, level: i32) -> std::io::Result<Compressor> {
         let mut z = zstd::bulk::Compressor::new(level)?;
         z.include_checksum(true)?;
-        let (tx, rx) = sync_channel::<Vec<u8>>(CHUNKS_QUEUED);
-        let (back_tx, back) = sync_channel::<Vec<u8>>(CHUNKS_QUEUED + 2);
+        let (tx, rx) = sync_channel::<Vec<u8>>(FRAMES_QUEUED);
+        let (back_tx, back) = sync_channel::<Vec<u8>>(FRAMES_QUEUED + 2);
         let thread = std::thread::Builder::new()
             .name("secmem-zstd".into())
             .spawn(move || {
-                let (mut frame, mut out) = (Vec::with_capacity(FRAME + CHUNK + (1 << 12)), Vec::new());
-                for mut chunk in rx {
-                    frame.extend_from_slice(&chunk);
-                    chunk.clear();
-                    let _ = back_tx.try_send(chunk);
-                    if frame.len() >= FRAME {
-                        write_frame(&mut z, &frame, &mut out, &mut f)?;
-                        frame.clear();
-                        start_writeback(f.get_ref());
-                    }
-                }
-                // The sender is gone: the writer finished (or was dropped). The last frame.
-                if !frame.is_empty() {
+                let mut out = Vec::new();
+                for mut frame in rx {
                     write_frame(&mut z, &frame, &mut out, &mut f)?;
+                    frame.clear();
+                    let _ = back_tx.try_send(frame);
+                    start_writeback(f.get_ref());
                 }
+                // The sender is gone: the writer finished (or was dropped).
                 let f = f.into_inner().map_err(|e| e.into_error())?;
                 Ok((f, thread_cpu_seconds()))
             })
@@ -373,14 +367,14 @@ impl Compressor {
         Ok(Compressor { tx: Some(tx), back, thread: Some(thread) })
     }
 
-    /// Queue `chunk`; returns an empty buffer to fill next. On failure the thread's error.
-    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    /// Queue a frame; returns an empty buffer to fill next. On failure the thread's error.
+    fn send(&mut self, frame: Vec<u8>) -> std::io::Result<Vec<u8>> {
         let tx = self.tx.as_ref().expect("writer used after finish");
-        if tx.send(chunk).is_err() {
+        if tx.send(frame).is_err() {
             // The thread stopped early: only an error makes it do that.
             return Err(self.join().err().unwrap_or_else(|| std::io::Error::other("the trace compressor stopped")));
         }
-        Ok(self.back.try_recv().unwrap_or_else(|_| Vec::with_capacity(CHUNK + (1 << 12))))
+        Ok(self.back.try_recv().unwrap_or_else(|_| Vec::with_capacity(FRAME + FRAME_SLACK)))
     }
 
     /// Close the stream and wait for the file (and the thread's CPU time).
@@ -531,7 +525,7 @@ impl NativeWriter {
         Ok(NativeWriter {
             zstd: Compressor::start(f, level).map_err(io)?,
             path: name,
-            buf: Vec::with_capacity(CHUNK + (1 << 12)),
+            buf: Vec::with_capacity(FRAME + FRAME_SLACK),
             codec: Codec::new(),
             keys: Box::new([(NO_KEY, NO_SHAPES); STATIC_SLOTS]),
             count: 0,
@@ -576,7 +570,7 @@ impl NativeWriter {
             return self.write_exec_slow(st, branch, thread, accesses, data);
         }
         self.count += 1;
-        if self.buf.len() >= CHUNK {
+        if self.buf.len() >= FRAME {
             self.flush_buf()?;
         }
         Ok(())
@@ -763,7 +757,7 @@ impl NativeWriter {
             self.keys[slot] = (key, sh);
         }
         self.count += 1;
-        if self.buf.len() >= CHUNK {
+        if self.buf.len() >= FRAME {
             self.flush_buf()?;
         }
         Ok(())
@@ -786,8 +780,8 @@ impl NativeWriter {
 
     fn flush_buf(&mut self) -> Result<(), TraceError> {
         self.raw += self.buf.len() as u64;
-        let chunk = std::mem::take(&mut self.buf);
-        self.buf = self.zstd.send(chunk).map_err(|e| self.io(e))?;
+        let frame = std::mem::take(&mut self.buf);
+        self.buf = self.zstd.send(frame).map_err(|e| self.io(e))?;
         Ok(())
     }
 
