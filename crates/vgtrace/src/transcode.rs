@@ -149,17 +149,7 @@ impl<R: Read> Transcoder<R> {
             self.has_pending = false;
             let st = &self.statics.table[self.pending_id as usize];
             if !self.accesses.is_empty() {
-                // `supply` is kept clear between uses.
-                let s = &mut self.supply;
-                let n = self.shadow.reconcile(&self.accesses, &self.data, s);
-                if !s.accesses.is_empty() {
-                    s.external = true;
-                    s.thread = self.thread;
-                    w.write(s).map_err(Failure::Write)?;
-                    s.clear();
-                    self.counts.external_records += 1;
-                    self.counts.supplied_bytes += n;
-                }
+                Self::supply(&mut self.shadow, &mut self.supply, &mut self.counts, self.thread, &self.accesses, &self.data, w)?;
             }
             w.write_exec(&st.prep, st.outcome(next_pc), self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
         }
@@ -195,53 +185,99 @@ impl<R: Read> Transcoder<R> {
     /// The hot loop: INSTR records of instructions seen before and accesses of up to 32
     /// bytes, while the buffer holds such a record in full (no refills, no per-field checks,
     /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END or EXEC
-    /// record, a wide access, a damaged record — is left to `run_watched`'s general step,
-    /// which also reports errors. Returns whether it consumed any record.
+    /// record, a wide access, a damaged record, externals waiting to be written — is left to
+    /// `run_watched`'s general step, which also reports errors. Returns whether it consumed
+    /// any record. The state it changes on every record lives in locals while it runs (in
+    /// `self` the compiler stores and reloads it around every call into the writer).
     #[inline(always)]
     fn fast(&mut self, w: &mut NativeWriter, watch: &Watch) -> Result<bool, Failure> {
-        let start = self.inp.pos;
-        loop {
-            let pos = self.inp.pos;
-            let Some(rec) = self.inp.buf[..self.inp.end].get(pos..pos + FAST) else { break };
+        if self.n_after > 0 {
+            return Ok(false);
+        }
+        let Transcoder { inp, statics, shadow, thread, pending_id, accesses, data, has_pending, supply, counts, .. } = self;
+        let buf = &inp.buf[..inp.end];
+        let table = &statics.table[..];
+        let thread = *thread;
+        let start = inp.pos;
+        let (mut pos, mut pend, mut has, mut n) = (start, *pending_id as usize, *has_pending, counts.instructions);
+        let res = loop {
+            let Some(rec) = buf.get(pos..pos + FAST) else { break Ok(()) };
             let kind = rec[0];
             // Fields of either record kind, read before knowing which (all within FAST).
-            let id = u32::from_le_bytes(rec[1..5].try_into().unwrap());
+            let id = u32::from_le_bytes(rec[1..5].try_into().unwrap()) as usize;
             let size = u16::from_le_bytes(rec[1..3].try_into().unwrap()) as usize;
             let addr = u64::from_le_bytes(rec[3..11].try_into().unwrap());
             let value = u64::from_le_bytes(rec[11..19].try_into().unwrap());
             if kind == T_INSTR {
-                let Some(st) = self.statics.table.get(id as usize) else { break };
+                let Some(st) = table.get(id) else { break Ok(()) };
                 if !st.code_given {
-                    break;
+                    break Ok(());
                 }
-                let pc = st.prep.pc();
-                self.inp.pos = pos + 5;
-                self.count_instruction(watch)?;
-                self.release(Some(pc), w)?;
-                self.accesses.clear();
-                self.data.clear();
-                self.pending_id = id;
-                self.has_pending = true;
+                n += 1;
+                if n.is_multiple_of(Watch::EVERY) {
+                    watch.instructions.store(n, Ordering::Relaxed);
+                    if watch.stop.load(Ordering::Relaxed) {
+                        n -= 1;
+                        break Err(Failure::Stopped);
+                    }
+                }
+                if has {
+                    let p = &table[pend];
+                    if !accesses.is_empty() {
+                        if let Err(e) = Self::supply(shadow, supply, counts, thread, accesses, data, w) {
+                            break Err(e);
+                        }
+                    }
+                    if let Err(e) = w.write_exec(&p.prep, p.outcome(Some(st.prep.pc())), thread, accesses, data) {
+                        break Err(Failure::Write(e));
+                    }
+                }
+                pos += 5;
+                accesses.clear();
+                data.clear();
+                pend = id;
+                has = true;
             } else if kind == T_LOAD || kind == T_STORE {
-                if size > FAST - ACCESS_HEAD || !self.has_pending || self.n_after > 0 {
-                    break;
+                if size > FAST - ACCESS_HEAD || !has {
+                    break Ok(());
                 }
-                let off = self.data.len();
+                let off = data.len();
                 if size <= 8 {
                     // The value in a whole word (its bytes past `size` belong to the next
                     // record): the shadow and the writer handle a value with 8 bytes from its
                     // offset on as a masked word.
-                    self.data.extend_from_slice(&value.to_le_bytes());
+                    data.extend_from_slice(&value.to_le_bytes());
                 } else {
-                    self.data.extend_from_slice(&rec[ACCESS_HEAD..ACCESS_HEAD + size]);
+                    data.extend_from_slice(&rec[ACCESS_HEAD..ACCESS_HEAD + size]);
                 }
-                self.accesses.push(Access { store: kind == T_STORE, addr, size: size as u32, off: off as u32 });
-                self.inp.pos = pos + ACCESS_HEAD + size;
+                accesses.push(Access { store: kind == T_STORE, addr, size: size as u32, off: off as u32 });
+                pos += ACCESS_HEAD + size;
             } else {
-                break;
+                break Ok(());
             }
+        };
+        inp.pos = pos;
+        *pending_id = pend as u32;
+        *has_pending = has;
+        counts.instructions = n;
+        res.map(|()| pos != start)
+    }
+
+    /// The consistency adapter's record for the pending instruction's loads, if they need
+    /// one, written before it.
+    #[inline(always)]
+    fn supply(shadow: &mut Shadow, s: &mut Instr, counts: &mut Counts, thread: u32, accesses: &[Access], data: &[u8], w: &mut NativeWriter) -> Result<(), Failure> {
+        // `s` is kept clear between uses.
+        let n = shadow.reconcile(accesses, data, s);
+        if !s.accesses.is_empty() {
+            s.external = true;
+            s.thread = thread;
+            w.write(s).map_err(Failure::Write)?;
+            s.clear();
+            counts.external_records += 1;
+            counts.supplied_bytes += n;
         }
-        Ok(self.inp.pos != start)
+        Ok(())
     }
 
     /// Transcode the whole stream into `w` (which the caller finishes); returns the END
