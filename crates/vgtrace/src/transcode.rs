@@ -213,11 +213,11 @@ impl<R: Read> Transcoder<R> {
                 if !st.code_given {
                     break Ok(());
                 }
+                pos += 5;
                 n += 1;
                 if n.is_multiple_of(Watch::EVERY) {
                     watch.instructions.store(n, Ordering::Relaxed);
                     if watch.stop.load(Ordering::Relaxed) {
-                        n -= 1;
                         break Err(Failure::Stopped);
                     }
                 }
@@ -232,7 +232,6 @@ impl<R: Read> Transcoder<R> {
                         break Err(Failure::Write(e));
                     }
                 }
-                pos += 5;
                 accesses.clear();
                 data.clear();
                 pend = id;
