@@ -2,6 +2,8 @@
 //! busy machine still gives comparable figures): `stages RAWFILE [LEVEL...]`.
 //! Save a stream with `valgrind --tool=smtrace --smt-fd=3 PROGRAM 3>RAWFILE` (VALGRIND_LIB as
 //! `secmem trace` sets it). With OUT=DIR it also writes DIR/layered.smt and DIR/fused.smt.
+//! ONLY=STAGE runs one stage: decode, consistent, layered, transcode or floor (a lower bound
+//! for the transcoder, see `floor`).
 use std::io::Cursor;
 
 use secmem_trace::cputime::thread_cpu_seconds as cpu;
@@ -16,6 +18,98 @@ impl TraceSource for Src {
     fn name(&self) -> &str {
         "raw"
     }
+}
+
+/// What any transcoder of this raw stream into this native format does for every record, and
+/// nothing else: step from record to record, look each instruction up, write its kind and
+/// head (the branch outcome patched in when the next instruction's pc is known), its pc delta
+/// when it does not follow on, and each access's address delta and value — no consistency
+/// shadow, no check that the static part is in the writer's table (every record is written
+/// as a repeat), no external, thread or CODE records, no compression. Its CPU time bounds the
+/// transcoder's from below (docs/tracer.md, "Speed"). Returns (instructions, bytes written).
+fn floor(raw: &[u8]) -> (u64, u64) {
+    use secmem_vgtrace::raw::{T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_STORE, T_THREAD};
+    #[derive(Clone, Copy, Default)]
+    struct St {
+        pc: u64,
+        len: u8,
+        flow: u8,
+        op: u8,
+    }
+    #[inline(always)]
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    let zz = |v: u64| (v << 1) ^ ((v as i64 >> 63) as u64);
+    let mut dec = secmem_vgtrace::decode::X86Decoder::new();
+    let (mut table, mut addrs) = (Vec::<St>::new(), vec![0u64; 1024]);
+    let mut out: Vec<u8> = Vec::with_capacity(5 << 20);
+    let (mut total, mut p, mut n, mut k) = (0u64, 8usize, 0u64, 0usize);
+    let (mut prev_end, mut head_at, mut pend) = (0u64, usize::MAX, St::default());
+    while p < raw.len() {
+        if out.len() >= 4 << 20 {
+            total += out.len() as u64;
+            out.clear();
+            head_at = usize::MAX;
+        }
+        let u32_at = |o: usize| u32::from_le_bytes(raw[p + o..p + o + 4].try_into().unwrap());
+        match raw[p] {
+            T_INSTR => {
+                let st = table[u32_at(1) as usize];
+                p += 5;
+                n += 1;
+                if head_at != usize::MAX {
+                    let off = st.pc != pend.pc.wrapping_add(pend.len as u64);
+                    out[head_at] |= [[0u8, 0], [1, 2], [2, 2]][pend.flow as usize][off as usize] << 3;
+                }
+                let seq = st.pc == prev_end;
+                head_at = out.len() + 1;
+                out.extend_from_slice(&[1, st.op | (seq as u8) << 5 | 0x80]);
+                if !seq {
+                    varint(&mut out, zz(st.pc.wrapping_sub(prev_end)));
+                }
+                prev_end = st.pc.wrapping_add(st.len as u64);
+                (pend, k) = (st, 0);
+            }
+            T_LOAD | T_STORE => {
+                let size = u16::from_le_bytes(raw[p + 1..p + 3].try_into().unwrap()) as usize;
+                let addr = u64::from_le_bytes(raw[p + 3..p + 11].try_into().unwrap());
+                let pc = pend.pc;
+                let slot = &mut addrs[((pc ^ pc >> 10 ^ pc >> 20) as usize + k) % 1024];
+                varint(&mut out, zz(addr.wrapping_sub(*slot)));
+                *slot = addr;
+                out.extend_from_slice(&raw[p + 11..p + 11 + size]);
+                p += 11 + size;
+                k += 1;
+            }
+            T_DEF => {
+                let id = u32_at(1) as usize;
+                let pc = u64::from_le_bytes(raw[p + 5..p + 13].try_into().unwrap());
+                let len = raw[p + 13];
+                let bytes = &raw[p + 14..p + 14 + (len as usize).min(32)];
+                let mut d = dec.decode(pc, bytes);
+                if len == 0 || len > 15 {
+                    // As `Statics::define`: Valgrind's client-request preambles.
+                    d.flow = secmem_vgtrace::decode::Flow::None;
+                }
+                if table.len() <= id {
+                    table.resize(id + 1, St::default());
+                }
+                table[id] = St { pc, len, flow: d.flow as u8, op: d.op as u8 };
+                p += 14 + (len as usize).min(32);
+            }
+            T_THREAD => p += 5,
+            T_EXT => p += 13 + u32_at(9) as usize,
+            T_EXEC => p += 1,
+            T_END => break,
+            k => panic!("raw record kind {k:#x} at {p}"),
+        }
+    }
+    (n, total + out.len() as u64)
 }
 
 fn main() {
@@ -39,6 +133,12 @@ fn main() {
         println!("decode              {:6.1} ns/instr ({n} instructions)", (cpu() - t) / n as f64 * 1e9);
     }
     let ns = |s: f64, n: u64| s / n as f64 * 1e9;
+    if only == "floor" {
+        let t = cpu();
+        let (n, b) = floor(&bytes);
+        println!("floor               {:6.1} ns/instr ({:.2} B/instr)", ns(cpu() - t, n), b as f64 / n as f64);
+        return;
+    }
     if run("consistent") {
         let (c0, t) = (copy(), cpu());
         let mut c = Consistent::new(Src(RawDecoder::new("raw", c0)));
