@@ -55,13 +55,15 @@ pub const MAX_ACCESS_SIZE: usize = 1 << 20;
 pub const MAX_RECORD_DATA: usize = 16 << 20;
 
 /// Address table: 1024 slots (see `addr_slot`).
-const ADDR_SLOTS: usize = 1024;
+pub const ADDR_SLOTS: usize = 1024;
 /// Static table: 4096 entries (see `static_slot`), for instructions of up to 4 accesses.
 const STATIC_SLOTS: usize = 4096;
 const STATIC_ACCESSES: usize = 4;
 
+/// The address-table slot of access `k` of an instruction at `pc` (docs/trace-format.md,
+/// "Coding state").
 #[inline(always)]
-fn addr_slot(pc: u64, k: usize) -> usize {
+pub fn addr_slot(pc: u64, k: usize) -> usize {
     ((pc ^ (pc >> 10) ^ (pc >> 20)) as usize).wrapping_add(k) & (ADDR_SLOTS - 1)
 }
 
@@ -70,8 +72,9 @@ fn static_slot(pc: u64) -> usize {
     (pc ^ (pc >> 12) ^ (pc >> 24)) as usize & (STATIC_SLOTS - 1)
 }
 
+/// The format's svarint mapping (docs/trace-format.md, "Primitive encodings").
 #[inline(always)]
-fn zigzag(v: i64) -> u64 {
+pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
@@ -80,8 +83,9 @@ fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
+/// The format's varint: unsigned LEB128 (docs/trace-format.md, "Primitive encodings").
 #[inline(always)]
-fn put_varint(b: &mut Vec<u8>, mut v: u64) {
+pub fn put_varint(b: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         b.push(v as u8 | 0x80);
         v >>= 7;

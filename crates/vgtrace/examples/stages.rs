@@ -36,17 +36,10 @@ fn floor(raw: &[u8]) -> (u64, u64) {
         flow: u8,
         op: u8,
     }
-    #[inline(always)]
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-    let zz = |v: u64| (v << 1) ^ ((v as i64 >> 63) as u64);
+    use secmem_trace::native::{addr_slot, put_varint as varint, zigzag, ADDR_SLOTS};
+    let zz = |v: u64| zigzag(v as i64);
     let mut dec = secmem_vgtrace::decode::X86Decoder::new();
-    let (mut table, mut addrs) = (Vec::<St>::new(), vec![0u64; 1024]);
+    let (mut table, mut addrs) = (Vec::<St>::new(), vec![0u64; ADDR_SLOTS]);
     let mut out: Vec<u8> = Vec::with_capacity(5 << 20);
     let (mut total, mut p, mut n, mut k) = (0u64, 8usize, 0u64, 0usize);
     let (mut prev_end, mut head_at, mut pend) = (0u64, usize::MAX, St::default());
@@ -78,8 +71,7 @@ fn floor(raw: &[u8]) -> (u64, u64) {
             T_LOAD | T_STORE => {
                 let size = u16::from_le_bytes(raw[p + 1..p + 3].try_into().unwrap()) as usize;
                 let addr = u64::from_le_bytes(raw[p + 3..p + 11].try_into().unwrap());
-                let pc = pend.pc;
-                let slot = &mut addrs[((pc ^ pc >> 10 ^ pc >> 20) as usize + k) % 1024];
+                let slot = &mut addrs[addr_slot(pend.pc, k)];
                 varint(&mut out, zz(addr.wrapping_sub(*slot)));
                 *slot = addr;
                 out.extend_from_slice(&raw[p + 11..p + 11 + size]);
