@@ -25,8 +25,9 @@ impl TraceSource for Src {
 /// head (the branch outcome patched in when the next instruction's pc is known), its pc delta
 /// when it does not follow on, and each access's address delta and value — no consistency
 /// shadow, no check that the static part is in the writer's table (every record is written
-/// as a repeat), no external, thread or CODE records, no compression. Its CPU time bounds the
-/// transcoder's from below (docs/tracer.md, "Speed"). Returns (instructions, bytes written).
+/// as a repeat), no external, thread or CODE records, no compression. Its CPU time is a floor
+/// for the transcoder's in this design — written plainly, so a tighter loop may exist
+/// (docs/tracer.md, "Speed"). Returns (instructions, bytes written).
 fn floor(raw: &[u8]) -> (u64, u64) {
     use secmem_vgtrace::raw::{T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_STORE, T_THREAD};
     #[derive(Clone, Copy, Default)]
@@ -86,6 +87,7 @@ fn floor(raw: &[u8]) -> (u64, u64) {
                 let mut d = dec.decode(pc, bytes);
                 if len == 0 || len > 15 {
                     // As `Statics::define`: Valgrind's client-request preambles.
+                    d.op = secmem_trace::OpClass::Alu;
                     d.flow = secmem_vgtrace::decode::Flow::None;
                 }
                 if table.len() <= id {

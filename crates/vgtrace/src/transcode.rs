@@ -541,6 +541,30 @@ mod tests {
     }
 
     #[test]
+    fn a_stop_request_ends_the_run_at_the_next_report() {
+        // More instructions than one report's worth, all on the fast path after the first
+        // round, so the request is seen there.
+        let mut r = Raw::new();
+        r.def(0, 0x1000, &[0x48, 0x8b, 0x07]);
+        r.def(1, 0x1003, &[0x75, 0xfb]);
+        let n = 3 * Watch::EVERY;
+        for i in 0..n / 2 {
+            r.instr(0);
+            r.access(false, 0x8000 + 8 * (i % 64), &i.to_le_bytes());
+            r.instr(1);
+        }
+        r.end(n);
+        let watch = Watch::default();
+        watch.stop.store(true, Ordering::Relaxed);
+        let mut w = NativeWriter::create(tmp("stopped.smt")).unwrap();
+        let mut t = Transcoder::new("raw", Cursor::new(r.0));
+        assert!(matches!(t.run_watched(&mut w, &watch), Err(Failure::Stopped)));
+        // The instruction that reached the report is counted, and none after it.
+        assert_eq!(t.counts().instructions, Watch::EVERY);
+        assert_eq!(watch.instructions.load(Ordering::Relaxed), Watch::EVERY);
+    }
+
+    #[test]
     fn a_damaged_stream_fails_where_the_decoder_does() {
         let raw = program().0;
         for cut in [0, 5, 9, 40, raw.len() / 2, raw.len() - 1] {
