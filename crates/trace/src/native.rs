@@ -40,12 +40,12 @@ pub const KIND_CODE: u8 = 0x80;
 pub const KIND_THREAD: u8 = 0x81;
 pub const KIND_END: u8 = 0xFF;
 
-// INSTR head byte.
+// INSTR head byte (docs/trace-format.md, "INSTR").
 const H_OP: u8 = 0x07;
-const H_BRANCH_SHIFT: u8 = 3;
-const H_PC_SEQ: u8 = 0x20;
+pub const H_BRANCH_SHIFT: u8 = 3;
+pub const H_PC_SEQ: u8 = 0x20;
 const H_EXTERNAL: u8 = 0x40;
-const H_REPEAT: u8 = 0x80;
+pub const H_REPEAT: u8 = 0x80;
 // Access flags byte.
 const A_STORE: u8 = 0x01;
 

@@ -30,14 +30,20 @@ impl TraceSource for Src {
 /// (docs/tracer.md, "Speed"). Returns (instructions, bytes written).
 fn floor(raw: &[u8]) -> (u64, u64) {
     use secmem_vgtrace::raw::{T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_STORE, T_THREAD};
-    #[derive(Clone, Copy, Default)]
+    #[derive(Clone, Copy)]
     struct St {
         pc: u64,
         len: u8,
-        flow: u8,
+        flow: Flow,
         op: u8,
     }
-    use secmem_trace::native::{addr_slot, put_varint as varint, zigzag, ADDR_SLOTS};
+    impl Default for St {
+        fn default() -> St {
+            St { pc: 0, len: 0, flow: Flow::None, op: 0 }
+        }
+    }
+    use secmem_trace::native::{addr_slot, put_varint as varint, zigzag, ADDR_SLOTS, H_BRANCH_SHIFT, H_PC_SEQ, H_REPEAT, KIND_INSTR};
+    use secmem_vgtrace::decode::Flow;
     let zz = |v: u64| zigzag(v as i64);
     let mut dec = secmem_vgtrace::decode::X86Decoder::new();
     let (mut table, mut addrs) = (Vec::<St>::new(), vec![0u64; ADDR_SLOTS]);
@@ -58,11 +64,11 @@ fn floor(raw: &[u8]) -> (u64, u64) {
                 n += 1;
                 if head_at != usize::MAX {
                     let off = st.pc != pend.pc.wrapping_add(pend.len as u64);
-                    out[head_at] |= [[0u8, 0], [1, 2], [2, 2]][pend.flow as usize][off as usize] << 3;
+                    out[head_at] |= (pend.flow.outcome(off) as u8) << H_BRANCH_SHIFT;
                 }
                 let seq = st.pc == prev_end;
                 head_at = out.len() + 1;
-                out.extend_from_slice(&[1, st.op | (seq as u8) << 5 | 0x80]);
+                out.extend_from_slice(&[KIND_INSTR, st.op | (H_PC_SEQ * seq as u8) | H_REPEAT]);
                 if !seq {
                     varint(&mut out, zz(st.pc.wrapping_sub(prev_end)));
                 }
@@ -84,16 +90,11 @@ fn floor(raw: &[u8]) -> (u64, u64) {
                 let pc = u64::from_le_bytes(raw[p + 5..p + 13].try_into().unwrap());
                 let len = raw[p + 13];
                 let bytes = &raw[p + 14..p + 14 + (len as usize).min(32)];
-                let mut d = dec.decode(pc, bytes);
-                if len == 0 || len > 15 {
-                    // As `Statics::define`: Valgrind's client-request preambles.
-                    d.op = secmem_trace::OpClass::Alu;
-                    d.flow = secmem_vgtrace::decode::Flow::None;
-                }
+                let d = secmem_vgtrace::raw::decode_def(&mut dec, pc, len, bytes);
                 if table.len() <= id {
                     table.resize(id + 1, St::default());
                 }
-                table[id] = St { pc, len, flow: d.flow as u8, op: d.op as u8 };
+                table[id] = St { pc, len, flow: d.flow, op: d.op as u8 };
                 p += 14 + (len as usize).min(32);
             }
             T_THREAD => p += 5,

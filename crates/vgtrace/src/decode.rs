@@ -11,7 +11,7 @@
 
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, Register};
 use secmem_trace::record::{MAX_DST, MAX_SRC};
-use secmem_trace::{OpClass, Reg};
+use secmem_trace::{Branch, OpClass, Reg};
 
 pub const REG_FLAGS: Reg = 16;
 pub const REG_VEC0: Reg = 32;
@@ -26,6 +26,21 @@ pub enum Flow {
     Conditional = 1,
     /// Jumps, calls, returns: always taken (still derived from the next pc).
     Unconditional = 2,
+}
+
+impl Flow {
+    /// The branch outcome of an execution, `off_path` if the next instruction is not at
+    /// pc + len. A table, not a branch on the flow: a transcoder runs it for every
+    /// instruction, and which kind comes next is the program's business.
+    #[inline(always)]
+    pub fn outcome(self, off_path: bool) -> Branch {
+        const BY_FLOW: [[Branch; 2]; 3] = [
+            [Branch::None, Branch::None],
+            [Branch::NotTaken, Branch::Taken],
+            [Branch::Taken, Branch::Taken],
+        ];
+        BY_FLOW[self as usize][off_path as usize]
+    }
 }
 
 /// The static part of an instruction as decoded.

@@ -32,7 +32,7 @@ use std::io::Read;
 use secmem_trace::native::Prepared;
 use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError};
 
-use crate::decode::{Flow, X86Decoder};
+use crate::decode::{Decoded, Flow, X86Decoder};
 
 pub const MAGIC: [u8; 8] = *b"SMTRAW\x00\x01";
 pub const T_INSTR: u8 = 0x01;
@@ -214,18 +214,23 @@ impl Static {
     /// The branch outcome of an execution followed by the instruction at `next_pc` (None:
     /// unknown, e.g. at the end or at a thread switch: conditional branches fall through).
     /// Jumps, calls and returns transfer control even when they land on pc + len (`call
-    /// next; pop` reads the pc that way). A table, not a branch on the flow: the transcoder
-    /// runs it for every instruction, and which kind comes next is the program's business.
+    /// next; pop` reads the pc that way).
     #[inline(always)]
     pub fn outcome(&self, next_pc: Option<u64>) -> Branch {
-        const BY_FLOW: [[Branch; 2]; 3] = [
-            [Branch::None, Branch::None],
-            [Branch::NotTaken, Branch::Taken],
-            [Branch::Taken, Branch::Taken],
-        ];
-        let off_path = next_pc.is_some_and(|n| n != self.prep.pc().wrapping_add(self.prep.len() as u64));
-        BY_FLOW[self.flow as usize][off_path as usize]
+        self.flow.outcome(next_pc.is_some_and(|n| n != self.prep.pc().wrapping_add(self.prep.len() as u64)))
     }
+}
+
+/// The instruction a DEF record defines: `len` bytes at `pc`, of which `bytes` (at most 32)
+/// were sent.
+pub fn decode_def(decoder: &mut X86Decoder, pc: u64, len: u8, bytes: &[u8]) -> Decoded {
+    let mut dec = decoder.decode(pc, bytes);
+    if len == 0 || len > 15 {
+        // Valgrind's client-request preambles are one 19-byte "instruction".
+        dec.op = OpClass::Alu;
+        dec.flow = Flow::None;
+    }
+    dec
 }
 
 /// The static instructions by id, each decoded once, from its DEF record.
@@ -256,12 +261,7 @@ impl Statics {
         }
         let bytes = inp.bytes(14, nb).to_vec();
         inp.pos += 14 + nb;
-        let mut dec = self.decoder.decode(pc, &bytes);
-        if len == 0 || len > 15 {
-            // Valgrind's client-request preambles are one 19-byte "instruction".
-            dec.op = OpClass::Alu;
-            dec.flow = Flow::None;
-        }
+        let dec = decode_def(&mut self.decoder, pc, len, &bytes);
         // The writer's key: the first id with this static part (rewritten code can repeat
         // one under a new id), as `Prepared::new` asks.
         let prep = Prepared::new(id, pc, len, dec.op, &dec.src, &dec.dst);

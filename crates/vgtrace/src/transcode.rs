@@ -51,6 +51,25 @@ pub struct Watch {
 impl Watch {
     /// Instructions between updates: a branch per instruction, a store per 65,536.
     pub const EVERY: u64 = 1 << 16;
+
+    /// The `n`-th instruction was read: reported every `EVERY`, and the stop request
+    /// honoured then.
+    #[inline(always)]
+    fn count(&self, n: u64) -> Result<(), Failure> {
+        if n.is_multiple_of(Watch::EVERY) && self.stopped(n) {
+            return Err(Failure::Stopped);
+        }
+        Ok(())
+    }
+
+    /// Report `n` instructions read; whether a stop was asked for. Out of line: it runs once
+    /// per `EVERY`, and inline it made the transcoder's hot loop slower.
+    #[cold]
+    #[inline(never)]
+    fn stopped(&self, n: u64) -> bool {
+        self.instructions.store(n, Ordering::Relaxed);
+        self.stop.load(Ordering::Relaxed)
+    }
 }
 
 /// Why a transcoding stopped.
@@ -164,13 +183,7 @@ impl<R: Read> Transcoder<R> {
     #[inline(always)]
     fn count_instruction(&mut self, watch: &Watch) -> Result<(), Failure> {
         self.counts.instructions += 1;
-        if self.counts.instructions.is_multiple_of(Watch::EVERY) {
-            watch.instructions.store(self.counts.instructions, Ordering::Relaxed);
-            if watch.stop.load(Ordering::Relaxed) {
-                return Err(Failure::Stopped);
-            }
-        }
-        Ok(())
+        watch.count(self.counts.instructions)
     }
 
     #[cold]
@@ -215,11 +228,8 @@ impl<R: Read> Transcoder<R> {
                 }
                 pos += 5;
                 n += 1;
-                if n.is_multiple_of(Watch::EVERY) {
-                    watch.instructions.store(n, Ordering::Relaxed);
-                    if watch.stop.load(Ordering::Relaxed) {
-                        break Err(Failure::Stopped);
-                    }
+                if let Err(e) = watch.count(n) {
+                    break Err(e);
                 }
                 if has {
                     let p = &table[pend];
