@@ -90,7 +90,8 @@ fn raw_stream() -> Vec<u8> {
     for i in 0..4u64 {
         v.push(T_INSTR);
         v.extend(0u32.to_le_bytes());
-        v.push(T_LOAD);
+        // Bytes the trace had not seen: the tool marks the load new.
+        v.push(T_LOAD_NEW);
         v.extend(8u16.to_le_bytes());
         v.extend((0x7000 + 8 * i).to_le_bytes());
         v.extend((i * 3).to_le_bytes());

@@ -8,7 +8,8 @@
 //! - `trace_compressed`: the bytes as the *content* of a native, ChampSim or lackey trace,
 //!   stored raw or xz/gzip/zstd-compressed, so mutations reach the readers behind each codec.
 //! - `tracer_stream`: the bytes as the tracer's raw pipe stream (the vgtrace decoder,
-//!   including x86 decoding of the instruction bytes it carries).
+//!   including x86 decoding of the instruction bytes it carries), then through the
+//!   transcoder into a trace file, which must read back.
 //! - `params`: a preset file and `--set` lines; whatever is accepted must build an engine
 //!   and a core (or refuse with an error) and simulate a few hundred instructions.
 //! - `engine`: a sequence of SecureMemory operations and adversary pokes under one of the
@@ -19,7 +20,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use secmem_core::{Engine, Params};
-use secmem_trace::{Instr, TraceSource};
+use secmem_trace::{Instr, NativeWriter, TraceSource};
+use secmem_vgtrace::{Failure, Transcoder};
 
 pub mod engine;
 
@@ -154,8 +156,31 @@ pub fn compress(codec: u8, body: &[u8]) -> Vec<u8> {
     }
 }
 
-/// The tracer's raw stream, decoded as `secmem run -- PROGRAM` decodes its pipe.
+/// The tracer's raw stream, decoded as `secmem run -- PROGRAM` decodes its pipe, then
+/// transcoded into a trace file as `secmem trace` does; a file written must read back with
+/// every instruction the transcoder counted.
 pub fn tracer_stream(data: &[u8]) {
+    decode_stream(data);
+    let path = scratch("transcoded.smt", b"");
+    let mut w = NativeWriter::create(&path).expect("scratch file");
+    let mut t = Transcoder::new("fuzz", data);
+    match t.run(&mut w) {
+        Ok(_) => {
+            w.finish().expect("finishing the trace file");
+            let mut r = secmem_trace::open_trace(path.to_str().expect("utf-8 path")).expect("the written file opens");
+            let (mut ins, mut n) = (Instr::default(), 0u64);
+            while r.next_into(&mut ins).expect("the written file reads back") {
+                check_record(&ins);
+                n += !ins.external as u64;
+            }
+            assert_eq!(n, t.counts().instructions, "instructions read back");
+        }
+        Err(Failure::Stream(e) | Failure::Write(e)) => assert!(!e.to_string().contains('\n'), "error is not one line: {e}"),
+        Err(Failure::Stopped) => panic!("stopped without a request"),
+    }
+}
+
+fn decode_stream(data: &[u8]) {
     let mut d = secmem_vgtrace::raw::RawDecoder::new("fuzz", data);
     let mut ins = Instr::default();
     for _ in 0..MAX_RECORDS {

@@ -1,7 +1,7 @@
 //! Time the tracer's stages on a saved raw smtrace stream (CPU time per instruction, so a
 //! busy machine still gives comparable figures): `stages RAWFILE [LEVEL...]`.
-//! Save a stream with `valgrind --tool=smtrace --smt-fd=3 PROGRAM 3>RAWFILE` (VALGRIND_LIB as
-//! `secmem trace` sets it). With OUT=DIR it also writes DIR/layered.smt and DIR/fused.smt.
+//! Save a stream with `stages --save RAWFILE PROGRAM [ARGS...]` (the program's output goes to
+//! /dev/null). With OUT=DIR it also writes DIR/layered.smt and DIR/fused.smt.
 //! ONLY=STAGE runs one stage: decode, consistent, layered, transcode or floor (a lower bound
 //! for the transcoder, see `floor`).
 use std::io::Cursor;
@@ -29,7 +29,7 @@ impl TraceSource for Src {
 /// for the transcoder's in this design — written plainly, so a tighter loop may exist
 /// (docs/tracer.md, "Speed"). Returns (instructions, bytes written).
 fn floor(raw: &[u8]) -> (u64, u64) {
-    use secmem_vgtrace::raw::{T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_STORE, T_THREAD};
+    use secmem_vgtrace::raw::{T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_LOAD_NEW, T_STORE, T_THREAD};
     #[derive(Clone, Copy)]
     struct St {
         pc: u64,
@@ -75,7 +75,7 @@ fn floor(raw: &[u8]) -> (u64, u64) {
                 prev_end = st.pc.wrapping_add(st.len as u64);
                 (pend, k) = (st, 0);
             }
-            T_LOAD | T_STORE => {
+            T_LOAD | T_STORE | T_LOAD_NEW => {
                 let size = u16::from_le_bytes(raw[p + 1..p + 3].try_into().unwrap()) as usize;
                 let addr = u64::from_le_bytes(raw[p + 3..p + 11].try_into().unwrap());
                 let slot = &mut addrs[addr_slot(pend.pc, k)];
@@ -109,6 +109,13 @@ fn floor(raw: &[u8]) -> (u64, u64) {
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
+    if a.len() >= 3 && a[0] == "--save" {
+        let mut cmd = secmem_vgtrace::TraceCommand::new(a[2..].to_vec());
+        cmd.stdout = secmem_vgtrace::ProgramIo::Null;
+        let n = secmem_vgtrace::save_raw_stream(&cmd, std::path::Path::new(&a[1])).unwrap();
+        println!("{n} bytes of raw stream in {}", a[1]);
+        return;
+    }
     let bytes = std::fs::read(&a[0]).unwrap();
     let levels: Vec<i32> = a[1..].iter().map(|l| l.parse().unwrap()).collect();
     let out = std::env::var("OUT").ok();

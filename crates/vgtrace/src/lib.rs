@@ -543,6 +543,18 @@ fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), Strin
     Ok((proc, Pipe(pipe)))
 }
 
+/// Save the tool's raw stream of running `cmd` as it is (see [`raw`]): for comparing ways
+/// of reading one run (the transcoder against the record decoder, say) and for timing them
+/// on the same bytes. Returns its length.
+pub fn save_raw_stream(cmd: &TraceCommand, path: &Path) -> Result<u64, TraceError> {
+    let io = |e: std::io::Error| TraceError::Io { path: path.display().to_string(), source: e };
+    let mut out = File::create(path).map_err(io)?;
+    let (mut proc, mut pipe) = start(cmd).map_err(TraceError::Other)?;
+    let n = std::io::copy(&mut pipe, &mut out).map_err(io)?;
+    proc.reap();
+    Ok(n)
+}
+
 /// What [`trace_to_file`] wrote.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {

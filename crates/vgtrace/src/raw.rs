@@ -5,7 +5,7 @@
 //! Native traces on disk are [`secmem_trace::NativeWriter`]'s business.
 //!
 //! ```text
-//! header   "SMTRAW\0" u8 version = 1
+//! header   "SMTRAW\0" u8 version = 2
 //! 0x01 INSTR   u32 id                       one executed instruction
 //! 0x02 LOAD    u16 size, u64 addr, value    an access of the last INSTR, in program order
 //! 0x03 STORE   u16 size, u64 addr, value
@@ -20,7 +20,15 @@
 //! 0x08 EXEC    the program is about to exec (flushed first): if the stream ends right after
 //!              it, the exec succeeded and the trace ends there cleanly (the new image is
 //!              not traced); any later record means the exec failed and tracing goes on
+//! 0x09 LOAD_NEW u16 size, u64 addr, value   a LOAD some of whose bytes the trace had not
+//!                                           seen there (never, or with another value)
 //! ```
+//!
+//! LOAD_NEW is the tool's answer to what [`crate::Consistent`] asks of each load (the tool
+//! keeps what the trace has seen of memory, by the same rule as `Shadow::reconcile`): the
+//! transcoder supplies exactly these loads' values and keeps no shadow of its own. The
+//! record decoder ([`RawDecoder`]) reads it as a LOAD and leaves consistency to
+//! `Consistent`, which reaches the same answer (the tracer's tests compare the two).
 //!
 //! Branch outcomes are not in the stream: a control-flow instruction is taken iff the next
 //! instruction of the same thread does not start at pc + len, so each instruction is held
@@ -34,7 +42,7 @@ use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError};
 
 use crate::decode::{Decoded, Flow, X86Decoder};
 
-pub const MAGIC: [u8; 8] = *b"SMTRAW\x00\x01";
+pub const MAGIC: [u8; 8] = *b"SMTRAW\x00\x02";
 pub const T_INSTR: u8 = 0x01;
 pub const T_LOAD: u8 = 0x02;
 pub const T_STORE: u8 = 0x03;
@@ -43,6 +51,7 @@ pub const T_THREAD: u8 = 0x05;
 pub const T_EXT: u8 = 0x06;
 pub const T_END: u8 = 0x07;
 pub const T_EXEC: u8 = 0x08;
+pub const T_LOAD_NEW: u8 = 0x09;
 
 /// Bytes of an access record before its value (kind, size, address).
 pub(crate) const ACCESS_HEAD: usize = 11;
@@ -169,6 +178,10 @@ impl<R: Read> RawInput<R> {
     pub fn header(&mut self) -> Result<(), TraceError> {
         if !self.fill(8)? {
             return Err(self.corrupt(0, "empty raw stream (the tracer wrote nothing)"));
+        }
+        if self.buf[self.pos..self.pos + 7] == MAGIC[..7] && self.buf[self.pos + 7] != MAGIC[7] {
+            let v = self.buf[self.pos + 7];
+            return Err(self.corrupt(0, format!("raw stream version {v}, this build reads {} (the tool is from another build of secmem: reinstall it)", MAGIC[7])));
         }
         if self.buf[self.pos..self.pos + 8] != MAGIC {
             return Err(self.corrupt(0, "not an smtrace raw stream (bad magic)"));
@@ -463,7 +476,7 @@ impl<R: Read> RawDecoder<R> {
                         return Ok(true);
                     }
                 }
-                t @ (T_LOAD | T_STORE) => {
+                t @ (T_LOAD | T_STORE | T_LOAD_NEW) => {
                     self.inp.fill(ACCESS_HEAD)?;
                     let size = self.inp.u16_at(1) as usize;
                     let addr = self.inp.u64_at(3);

@@ -10,6 +10,11 @@
 //! ([`NativeWriter::write_keyed`]); records are handed from stage to stage by reference, not
 //! moved through queues.
 //!
+//! Which loads need the consistency adapter's record is the tool's to say (it marks them
+//! LOAD_NEW, see [`crate::raw`]): the transcoder supplies those and keeps no shadow memory
+//! (kept here, it cost this thread, the one that bounds a traced run, 4-5 ns per
+//! instruction).
+//!
 //! The order of the output is the layered pipeline's: the CODE record of an instruction
 //! comes when its first execution is read (before the record of the instruction preceding
 //! it, whose branch outcome waits for it), then the supplied external record of an
@@ -19,10 +24,9 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use secmem_trace::consistent::Shadow;
 use secmem_trace::{Access, Instr, NativeWriter, TraceError};
 
-use crate::raw::{read_ext, EndInfo, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_STORE, T_THREAD};
+use crate::raw::{read_ext, EndInfo, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_LOAD_NEW, T_STORE, T_THREAD};
 
 /// The largest access record whose value the fast path reads in place (a 32-byte AVX store).
 const FAST: usize = ACCESS_HEAD + 32;
@@ -94,13 +98,14 @@ impl From<TraceError> for Failure {
 pub struct Transcoder<R: Read> {
     inp: RawInput<R>,
     statics: Statics,
-    shadow: Shadow,
     thread: u32,
     /// The last instruction read (its static id, accesses and their values), waiting for the
     /// next one to settle its branch outcome.
     pending_id: u32,
     accesses: Vec<Access>,
     data: Vec<u8>,
+    /// Which of `accesses` are loads the tool marked new to the trace (LOAD_NEW).
+    fresh: Vec<u32>,
     has_pending: bool,
     /// External records that arrived after `pending`: `after[..n_after]`.
     after: Vec<Instr>,
@@ -116,11 +121,11 @@ impl<R: Read> Transcoder<R> {
         Transcoder {
             inp: RawInput::new(name.into(), r),
             statics: Statics::new(),
-            shadow: Shadow::default(),
             thread: 0,
             pending_id: 0,
             accesses: Vec::new(),
             data: Vec::new(),
+            fresh: Vec::new(),
             has_pending: false,
             after: Vec::new(),
             n_after: 0,
@@ -150,11 +155,8 @@ impl<R: Read> Transcoder<R> {
         &self.inp.r
     }
 
-    /// An external record: into the shadow and the file.
-    fn emit_external(shadow: &mut Shadow, counts: &mut Counts, w: &mut NativeWriter, e: &Instr) -> Result<(), Failure> {
-        for a in &e.accesses {
-            shadow.store(a.addr, e.value(a));
-        }
+    /// An external record into the file.
+    fn emit_external(counts: &mut Counts, w: &mut NativeWriter, e: &Instr) -> Result<(), Failure> {
         counts.external_records += 1;
         counts.syscall_bytes += e.data.len() as u64;
         w.write(e).map_err(Failure::Write)
@@ -167,8 +169,8 @@ impl<R: Read> Transcoder<R> {
         if self.has_pending {
             self.has_pending = false;
             let st = &self.statics.table[self.pending_id as usize];
-            if !self.accesses.is_empty() {
-                Self::supply(&mut self.shadow, &mut self.supply, &mut self.counts, self.thread, &self.accesses, &self.data, w)?;
+            if !self.fresh.is_empty() {
+                Self::supply(&mut self.fresh, &mut self.supply, &mut self.counts, self.thread, &self.accesses, &self.data, w)?;
             }
             w.write_exec(&st.prep, st.outcome(next_pc), self.thread, &self.accesses, &self.data).map_err(Failure::Write)?;
         }
@@ -189,7 +191,7 @@ impl<R: Read> Transcoder<R> {
     #[cold]
     fn release_after(&mut self, w: &mut NativeWriter) -> Result<(), Failure> {
         for e in &self.after[..self.n_after] {
-            Self::emit_external(&mut self.shadow, &mut self.counts, w, e)?;
+            Self::emit_external(&mut self.counts, w, e)?;
         }
         self.n_after = 0;
         Ok(())
@@ -197,17 +199,17 @@ impl<R: Read> Transcoder<R> {
 
     /// The hot loop: INSTR records of instructions seen before and accesses of up to 32
     /// bytes, while the buffer holds such a record in full (no refills, no per-field checks,
-    /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END or EXEC
-    /// record, a wide access, a damaged record, externals waiting to be written — is left to
-    /// `run_watched`'s general step, which also reports errors. Returns whether it consumed
-    /// any record. The state it changes on every record lives in locals while it runs (in
+    /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END, EXEC or
+    /// LOAD_NEW record, a wide access, a damaged record, externals waiting to be written —
+    /// is left to `run_watched`'s general step, which also reports errors. Returns whether
+    /// it consumed any record. The state it changes on every record lives in locals while it runs (in
     /// `self` the compiler stores and reloads it around every call into the writer).
     #[inline(always)]
     fn fast(&mut self, w: &mut NativeWriter, watch: &Watch) -> Result<bool, Failure> {
         if self.n_after > 0 {
             return Ok(false);
         }
-        let Transcoder { inp, statics, shadow, thread, pending_id, accesses, data, has_pending, supply, counts, .. } = self;
+        let Transcoder { inp, statics, thread, pending_id, accesses, data, fresh, has_pending, supply, counts, .. } = self;
         let buf = &inp.buf[..inp.end];
         let table = &statics.table[..];
         let thread = *thread;
@@ -233,8 +235,8 @@ impl<R: Read> Transcoder<R> {
                 }
                 if has {
                     let p = &table[pend];
-                    if !accesses.is_empty() {
-                        if let Err(e) = Self::supply(shadow, supply, counts, thread, accesses, data, w) {
+                    if !fresh.is_empty() {
+                        if let Err(e) = Self::supply(fresh, supply, counts, thread, accesses, data, w) {
                             break Err(e);
                         }
                     }
@@ -272,20 +274,23 @@ impl<R: Read> Transcoder<R> {
         res.map(|()| pos != start)
     }
 
-    /// The consistency adapter's record for the pending instruction's loads, if they need
-    /// one, written before it.
-    #[inline(always)]
-    fn supply(shadow: &mut Shadow, s: &mut Instr, counts: &mut Counts, thread: u32, accesses: &[Access], data: &[u8], w: &mut NativeWriter) -> Result<(), Failure> {
-        // `s` is kept clear between uses.
-        let n = shadow.reconcile(accesses, data, s);
-        if !s.accesses.is_empty() {
-            s.external = true;
-            s.thread = thread;
-            w.write(s).map_err(Failure::Write)?;
-            s.clear();
-            counts.external_records += 1;
-            counts.supplied_bytes += n;
+    /// The consistency adapter's record for the pending instruction's new loads (`fresh`,
+    /// not empty), written before it: each loaded value stored, in program order. Clears
+    /// `fresh`; `s` is kept clear between uses.
+    #[cold]
+    #[inline(never)]
+    fn supply(fresh: &mut Vec<u32>, s: &mut Instr, counts: &mut Counts, thread: u32, accesses: &[Access], data: &[u8], w: &mut NativeWriter) -> Result<(), Failure> {
+        for &k in fresh.iter() {
+            let a = &accesses[k as usize];
+            s.add_access(true, a.addr, &data[a.off as usize..(a.off + a.size) as usize]);
+            counts.supplied_bytes += a.size as u64;
         }
+        fresh.clear();
+        s.external = true;
+        s.thread = thread;
+        w.write(s).map_err(Failure::Write)?;
+        s.clear();
+        counts.external_records += 1;
         Ok(())
     }
 
@@ -342,7 +347,7 @@ impl<R: Read> Transcoder<R> {
                     self.pending_id = id;
                     self.has_pending = true;
                 }
-                t @ (T_LOAD | T_STORE) => {
+                t @ (T_LOAD | T_STORE | T_LOAD_NEW) => {
                     self.inp.fill(ACCESS_HEAD)?;
                     let size = self.inp.u16_at(1) as usize;
                     let addr = self.inp.u64_at(3);
@@ -357,6 +362,9 @@ impl<R: Read> Transcoder<R> {
                         self.data.truncate(off + size);
                     } else {
                         self.data.extend_from_slice(self.inp.bytes(ACCESS_HEAD, size));
+                    }
+                    if t == T_LOAD_NEW {
+                        self.fresh.push(self.accesses.len() as u32);
                     }
                     self.accesses.push(Access { store: t == T_STORE, addr, size: size as u32, off: off as u32 });
                     self.inp.pos += ACCESS_HEAD + size;
@@ -383,7 +391,7 @@ impl<R: Read> Transcoder<R> {
                         self.n_after += 1;
                     } else {
                         read_ext(&mut self.inp, at, self.thread, &mut self.supply)?;
-                        Self::emit_external(&mut self.shadow, &mut self.counts, w, &self.supply)?;
+                        Self::emit_external(&mut self.counts, w, &self.supply)?;
                         self.supply.clear();
                     }
                 }
@@ -403,15 +411,17 @@ impl<R: Read> Transcoder<R> {
 mod tests {
     use super::*;
     use crate::raw::{RawDecoder, MAGIC};
+    use secmem_trace::consistent::Shadow;
     use secmem_trace::{Consistent, TraceSource};
     use std::io::Cursor;
 
-    /// A raw stream written by hand, record by record.
-    struct Raw(Vec<u8>);
+    /// A raw stream written by hand, record by record, its loads marked LOAD_NEW as the tool
+    /// marks them (by the Rust shadow's rule, which the tool follows).
+    struct Raw(Vec<u8>, Shadow);
 
     impl Raw {
         fn new() -> Raw {
-            Raw(MAGIC.to_vec())
+            Raw(MAGIC.to_vec(), Shadow::default())
         }
         fn def(&mut self, id: u32, pc: u64, bytes: &[u8]) {
             self.0.push(T_DEF);
@@ -425,12 +435,17 @@ mod tests {
             self.0.extend_from_slice(&id.to_le_bytes());
         }
         fn access(&mut self, store: bool, addr: u64, v: &[u8]) {
-            self.0.push(if store { T_STORE } else { T_LOAD });
+            let new = !store && !self.1.matches(addr, v);
+            if store || new {
+                self.1.store(addr, v);
+            }
+            self.0.push(if store { T_STORE } else if new { T_LOAD_NEW } else { T_LOAD });
             self.0.extend_from_slice(&(v.len() as u16).to_le_bytes());
             self.0.extend_from_slice(&addr.to_le_bytes());
             self.0.extend_from_slice(v);
         }
         fn ext(&mut self, addr: u64, v: &[u8]) {
+            self.1.store(addr, v);
             self.0.push(T_EXT);
             self.0.extend_from_slice(&addr.to_le_bytes());
             self.0.extend_from_slice(&(v.len() as u32).to_le_bytes());

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use secmem_trace::{Instr, OpClass, TraceSource};
-use secmem_vgtrace::{spawn, trace_to_file, Consistent, ProgramIo, TraceCommand};
+use secmem_trace::{open_trace, Instr, NativeWriter, OpClass, TraceSource};
+use secmem_vgtrace::{save_raw_stream, spawn, trace_to_file, Consistent, ProgramIo, RawDecoder, TraceCommand, Transcoder};
 
 fn available() -> bool {
     let why = if !secmem_vgtrace::tool_built() {
@@ -511,5 +511,100 @@ fn the_stream_is_the_same_handed_over_or_copied() {
         }
         assert_eq!(a.len(), b.len(), "{name}");
         assert!(a.len() > 10_000, "{name}: {} records", a.len());
+    }
+}
+
+#[test]
+fn the_tool_marks_new_exactly_the_loads_the_rust_shadow_supplies() {
+    // The tool keeps what the trace has seen of memory and marks the loads it had not seen
+    // (LOAD_NEW); the transcoder supplies exactly those, while the record decoder leaves
+    // consistency to `Consistent` (the Rust shadow). One run's raw stream read both ways must
+    // give the same file: the C shadow and the Rust one agree on every load.
+    if !available() {
+        return;
+    }
+    let d = workdir();
+    let text: Vec<u8> = (0..5_000u32).flat_map(|i| format!("{} {} ", i % 977, i * 31 % 101).into_bytes()).collect();
+    std::fs::write(d.join("text.in"), &text).unwrap();
+    let mut known = command(program(), &d.join("shadow.out"));
+    known.stdout = ProgramIo::Null;
+    let mut gzip = TraceCommand::new(["gzip", "-c", d.join("text.in").to_str().unwrap()]);
+    gzip.stdout = ProgramIo::Null;
+    let shell = sh("i=0; while [ $i -lt 200 ]; do i=$((i+1)); done");
+    // Memory the trace saw that then changes behind its back: a shared page written by a
+    // forked child (whose run is not traced) after the parent stored to it.
+    let src = d.join("shared.c");
+    std::fs::write(&src, SHARED).unwrap();
+    let exe = d.join("shared");
+    let o = Command::new("gcc").args(["-O1", "-o"]).arg(&exe).arg(&src).output().expect("gcc");
+    assert!(o.status.success(), "gcc failed: {}", String::from_utf8_lossy(&o.stderr));
+    let shared = TraceCommand::new([exe.to_str().unwrap()]);
+    for (name, cmd) in [("known", known), ("gzip", gzip), ("shell", shell), ("shared", shared)] {
+        let raw = d.join(format!("{name}.raw"));
+        assert!(save_raw_stream(&cmd, &raw).unwrap() > 0);
+        let t_path = d.join(format!("{name}-transcoded.smt"));
+        let mut w = NativeWriter::create(&t_path).unwrap();
+        let mut t = Transcoder::new(name, std::fs::File::open(&raw).unwrap());
+        t.run(&mut w).unwrap();
+        w.finish().unwrap();
+
+        let l_path = d.join(format!("{name}-layered.smt"));
+        let mut w = NativeWriter::create(&l_path).unwrap();
+        let mut c = Consistent::new(Decoded(RawDecoder::new(name, std::fs::File::open(&raw).unwrap())));
+        let mut i = Instr::default();
+        while c.next_into(&mut i).unwrap() {
+            c.inner_mut().0.take_new_code(|pc, b| w.write_code(pc, b).unwrap());
+            w.write(&i).unwrap();
+        }
+        w.finish().unwrap();
+
+        // Record by record, in lockstep (gzip's run is millions of records).
+        let (mut ra, mut rb) = (open_trace(t_path.to_str().unwrap()).unwrap(), open_trace(l_path.to_str().unwrap()).unwrap());
+        let (mut a, mut b, mut k) = (Instr::default(), Instr::default(), 0u64);
+        loop {
+            let (more_a, more_b) = (ra.next_into(&mut a).unwrap(), rb.next_into(&mut b).unwrap());
+            assert_eq!(more_a, more_b, "{name}: one file ends at record {k}");
+            if !more_a {
+                break;
+            }
+            assert!(a == b, "{name}: record {k} differs:\n{a:?}\n{b:?}");
+            k += 1;
+        }
+        assert_eq!(t.counts().supplied_bytes, c.supplied_bytes(), "{name}");
+        // The loader's image and libc's data are loaded before the trace saw them written.
+        assert!(t.counts().supplied_bytes > 1000, "{name}: {:?}", t.counts());
+        assert!(t.counts().instructions > 10_000, "{name}: {:?}", t.counts());
+    }
+}
+
+/// A parent stores to a shared page, its child (not traced) overwrites part of it, and the
+/// parent loads it back: loads of bytes the trace saw, with other values now.
+const SHARED: &str = r#"
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+  volatile unsigned long* p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  for (int i = 0; i < 64; i++) p[i] = i;
+  if (fork() == 0) {
+    for (int i = 0; i < 64; i += 2) p[i] = 1000 + i;
+    _exit(0);
+  }
+  wait(0);
+  unsigned long s = 0;
+  for (int i = 0; i < 64; i++) s += p[i];
+  return s == 64 * 63 / 2 + 32 * 1000 ? 0 : 1;
+}
+"#;
+
+/// The record decoder as a trace source.
+struct Decoded(RawDecoder<std::fs::File>);
+
+impl TraceSource for Decoded {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, secmem_trace::TraceError> {
+        self.0.next_record(out)
+    }
+    fn name(&self) -> &str {
+        "raw"
     }
 }

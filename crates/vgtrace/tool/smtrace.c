@@ -10,7 +10,7 @@
    the access.
 
    Raw stream (little-endian; decoded by crates/vgtrace/src/raw.rs, which documents it):
-     header  "SMTRAW\0" u8 version=1
+     header  "SMTRAW\0" u8 version=2
      0x01 INSTR   u32 id                      one executed instruction (static id)
      0x02 LOAD    u16 size, u64 addr, value   belongs to the last INSTR
      0x03 STORE   u16 size, u64 addr, value
@@ -18,7 +18,9 @@
      0x05 THREAD  u32 tid                     later INSTRs run on this thread (0-based)
      0x06 EXT     u64 addr, u32 size, value   memory written by the kernel/core (syscalls)
      0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 count), i32 exit code
-     0x08 EXEC    the program is about to exec: the stream may end after it without END */
+     0x08 EXEC    the program is about to exec: the stream may end after it without END
+     0x09 LOAD_NEW u16 size, u64 addr, value  a LOAD whose bytes the trace had not seen there
+                                              (see "what the trace has seen") */
 
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
@@ -57,6 +59,7 @@ extern SysRes VG_(do_syscall)(UWord sysno, UWord, UWord, UWord, UWord, UWord, UW
 #define T_EXT 0x06
 #define T_END 0x07
 #define T_EXEC 0x08
+#define T_LOAD_NEW 0x09
 
 #define MAX_CODE 32
 /* Records are written out in chunks of at most this much: well under the pipe's 1 MiB (see
@@ -225,6 +228,124 @@ static UInt code_id(Addr pc, UInt len)
    return c->id;
 }
 
+/* ---------------------------------------------------------------- what the trace has seen */
+
+/* A traced program loads memory the trace never saw written: the loader's image, mmap'd
+   files, the vDSO's clock, anything written while --skip fast-forwarded. The reader supplies
+   such a load's bytes to the trace (an external store before the instruction) so that the
+   trace agrees with itself. Which loads need it is decided here, on Valgrind's thread, which
+   has time to spare (the transcoder has none): every byte the trace has stored, loaded or had
+   written by the kernel (EXT) is kept with a bit for "seen", and a load that reads a byte
+   never seen, or one that now differs, is sent as LOAD_NEW. The rule is secmem_trace's
+   Shadow::reconcile (crates/trace/src/consistent.rs): the tracer's tests check that the file
+   written from these marks is the one that the Rust shadow gives. */
+typedef struct ShPage {
+   struct ShPage* next;
+   Addr pn;
+   ULong known[64];           /* a bit per byte: seen */
+   UChar data[4096 + 8];      /* + 8: a word read at the page's last bytes stays inside */
+} ShPage;
+
+#define SH_BUCKETS (1u << 16)
+/* Recently used pages, direct-mapped by page number: accesses keep returning to a few pages
+   (the stack, the arrays being worked on); the hash table is the slow path. */
+#define SH_RECENT 16
+static ShPage** sh_table;
+static struct { Addr pn; ShPage* p; } sh_recent[SH_RECENT];
+
+static ShPage* sh_lookup(Addr pn)
+{
+   UInt h = (UInt)((pn * 0x9e3779b97f4a7c15ULL) >> 48);
+   ShPage* p = sh_table[h];
+   while (p && p->pn != pn)
+      p = p->next;
+   if (!p) {
+      p = VG_(calloc)("smtrace.shadow", 1, sizeof(ShPage));
+      p->pn = pn;
+      p->next = sh_table[h];
+      sh_table[h] = p;
+   }
+   sh_recent[pn % SH_RECENT].pn = pn;
+   sh_recent[pn % SH_RECENT].p = p;
+   return p;
+}
+
+static inline ShPage* sh_page(Addr pn)
+{
+   if (LIKELY(sh_recent[pn % SH_RECENT].pn == pn))
+      return sh_recent[pn % SH_RECENT].p;
+   return sh_lookup(pn);
+}
+
+/* The seen-bit masks of bytes [po, po + n) of a page, one 64-byte group at a time. */
+#define SH_GROUPS(po, n, g, m, BODY)                                                     \
+   for (UInt b_ = (po), e_ = (po) + (n); b_ < e_;) {                                        \
+      UInt s_ = 64 - (b_ & 63);                                                            \
+      if (s_ > e_ - b_)                                                                    \
+         s_ = e_ - b_;                                                                     \
+      UInt g = b_ >> 6;                                                                    \
+      ULong m = s_ == 64 ? ~0ULL : ((1ULL << s_) - 1) << (b_ & 63);                        \
+      BODY;                                                                                \
+      b_ += s_;                                                                            \
+   }
+
+/* An access of n bytes v at a (any size, any alignment): for a load, whether its bytes are
+   new to the trace. Afterwards the shadow holds v there (a load that matched leaves it). */
+static Bool sh_bytes(Addr a, SizeT n, const UChar* v, Bool store)
+{
+   if (!store) {
+      Bool same = True;
+      for (SizeT i = 0; i < n && same;) {
+         UInt po = (UInt)((a + i) & 4095);
+         UInt k = n - i < 4096 - po ? (UInt)(n - i) : 4096 - po;
+         ShPage* p = sh_page((a + i) >> 12);
+         SH_GROUPS(po, k, g, m, same &= (p->known[g] & m) == m);
+         same = same && VG_(memcmp)(p->data + po, v + i, k) == 0;
+         i += k;
+      }
+      if (same)
+         return False;
+   }
+   for (SizeT i = 0; i < n;) {
+      UInt po = (UInt)((a + i) & 4095);
+      UInt k = n - i < 4096 - po ? (UInt)(n - i) : 4096 - po;
+      ShPage* p = sh_page((a + i) >> 12);
+      SH_GROUPS(po, k, g, m, p->known[g] |= m);
+      VG_(memcpy)(p->data + po, v + i, k);
+      i += k;
+   }
+   return !store;
+}
+
+/* sh_bytes for the commonest accesses: 1, 2, 4 or 8 bytes (v zero-extended) within one
+   page and one 64-byte group, as masked words. */
+static inline Bool sh_word(Addr a, UInt size, ULong v, Bool store)
+{
+   UInt po = (UInt)(a & 4095);
+   if (UNLIKELY(po + size > 4096 || (po & 63) + size > 64)) {
+      UChar b[8];
+      __builtin_memcpy(b, &v, 8);
+      return sh_bytes(a, size, b, store);
+   }
+   ShPage* p = sh_page(a >> 12);
+   ULong m = ((1ULL << size) - 1) << (po & 63);
+   ULong bm = size == 8 ? ~0ULL : (1ULL << (8 * size)) - 1;
+   ULong w;
+   __builtin_memcpy(&w, p->data + po, 8);
+   if (!store && (p->known[po >> 6] & m) == m && ((w ^ v) & bm) == 0)
+      return False;
+   p->known[po >> 6] |= m;
+   w = (w & ~bm) | (v & bm);
+   __builtin_memcpy(p->data + po, &w, 8);
+   return !store;
+}
+
+/* The kind byte of an access record. */
+static inline UChar acc_kind(Bool store, Bool fresh)
+{
+   return store ? T_STORE : fresh ? T_LOAD_NEW : T_LOAD;
+}
+
 /* ---------------------------------------------------------------- run-time helpers */
 
 static void finish(UChar reason, Int exitcode)
@@ -264,8 +385,10 @@ static VG_REGPARM(3) void h_acc8(ULong addr, ULong sk, ULong v)
    if (!recording)
       return;
    UInt size = (UInt)(sk >> 8);
+   Bool store = sk & 1;
+   Bool fresh = sh_word(addr, size, v, store);
    need(1 + 2 + 8 + 8);
-   put8((sk & 1) ? T_STORE : T_LOAD);
+   put8(acc_kind(store, fresh));
    put16((UShort)size);
    put64(addr);
    /* Write all 8 bytes (the buffer has room) and advance by the access size. */
@@ -277,8 +400,10 @@ static void h_acc16(ULong addr, ULong sk, ULong lo, ULong hi)
 {
    if (!recording)
       return;
+   ULong w[2] = { lo, hi };
+   Bool fresh = sh_bytes(addr, 16, (const UChar*)w, sk & 1);
    need(1 + 2 + 8 + 16);
-   put8((sk & 1) ? T_STORE : T_LOAD);
+   put8(acc_kind(sk & 1, fresh));
    put16(16);
    put64(addr);
    put64(lo);
@@ -289,8 +414,10 @@ static void h_acc32(ULong addr, ULong sk, ULong a, ULong b, ULong c, ULong d)
 {
    if (!recording)
       return;
+   ULong w[4] = { a, b, c, d };
+   Bool fresh = sh_bytes(addr, 32, (const UChar*)w, sk & 1);
    need(1 + 2 + 8 + 32);
-   put8((sk & 1) ? T_STORE : T_LOAD);
+   put8(acc_kind(sk & 1, fresh));
    put16(32);
    put64(addr);
    put64(a);
@@ -306,10 +433,12 @@ static VG_REGPARM(2) void h_accmem(ULong addr, ULong sk)
       return;
    UInt size = (UInt)(sk >> 8);
    need(1 + 2 + 8 + size);
-   put8((sk & 1) ? T_STORE : T_LOAD);
+   UChar* kind = cur;
+   put8(0);
    put16((UShort)size);
    put64(addr);
    VG_(memcpy)(cur, (void*)(Addr)addr, size);
+   *kind = acc_kind(sk & 1, sh_bytes(addr, size, cur, sk & 1));
    cur += size;
 }
 
@@ -356,6 +485,7 @@ static void on_post_mem_write(CorePart part, ThreadId tid, Addr a, SizeT size)
       put64(a);
       put32(n);
       VG_(memcpy)(cur, (void*)a, n);
+      sh_bytes(a, n, cur, True);
       cur += n;
       a += n;
       size -= n;
@@ -669,7 +799,10 @@ static void smt_post_clo_init(void)
    cur = buf;
    lim = buf + BUF_SIZE;
    code_table = VG_(calloc)("smtrace.codetable", CODE_BUCKETS, sizeof(Code*));
-   static const UChar header[8] = { 'S', 'M', 'T', 'R', 'A', 'W', 0, 1 };
+   sh_table = VG_(calloc)("smtrace.shadowtable", SH_BUCKETS, sizeof(ShPage*));
+   for (UInt k = 0; k < SH_RECENT; k++)
+      sh_recent[k].pn = ~(Addr)0;
+   static const UChar header[8] = { 'S', 'M', 'T', 'R', 'A', 'W', 0, 2 };
    VG_(memcpy)(cur, header, 8);
    cur += 8;
 }
