@@ -187,8 +187,8 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
     with the stream decoded and dropped, and traced to a file; ``repeat`` times each,
     interleaved, keeping the fastest (a busy machine only slows runs down). Per instruction:
     the tool alone (wall), decoding into records (CPU of the decoding thread: what `secmem
-    run -- PROGRAM` feeds the simulator), the file run's transcoder (decoding, consistency and
-    encoding in one pass) and zstd (CPU of each thread; ``encode`` is their sum), and the file
+    run -- PROGRAM` feeds the simulator), the file run's transcoder (decoding, supplying the
+    loads the tool marked new, and encoding in one pass) and zstd (CPU of each thread; ``encode`` is their sum), and the file
     run (wall).
     """
     reason = _core.tracer_unavailable()
@@ -226,7 +226,7 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
                 # Valgrind's CPU in the file run: the tool alone plus handing the stream to the pipe.
                 "trace_tool_cpu_ns_per_instr": ns(s["tool_cpu_seconds"]),
                 "decode_ns_per_instr": ns(dec["decode_cpu_seconds"]),
-                # The file run decodes, reconciles and encodes in one pass (its transcoder), so
+                # The file run decodes, supplies and encodes in one pass (its transcoder), so
                 # encoding is that thread and zstd's, not a difference from the decoder alone.
                 "encode_ns_per_instr": ns(s["transcode_cpu_seconds"] + s["compress_cpu_seconds"]),
                 "transcode_ns_per_instr": ns(s["transcode_cpu_seconds"]),

@@ -24,7 +24,8 @@ pub struct StageRun {
 /// Valgrind running `cmd` with the tool, its stream thrown away.
 pub fn tool_alone(cmd: &TraceCommand) -> Result<StageRun, TraceError> {
     let t = std::time::Instant::now();
-    let (mut proc, _pipe) = start_with(cmd, true).map_err(TraceError::Other)?;
+    // As in a traced run: new loads marked.
+    let (mut proc, _pipe) = start_with(cmd, true, true).map_err(TraceError::Other)?;
     let log = proc.reap();
     // The program's own exit code is its business; Valgrind dying or refusing is not.
     if proc.status.and_then(|s| s.code()).is_none() || log.contains("valgrind:") {
@@ -37,7 +38,8 @@ pub fn tool_alone(cmd: &TraceCommand) -> Result<StageRun, TraceError> {
 /// The tool, and its stream decoded into records (no consistency, no file).
 pub fn decode_only(cmd: &TraceCommand) -> Result<StageRun, TraceError> {
     let t = std::time::Instant::now();
-    let (mut proc, pipe) = start_with(cmd, false).map_err(TraceError::Other)?;
+    // As the live path reads it: no marks (Consistent would keep the shadow).
+    let (mut proc, pipe) = start_with(cmd, false, false).map_err(TraceError::Other)?;
     let cpu = thread_cpu_seconds();
     let mut d = RawDecoder::new(proc.name.clone(), pipe);
     let (mut i, mut n) = (Instr::default(), 0u64);

@@ -15,7 +15,7 @@ pub mod raw;
 pub mod transcode;
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -427,7 +427,8 @@ fn pid_namespace_works() -> bool {
 
 /// Start `cmd` under the tracer; its records stream through a pipe (nothing touches disk).
 pub fn spawn(cmd: &TraceCommand) -> Result<LiveTrace, TraceError> {
-    let (proc, pipe) = start(cmd).map_err(TraceError::Other)?;
+    // Consistent keeps the shadow on this side (read_ahead): the tool need not.
+    let (proc, pipe) = start_with(cmd, false, false).map_err(TraceError::Other)?;
     Ok(LiveTrace { dec: RawDecoder::new(proc.name.clone(), pipe), proc })
 }
 
@@ -439,14 +440,16 @@ fn clear_cloexec(fd: i32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Start Valgrind running `cmd`; returns it and the pipe its tool writes the raw stream to.
+/// Start Valgrind running `cmd`; returns it and the pipe its tool writes the raw stream to,
+/// new loads marked (LOAD_NEW: what the transcoder needs).
 fn start(cmd: &TraceCommand) -> Result<(Tracee, Pipe), String> {
-    start_with(cmd, false)
+    start_with(cmd, false, true)
 }
 
 /// As [`start`]; with `discard` the tool writes to /dev/null instead (the pipe then only
-/// ends): what the tool alone costs.
-fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), String> {
+/// ends): what the tool alone costs; without `marks` the tool keeps no shadow and every load
+/// is a LOAD (for a reader that keeps its own: `Consistent`).
+fn start_with(cmd: &TraceCommand, discard: bool, marks: bool) -> Result<(Tracee, Pipe), String> {
     let prog = cmd.resolve_program()?;
     let valgrind = valgrind_launcher()?;
     let lib = install_tool()?;
@@ -502,6 +505,9 @@ fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), Strin
     if cmd.copy_stream {
         c.arg("--smt-splice=no");
     }
+    if !marks {
+        c.arg("--smt-shadow=no");
+    }
     c.arg(&prog).args(&cmd.argv[1..]);
     c.stdin(io_for(&cmd.stdin, false)?).stdout(io_for(&cmd.stdout, true)?).stderr(io_for(&cmd.stderr, true)?);
     // SAFETY: only async-signal-safe fcntl calls between fork and exec.
@@ -543,14 +549,28 @@ fn start_with(cmd: &TraceCommand, discard: bool) -> Result<(Tracee, Pipe), Strin
     Ok((proc, Pipe(pipe)))
 }
 
-/// Save the tool's raw stream of running `cmd` as it is (see [`raw`]): for comparing ways
-/// of reading one run (the transcoder against the record decoder, say) and for timing them
-/// on the same bytes. Returns its length.
+/// Save the tool's raw stream of running `cmd` as it is (see [`raw`]; new loads marked, as
+/// for a trace file): for comparing ways of reading one run (the transcoder against the
+/// record decoder, say) and for timing them on the same bytes. Returns its length; a run
+/// whose stream does not end (Valgrind failed) is an error that says why.
 pub fn save_raw_stream(cmd: &TraceCommand, path: &Path) -> Result<u64, TraceError> {
     let io = |e: std::io::Error| TraceError::Io { path: path.display().to_string(), source: e };
     let mut out = File::create(path).map_err(io)?;
     let (mut proc, mut pipe) = start(cmd).map_err(TraceError::Other)?;
     let n = std::io::copy(&mut pipe, &mut out).map_err(io)?;
+    out.flush().map_err(io)?;
+    // A stream ends with END, or with EXEC when the program replaced itself; anything else
+    // is a failed run, which Valgrind's log explains.
+    let mut tail = [0u8; 22];
+    let ended = n >= 22 && {
+        let mut f = File::open(path).map_err(io)?;
+        f.seek(std::io::SeekFrom::End(-22)).map_err(io)?;
+        f.read_exact(&mut tail).map_err(io)?;
+        tail[0] == raw::T_END || tail[21] == raw::T_EXEC
+    };
+    if !ended {
+        return Err(TraceError::Other(proc.explain(&TraceError::Other("the raw stream ended without an END record".into()))));
+    }
     proc.reap();
     Ok(n)
 }
@@ -564,7 +584,8 @@ pub struct Summary {
     pub executed: u64,
     /// Bytes written by system calls (external records from the tracer).
     pub syscall_bytes: u64,
-    /// Bytes supplied by [`Consistent`] (memory the trace never saw written).
+    /// Bytes supplied for consistency (loads of memory the trace never saw written, or saw
+    /// with other values): the loads the tool marked new, what [`Consistent`] supplies.
     pub supplied_bytes: u64,
     /// External records in the file (both kinds).
     pub external_records: u64,

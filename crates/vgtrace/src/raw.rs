@@ -181,7 +181,7 @@ impl<R: Read> RawInput<R> {
         }
         if self.buf[self.pos..self.pos + 7] == MAGIC[..7] && self.buf[self.pos + 7] != MAGIC[7] {
             let v = self.buf[self.pos + 7];
-            return Err(self.corrupt(0, format!("raw stream version {v}, this build reads {} (the tool is from another build of secmem: reinstall it)", MAGIC[7])));
+            return Err(self.corrupt(0, format!("raw stream version {v}, this build reads {} (written by another build of secmem's tool)", MAGIC[7])));
         }
         if self.buf[self.pos..self.pos + 8] != MAGIC {
             return Err(self.corrupt(0, "not an smtrace raw stream (bad magic)"));

@@ -199,9 +199,9 @@ impl<R: Read> Transcoder<R> {
 
     /// The hot loop: INSTR records of instructions seen before and accesses of up to 32
     /// bytes, while the buffer holds such a record in full (no refills, no per-field checks,
-    /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END, EXEC or
-    /// LOAD_NEW record, a wide access, a damaged record, externals waiting to be written —
-    /// is left to `run_watched`'s general step, which also reports errors. Returns whether
+    /// no jump table). Anything else — a first execution, a DEF, EXT, THREAD, END or EXEC
+    /// record, a wide access, a damaged record, externals waiting to be written — is left to
+    /// `run_watched`'s general step, which also reports errors. Returns whether
     /// it consumed any record. The state it changes on every record lives in locals while it runs (in
     /// `self` the compiler stores and reloads it around every call into the writer).
     #[inline(always)]
@@ -248,14 +248,17 @@ impl<R: Read> Transcoder<R> {
                 data.clear();
                 pend = id;
                 has = true;
-            } else if kind == T_LOAD || kind == T_STORE {
+            } else if kind == T_LOAD || kind == T_STORE || kind == T_LOAD_NEW {
                 if size > FAST - ACCESS_HEAD || !has {
                     break Ok(());
+                }
+                if kind == T_LOAD_NEW {
+                    fresh.push(accesses.len() as u32);
                 }
                 let off = data.len();
                 if size <= 8 {
                     // The value in a whole word (its bytes past `size` belong to the next
-                    // record): the shadow and the writer handle a value with 8 bytes from its
+                    // record): the writer handles a value with 8 bytes from its
                     // offset on as a masked word.
                     data.extend_from_slice(&value.to_le_bytes());
                 } else {
@@ -506,6 +509,17 @@ mod tests {
                 n += 5;
             }
         }
+        // New loads whose instructions are released by the next instruction with externals
+        // waiting, by a thread switch and by the end of the stream.
+        r.instr(0);
+        r.access(false, 0xc000, &[1; 8]);
+        r.ext(0xc100, &[2; 4]);
+        r.instr(0);
+        r.access(false, 0xc008, &[3; 8]);
+        r.thread(1);
+        r.instr(0);
+        r.access(false, 0xc010, &[4; 8]);
+        n += 3;
         r.end(n);
         r
     }
@@ -553,8 +567,8 @@ mod tests {
         let (got, counts) = transcoded(&raw, &tmp("fused.smt"));
         assert!(want == got, "record streams differ ({} and {} bytes)", want.len(), got.len());
         // The stream exercised what it should: supplied loads, system-call writes, records.
-        assert_eq!(counts.instructions, 300 * 4 + 3 * 5);
-        assert!(counts.supplied_bytes > 0 && counts.syscall_bytes == 24 + 3 * (3 + 2), "{counts:?}");
+        assert_eq!(counts.instructions, 300 * 4 + 3 * 5 + 3);
+        assert!(counts.supplied_bytes > 24 && counts.syscall_bytes == 24 + 3 * (3 + 2) + 4, "{counts:?}");
         let mut r = secmem_trace::open_trace(tmp("fused.smt").to_str().unwrap()).unwrap();
         let (mut i, mut threads, mut taken) = (Instr::default(), 0, 0);
         while r.next_into(&mut i).unwrap() {
@@ -587,6 +601,18 @@ mod tests {
         // The instruction that reached the report is counted, and none after it.
         assert_eq!(t.counts().instructions, Watch::EVERY);
         assert_eq!(watch.instructions.load(Ordering::Relaxed), Watch::EVERY);
+    }
+
+    #[test]
+    fn a_stream_of_another_version_is_refused_in_one_line() {
+        let mut raw = program().0;
+        raw[7] = 1;
+        let mut w = NativeWriter::create(tmp("v1.smt")).unwrap();
+        let e = match Transcoder::new("raw", Cursor::new(raw)).run(&mut w) {
+            Err(Failure::Stream(e)) => e.to_string(),
+            r => panic!("{r:?}"),
+        };
+        assert!(e.contains("raw stream version 1, this build reads 2") && !e.contains('\n'), "{e}");
     }
 
     #[test]

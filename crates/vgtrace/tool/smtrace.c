@@ -19,8 +19,9 @@
      0x06 EXT     u64 addr, u32 size, value   memory written by the kernel/core (syscalls)
      0x07 END     u64 executed, u64 recorded, u8 reason (0 exit, 1 count), i32 exit code
      0x08 EXEC    the program is about to exec: the stream may end after it without END
-     0x09 LOAD_NEW u16 size, u64 addr, value  a LOAD whose bytes the trace had not seen there
-                                              (see "what the trace has seen") */
+     0x09 LOAD_NEW u16 size, u64 addr, value  a LOAD some of whose bytes the trace had not
+                                              seen there (never, or with another value; see
+                                              "what the trace has seen") */
 
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
@@ -91,6 +92,9 @@ static Long clo_count = -1;
 static Bool clo_fixed_random = True;
 /* Hand chunks to a pipe by vmsplice (else copy them: the same stream, for tests). */
 static Bool clo_splice = True;
+/* Keep what the trace has seen and mark new loads (LOAD_NEW); without it every load is a
+   LOAD and the reader must keep its own shadow (the live decoder does: Consistent). */
+static Bool clo_shadow = True;
 
 static UChar* buf;
 static UChar* cur;
@@ -236,7 +240,8 @@ static UInt code_id(Addr pc, UInt len)
    trace agrees with itself. Which loads need it is decided here, on Valgrind's thread, which
    has time to spare (the transcoder has none): every byte the trace has stored, loaded or had
    written by the kernel (EXT) is kept with a bit for "seen", and a load that reads a byte
-   never seen, or one that now differs, is sent as LOAD_NEW. The rule is secmem_trace's
+   never seen, or one that now differs, is sent as LOAD_NEW (with --smt-shadow=no nothing is
+   kept and every load is a LOAD: the live decoder keeps its own). The rule is secmem_trace's
    Shadow::reconcile (crates/trace/src/consistent.rs): the tracer's tests check that the file
    written from these marks is the one that the Rust shadow gives. */
 typedef struct ShPage {
@@ -246,20 +251,47 @@ typedef struct ShPage {
    UChar data[4096 + 8];      /* + 8: a word read at the page's last bytes stays inside */
 } ShPage;
 
-#define SH_BUCKETS (1u << 16)
 /* Recently used pages, direct-mapped by page number: accesses keep returning to a few pages
-   (the stack, the arrays being worked on); the hash table is the slow path. */
+   (the stack, the arrays being worked on); the hash table is the slow path. It doubles when
+   it holds twice as many pages as buckets, so chains stay short for any working set. */
 #define SH_RECENT 16
 static ShPage** sh_table;
+static UInt sh_bits = 16;
+static ULong sh_pages = 0;
 static struct { Addr pn; ShPage* p; } sh_recent[SH_RECENT];
+
+static inline UInt sh_hash(Addr pn)
+{
+   return (UInt)((pn * 0x9e3779b97f4a7c15ULL) >> (64 - sh_bits));
+}
+
+static void sh_grow(void)
+{
+   ShPage** old = sh_table;
+   UInt n = 1u << sh_bits;
+   sh_bits++;
+   sh_table = VG_(calloc)("smtrace.shadowtable", 2 * n, sizeof(ShPage*));
+   for (UInt k = 0; k < n; k++) {
+      for (ShPage* p = old[k]; p;) {
+         ShPage* next = p->next;
+         UInt h = sh_hash(p->pn);
+         p->next = sh_table[h];
+         sh_table[h] = p;
+         p = next;
+      }
+   }
+   VG_(free)(old);
+}
 
 static ShPage* sh_lookup(Addr pn)
 {
-   UInt h = (UInt)((pn * 0x9e3779b97f4a7c15ULL) >> 48);
-   ShPage* p = sh_table[h];
+   ShPage* p = sh_table[sh_hash(pn)];
    while (p && p->pn != pn)
       p = p->next;
    if (!p) {
+      if (++sh_pages > 2 * (1ULL << sh_bits) && sh_bits < 30)
+         sh_grow();
+      UInt h = sh_hash(pn);
       p = VG_(calloc)("smtrace.shadow", 1, sizeof(ShPage));
       p->pn = pn;
       p->next = sh_table[h];
@@ -293,6 +325,8 @@ static inline ShPage* sh_page(Addr pn)
    new to the trace. Afterwards the shadow holds v there (a load that matched leaves it). */
 static Bool sh_bytes(Addr a, SizeT n, const UChar* v, Bool store)
 {
+   if (!clo_shadow)
+      return False;
    if (!store) {
       Bool same = True;
       for (SizeT i = 0; i < n && same;) {
@@ -321,8 +355,11 @@ static Bool sh_bytes(Addr a, SizeT n, const UChar* v, Bool store)
    page and one 64-byte group, as masked words. */
 static inline Bool sh_word(Addr a, UInt size, ULong v, Bool store)
 {
+   if (!clo_shadow)
+      return False;
    UInt po = (UInt)(a & 4095);
-   if (UNLIKELY(po + size > 4096 || (po & 63) + size > 64)) {
+   /* Within one 64-byte group is within the page too. */
+   if (UNLIKELY((po & 63) + size > 64)) {
       UChar b[8];
       __builtin_memcpy(b, &v, 8);
       return sh_bytes(a, size, b, store);
@@ -337,6 +374,33 @@ static inline Bool sh_word(Addr a, UInt size, ULong v, Bool store)
    p->known[po >> 6] |= m;
    w = (w & ~bm) | (v & bm);
    __builtin_memcpy(p->data + po, &w, 8);
+   return !store;
+}
+
+/* sh_bytes for a 16- or 32-byte access (SIMD: glibc's string and memory functions) within
+   one 64-byte group, as n / 8 words. */
+static inline Bool sh_vec(Addr a, UInt n, const ULong* v, Bool store)
+{
+   if (!clo_shadow)
+      return False;
+   UInt po = (UInt)(a & 4095);
+   if (UNLIKELY((po & 63) + n > 64))
+      return sh_bytes(a, n, (const UChar*)v, store);
+   ShPage* p = sh_page(a >> 12);
+   ULong m = ((1ULL << n) - 1) << (po & 63);
+   if (!store && (p->known[po >> 6] & m) == m) {
+      ULong d = 0;
+      for (UInt k = 0; k < n / 8; k++) {
+         ULong w;
+         __builtin_memcpy(&w, p->data + po + 8 * k, 8);
+         d |= w ^ v[k];
+      }
+      if (d == 0)
+         return False;
+   }
+   p->known[po >> 6] |= m;
+   for (UInt k = 0; k < n / 8; k++)
+      __builtin_memcpy(p->data + po + 8 * k, &v[k], 8);
    return !store;
 }
 
@@ -401,7 +465,7 @@ static void h_acc16(ULong addr, ULong sk, ULong lo, ULong hi)
    if (!recording)
       return;
    ULong w[2] = { lo, hi };
-   Bool fresh = sh_bytes(addr, 16, (const UChar*)w, sk & 1);
+   Bool fresh = sh_vec(addr, 16, w, sk & 1);
    need(1 + 2 + 8 + 16);
    put8(acc_kind(sk & 1, fresh));
    put16(16);
@@ -415,7 +479,7 @@ static void h_acc32(ULong addr, ULong sk, ULong a, ULong b, ULong c, ULong d)
    if (!recording)
       return;
    ULong w[4] = { a, b, c, d };
-   Bool fresh = sh_bytes(addr, 32, (const UChar*)w, sk & 1);
+   Bool fresh = sh_vec(addr, 32, w, sk & 1);
    need(1 + 2 + 8 + 32);
    put8(acc_kind(sk & 1, fresh));
    put16(32);
@@ -747,6 +811,7 @@ static Bool smt_process_cmd_line_option(const HChar* arg)
    else if VG_INT_CLO(arg, "--smt-count", clo_count) {}
    else if VG_BOOL_CLO(arg, "--smt-fixed-random", clo_fixed_random) {}
    else if VG_BOOL_CLO(arg, "--smt-splice", clo_splice) {}
+   else if VG_BOOL_CLO(arg, "--smt-shadow", clo_shadow) {}
    else
       return False;
    return True;
@@ -758,7 +823,8 @@ static void smt_print_usage(void)
                "    --smt-skip=N     record nothing for the first N instructions [0]\n"
                "    --smt-count=M    end the program after recording M instructions [all]\n"
                "    --smt-fixed-random=no|yes  fixed AT_RANDOM, rdtsc and getrandom(), for deterministic traces [yes]\n"
-               "    --smt-splice=no|yes  hand the stream to a pipe by vmsplice rather than copies [yes]\n");
+               "    --smt-splice=no|yes  hand the stream to a pipe by vmsplice rather than copies [yes]\n"
+               "    --smt-shadow=no|yes  mark loads the trace had not seen as LOAD_NEW [yes]\n");
 }
 
 static void smt_print_debug_usage(void) {}
@@ -799,7 +865,7 @@ static void smt_post_clo_init(void)
    cur = buf;
    lim = buf + BUF_SIZE;
    code_table = VG_(calloc)("smtrace.codetable", CODE_BUCKETS, sizeof(Code*));
-   sh_table = VG_(calloc)("smtrace.shadowtable", SH_BUCKETS, sizeof(ShPage*));
+   sh_table = VG_(calloc)("smtrace.shadowtable", 1u << sh_bits, sizeof(ShPage*));
    for (UInt k = 0; k < SH_RECENT; k++)
       sh_recent[k].pn = ~(Addr)0;
    static const UChar header[8] = { 'S', 'M', 'T', 'R', 'A', 'W', 0, 2 };
