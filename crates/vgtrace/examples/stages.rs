@@ -7,18 +7,9 @@
 use std::io::Cursor;
 
 use secmem_trace::cputime::thread_cpu_seconds as cpu;
-use secmem_trace::{Instr, NativeWriter, TraceError, TraceSource};
-use secmem_vgtrace::{Consistent, RawDecoder, Transcoder};
+use secmem_trace::{Instr, NativeWriter, TraceSource};
+use secmem_vgtrace::{transcode_layered, Consistent, RawDecoder, Transcoder};
 
-struct Src(RawDecoder<Cursor<Vec<u8>>>);
-impl TraceSource for Src {
-    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-        self.0.next_record(out)
-    }
-    fn name(&self) -> &str {
-        "raw"
-    }
-}
 
 /// What any transcoder of this raw stream into this native format does for every record, and
 /// nothing else: step from record to record, look each instruction up, write its kind and
@@ -143,23 +134,15 @@ fn main() {
     }
     if run("consistent") {
         let (c0, t) = (copy(), cpu());
-        let mut c = Consistent::new(Src(RawDecoder::new("raw", c0)));
+        let mut c = Consistent::new(RawDecoder::new("raw", c0));
         while c.next_into(&mut i).unwrap() {}
         println!("decode+consistent   {:6.1} ns/instr", ns(cpu() - t, n));
     }
     for l in levels {
         if run("layered") {
         let (c0, t) = (copy(), cpu());
-        let mut c = Consistent::new(Src(RawDecoder::new("raw", c0)));
         let mut w = NativeWriter::with_level(path("layered.smt"), l).unwrap();
-        while c.next_into(&mut i).unwrap() {
-            c.inner_mut().0.take_new_code(|pc, b| {
-                if b.len() <= 15 {
-                    w.write_code(pc, b).unwrap()
-                }
-            });
-            w.write(&i).unwrap();
-        }
+        transcode_layered("raw", c0, &mut w).unwrap();
         let main = cpu() - t;
         let f = w.finish_stats().unwrap();
         println!(

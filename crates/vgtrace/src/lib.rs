@@ -30,7 +30,7 @@ use secmem_trace::{Instr, NativeWriter, ReadAhead, TraceError, TraceSource};
 
 pub use secmem_trace::consistent::{Consistent, Shadow};
 pub use raw::{EndInfo, RawDecoder};
-pub use transcode::{Failure, Transcoder, Watch};
+pub use transcode::{transcode_layered, Failure, Transcoder, Watch};
 
 /// The tool binary (empty if valgrind's headers were missing at build time).
 static TOOL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/smtrace-amd64-linux"));

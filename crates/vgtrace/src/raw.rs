@@ -38,7 +38,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Read;
 
 use secmem_trace::native::Prepared;
-use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError};
+use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError, TraceSource};
 
 use crate::decode::{Decoded, Flow, X86Decoder};
 
@@ -520,7 +520,7 @@ impl<R: Read> RawDecoder<R> {
         Ok(false)
     }
 
-    /// The next record (see [`secmem_trace::TraceSource::next_into`]).
+    /// The next record (as [`TraceSource::next_into`], which calls it).
     pub fn next_record(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if self.ready.is_empty() {
             if let Some(e) = &self.error {
@@ -546,5 +546,15 @@ impl<R: Read> RawDecoder<R> {
             }
             None => Ok(false),
         }
+    }
+}
+
+/// The records alone (no consistency adapter: see [`crate::Consistent`]).
+impl<R: Read + Send> TraceSource for RawDecoder<R> {
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        self.next_record(out)
+    }
+    fn name(&self) -> &str {
+        &self.inp.name
     }
 }

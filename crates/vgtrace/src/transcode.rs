@@ -24,9 +24,31 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use secmem_trace::{Access, Instr, NativeWriter, TraceError};
+use secmem_trace::{Access, Consistent, Instr, NativeWriter, TraceError, TraceSource};
 
-use crate::raw::{read_ext, EndInfo, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_LOAD_NEW, T_STORE, T_THREAD};
+use crate::raw::{read_ext, EndInfo, RawDecoder, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_LOAD_NEW, T_STORE, T_THREAD};
+
+/// What the transcoder equals, record for record, in three layers: the record decoder, the
+/// consistency adapter (the Rust shadow: the tool's LOAD_NEW marks are read as plain loads)
+/// and the writer's general path. The reference for tests and the `stages` example; returns
+/// the bytes `Consistent` supplied.
+pub fn transcode_layered<R: Read + Send>(name: &str, r: R, w: &mut NativeWriter) -> Result<u64, TraceError> {
+    let mut c = Consistent::new(RawDecoder::new(name, r));
+    let mut i = Instr::default();
+    while c.next_into(&mut i)? {
+        let mut code = Ok(());
+        // As the transcoder: CODE records only for encodings x86 allows (not Valgrind's
+        // 19-byte preambles).
+        c.inner_mut().take_new_code(|pc, b| {
+            if b.len() <= 15 && code.is_ok() {
+                code = w.write_code(pc, b);
+            }
+        });
+        code?;
+        w.write(&i)?;
+    }
+    Ok(c.supplied_bytes())
+}
 
 /// The largest access record whose value the fast path reads in place (a 32-byte AVX store).
 const FAST: usize = ACCESS_HEAD + 32;
@@ -413,9 +435,8 @@ impl<R: Read> Transcoder<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::raw::{RawDecoder, MAGIC};
+    use crate::raw::MAGIC;
     use secmem_trace::consistent::Shadow;
-    use secmem_trace::{Consistent, TraceSource};
     use std::io::Cursor;
 
     /// A raw stream written by hand, record by record, its loads marked LOAD_NEW as the tool
@@ -526,22 +547,8 @@ mod tests {
 
     /// The layered pipeline: decoder, consistency adapter, writer; the record stream.
     fn layered(raw: &[u8], path: &std::path::Path) -> Vec<u8> {
-        struct Src(RawDecoder<Cursor<Vec<u8>>>);
-        impl TraceSource for Src {
-            fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-                self.0.next_record(out)
-            }
-            fn name(&self) -> &str {
-                "raw"
-            }
-        }
-        let mut c = Consistent::new(Src(RawDecoder::new("raw", Cursor::new(raw.to_vec()))));
         let mut w = NativeWriter::create(path).unwrap();
-        let mut i = Instr::default();
-        while c.next_into(&mut i).unwrap() {
-            c.inner_mut().0.take_new_code(|pc, b| w.write_code(pc, b).unwrap());
-            w.write(&i).unwrap();
-        }
+        transcode_layered("raw", Cursor::new(raw.to_vec()), &mut w).unwrap();
         w.finish().unwrap();
         zstd::decode_all(&std::fs::read(path).unwrap()[16..]).unwrap()
     }

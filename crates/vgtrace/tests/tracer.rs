@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use secmem_trace::{open_trace, Instr, NativeWriter, OpClass, TraceSource};
-use secmem_vgtrace::{save_raw_stream, spawn, trace_to_file, Consistent, ProgramIo, RawDecoder, TraceCommand, Transcoder};
+use secmem_vgtrace::{save_raw_stream, spawn, trace_to_file, transcode_layered, Consistent, ProgramIo, TraceCommand, Transcoder};
 
 fn available() -> bool {
     let why = if !secmem_vgtrace::tool_built() {
@@ -553,12 +553,7 @@ fn the_tool_marks_new_exactly_the_loads_the_rust_shadow_supplies() {
 
         let l_path = d.join(format!("{name}-layered.smt"));
         let mut w = NativeWriter::create(&l_path).unwrap();
-        let mut c = Consistent::new(Decoded(RawDecoder::new(name, std::fs::File::open(&raw).unwrap())));
-        let mut i = Instr::default();
-        while c.next_into(&mut i).unwrap() {
-            c.inner_mut().0.take_new_code(|pc, b| w.write_code(pc, b).unwrap());
-            w.write(&i).unwrap();
-        }
+        let supplied = transcode_layered(name, std::fs::File::open(&raw).unwrap(), &mut w).unwrap();
         w.finish().unwrap();
 
         // Record by record, in lockstep (gzip's run is millions of records).
@@ -573,7 +568,7 @@ fn the_tool_marks_new_exactly_the_loads_the_rust_shadow_supplies() {
             assert!(a == b, "{name}: record {k} differs:\n{a:?}\n{b:?}");
             k += 1;
         }
-        assert_eq!(t.counts().supplied_bytes, c.supplied_bytes(), "{name}");
+        assert_eq!(t.counts().supplied_bytes, supplied, "{name}");
         // The loader's image and libc's data are loaded before the trace saw them written.
         assert!(t.counts().supplied_bytes > 1000, "{name}: {:?}", t.counts());
         assert!(t.counts().instructions > 10_000, "{name}: {:?}", t.counts());
@@ -604,15 +599,3 @@ int main(void) {
   return s == 64 * 63 / 2 + 32 * 1000 ? 0 : 1;
 }
 "#;
-
-/// The record decoder as a trace source.
-struct Decoded(RawDecoder<std::fs::File>);
-
-impl TraceSource for Decoded {
-    fn next_into(&mut self, out: &mut Instr) -> Result<bool, secmem_trace::TraceError> {
-        self.0.next_record(out)
-    }
-    fn name(&self) -> &str {
-        "raw"
-    }
-}
