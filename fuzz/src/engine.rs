@@ -1,22 +1,22 @@
 //! SecureMemory operations and adversary pokes against a plain byte array, through the
 //! public `secmem_core::Engine` API only (read, write, flush, check, `untrusted()`).
 //!
-//! The oracle, per the seeds' security model:
+//! The oracle is what the scheme pair declares (`registry::guarantees`), over every
+//! registered pair:
 //! - untampered memory reads back exactly what was written, and no operation fails;
-//! - after the adversary changes untrusted memory (`poke`), a scheme that verifies every
-//!   read (naive, chash, mhash, mac; OCB's tag) returns the written bytes or an
-//!   IntegrityError, never other bytes; lhash may return other bytes but then its next
-//!   full check must fail (000 §3.2: detection at the check);
-//! - a replay (`restore` of an old snapshot) is the same, except that mac and OCB cannot see
-//!   it (a stale block with its stale tag is one the processor wrote);
-//! - without integrity (and without OCB) nothing is promised about data after tampering;
+//! - after the adversary changes untrusted memory (`poke`), a pair that notices tampering at
+//!   the access (a tree, a MAC, OCB's tag) returns the written bytes or an IntegrityError,
+//!   never other bytes; one that notices at the check (lhash, 000 §3.2) may return other
+//!   bytes but then its next full check must fail;
+//! - a replay (`restore` of an old snapshot) is the same with the pair's replay promise (mac
+//!   and OCB cannot see it: a stale block with its stale tag is one the processor wrote);
+//! - a pair that promises nothing about an attack promises nothing about data after it;
 //! - after any IntegrityError, or a MECU reboot (old memory is garbage by design), only
 //!   "no panic" is checked from then on.
 
+use secmem_core::decl::{Detection, Role};
+use secmem_core::registry::{self, ENCRYPTION_SCHEMES as ENCRYPTION, INTEGRITY_SCHEMES as INTEGRITY};
 use secmem_core::{Engine, IntegrityError};
-
-const INTEGRITY: [&str; 6] = ["none", "mac", "naive", "chash", "mhash", "lhash"];
-const ENCRYPTION: [&str; 6] = ["none", "direct", "otp", "ocb", "tdes", "mecu"];
 
 /// The input, consumed a value at a time; zeros once exhausted.
 struct Bytes<'a>(&'a [u8]);
@@ -55,10 +55,23 @@ impl Bytes<'_> {
 enum Trust {
     /// Untampered: exact contents, no errors.
     Exact,
-    /// Tampered: written bytes or an IntegrityError (lhash: or a failing next check).
-    Detect,
+    /// Tampered: written bytes or an IntegrityError (noticed at the check: or a failing
+    /// next check).
+    Detect(Detection),
     /// Nothing about data (no integrity, replay under mac/OCB, after an error or a reboot).
     Nothing,
+}
+
+impl Trust {
+    /// After an attack the pair notices `when`: it must be noticed by the later of the
+    /// deadlines so far, or nothing is promised any more.
+    fn after(self, when: Detection) -> Trust {
+        match (self, when) {
+            (Trust::Nothing, _) | (_, Detection::Never) => Trust::Nothing,
+            (Trust::Exact, d) => Trust::Detect(d),
+            (Trust::Detect(a), d) => Trust::Detect(a.max(d)),
+        }
+    }
 }
 
 /// An operation's outcome under the current trust: whether it succeeded. A failure on
@@ -77,16 +90,24 @@ fn outcome(r: Result<(), IntegrityError>, trust: &mut Trust, suspended: bool, in
 
 pub fn engine(data: &[u8]) {
     let mut b = Bytes(data);
-    let sel = b.u8();
-    let (integ, enc) = (INTEGRITY[(sel % 6) as usize], ENCRYPTION[((sel / 6) % 6) as usize]);
-    let size: u64 = [16 << 10, 64 << 10][((sel / 36) & 1) as usize];
-    let l2 = ["1KiB", "4KiB"][((sel / 72) & 1) as usize];
+    // Every registered pair, two memory sizes and two L2 sizes: one selector byte while they
+    // fit in it (the corpus was made so), two once the registry outgrows it.
+    let (ni, ne) = (INTEGRITY.len(), ENCRYPTION.len());
+    let pairs = ni * ne;
+    let mut sel = b.u8() as usize;
+    if pairs * 4 > 256 {
+        sel |= (b.u8() as usize) << 8;
+    }
+    let (integ, enc) = (INTEGRITY[sel % ni], ENCRYPTION[(sel / ni) % ne]);
+    let size: u64 = [16 << 10, 64 << 10][(sel / pairs) & 1];
+    let l2 = ["1KiB", "4KiB"][(sel / (2 * pairs)) & 1];
     let sets = vec![format!("memory.size={}", size), format!("l2.size={}", l2), "l2.ways=2".to_string()];
     let p = secmem_sim::configure("suh2003", Some(integ), Some(enc), &sets).expect("a valid small machine");
     let mut e = Engine::new(&p, 1).expect("engine");
     let raw = e.untrusted().size();
     let (dma, dma_size) = e.dma_region();
-    let verifies = integ != "none" || enc == "ocb";
+    let pair = registry::Pair::of(&p).expect("declared guarantees");
+    let g = pair.data();
     let mut model = vec![0u8; size as usize];
     let mut trust = Trust::Exact;
     // lhash under tampering: a read returned bytes other than the written ones.
@@ -116,8 +137,8 @@ pub fn engine(data: &[u8]) {
                     let same = out == model[addr as usize..addr as usize + len];
                     match trust {
                         Trust::Exact => assert!(same || suspended, "{integ}+{enc}: read 0x{addr:x}+{len} differs from what was written"),
-                        Trust::Detect if integ == "lhash" => owed_failure |= !same,
-                        Trust::Detect => assert!(same, "{integ}+{enc}: tampered read 0x{addr:x}+{len} returned other bytes, undetected"),
+                        Trust::Detect(Detection::Access) => assert!(same, "{integ}+{enc}: tampered read 0x{addr:x}+{len} returned other bytes, undetected"),
+                        Trust::Detect(_) => owed_failure |= !same,
                         Trust::Nothing => {}
                     }
                 }
@@ -129,7 +150,7 @@ pub fn engine(data: &[u8]) {
             5 => {
                 let r = e.check(0).map(|_| ());
                 let ok = outcome(r, &mut trust, suspended, integ, enc, "check");
-                assert!(!(ok && owed_failure), "{integ}+{enc}: lhash's check passed after a read returned tampered bytes");
+                assert!(!(ok && owed_failure), "{integ}+{enc}: the check passed after a read returned tampered bytes");
                 owed_failure = false;
             }
             6 => {
@@ -141,8 +162,10 @@ pub fn engine(data: &[u8]) {
                 e.untrusted().read(a, &mut old);
                 e.untrusted().write(a, &bytes);
                 let in_dma = a >= dma && a + n as u64 <= dma + dma_size;
-                if old != bytes && !in_dma && trust == Trust::Exact {
-                    trust = if verifies { Trust::Detect } else { Trust::Nothing };
+                if old != bytes && !in_dma {
+                    // Noticed as the regions it touched promise (a log's stamps: at the check).
+                    let role = |x: u64| e.layout().region_of(x).map_or(Role::Data, |r| r.role);
+                    trust = trust.after(pair.tamper_of(role(a)).max(pair.tamper_of(role(a + n as u64 - 1))));
                 }
             }
             7 => match b.u8() % 3 {
@@ -150,12 +173,7 @@ pub fn engine(data: &[u8]) {
                 1 => {
                     if let Some(s) = &snap {
                         e.untrusted().restore(s).expect("same size");
-                        let replay_blind = integ == "mac" || (integ == "none" && enc == "ocb");
-                        if trust == Trust::Exact {
-                            trust = if verifies && !replay_blind { Trust::Detect } else { Trust::Nothing };
-                        } else if replay_blind {
-                            trust = Trust::Nothing;
-                        }
+                        trust = trust.after(g.replay);
                     }
                 }
                 _ => {
@@ -179,7 +197,8 @@ pub fn engine(data: &[u8]) {
                 assert!(e.metadata_of(size + addr).is_empty() && e.metadata_of(u64::MAX).is_empty());
             }
             _ => {
-                // Power events: only the MECU has them; others refuse with an error.
+                // Power events: only a scheme that keeps memory private at rest (the MECU) has
+                // them; others refuse with an error.
                 let r = match b.u8() % 3 {
                     0 => e.suspend().map(|_| suspended = true),
                     1 => e.resume().map(|_| suspended = false),
@@ -192,7 +211,7 @@ pub fn engine(data: &[u8]) {
                         r
                     }
                 };
-                if enc != "mecu" {
+                if !g.at_rest {
                     assert!(r.is_err(), "{integ}+{enc}: a power event without a MECU was accepted");
                 }
             }

@@ -30,8 +30,8 @@
 //! then are not charged, as installation happens before the run). From then on every fetch of
 //! it is checked; `codeauth.sign_unsigned = false` refuses unsigned lines instead.
 
-use crate::decl::{param, Component, Def, Kind, Param};
-use crate::integrity::IntegrityError;
+use crate::decl::{Component, Def, Kind, Param, Role, param};
+use crate::error::IntegrityError;
 use crate::layout::{Meta, MetaKind, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
@@ -159,7 +159,7 @@ impl CodeAuth {
         let keys = Keys::derive(&seed.to_le_bytes());
         let tagger = Tagger::new(&keys, tp_params).map_err(|e| ConfigError(e.to_string()))?;
         let blocks = data_size / block as u64;
-        let tp = m.layout.alloc("code authentication tags", blocks * width.slot() as u64);
+        let tp = m.layout.alloc(Role::CodeTags, "code authentication tags", blocks * width.slot() as u64);
         let layout = TagLayout::new(block, width.slot(), tp, &[(0, blocks)]).map_err(|e| ConfigError(format!("codeauth: {}", e)))?;
         let pid = p.u64_min("auth.program_id", 0)?;
         let pid = u32::try_from(pid).map_err(|_| ConfigError(format!("auth.program_id: {} does not fit 32 bits", pid)))?;
@@ -208,16 +208,12 @@ impl CodeAuth {
         self.early_start
     }
 
-    fn err(addr: u64, what: String) -> IntegrityError {
-        IntegrityError { addr, what }
-    }
-
     /// Write the tag of the block `bytes` at `line` into the table (and into a cached copy of
     /// its tag line, so the cache never holds a tag older than memory's). Untimed: signing
     /// happens before the program runs.
     pub fn sign(&mut self, m: &mut Machine, line: u64, bytes: &[u8]) -> Result<(), IntegrityError> {
-        let tag = self.tagger.tag(bytes, self.pid, line).map_err(|e| Self::err(line, e.to_string()))?;
-        let at = self.layout.tag_addr(line).ok_or_else(|| Self::err(line, "outside program memory: no tag slot".into()))?;
+        let tag = self.tagger.tag(bytes, self.pid, line).map_err(|e| IntegrityError::refused(line, e.to_string()))?;
+        let at = self.layout.tag_addr(line).ok_or_else(|| IntegrityError::refused(line, "outside program memory: no tag slot"))?;
         let slot = tag.to_slot(self.width);
         m.port.untrusted(Adversary(())).write(at, &slot);
         let b = m.line();
@@ -234,14 +230,14 @@ impl CodeAuth {
     pub fn check(&mut self, m: &mut Machine, line: u64, plain: &[u8], t_req: Cycle, t_data: Cycle) -> Result<Cycle, IntegrityError> {
         if !self.signed.contains(&line) {
             if !self.sign_unsigned {
-                return Err(Self::err(line, "code authentication: block is not signed (no tag): refused".into()));
+                return Err(IntegrityError::refused(line, "code authentication: block is not signed (no tag)"));
             }
             self.sign(m, line, plain)?;
             self.c.signed_lazily += 1;
         }
         self.c.checks += 1;
         let b = m.line();
-        let at = self.layout.tag_addr(line).ok_or_else(|| Self::err(line, "outside program memory: no tag slot".into()))?;
+        let at = self.layout.tag_addr(line).ok_or_else(|| IntegrityError::refused(line, "outside program memory: no tag slot"))?;
         let tline = at - at % b;
         let off = (at % b) as usize;
         let (stored, tag_ready) = match self.cache.iter().position(|(a, _)| *a == tline) {
@@ -267,7 +263,7 @@ impl CodeAuth {
         let pad_ready = t_req + self.pad_latency;
         let done = t_data.max(pad_ready).max(tag_ready) + self.finish;
         self.c.wait_cycles += done - t_data;
-        self.tagger.verify(plain, self.pid, line, stored, Some(at)).map_err(|e| Self::err(line, format!("code authentication: {}", e)))?;
+        self.tagger.verify(plain, self.pid, line, stored, Some(at)).map_err(|e| IntegrityError::tampered(line, format!("code authentication: {}", e)))?;
         Ok(done)
     }
 

@@ -1,8 +1,12 @@
-//! Components declare their own parameters (in the spirit of Ramulator 2): each scheme module
-//! and each part of the machine names its keys with a default, a unit and a one-line meaning,
-//! and registers itself. Configuration is data (presets only override), and the
-//! documentation (`secmem schemes`, `secmem presets NAME`) is generated from these
-//! declarations, so it cannot drift from what the code reads.
+//! The vocabulary of declarations (in the spirit of Ramulator 2): each scheme module and each
+//! part of the machine names its parameters with a default, a unit and a one-line meaning; a
+//! scheme also declares what it guarantees against the adversary and which regions of
+//! untrusted memory it lays out and protects. Configuration is data (presets only override);
+//! the documentation (`secmem schemes`, `secmem presets NAME`), the adversary's expectations,
+//! the security tests and the fuzzers are derived from these declarations.
+//!
+//! A leaf: it names nothing of the crate but parameters. The registry of every scheme lives
+//! above the schemes, in `registry`.
 
 use crate::params::{Params, Value};
 
@@ -96,19 +100,8 @@ pub fn find<'a>(components: impl IntoIterator<Item = &'a Component>, key: &str) 
     components.into_iter().find_map(|c| c.params.iter().find(|p| p.key == key).map(|p| (c, p)))
 }
 
-/// The engine's components: the machine parts it reads and every scheme (the core model
-/// adds its own, `secmem_sim::components`).
-pub fn engine_components() -> Vec<&'static Component> {
-    let mut v: Vec<&'static Component> = crate::engine::MACHINE.iter().collect();
-    v.extend(crate::integrity::SCHEMES.iter().map(|s| s.decl));
-    v.extend(crate::encryption::SCHEMES.iter().map(|s| s.decl));
-    v.push(&crate::codeauth::UNIT);
-    v.extend(crate::codeauth::SCHEMES.iter().map(|s| s.decl));
-    v
-}
-
-/// The names of a scheme registry (`SCHEMES`, whose entries hold a `decl: &Component`), in
-/// registration order, as a constant array: the registry is the one list of schemes.
+/// The names of a scheme registry (a list of entries holding a `decl: &Component`), in
+/// registration order, as a constant array.
 macro_rules! registry_names {
     ($schemes:expr) => {{
         let mut n = [""; $schemes.len()];
@@ -121,3 +114,166 @@ macro_rules! registry_names {
     }};
 }
 pub(crate) use registry_names;
+
+/// When an attack on what a scheme protects is noticed. Ordered: earlier is smaller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Detection {
+    /// At the access that reads what was changed: changed bytes are never used unchecked.
+    Access,
+    /// Only at the next full check (lhash's integrity-check, 000 §3.2): changed bytes may be
+    /// used until then, and that check fails.
+    Check,
+    /// Not at all.
+    Never,
+}
+
+impl Detection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Detection::Access => "at the access",
+            Detection::Check => "at the next check",
+            Detection::Never => "never",
+        }
+    }
+}
+
+/// What a scheme promises against the seeds' adversary, who reads and writes untrusted
+/// memory at will while the chip's own state stays out of reach. Integrity schemes promise
+/// detection; encryption schemes promise privacy, and some also detect (a tag or MACs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guarantees {
+    /// A changed bit of protected data or of the scheme's metadata.
+    pub tamper: Detection,
+    /// A line and its per-line metadata copied over another line's.
+    pub splice: Detection,
+    /// An old line with all its metadata, or all of memory, put back.
+    pub replay: Detection,
+    /// No plaintext of protected memory is ever in untrusted memory.
+    pub confidential: bool,
+    /// Equal plaintexts at two addresses give different ciphertexts.
+    pub hides_equal_lines: bool,
+    /// The same plaintext rewritten at one address gives a new ciphertext.
+    pub hides_rewrites: bool,
+    /// Flipping bits of a line's ciphertext flips the same bits of what the processor reads,
+    /// unnoticed (counter modes without MACs; no encryption at all).
+    pub malleable: bool,
+    /// Memory stays private while the system is suspended or off (seed 002: the key leaves
+    /// with a removable device); such a scheme takes power events.
+    pub at_rest: bool,
+    /// An adversary who sets back state kept outside the chip (the MECU's state counter s
+    /// where it is kept on the unit, 002 §4.3) makes pads repeat.
+    pub rollback_reuses_pads: bool,
+}
+
+impl Guarantees {
+    /// Nothing promised: memory as it is (no integrity, no encryption).
+    pub const NONE: Guarantees = Guarantees {
+        tamper: Detection::Never,
+        splice: Detection::Never,
+        replay: Detection::Never,
+        confidential: false,
+        hides_equal_lines: false,
+        hides_rewrites: false,
+        malleable: true,
+        at_rest: false,
+        rollback_reuses_pads: false,
+    };
+
+    /// An integrity scheme's promise: detection of each attack, nothing about privacy.
+    pub const fn detecting(tamper: Detection, splice: Detection, replay: Detection) -> Guarantees {
+        Guarantees { tamper, splice, replay, malleable: matches!(tamper, Detection::Never), ..Guarantees::NONE }
+    }
+
+    /// What a pair of schemes promises together: each attack is noticed as soon as either
+    /// notices it; memory is private if either keeps it so; bit flips go through only if both
+    /// let them and nothing notices them.
+    pub fn and(self, o: Guarantees) -> Guarantees {
+        let tamper = self.tamper.min(o.tamper);
+        Guarantees {
+            tamper,
+            splice: self.splice.min(o.splice),
+            replay: self.replay.min(o.replay),
+            confidential: self.confidential || o.confidential,
+            hides_equal_lines: self.hides_equal_lines || o.hides_equal_lines,
+            hides_rewrites: self.hides_rewrites || o.hides_rewrites,
+            malleable: self.malleable && o.malleable && tamper == Detection::Never,
+            at_rest: self.at_rest || o.at_rest,
+            rollback_reuses_pads: self.rollback_reuses_pads || o.rollback_reuses_pads,
+        }
+    }
+
+    /// One line per promise, as `secmem schemes NAME` prints them: (what, promise).
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+        vec![
+            ("tampering noticed", self.tamper.name().into()),
+            ("splicing noticed", self.splice.name().into()),
+            ("replay noticed", self.replay.name().into()),
+            ("plaintext kept out of memory", yes(self.confidential)),
+            ("equal lines hidden", yes(self.hides_equal_lines)),
+            ("rewrites hidden", yes(self.hides_rewrites)),
+            ("malleable", yes(self.malleable)),
+            ("private while suspended or off", yes(self.at_rest)),
+            ("rollback reuses pads", yes(self.rollback_reuses_pads)),
+        ]
+    }
+}
+
+/// What a region of untrusted memory holds: what schemes lay out, and what they protect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Program memory.
+    Data,
+    /// Hash-tree nodes.
+    Tree,
+    /// MACs, tags and their bitmaps.
+    Macs,
+    /// Counters and time stamps of counter modes and nonces (otp, ocb, tdes, mecu).
+    Counters,
+    /// Integrity time stamps and the page table of a log hash.
+    Log,
+    /// Random vectors (direct).
+    Vectors,
+    /// Code authentication tags (seed 001).
+    CodeTags,
+    /// The unprotected region for untrusted I/O.
+    Unprotected,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Data => "data",
+            Role::Tree => "tree nodes",
+            Role::Macs => "MACs",
+            Role::Counters => "counters",
+            Role::Log => "log stamps",
+            Role::Vectors => "random vectors",
+            Role::CodeTags => "code tags",
+            Role::Unprotected => "unprotected I/O",
+        }
+    }
+
+    /// What moves through an encryption scheme as whole lines: program data and hash-tree
+    /// chunks (held in the L2 like data, 003 §4.3). Per-line metadata (MACs, stamps, a log's
+    /// page table) goes to memory as it is.
+    pub const LINES: &'static [Role] = &[Role::Data, Role::Tree];
+}
+
+/// Which regions a scheme lays out and which it protects (integrity: verifies; encryption:
+/// carries encrypted). The engine builds the scheme that lays out what the other protects
+/// first: a tree over counter blocks is built after the counters' scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    pub lays_out: &'static [Role],
+    pub protects: &'static [Role],
+}
+
+impl Coverage {
+    pub const NOTHING: Coverage = Coverage { lays_out: &[], protects: &[] };
+
+    /// Whether this scheme protects any region `other` lays out.
+    pub fn needs(&self, other: &Coverage) -> bool {
+        self.protects.iter().any(|r| other.lays_out.contains(r))
+    }
+}

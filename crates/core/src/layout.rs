@@ -7,6 +7,7 @@
 //! The sizes and formulas every scheme shares live here: the largest line, the widths of
 //! time stamps and counters, the linear per-line layout and the test for never-written memory.
 
+use crate::decl::Role;
 use std::fmt;
 
 /// Largest L2 line (chunk) supported; scratch buffers live on the stack.
@@ -119,6 +120,8 @@ impl fmt::Display for MetaKind {
 #[derive(Clone, Debug)]
 pub struct Region {
     pub name: String,
+    /// What it holds: a scheme that protects this role finds its regions by it.
+    pub role: Role,
     pub base: u64,
     pub size: u64,
 }
@@ -134,13 +137,13 @@ const ALIGN: u64 = 1 << 20;
 
 impl Layout {
     pub fn new(data_size: u64, line: u64) -> Layout {
-        Layout { data_size, line, regions: vec![Region { name: "data".into(), base: 0, size: data_size }] }
+        Layout { data_size, line, regions: vec![Region { name: "data".into(), role: Role::Data, base: 0, size: data_size }] }
     }
 
-    /// Place a region of `size` bytes after everything allocated so far.
-    pub fn alloc(&mut self, name: &str, size: u64) -> u64 {
+    /// Place a region of `size` bytes holding `role` after everything allocated so far.
+    pub fn alloc(&mut self, role: Role, name: &str, size: u64) -> u64 {
         let base = self.end().div_ceil(ALIGN) * ALIGN;
-        self.regions.push(Region { name: name.into(), base, size });
+        self.regions.push(Region { name: name.into(), role, base, size });
         base
     }
 
@@ -154,10 +157,15 @@ impl Layout {
     }
 
     /// A linear per-line region of `bytes` per line of [0, `covered`) (000 §5.1).
-    pub fn per_line(&mut self, name: &str, covered: u64, bytes: u64) -> PerLine {
+    pub fn per_line(&mut self, role: Role, name: &str, covered: u64, bytes: u64) -> PerLine {
         debug_assert!(self.line.is_power_of_two());
-        let base = self.alloc(name, covered.div_ceil(self.line) * bytes);
+        let base = self.alloc(role, name, covered.div_ceil(self.line) * bytes);
         PerLine { base, line_log: self.line.trailing_zeros(), bytes }
+    }
+
+    /// The regions that hold `role`, in the order they were placed.
+    pub fn regions_of(&self, role: Role) -> impl Iterator<Item = &Region> {
+        self.regions.iter().filter(move |r| r.role == role)
     }
 
     pub fn region_of(&self, addr: u64) -> Option<&Region> {

@@ -8,6 +8,105 @@ use crate::layout::Layout;
 use crate::port::Port;
 use crate::speculation::Speculation;
 use secmem_timing::{Cycle, Pipe, Slots};
+use crate::decl::{param, Component, Def, Kind};
+
+/// The parts of the machine the engine reads, declared like the schemes.
+pub const MACHINE: &[Component] = &[
+    Component {
+        name: "schemes",
+        kind: Kind::Machine,
+        summary: "which protection the machine runs",
+        source: "—",
+        params: &[
+            param("integrity", Def::Preset, "scheme", "the integrity scheme (secmem schemes lists them)"),
+            param("encryption", Def::Preset, "scheme", "the encryption scheme"),
+            param("codeauth", Def::Str("none"), "scheme", "code authentication of instruction fetches: none, pr-trivium or pr-aes (seed 001)"),
+            param("description", Def::Str(""), "text", "what the preset is"),
+        ],
+    },
+    Component {
+        name: "l2",
+        kind: Kind::Machine,
+        summary: "the trusted last-level cache: data and tree chunks compete for it",
+        source: "000/003 Table 1",
+        params: &[
+            param("l2.size", Def::Preset, "B", "capacity"),
+            param("l2.ways", Def::Preset, "ways", "associativity (LRU)"),
+            param("l2.line", Def::Preset, "B", "line = tree chunk: a power of two from 16 B to 256 B"),
+            param("l2.latency", Def::Preset, "cycles", "hit latency"),
+        ],
+    },
+    Component {
+        name: "memory",
+        kind: Kind::Machine,
+        summary: "untrusted memory behind the timed port: a bus with a fixed latency, or DRAM banks and rows",
+        source: "000/003 Table 1; 004 Table 2",
+        params: &[
+            param("memory.size", Def::Preset, "B", "protected physical memory (sparse: only touched pages cost)"),
+            param("memory.model", Def::Str("bus"), "bus|dram", "bus: fixed first-chunk latency and one shared data bus; dram: channels, banks and rows (docs/memory.md)"),
+            param("memory.latency", Def::Preset, "cycles", "bus model: request to the first chunk"),
+            param("memory.bus_clock", Def::Preset, "Hz", "data bus clock (one beat per clock); with dram, also the memory clock"),
+            param("memory.bus_width", Def::Preset, "B", "bytes per beat"),
+            param("memory.write_delay", Def::Int(0), "cycles", "a posted write waits this long before it may take the bus, so reads go first"),
+            param("memory.write_queue", Def::Int(0), "entries", "controller write queue: posted writes drain when reads leave the bus idle or the queue is full (0: none)"),
+            param("memory.dma_size", Def::Str("1MiB"), "B", "unprotected region for untrusted I/O (003 §4.6.1)"),
+            param("memory.boot_encrypted", Def::Bool(false), "bool", "never-written program memory holds zeros encrypted under counter or stamp 0 with their MACs or tags, as a secure boot would leave it (none, otp, ocb, tdes); false: raw zeros, taken as the initial state"),
+            param("memory.huge_pages", Def::Bool(false), "bool", "host huge pages for the simulated memory (not a machine parameter): faster on scattered lines, but one touched byte commits 2 MiB of host memory instead of 4 KiB"),
+        ],
+    },
+    Component {
+        name: "dram",
+        kind: Kind::Machine,
+        summary: "DRAM geometry and timings for memory.model = dram (open-page policy)",
+        source: "004 Table 2",
+        params: &[
+            param("dram.channels", Def::Int(1), "channels", "each with its banks and data bus (a power of two)"),
+            param("dram.banks", Def::Int(4), "banks", "per channel (a power of two)"),
+            param("dram.row_bytes", Def::Str("4KiB"), "B", "one row (page) of a bank"),
+            param("dram.interleave", Def::Str("64B"), "B", "bytes mapped to one channel and bank before the next"),
+            param("dram.tRP", Def::Int(7), "memory clocks", "precharge"),
+            param("dram.tRCD", Def::Int(7), "memory clocks", "activate to column command"),
+            param("dram.tCAS", Def::Int(20), "memory clocks", "column command to the first beat"),
+        ],
+    },
+    Component {
+        name: "aes",
+        kind: Kind::Machine,
+        summary: "the pipelined AES engine",
+        source: "000 Table 1",
+        params: &[
+            param("aes.latency", Def::Preset, "cycles", "one block"),
+            param("aes.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("aes.engines", Def::Int(1), "engines", "replicated AES pipelines: the throughput is this many times aes.throughput (004 §3.2: \"pipelined and replicated\")"),
+            param("aes.xor_latency", Def::Preset, "cycles", "XOR of a pad or IV with a chunk"),
+        ],
+    },
+    Component {
+        name: "hash",
+        kind: Kind::Machine,
+        summary: "the pipelined hash engine and its read and write buffers",
+        source: "003 Table 1, Fig. 2",
+        params: &[
+            param("hash.latency", Def::Preset, "cycles", "one 64-B chunk"),
+            param("hash.throughput", Def::Preset, "B/s", "pipelined throughput"),
+            param("hash.read_buffer", Def::Preset, "entries", "fetched chunks waiting for their check"),
+            param("hash.write_buffer", Def::Preset, "entries", "evicted chunks waiting to be hashed and written"),
+        ],
+    },
+    Component {
+        name: "speculation",
+        kind: Kind::Machine,
+        summary: "the speculation stage between the cipher and the core",
+        source: "003 §4.3; 000 §4.4; 004 §3.2",
+        params: &[
+            param("speculation.use_before_verify", Def::Bool(true), "bool", "fetched data is used while its check completes (003 §4.3); false: only once verified (001 §4.1, 004 §3)"),
+            param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
+            param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext and MAC speculation of tdes, ocb (with chunk re-ordering) and otp's chunk MACs (004 §3.2–3.3: 8, 16 or 32); 0: off"),
+            param("speculation.engines", Def::Int(0), "engines", "dedicated pipelines of the scheme's cipher for frequent value speculation (004 Fig. 2's \"Pipelined Encryption Engines\"), each at the cipher's throughput; 0: speculation shares the scheme's engine with demand work"),
+            param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
+        ],
+    },
+];
 
 /// A line leaving the L2, held in the write buffer until its scheme has written it back.
 pub struct Victim {

@@ -5,64 +5,12 @@
 //! before a suspend or an orderly reboot and are lost, unwritten, when the power fails.
 
 use crate::cache::LineKind;
-use crate::encryption::mecu::{Mecu, OfflineView};
-use crate::encryption::PowerEvent;
+use crate::encryption::{OfflineView, PowerEvent, PowerManaged};
 use crate::engine::Engine;
-use crate::integrity::IntegrityError;
-use crate::machine::{Machine, Victim};
+use crate::error::IntegrityError;
+use crate::machine::Victim;
 use secmem_timing::Cycle;
 
-/// An encryption scheme that protects non-volatile memory across power cycles (seed 002's
-/// MECU): what the engine's power management drives.
-pub trait PowerManaged {
-    /// Suspend (key device out), resume (s + 1) or reboot (new key, stamps reset).
-    fn event(&mut self, ev: PowerEvent) -> Result<(), String>;
-    fn is_running(&self) -> bool;
-    fn power_lost(&self) -> bool;
-    /// Cut the power at `step` of the next block re-encryption; the number of steps one has.
-    fn arm_power_cut(&mut self, step: u64) -> u64;
-    /// Power is back after a failure (the key device is still in): a resume.
-    fn restore_power(&mut self) -> Result<(), String>;
-    /// What an adversary reads from the unit while the system is suspended or off.
-    fn offline_view(&self) -> Result<OfflineView, String>;
-    /// The offline adversary overwrites the global state counter (002 §4.3).
-    fn set_state_counter(&mut self, v: u32) -> Result<(), String>;
-    /// A device reads memory through the second unit (002 §6.3).
-    fn dma_read(&mut self, m: &mut Machine, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String>;
-    /// A device writes memory through the second unit.
-    fn dma_write(&mut self, m: &mut Machine, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, String>;
-}
-
-impl PowerManaged for Mecu {
-    fn event(&mut self, ev: PowerEvent) -> Result<(), String> {
-        self.power_event(ev)
-    }
-    fn is_running(&self) -> bool {
-        Mecu::is_running(self)
-    }
-    fn power_lost(&self) -> bool {
-        Mecu::power_lost(self)
-    }
-    fn arm_power_cut(&mut self, step: u64) -> u64 {
-        Mecu::arm_power_cut(self, step);
-        self.reencryption_steps()
-    }
-    fn restore_power(&mut self) -> Result<(), String> {
-        Mecu::restore_power(self)
-    }
-    fn offline_view(&self) -> Result<OfflineView, String> {
-        Mecu::offline_view(self)
-    }
-    fn set_state_counter(&mut self, v: u32) -> Result<(), String> {
-        Mecu::set_state_counter(self, v)
-    }
-    fn dma_read(&mut self, m: &mut Machine, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String> {
-        Mecu::dma_read(self, m, addr, out, t)
-    }
-    fn dma_write(&mut self, m: &mut Machine, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, String> {
-        Mecu::dma_write(self, m, addr, data, t)
-    }
-}
 
 /// A power-management request that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,8 +3,9 @@
 //! e.g. replay under `mac`), never a panic, never a repeated (key, nonce) — the schemes
 //! assert nonce uniqueness themselves in test builds.
 
-use crate::encryption::ENCRYPTION_SCHEMES;
-use crate::integrity::INTEGRITY_SCHEMES;
+use crate::registry::ENCRYPTION_SCHEMES;
+use crate::registry::INTEGRITY_SCHEMES;
+use crate::decl::Detection;
 use crate::layout::MetaKind;
 use crate::testutil::{params, pattern};
 use crate::{Engine, IntegrityError};
@@ -95,7 +96,7 @@ impl Dice {
 }
 
 /// What a scheme pair lets the adversary get away with on a read that does not fail.
-#[derive(PartialEq)]
+#[derive(PartialEq, Debug)]
 enum Allowed {
     /// Only the last value written (a tree over everything).
     Current,
@@ -107,50 +108,73 @@ enum Allowed {
     Anything,
 }
 
+/// What the pair declares (`registry::guarantees`), as what a read may return.
 fn allowed(integ: &str, enc: &str, extra: &[&str]) -> Allowed {
-    let key = format!("{}.chunk_mac_bytes=", enc);
-    let chunk_macs = extra.iter().any(|e| e.starts_with(&key) && !e.ends_with("=0"));
-    match (integ, enc) {
-        ("naive" | "chash" | "mhash", _) => Allowed::Current,
-        ("lhash", _) => Allowed::UntilChecked,
-        ("mac", _) | ("none", "ocb") => Allowed::Replayed,
-        ("none", "tdes" | "otp") if chunk_macs => Allowed::Replayed,
-        _ => Allowed::Anything,
+    let g = crate::registry::guarantees(&params(integ, enc, extra)).unwrap();
+    let noticed = [g.tamper, g.splice, g.replay];
+    if noticed.contains(&Detection::Check) {
+        Allowed::UntilChecked
+    } else if noticed.iter().all(|&d| d == Detection::Access) {
+        Allowed::Current
+    } else if g.tamper == Detection::Access {
+        Allowed::Replayed
+    } else {
+        Allowed::Anything
+    }
+}
+
+#[test]
+fn what_a_read_may_return_follows_the_seeds_security_models() {
+    // The seeds' statements, independent of the declarations `allowed` derives from.
+    for integ in INTEGRITY_SCHEMES {
+        for enc in ENCRYPTION_SCHEMES {
+            let want = match (*integ, *enc) {
+                ("naive" | "chash" | "mhash", _) => Allowed::Current,
+                ("lhash", _) => Allowed::UntilChecked,
+                ("mac", _) | ("none", "ocb") => Allowed::Replayed,
+                _ => Allowed::Anything,
+            };
+            assert!(allowed(integ, enc, &[]) == want, "{}+{}", integ, enc);
+        }
+    }
+    for enc in ["tdes", "otp"] {
+        let key = format!("{}.chunk_mac_bytes=4", enc);
+        assert!(allowed("none", enc, &[&key]) == Allowed::Replayed, "{}", key);
     }
 }
 
 #[test]
 fn random_metadata_pokes_and_rollbacks_give_correct_data_or_an_error_for_every_scheme_pair() {
-    assert_eq!(random_pokes(ENCRYPTION_SCHEMES, &[]), 36 * 6);
+    assert_eq!(random_pokes(ENCRYPTION_SCHEMES, &[]), INTEGRITY_SCHEMES.len() * ENCRYPTION_SCHEMES.len() * 6);
 }
 
 #[test]
 fn frequent_value_speculation_leaves_every_poke_detected_or_harmless() {
     // Speculation only changes when data is usable: the same pokes give the same outcomes.
     // (In test builds tdes also checks each speculative decision against real encryptions.)
-    assert_eq!(random_pokes(&["tdes", "ocb", "otp"], &["speculation.frequent_values=8"]), 6 * 3 * 6);
+    assert_eq!(random_pokes(&["tdes", "ocb", "otp"], &["speculation.frequent_values=8"]), INTEGRITY_SCHEMES.len() * 3 * 6);
 }
 
 #[test]
 fn tdes_chunk_macs_with_mac_speculation_give_correct_data_a_replay_or_an_error() {
     // Per-chunk MACs (004 §3.3) make tdes alone detect tampering (not replay), speculating or not.
-    assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4"]), 6 * 6);
-    assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4", "speculation.frequent_values=8"]), 6 * 6);
+    assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4"]), INTEGRITY_SCHEMES.len() * 6);
+    assert_eq!(random_pokes(&["tdes"], &["tdes.chunk_mac_bytes=4", "speculation.frequent_values=8"]), INTEGRITY_SCHEMES.len() * 6);
 }
 
 #[test]
 fn ocb_chunk_macs_with_mac_speculation_give_correct_data_a_replay_or_an_error() {
     // Per-block MACs verify ocb's lines in place of its tag (004 §3.3, Fig. 7), with re-ordering
     // bitmaps when speculating: tampering is detected, speculating or not.
-    assert_eq!(random_pokes(&["ocb"], &["ocb.chunk_mac_bytes=8"]), 6 * 6);
-    assert_eq!(random_pokes(&["ocb"], &["ocb.chunk_mac_bytes=8", "speculation.frequent_values=8"]), 6 * 6);
+    assert_eq!(random_pokes(&["ocb"], &["ocb.chunk_mac_bytes=8"]), INTEGRITY_SCHEMES.len() * 6);
+    assert_eq!(random_pokes(&["ocb"], &["ocb.chunk_mac_bytes=8", "speculation.frequent_values=8"]), INTEGRITY_SCHEMES.len() * 6);
 }
 
 #[test]
 fn otp_chunk_macs_with_mac_speculation_give_correct_data_a_replay_or_an_error() {
     // Counter mode with per-chunk MACs (004 §3.3, Fig. 8): tampering is detected, speculating or not.
-    assert_eq!(random_pokes(&["otp"], &["otp.chunk_mac_bytes=4"]), 6 * 6);
-    assert_eq!(random_pokes(&["otp"], &["otp.chunk_mac_bytes=4", "speculation.frequent_values=8"]), 6 * 6);
+    assert_eq!(random_pokes(&["otp"], &["otp.chunk_mac_bytes=4"]), INTEGRITY_SCHEMES.len() * 6);
+    assert_eq!(random_pokes(&["otp"], &["otp.chunk_mac_bytes=4", "speculation.frequent_values=8"]), INTEGRITY_SCHEMES.len() * 6);
 }
 
 /// Tamper with metadata at random, keep using the memory, and check every read: correct data,
@@ -263,7 +287,10 @@ fn random_pokes(encs: &[&str], extra: &[&str]) -> usize {
 fn a_tampered_line_of_frequent_values_is_still_detected_under_speculation() {
     // The line is all frequent values (zeros), so its chunks would be speculation hits; a
     // flipped bit must still fail the scheme's check, never pass as the speculated value.
-    for integ in ["naive", "chash", "mhash", "mac"] {
+    let at_access = INTEGRITY_SCHEMES.iter().filter(|i| crate::registry::guarantees(&params(i, "tdes", &[])).unwrap().tamper == Detection::Access);
+    let at_access: Vec<&str> = at_access.copied().collect();
+    assert!(at_access.len() >= 4, "{:?}", at_access);
+    for integ in at_access {
         let mut e = engine_with(integ, "tdes", &["speculation.frequent_values=8"]);
         e.write(0x3000, &[0u8; 64], 0).unwrap();
         e.write(0x3040, &[0u8; 64], 0).unwrap();

@@ -8,7 +8,7 @@ const SCHEMES: [(&str, &str); 4] = [("none", "none"), ("chash", "none"), ("none"
 
 /// Every integrity scheme with and without encryption.
 fn all_pairs() -> Vec<(&'static str, &'static str)> {
-    crate::integrity::INTEGRITY_SCHEMES.iter().flat_map(|&i| [(i, "none"), (i, "otp")]).collect()
+    crate::registry::INTEGRITY_SCHEMES.iter().flat_map(|&i| [(i, "none"), (i, "otp")]).collect()
 }
 
 fn engine(integ: &str, enc: &str) -> Engine {
@@ -286,7 +286,7 @@ fn same_seed_same_ciphertext_different_seed_different() {
 fn bad_scheme_names_and_geometry_are_refused() {
     let p = params("merkle", "none", &[]);
     let e = Engine::new(&p, 1).err().unwrap().0;
-    let all = crate::integrity::INTEGRITY_SCHEMES.join(", ");
+    let all = crate::registry::INTEGRITY_SCHEMES.join(", ");
     assert_eq!(e, format!("unknown integrity scheme 'merkle' (choose from {})", all));
     let p = params("none", "rot13", &[]);
     assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("unknown encryption scheme 'rot13'"));

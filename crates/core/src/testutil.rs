@@ -5,7 +5,7 @@ use crate::params::Params;
 /// The default machine with the given schemes, a 16 KiB L2 (so a few hundred lines already
 /// force evictions and tree traffic) and 64 MiB of memory, then `extra` `key=value`s.
 pub fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
-    let mut p = crate::decl::defaults(crate::decl::engine_components());
+    let mut p = crate::decl::defaults(crate::registry::engine_components());
     p.overlay(&Params::from_toml(include_str!("../../../configs/suh2003.toml"), "suh2003").unwrap());
     p.set("integrity", integ).unwrap();
     p.set("encryption", enc).unwrap();

@@ -147,7 +147,7 @@ fn presets() -> Vec<String> {
 
 #[pyfunction]
 fn integrity_schemes() -> Vec<String> {
-    secmem_core::integrity::INTEGRITY_SCHEMES.iter().map(|s| s.to_string()).collect()
+    secmem_core::registry::INTEGRITY_SCHEMES.iter().map(|s| s.to_string()).collect()
 }
 
 /// The (integrity, encryption) pairs `secmem bench` runs by default.
@@ -158,7 +158,7 @@ fn bench_schemes() -> Vec<(String, String)> {
 
 #[pyfunction]
 fn encryption_schemes() -> Vec<String> {
-    secmem_core::encryption::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
+    secmem_core::registry::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
 }
 
 /// Every declared component, as (name, kind, summary, source, parameters), each parameter as

@@ -5,8 +5,8 @@
 //!
 //! `cargo run --release --example digest [INSTRUCTIONS] [--dump] [--only SUBSTRING]`
 
-use secmem_core::encryption::ENCRYPTION_SCHEMES;
-use secmem_core::integrity::INTEGRITY_SCHEMES;
+use secmem_core::registry::ENCRYPTION_SCHEMES;
+use secmem_core::registry::INTEGRITY_SCHEMES;
 use secmem_sim::run::simulated;
 use std::hash::{Hash, Hasher};
 

@@ -4,8 +4,8 @@
 use crate::run::simulated;
 use crate::{configure, run, RunOptions};
 use secmem_core::Stats;
-use secmem_core::encryption::ENCRYPTION_SCHEMES;
-use secmem_core::integrity::INTEGRITY_SCHEMES;
+use secmem_core::registry::ENCRYPTION_SCHEMES;
+use secmem_core::registry::INTEGRITY_SCHEMES;
 use secmem_trace::workloads::{builtin, builtin_workloads};
 
 pub struct BenchRow {

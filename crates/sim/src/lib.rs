@@ -30,17 +30,17 @@ pub fn configure(
 ) -> Result<Params, ConfigError> {
     let mut p = load_preset(preset)?;
     if let Some(i) = integrity {
-        p.choice_set("integrity", i, secmem_core::integrity::INTEGRITY_SCHEMES)?;
+        p.choice_set("integrity", i, secmem_core::registry::INTEGRITY_SCHEMES)?;
     }
     if let Some(e) = encryption {
-        p.choice_set("encryption", e, secmem_core::encryption::ENCRYPTION_SCHEMES)?;
+        p.choice_set("encryption", e, secmem_core::registry::ENCRYPTION_SCHEMES)?;
     }
     for s in sets {
         p.set_str(s)?;
     }
     // Scheme names given through --set are checked here too.
-    p.choice("integrity", secmem_core::integrity::INTEGRITY_SCHEMES).map_err(scheme_err("integrity"))?;
-    p.choice("encryption", secmem_core::encryption::ENCRYPTION_SCHEMES).map_err(scheme_err("encryption"))?;
+    p.choice("integrity", secmem_core::registry::INTEGRITY_SCHEMES).map_err(scheme_err("integrity"))?;
+    p.choice("encryption", secmem_core::registry::ENCRYPTION_SCHEMES).map_err(scheme_err("encryption"))?;
     p.choice("codeauth", secmem_core::codeauth::CODEAUTH_SCHEMES).map_err(scheme_err("codeauth"))?;
     Ok(p)
 }

@@ -21,7 +21,7 @@ pub fn preset_names() -> Vec<&'static str> {
 
 /// Every component's declaration: the machine's parts and every scheme.
 pub fn components() -> Vec<&'static Component> {
-    let mut v = decl::engine_components();
+    let mut v = secmem_core::registry::engine_components();
     v.extend(crate::params::CORE.iter());
     v
 }

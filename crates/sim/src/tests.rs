@@ -22,7 +22,7 @@ fn f(s: &Stats, k: &str) -> f64 {
 #[test]
 fn every_workload_reads_back_what_it_wrote_under_every_scheme() {
     for w in ["stream", "chase", "hot", "mix"] {
-        for i in secmem_core::integrity::INTEGRITY_SCHEMES {
+        for i in secmem_core::registry::INTEGRITY_SCHEMES {
             let e = if i == &"none" { "none" } else { "otp" };
             // A small L2 forces evictions, tree traffic and re-fetches of encrypted lines.
             let s = sim(w, i, e, &["l2.size=64KiB"], 50_000);
@@ -233,7 +233,7 @@ fn a_trace_beyond_physical_memory_stops_with_a_clear_error_and_keeps_results() {
 #[test]
 fn scheme_names_are_checked_wherever_they_come_from() {
     let e = configure("suh2003", Some("merkle"), None, &[]).unwrap_err().0;
-    let all = secmem_core::integrity::INTEGRITY_SCHEMES.join(", ");
+    let all = secmem_core::registry::INTEGRITY_SCHEMES.join(", ");
     assert_eq!(e, format!("unknown integrity scheme 'merkle' (choose from {})", all));
     let e = configure("suh2003", None, None, &["encryption=rot13".into()]).unwrap_err().0;
     assert!(e.starts_with("unknown encryption scheme 'rot13'"), "{}", e);
@@ -259,8 +259,8 @@ fn every_declared_parameter_is_read_by_some_component() {
     fv.set("speculation.frequent_values", "8").unwrap();
     models.push(fv);
     for base in &models {
-        for i in secmem_core::integrity::INTEGRITY_SCHEMES {
-            for e in secmem_core::encryption::ENCRYPTION_SCHEMES {
+        for i in secmem_core::registry::INTEGRITY_SCHEMES {
+            for e in secmem_core::registry::ENCRYPTION_SCHEMES {
                 let mut q = base.clone();
                 q.set("integrity", i).unwrap();
                 q.set("encryption", e).unwrap();

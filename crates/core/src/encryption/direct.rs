@@ -13,8 +13,8 @@
 //! Memory is all-zero plaintext at power-on: a line whose RV is 0 and whose bytes are all zero
 //! is that initial state (fresh RVs are never 0).
 
-use super::{derive_key, Encryption, Rng};
-use crate::integrity::IntegrityError;
+use super::{Encryption, EncryptionScheme, Rng, derive_key};
+use crate::error::IntegrityError;
 use crate::layout::{is_initial, Meta, MetaKind, PerLine, MAX_LINE};
 use crate::machine::Machine;
 use crate::port::chunk_arrivals;
@@ -24,7 +24,7 @@ use crate::stats::Stats;
 use aes::cipher::KeyInit;
 use secmem_crypto::modes::{cbc_decrypt, cbc_encrypt};
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
 
 /// direct's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -36,6 +36,14 @@ pub const DECL: Component = Component {
         param("direct.rv_bytes", Def::Int(4), "B", "random vector per line in IV = (address, RV): 1, 2, 4 or 8 (000 §4.2, §6.3.1)"),
         param("direct.rv_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of random vectors, like the time-stamp buffer"),
     ],
+};
+
+/// direct's registration. A fresh random vector per write-back hides equal lines and rewrites; CBC garbles a flipped block (its vector, stored beside the line, is not authenticated: flipping it flips the first block's bits).
+pub const SCHEME: EncryptionScheme = EncryptionScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, malleable: false, ..Guarantees::NONE }),
+    coverage: Coverage { lays_out: &[Role::Vectors], protects: Role::LINES },
+    build: |p, m, c, seed| Ok(Box::new(Direct::new(p, m, c, seed)?)),
 };
 
 pub struct Direct {
@@ -58,7 +66,7 @@ impl Direct {
             return Err(ConfigError(format!("direct.rv_bytes: {} is not 1, 2, 4 or 8", rv_bytes)));
         }
         let rv_buf = WordBuffer::new(p.u64_min("direct.rv_buffer_entries", 0)?, "direct.rv_buffer_entries")?;
-        let rvs = m.layout.per_line("direct random vectors", covered, rv_bytes);
+        let rvs = m.layout.per_line(Role::Vectors, "direct random vectors", covered, rv_bytes);
         Ok(Direct {
             aes: aes::Aes128::new(&derive_key(seed, 0xd1ec7).into()),
             rng: Rng::new(seed, 0xd1ec7),

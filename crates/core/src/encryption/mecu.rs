@@ -32,16 +32,15 @@
 //! Memory is all-zero plaintext at power-on: a line whose block stamp is 0 and whose bytes are
 //! all zero is that initial state.
 
-use super::{derive_key, Encryption, PowerEvent};
-use crate::integrity::IntegrityError;
+use super::{OfflineView, PowerManaged, Encryption, EncryptionScheme, PowerEvent, derive_key};
+use crate::error::IntegrityError;
 use crate::layout::{is_initial, MAX_LINE};
 use crate::machine::Machine;
-use crate::power::PowerManaged;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
 
 /// mecu's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -57,6 +56,14 @@ pub const DECL: Component = Component {
         param("mecu.capacitor", Def::Bool(true), "bool", "capacitors finish a block re-encryption on power failure (002 §6.4)"),
         param("mecu.resume_period", Def::Int(0), "cycles", "between simulated suspend/resume cycles in timed runs (0: never; 002 §5.2: 100 M)"),
     ],
+};
+
+/// mecu's registration. One pad per block and resume cycle (002 §4): a rewrite within a cycle reuses it, and the pad XOR is malleable; s kept on the unit can be rolled back (002 §4.3).
+pub const SCHEME: EncryptionScheme = EncryptionScheme {
+    decl: &DECL,
+    guarantees: |p| Ok(Guarantees { confidential: true, hides_equal_lines: true, at_rest: true, rollback_reuses_pads: !p.bool("mecu.s_on_device")?, ..Guarantees::NONE }),
+    coverage: Coverage { lays_out: &[Role::Counters], protects: Role::LINES },
+    build: |p, m, c, seed| Ok(Box::new(Mecu::new(p, m, c, seed)?)),
 };
 
 const CHUNK: usize = 4096;
@@ -110,18 +117,6 @@ impl StampTable {
         }
         v
     }
-}
-
-/// What an adversary holding the machine while it is suspended reads from the MECU (002 §4.1:
-/// "the adversary can read the entire contents of main memory (and the memory on the MECU)").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OfflineView {
-    /// The master key, if it were anywhere the adversary can read.
-    pub key: Option<[u8; 16]>,
-    /// The global state counter, when it is kept on the MECU.
-    pub state_counter: Option<u32>,
-    /// Every non-zero block stamp s_a as (block, stamp).
-    pub stamps: Vec<(u64, u32)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -404,7 +399,7 @@ impl Mecu {
 
     fn unpowered(&self, addr: u64, what: &str) -> IntegrityError {
         let why = if self.power_lost { "the power is out" } else { "the system is suspended and the key device removed" };
-        IntegrityError { addr, what: format!("mecu cannot {}: {}", what, why) }
+        IntegrityError::unavailable(addr, format!("mecu cannot {}: {}", what, why))
     }
 
     fn read_port(&mut self, m: &mut Machine, port: Port, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
@@ -707,5 +702,36 @@ impl Encryption for Mecu {
         out.int("mecu.dma_reads", self.dma_reads);
         out.int("mecu.dma_writes", self.dma_writes);
         out.int("mecu.table_lock_wait_cycles", self.lock_wait);
+    }
+}
+
+impl PowerManaged for Mecu {
+    fn event(&mut self, ev: PowerEvent) -> Result<(), String> {
+        self.power_event(ev)
+    }
+    fn is_running(&self) -> bool {
+        Mecu::is_running(self)
+    }
+    fn power_lost(&self) -> bool {
+        Mecu::power_lost(self)
+    }
+    fn arm_power_cut(&mut self, step: u64) -> u64 {
+        Mecu::arm_power_cut(self, step);
+        self.reencryption_steps()
+    }
+    fn restore_power(&mut self) -> Result<(), String> {
+        Mecu::restore_power(self)
+    }
+    fn offline_view(&self) -> Result<OfflineView, String> {
+        Mecu::offline_view(self)
+    }
+    fn set_state_counter(&mut self, v: u32) -> Result<(), String> {
+        Mecu::set_state_counter(self, v)
+    }
+    fn dma_read(&mut self, m: &mut Machine, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String> {
+        Mecu::dma_read(self, m, addr, out, t)
+    }
+    fn dma_write(&mut self, m: &mut Machine, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, String> {
+        Mecu::dma_write(self, m, addr, data, t)
     }
 }

@@ -2,14 +2,13 @@
 //! L2 and the bus (seed 000 §2): it moves every line, data or metadata, in and out of
 //! untrusted memory.
 
-use crate::decl::Component;
-use crate::integrity::IntegrityError;
+use crate::decl::{Component, Coverage, Detection, Guarantees};
+use crate::error::IntegrityError;
 use crate::layout::{Meta, PerLine, MAX_LINE};
 use crate::machine::Machine;
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::params::{ConfigError, Params};
-use crate::power::PowerManaged;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
 
@@ -32,6 +31,39 @@ pub enum PowerEvent {
     Resume,
     /// A new OS instance: a new key, every stamp and counter reset.
     Reboot,
+}
+
+/// What an adversary holding the machine while it is suspended reads from the MECU (002 §4.1:
+/// "the adversary can read the entire contents of main memory (and the memory on the MECU)").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OfflineView {
+    /// The master key, if it were anywhere the adversary can read.
+    pub key: Option<[u8; 16]>,
+    /// The global state counter, when it is kept on the MECU.
+    pub state_counter: Option<u32>,
+    /// Every non-zero block stamp s_a as (block, stamp).
+    pub stamps: Vec<(u64, u32)>,
+}
+
+/// An encryption scheme that protects non-volatile memory across power cycles (seed 002's
+/// MECU): what the engine's power management drives.
+pub trait PowerManaged {
+    /// Suspend (key device out), resume (s + 1) or reboot (new key, stamps reset).
+    fn event(&mut self, ev: PowerEvent) -> Result<(), String>;
+    fn is_running(&self) -> bool;
+    fn power_lost(&self) -> bool;
+    /// Cut the power at `step` of the next block re-encryption; the number of steps one has.
+    fn arm_power_cut(&mut self, step: u64) -> u64;
+    /// Power is back after a failure (the key device is still in): a resume.
+    fn restore_power(&mut self) -> Result<(), String>;
+    /// What an adversary reads from the unit while the system is suspended or off.
+    fn offline_view(&self) -> Result<OfflineView, String>;
+    /// The offline adversary overwrites the global state counter (002 §4.3).
+    fn set_state_counter(&mut self, v: u32) -> Result<(), String>;
+    /// A device reads memory through the second unit (002 §6.3).
+    fn dma_read(&mut self, m: &mut Machine, addr: u64, out: &mut [u8], t: Cycle) -> Result<Cycle, String>;
+    /// A device writes memory through the second unit.
+    fn dma_write(&mut self, m: &mut Machine, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, String>;
 }
 
 /// `Send`: an engine may be used from any one thread at a time (Python threads).
@@ -130,35 +162,27 @@ pub trait Encryption: Send {
     }
 }
 
-/// A registered encryption scheme: its declaration and how to build it.
+/// A registered encryption scheme: its declaration, what it guarantees and covers, and how to
+/// build it. Each scheme's file defines one (`SCHEME`); `registry` lists them.
 pub struct EncryptionScheme {
     pub decl: &'static Component,
-    /// Build it over the lines of [0, `covered`) (data and integrity metadata), placing its
-    /// metadata in `m`'s layout; `seed` fixes keys and random vectors.
+    /// What it promises under the given parameters.
+    pub guarantees: fn(&Params) -> Result<Guarantees, ConfigError>,
+    pub coverage: Coverage,
+    /// Build it over the lines of [0, `covered`) (data and whatever metadata it carries),
+    /// placing its metadata in `m`'s layout; `seed` fixes keys and random vectors.
     pub build: fn(&Params, &mut Machine, u64, u64) -> Result<Box<dyn Encryption>, ConfigError>,
 }
 
-/// Every encryption scheme; `build` and `secmem schemes` know them from here alone.
-pub const SCHEMES: &[EncryptionScheme] = &[
-    EncryptionScheme { decl: &none::DECL, build: |_, _, _, _| Ok(Box::new(none::NoEncryption)) },
-    EncryptionScheme { decl: &direct::DECL, build: |p, m, c, seed| Ok(Box::new(direct::Direct::new(p, m, c, seed)?)) },
-    EncryptionScheme { decl: &otp::DECL, build: |p, m, c, seed| Ok(Box::new(otp::Otp::new(p, m, c, seed)?)) },
-    EncryptionScheme { decl: &ocb::DECL, build: |p, m, c, seed| Ok(Box::new(ocb::Ocb::new(p, m, c, seed)?)) },
-    EncryptionScheme { decl: &tdes::DECL, build: |p, m, c, seed| Ok(Box::new(tdes::Tdes::new(p, m, c, seed)?)) },
-    EncryptionScheme { decl: &mecu::DECL, build: |p, m, c, seed| Ok(Box::new(mecu::Mecu::new(p, m, c, seed)?)) },
-];
-
-const NAMES: [&str; SCHEMES.len()] = crate::decl::registry_names!(SCHEMES);
-
-/// The schemes' names, in registration order.
-pub const ENCRYPTION_SCHEMES: &[&str] = &NAMES;
-
-/// Build the scheme named by `encryption`. `covered` is the end of the address range whose
-/// lines it must carry (data and integrity metadata).
-pub fn build(name: &str, p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Box<dyn Encryption>, ConfigError> {
-    match SCHEMES.iter().find(|s| s.decl.name == name) {
-        Some(s) => (s.build)(p, m, covered, seed),
-        None => Err(ConfigError(format!("unknown encryption scheme '{}' (choose from {})", name, ENCRYPTION_SCHEMES.join(", ")))),
+/// What optional per-chunk MACs (004 §3.3; otp's and tdes's `chunk_mac_bytes`) add to an
+/// encryption scheme: a change or a move of a line fails a MAC, so flipped bits no longer go
+/// through; an old line with its old MACs still passes (they bind address and counter, not
+/// freshness).
+pub const fn chunk_macs(on: bool) -> Guarantees {
+    if on {
+        Guarantees::detecting(Detection::Access, Detection::Access, Detection::Never)
+    } else {
+        Guarantees::NONE
     }
 }
 
@@ -185,13 +209,10 @@ impl NonceCounter {
     /// The counter for the next write-back (of the line at `addr`).
     pub fn next(&mut self, addr: u64, scheme: &str) -> Result<u32, IntegrityError> {
         if self.next > self.max {
-            return Err(IntegrityError {
-                addr,
-                what: format!(
+            return Err(IntegrityError::exhausted(addr, format!(
                     "{}: the nonce counter is exhausted after {} write-backs (a new key would be needed; not modelled)",
                     scheme, self.max
-                ),
-            });
+                )));
         }
         self.next += 1;
         Ok((self.next - 1) as u32)

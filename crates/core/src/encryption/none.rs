@@ -1,12 +1,12 @@
 //! No encryption: lines cross the bus as plaintext.
 
-use super::Encryption;
-use crate::integrity::IntegrityError;
+use super::{Encryption, EncryptionScheme};
+use crate::error::IntegrityError;
 use crate::layout::MAX_LINE;
 use crate::machine::Machine;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
-use crate::decl::{Component, Kind};
+use crate::decl::{Component, Coverage, Guarantees, Kind};
 
 /// none's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -16,6 +16,14 @@ pub const DECL: Component = Component {
     source: "—",
     params: &[
     ],
+};
+
+/// none's registration. No encryption: memory holds the plaintext.
+pub const SCHEME: EncryptionScheme = EncryptionScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::NONE),
+    coverage: Coverage::NOTHING,
+    build: |_, _, _, _| Ok(Box::new(NoEncryption)),
 };
 
 pub struct NoEncryption;

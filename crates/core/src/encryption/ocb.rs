@@ -58,10 +58,10 @@
 //!
 //! A line whose counter, tag and bytes are all zero is the all-zero initial memory.
 
-use super::{derive_key, Boot, BootLines, ChunkMacCounts, Encryption, NonceCounter};
+use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, NonceCounter, derive_key};
 use crate::mem::BootImage;
 use std::sync::Arc;
-use crate::integrity::IntegrityError;
+use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
 use crate::machine::Machine;
 use crate::params::{ConfigError, Params};
@@ -71,7 +71,7 @@ use crate::wordbuf::WordBuffer;
 use secmem_crypto::modes::OcbAes;
 use secmem_crypto::{Aes128, Field};
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
 use crate::speculation::reorder::{bitmap_bytes, frequent_blocks, pair_blocks, permute, unpermute, BitmapSeal, Bitmaps};
 
 /// ocb's declaration: its parameters with defaults, units and meanings.
@@ -89,6 +89,14 @@ pub const DECL: Component = Component {
         param("ocb.bitmap_cache_entries", Def::Int(1024), "entries", "on-chip write-back cache of 8-B words of re-ordering bitmaps, in 8-way sets (more than 8 entries: 8 × a power of two; up to 8: one fully associative set): 1024 = 8 KB, the bitmaps of a 128-entry TLB's 4-KB pages (004 §3.2.2); 0: none, each bitmap read and written in memory"),
         param("ocb.bitmap_prefetch", Def::Int(1), "words", "bitmap words fetched after each missed one (004 §3.2.2: \"simple hardware prefetch\"); 0: none"),
     ],
+};
+
+/// ocb's registration. The tag (or per-block MACs) binds line, address and counter: changes and moves fail it, an old line with its old counter and tag passes.
+pub const SCHEME: EncryptionScheme = EncryptionScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, ..Guarantees::detecting(Detection::Access, Detection::Access, Detection::Never) }),
+    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES },
+    build: |p, m, c, seed| Ok(Box::new(Ocb::new(p, m, c, seed)?)),
 };
 
 /// Per-block MACs (see the module's comment): their key, offsets (j+1)·L', L_b, size and store.
@@ -249,13 +257,13 @@ impl Ocb {
         let cipher = OcbAes::new(&derive_key(seed, 0x0cb3), tag_bytes as usize)
             .ok_or_else(|| ConfigError(format!("ocb.tag_bytes: {} is not 8 or 16", tag_bytes)))?;
         let ctr_buf = WordBuffer::new(p.u64_min("ocb.counter_buffer_entries", 0)?, "ocb.counter_buffer_entries")?;
-        let ctrs = m.layout.per_line("ocb counters", covered, B_CTR);
-        let tags = m.layout.per_line("ocb tags", covered, tag_bytes);
+        let ctrs = m.layout.per_line(Role::Counters, "ocb counters", covered, B_CTR);
+        let tags = m.layout.per_line(Role::Macs, "ocb tags", covered, tag_bytes);
         let mut bitmaps = None;
         if let Some(fv) = m.spec.fv.as_mut() {
             fv.dedicate(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / p.freq("core.clock")?, 16);
             if p.bool("ocb.reorder_chunks")? {
-                let store = m.layout.per_line("ocb bitmaps", covered, bitmap_bytes(m.line()));
+                let store = m.layout.per_line(Role::Macs, "ocb bitmaps", covered, bitmap_bytes(m.line()));
                 let (entries, prefetch) = (p.u64_min("ocb.bitmap_cache_entries", 0)?, p.u64_min("ocb.bitmap_prefetch", 0)?);
                 let b = Bitmaps::new(store, covered, &derive_key(seed, 0x0cb4), entries, prefetch)
                     .map_err(|e| ConfigError(format!("ocb.bitmap_cache_entries: {}", e)))?;
@@ -267,7 +275,7 @@ impl Ocb {
             return Err(ConfigError(format!("ocb.chunk_mac_bytes: {} exceeds the 16-B AES block", mac_bytes)));
         }
         let macs = (mac_bytes > 0).then(|| {
-            let store = m.layout.per_line("ocb chunk MACs", covered, m.line() / 16 * mac_bytes);
+            let store = m.layout.per_line(Role::Macs, "ocb chunk MACs", covered, m.line() / 16 * mac_bytes);
             ChunkMacs::new(seed, mac_bytes as usize, store)
         });
         Ok(Ocb {
@@ -331,7 +339,7 @@ struct Speculated<'a> {
 impl Ocb {
     fn tag_failure(&mut self, addr: u64, ctr: u32) -> IntegrityError {
         self.tag_failures += 1;
-        IntegrityError { addr, what: format!("ocb tag mismatch (counter {}): line, counter, tag or bitmap was changed", ctr) }
+        IntegrityError::tampered(addr, format!("ocb tag mismatch (counter {}): line, counter, tag or bitmap was changed", ctr))
     }
 
     /// Check the per-block MACs `fetched` of the line deciphered (as stored) into `stored`.
@@ -345,10 +353,7 @@ impl Ocb {
         c.compute(self.line, addr, ctr, bitmap, stored, want);
         if want != fetched {
             self.mac_counts.failures += 1;
-            return Err(IntegrityError {
-                addr,
-                what: format!("ocb chunk MAC mismatch (counter {}): line, counter, bitmap or MACs were changed", ctr),
-            });
+            return Err(IntegrityError::tampered(addr, format!("ocb chunk MAC mismatch (counter {}): line, counter, bitmap or MACs were changed", ctr)));
         }
         Ok(())
     }
@@ -798,7 +803,7 @@ mod tests {
 
     #[test]
     fn reordered_lines_round_trip_under_every_integrity_scheme() {
-        for integ in crate::integrity::INTEGRITY_SCHEMES {
+        for integ in crate::registry::INTEGRITY_SCHEMES {
             for boot in ["false", "true"] {
                 let b = format!("memory.boot_encrypted={}", boot);
                 let mut e = engine(integ, &[FV, &b]);
@@ -958,7 +963,7 @@ mod tests {
 
     #[test]
     fn chunk_mac_lines_round_trip_under_every_integrity_scheme() {
-        for integ in crate::integrity::INTEGRITY_SCHEMES {
+        for integ in crate::registry::INTEGRITY_SCHEMES {
             for (spec, boot) in [("speculation.frequent_values=0", "false"), (FV, "true")] {
                 let b = format!("memory.boot_encrypted={}", boot);
                 let mut e = engine(integ, &[MACS, spec, &b]);
@@ -978,7 +983,7 @@ mod tests {
     fn the_chunk_mac_binds_block_position_counter_bitmap_and_line() {
         // The MACs alone (RustCrypto's OCB3 tag also fails on most of these, so the engine
         // tests below cannot tell which check caught a change).
-        let store = crate::layout::Layout::new(1 << 20, 64).per_line("MACs", 1 << 20, 32);
+        let store = crate::layout::Layout::new(1 << 20, 64).per_line(crate::decl::Role::Macs, "MACs", 1 << 20, 32);
         let c = super::ChunkMacs::new(3, 8, store);
         let line = crate::testutil::pattern(9, 64);
         let mac = |addr: u64, ctr: u32, bm: u32, l: &[u8]| {

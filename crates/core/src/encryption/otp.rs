@@ -35,10 +35,10 @@
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
 
-use super::{derive_key, Boot, BootLines, ChunkMacCounts, Encryption};
+use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, chunk_macs, derive_key};
 use crate::mem::BootImage;
 use std::sync::Arc;
-use crate::integrity::IntegrityError;
+use crate::error::IntegrityError;
 use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::port::chunk_arrivals;
 use crate::machine::Machine;
@@ -47,7 +47,7 @@ use crate::stats::Stats;
 use crate::wordbuf::TsBuffer;
 use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags, Transfer};
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
 
 /// otp's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -61,6 +61,14 @@ pub const DECL: Component = Component {
         param("otp.ts_cache_entries", Def::Int(0), "entries", "on-chip cache of time-stamp values (000 §4.4, Fig. 7c); 0: none"),
         param("otp.chunk_mac_bytes", Def::Int(0), "B", "a MAC of this many bytes (1 to 8) per 64-bit chunk, checked on every read and speculated with speculation.frequent_values (004 §3.3, Fig. 8); 0: none"),
     ],
+};
+
+/// otp's registration. The pad binds address and time stamp; a flipped ciphertext bit flips the plaintext bit unless per-chunk MACs (bound to address and stamp, not freshness) are on.
+pub const SCHEME: EncryptionScheme = EncryptionScheme {
+    decl: &DECL,
+    guarantees: |p| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, ..chunk_macs(p.u64_min("otp.chunk_mac_bytes", 0)? > 0) }),
+    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES },
+    build: |p, m, c, seed| Ok(Box::new(Otp::new(p, m, c, seed)?)),
 };
 
 /// On-chip copies of time stamps, one per entry, set-associative (8 ways).
@@ -238,7 +246,7 @@ impl Otp {
         let ts_buf = TsBuffer::new(p, "otp.ts_buffer_entries")?;
         let ts_cache = TsCache::new(p.u64_min("otp.ts_cache_entries", 0)?)?;
         let line = m.line();
-        let stamps = m.layout.per_line("otp time stamps", covered, B_TS);
+        let stamps = m.layout.per_line(Role::Counters, "otp time stamps", covered, B_TS);
         let k = derive_key(seed, 0x07b0);
         let mac_bytes = p.u64_min("otp.chunk_mac_bytes", 0)?;
         if mac_bytes > 8 {
@@ -250,7 +258,7 @@ impl Otp {
         let mac = (mac_bytes > 0).then(|| ChunkMacs {
             key: Aes128::new(&derive_key(seed, 0x07b1)),
             bytes: mac_bytes as usize,
-            store: m.layout.per_line("otp chunk MACs", covered, line / CHUNK as u64 * mac_bytes),
+            store: m.layout.per_line(Role::Macs, "otp chunk MACs", covered, line / CHUNK as u64 * mac_bytes),
         });
         if let Some(fv) = m.spec.fv.as_mut() {
             fv.dedicate(p.u64_min("aes.latency", 1)?, p.rate("aes.throughput")? / p.freq("core.clock")?, 16);
@@ -334,10 +342,7 @@ impl Otp {
             c.compute(addr, ts, plain, &mut want[..len]);
             if want[..len] != fetched[..len] {
                 self.macs.failures += 1;
-                return Err(IntegrityError {
-                    addr,
-                    what: format!("otp chunk MAC mismatch (time stamp {}): line, stamp or MACs were changed", ts),
-                });
+                return Err(IntegrityError::tampered(addr, format!("otp chunk MAC mismatch (time stamp {}): line, stamp or MACs were changed", ts)));
             }
         }
         // Each chunk is plaintext once in and XORed with its (precomputed) pad.

@@ -38,10 +38,10 @@
 //!
 //! A line whose counter is 0 and whose bytes are all zero is the all-zero initial memory.
 
-use super::{derive_key, Boot, BootLines, ChunkMacCounts, Encryption, NonceCounter};
+use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, NonceCounter, chunk_macs, derive_key};
 use crate::mem::BootImage;
 use std::sync::Arc;
-use crate::integrity::IntegrityError;
+use crate::error::IntegrityError;
 use crate::layout::{all_zero, is_initial, Meta, MetaKind, PerLine, B_CTR, MAX_LINE};
 use crate::machine::Machine;
 use crate::port::chunk_arrivals;
@@ -50,7 +50,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_timing::{Cycle, Pipe};
 use secmem_crypto::tdes::{agrees_with_rustcrypto, FastTdes};
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
 
 /// tdes's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -66,6 +66,14 @@ pub const DECL: Component = Component {
         param("tdes.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
         param("tdes.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
     ],
+};
+
+/// tdes's registration. A block cipher over address and counter: a flipped bit garbles its chunk; per-chunk MACs (address and counter, not freshness) make changes and moves fail.
+pub const SCHEME: EncryptionScheme = EncryptionScheme {
+    decl: &DECL,
+    guarantees: |p| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, malleable: false, ..chunk_macs(p.u64_min("tdes.chunk_mac_bytes", 0)? > 0) }),
+    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES },
+    build: |p, m, c, seed| Ok(Box::new(Tdes::new(p, m, c, seed)?)),
 };
 
 const CHUNK: u64 = 8;
@@ -162,7 +170,7 @@ impl Tdes {
         if lines > u32::MAX as u64 {
             return Err(ConfigError(format!("tdes: {} lines do not fit the 32-bit line number of the nonce", lines)));
         }
-        let ctrs = m.layout.per_line("tdes counters", covered, B_CTR);
+        let ctrs = m.layout.per_line(Role::Counters, "tdes counters", covered, B_CTR);
         let (kd, kt) = (key24(seed, 0x7de5), key24(seed, 0x7de7));
         if !agrees_with_rustcrypto(&kd) || !agrees_with_rustcrypto(&kt) {
             return Err(ConfigError("tdes: the table-driven Triple-DES disagrees with RustCrypto's".into()));
@@ -186,7 +194,7 @@ impl Tdes {
             for (i, o) in offsets.iter_mut().enumerate() {
                 *o = gf_mul(l, i as u64 + 1);
             }
-            let store = m.layout.per_line("tdes chunk MACs", covered, (line / CHUNK) * mac_bytes);
+            let store = m.layout.per_line(Role::Macs, "tdes chunk MACs", covered, (line / CHUNK) * mac_bytes);
             ChunkMacs { key, offsets, bytes: mac_bytes as usize, store }
         });
         Ok(Tdes {
@@ -367,10 +375,7 @@ impl Encryption for Tdes {
                 c.compute(self.line, addr, ctr, out, &mut want[..mac_len]);
                 if want[..mac_len] != fetched[..mac_len] {
                     self.macs.failures += 1;
-                    return Err(IntegrityError {
-                        addr,
-                        what: format!("tdes chunk MAC mismatch (counter {}): line, counter or MACs were changed", ctr),
-                    });
+                    return Err(IntegrityError::tampered(addr, format!("tdes chunk MAC mismatch (counter {}): line, counter or MACs were changed", ctr)));
                 }
             }
             for i in 0..n {

@@ -1,7 +1,8 @@
 //! Every encryption scheme through the engine, and what the adversary can and cannot do to
 //! each (seeds 000 §4, 004 §2–3, 002 §4–6).
 
-use crate::encryption::{derive_key, ENCRYPTION_SCHEMES};
+use crate::encryption::derive_key;
+use crate::registry::ENCRYPTION_SCHEMES;
 use crate::testutil::{params, pattern};
 use crate::power::PowerError;
 use crate::{AccessKind, Engine, IntegrityError, Stats};
@@ -646,7 +647,7 @@ const BOOTED: [&str; 4] = ["none", "otp", "ocb", "tdes"];
 #[test]
 fn boot_encrypted_memory_reads_as_zeros_holds_ciphertext_and_round_trips_under_every_integrity() {
     for enc in BOOTED {
-        for integ in crate::integrity::INTEGRITY_SCHEMES {
+        for integ in crate::registry::INTEGRITY_SCHEMES {
             let mut e = engine(integ, enc, &["memory.boot_encrypted=true", "tdes.chunk_mac_bytes=4", "otp.chunk_mac_bytes=4"]);
             // Never written: zeros to the program, ciphertext to the adversary (but for none).
             assert_eq!(read(&mut e, 0x30_0000, 64).unwrap(), vec![0u8; 64], "{}+{}", integ, enc);

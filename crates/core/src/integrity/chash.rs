@@ -13,7 +13,8 @@
 //! decoded node is still checked against its parent, so an adversary gains nothing from it.
 
 use super::tree::{Tree, H};
-use super::{Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityScheme, Verified};
+use crate::error::IntegrityError;
 use crate::cache::LineKind;
 use crate::encryption::Encryption;
 use crate::layout::{Meta, MAX_LINE};
@@ -23,7 +24,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{HashAlg, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
 
 /// chash's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -36,6 +37,14 @@ pub const DECL: Component = Component {
         param("chash.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent (128-bit hashes)"),
         param("chash.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk (64 B / 16 B = 4)"),
     ],
+};
+
+/// chash's registration. Every read is checked up to a trusted (cached or root) node: any change, move or replay fails it.
+pub const SCHEME: IntegrityScheme = IntegrityScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::detecting(Detection::Access, Detection::Access, Detection::Access)),
+    coverage: Coverage { lays_out: &[Role::Tree], protects: &[Role::Data] },
+    build: |p, m, _| Ok(Box::new(Chash::new(p, m)?)),
 };
 
 
@@ -69,7 +78,8 @@ impl Chash {
     pub fn new(p: &Params, m: &mut Machine) -> Result<Chash, ConfigError> {
         let hasher = hasher_from(p, "chash")?;
         let line = m.line();
-        let tree = Tree::new(&mut m.layout, "chash tree", line, hasher.len(), p.u64_min("chash.arity", 0)?, "chash.arity")?;
+        let cover = Tree::data(&m.layout);
+        let tree = Tree::new(&mut m.layout, "chash tree", cover, line, hasher.len(), p.u64_min("chash.arity", 0)?, "chash.arity")?;
         let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
         let roots = vec![zero[0]; tree.m as usize];
         Ok(Chash { hasher, tree, roots, zero, pending: Vec::new(), hash_loads: 0, hash_stores: 0, checks: 0, root_updates: 0 })
@@ -190,10 +200,7 @@ impl Integrity for Chash {
         let h = self.staged_hash();
         self.checks += 1;
         let hb = self.tree.hb;
-        super::conclude(m, slot, t_start, same_bytes(&h[..hb], &want[..hb]), h_done.max(t_want) + 1, || IntegrityError {
-            addr,
-            what: mismatch(&self.tree, c),
-        })
+        super::conclude(m, slot, t_start, same_bytes(&h[..hb], &want[..hb]), h_done.max(t_want) + 1, || IntegrityError::tampered(addr, mismatch(&self.tree, c)))
     }
 
     /// The check climbs to the first cached ancestor, reading each chunk on the way: they

@@ -22,7 +22,8 @@
 //! the run finishes, as in certified execution; a signing barrier checks first (which trace
 //! events are barriers is the core's `core.syscall_barriers`).
 
-use super::{Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityScheme, Verified};
+use crate::error::IntegrityError;
 use crate::encryption::{derive_key, Encryption};
 use crate::layout::{Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::machine::{Machine, Victim};
@@ -32,7 +33,7 @@ use crate::stats::Stats;
 use crate::wordbuf::{TsBuffer, WordBuffer};
 use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
 
 /// lhash's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -47,6 +48,14 @@ pub const DECL: Component = Component {
         param("lhash.ts_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of time stamps (000 Table 1)"),
         param("lhash.pt_buffer_entries", Def::Int(16), "entries", "on-chip 8-B words of the untrusted page table (not in 000: a page's entry comes with its translation)"),
     ],
+};
+
+/// lhash's registration. Reads are not checked one by one: the multiset hashes differ at the next integrity-check (000 §3.2).
+pub const SCHEME: IntegrityScheme = IntegrityScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::detecting(Detection::Check, Detection::Check, Detection::Check)),
+    coverage: Coverage { lays_out: &[Role::Log], protects: &[Role::Data] },
+    build: |p, m, seed| Ok(Box::new(Lhash::new(p, m, seed)?)),
 };
 
 pub struct Lhash {
@@ -92,8 +101,8 @@ impl Lhash {
         };
         let line = m.line();
         let data_size = m.layout.data_size;
-        let stamps = m.layout.per_line("lhash time stamps", data_size, B_TS);
-        let pt_base = m.layout.alloc("lhash page table", (data_size / PAGE).div_ceil(8));
+        let stamps = m.layout.per_line(Role::Log, "lhash time stamps", data_size, B_TS);
+        let pt_base = m.layout.alloc(Role::Log, "lhash page table", (data_size / PAGE).div_ceil(8));
         // Clean evictions are logged too (write-chunk writes their time stamp).
         m.keep_clean_victims = true;
         Ok(Lhash {
@@ -214,13 +223,10 @@ impl Lhash {
         self.check_cycles += done - t;
         m.note_check(done);
         if !self.read_hash.same(&self.write_hash) {
-            return Err(IntegrityError {
-                addr: 0,
-                what: format!(
+            return Err(IntegrityError::tampered(0, format!(
                     "log hash check: READHASH ≠ WRITEHASH after reading {} chunks: some read since the last check did not return the value last written",
                     checked
-                ),
-            });
+                )));
         }
         self.write_hash = new_write;
         self.read_hash = self.read_hash.empty_like();

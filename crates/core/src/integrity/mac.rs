@@ -6,7 +6,8 @@
 //! whose MAC slot and data are all zero is the initial all-zero memory.
 
 use super::chash::hasher_from;
-use super::{Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityScheme, Verified};
+use crate::error::IntegrityError;
 use crate::encryption::{derive_key, Encryption};
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
 use crate::mem::same_bytes;
@@ -15,7 +16,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
 
 /// mac's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -27,6 +28,14 @@ pub const DECL: Component = Component {
         param("mac.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of (key ‖ address ‖ block)"),
         param("mac.hash_bytes", Def::Int(16), "B", "bytes of each MAC kept (truncated hash)"),
     ],
+};
+
+/// mac's registration. A MAC binds data to its address, not to a time: an old block with its old MAC passes.
+pub const SCHEME: IntegrityScheme = IntegrityScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::detecting(Detection::Access, Detection::Access, Detection::Never)),
+    coverage: Coverage { lays_out: &[Role::Macs], protects: &[Role::Data] },
+    build: |p, m, seed| Ok(Box::new(Mac::new(p, m, seed)?)),
 };
 
 pub struct Mac {
@@ -42,7 +51,7 @@ impl Mac {
     pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Mac, ConfigError> {
         let hasher = hasher_from(p, "mac")?;
         let data = m.layout.data_size;
-        let macs = m.layout.per_line("mac", data, hasher.len() as u64);
+        let macs = m.layout.per_line(Role::Macs, "mac", data, hasher.len() as u64);
         Ok(Mac { hasher, key: derive_key(seed, 0x3ac), macs, checks: 0, mac_loads: 0, mac_stores: 0 })
     }
 
@@ -97,10 +106,7 @@ impl Integrity for Mac {
         self.checks += 1;
         let fresh = all_zero(&stored[..hb]) && all_zero(plain);
         let matched = fresh || same_bytes(&mac[..hb], &stored[..hb]);
-        super::conclude(m, slot, t_start, matched, h_done.max(t_mac) + 1, || IntegrityError {
-            addr,
-            what: "data does not match its MAC".into(),
-        })
+        super::conclude(m, slot, t_start, matched, h_done.max(t_mac) + 1, || IntegrityError::tampered(addr, "data does not match its MAC"))
     }
 
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {

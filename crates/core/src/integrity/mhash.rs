@@ -11,7 +11,8 @@
 
 use super::chash::hasher_from;
 use super::tree::{Tree, H};
-use super::{Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityScheme, Verified};
+use crate::error::IntegrityError;
 use crate::cache::LineKind;
 use crate::encryption::{derive_key, Encryption};
 use crate::layout::{Meta, MAX_LINE};
@@ -20,7 +21,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{Aes128, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
 
 /// mhash's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -34,6 +35,14 @@ pub const DECL: Component = Component {
         param("mhash.blocks_per_chunk", Def::Int(2), "blocks", "L2 blocks per tree chunk (003 Fig. 8: two 64-B blocks per 128-B chunk)"),
         param("mhash.arity", Def::Int(0), "children", "MACs per tree chunk; 0: as many as fit a chunk"),
     ],
+};
+
+/// mhash's registration. Every read is checked up to a trusted node: any change, move or replay fails it.
+pub const SCHEME: IntegrityScheme = IntegrityScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::detecting(Detection::Access, Detection::Access, Detection::Access)),
+    coverage: Coverage { lays_out: &[Role::Tree], protects: &[Role::Data] },
+    build: |p, m, seed| Ok(Box::new(Mhash::new(p, m, seed)?)),
 };
 
 /// Largest chunk (blocks_per_chunk × line).
@@ -69,7 +78,8 @@ impl Mhash {
         if n * line > MAX_CHUNK {
             return Err(ConfigError(format!("mhash.blocks_per_chunk: {} × {} B exceeds {} B chunks", n, line, MAX_CHUNK)));
         }
-        let tree = Tree::new(&mut m.layout, "mhash tree", (n * line) as u64, 16, p.u64_min("mhash.arity", 0)?, "mhash.arity")?;
+        let cover = Tree::data(&m.layout);
+        let tree = Tree::new(&mut m.layout, "mhash tree", cover, (n * line) as u64, 16, p.u64_min("mhash.arity", 0)?, "mhash.arity")?;
         let mut s = Mhash {
             hasher,
             key: derive_key(seed, 0x3a5),
@@ -161,10 +171,7 @@ impl Mhash {
         let t_mac = m.aes.run(h_done, 16);
         let (want, t_want) = self.expected(m, enc, c, t)?;
         self.checks += 1;
-        super::conclude(m, slot, t_start, mac[..16] == want[..16], t_mac.max(t_want) + 1, || IntegrityError {
-            addr: base,
-            what: super::chash::mismatch(&self.tree, c).replace("hash", "MAC"),
-        })?;
+        super::conclude(m, slot, t_start, mac[..16] == want[..16], t_mac.max(t_want) + 1, || IntegrityError::tampered(base, super::chash::mismatch(&self.tree, c).replace("hash", "MAC")))?;
         for j in 0..self.n {
             if cache_it[j] {
                 let a = base + (j * self.line) as u64;

@@ -1,7 +1,8 @@
 //! Integrity verification: one trait, one module per scheme of seeds 000/003.
 
-use crate::decl::Component;
+use crate::decl::{Component, Coverage, Guarantees};
 use crate::encryption::Encryption;
+use crate::error::IntegrityError;
 use crate::layout::{Meta, MetaKind};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
@@ -15,15 +16,6 @@ pub mod mhash;
 pub mod naive;
 pub mod none;
 pub mod tree;
-
-/// Untrusted memory did not behave like valid memory.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("integrity check failed at 0x{addr:x}: {what}")]
-pub struct IntegrityError {
-    /// Address of the chunk whose check failed.
-    pub addr: u64,
-    pub what: String,
-}
 
 /// When a fetched line may be used and when its check is complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,34 +93,15 @@ pub trait Integrity: Send {
     fn stats(&self, m: &Machine, out: &mut Stats);
 }
 
-/// A registered integrity scheme: its declaration and how to build it.
+/// A registered integrity scheme: its declaration, what it guarantees and covers, and how to
+/// build it. Each scheme's file defines one (`SCHEME`); `registry` lists them.
 pub struct IntegrityScheme {
     pub decl: &'static Component,
+    /// What it promises under the given parameters.
+    pub guarantees: fn(&Params) -> Result<Guarantees, ConfigError>,
+    pub coverage: Coverage,
     /// Build it from its parameters, placing its metadata in `m`'s layout; `seed` fixes keys.
     pub build: fn(&Params, &mut Machine, u64) -> Result<Box<dyn Integrity>, ConfigError>,
-}
-
-/// Every integrity scheme; `build` and `secmem schemes` know them from here alone.
-pub const SCHEMES: &[IntegrityScheme] = &[
-    IntegrityScheme { decl: &none::DECL, build: |_, _, _| Ok(Box::new(none::NoIntegrity)) },
-    IntegrityScheme { decl: &mac::DECL, build: |p, m, seed| Ok(Box::new(mac::Mac::new(p, m, seed)?)) },
-    IntegrityScheme { decl: &naive::DECL, build: |p, m, _| Ok(Box::new(naive::Naive::new(p, m)?)) },
-    IntegrityScheme { decl: &chash::DECL, build: |p, m, _| Ok(Box::new(chash::Chash::new(p, m)?)) },
-    IntegrityScheme { decl: &mhash::DECL, build: |p, m, seed| Ok(Box::new(mhash::Mhash::new(p, m, seed)?)) },
-    IntegrityScheme { decl: &lhash::DECL, build: |p, m, seed| Ok(Box::new(lhash::Lhash::new(p, m, seed)?)) },
-];
-
-const NAMES: [&str; SCHEMES.len()] = crate::decl::registry_names!(SCHEMES);
-
-/// The schemes' names, in registration order.
-pub const INTEGRITY_SCHEMES: &[&str] = &NAMES;
-
-/// Build the scheme named by `integrity`, reading its own parameters.
-pub fn build(name: &str, p: &Params, m: &mut Machine, seed: u64) -> Result<Box<dyn Integrity>, ConfigError> {
-    match SCHEMES.iter().find(|s| s.decl.name == name) {
-        Some(s) => (s.build)(p, m, seed),
-        None => Err(ConfigError(format!("unknown integrity scheme '{}' (choose from {})", name, INTEGRITY_SCHEMES.join(", ")))),
-    }
 }
 
 /// Conclude a check that took read-buffer entry `slot` at `t_start`: on a match the entry is

@@ -5,7 +5,8 @@
 
 use super::chash::{hash, hasher_from, mismatch};
 use super::tree::{Tree, H};
-use super::{Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityScheme, Verified};
+use crate::error::IntegrityError;
 use crate::encryption::Encryption;
 use crate::layout::{Meta, MAX_LINE};
 use crate::mem::same_bytes;
@@ -14,7 +15,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::Hasher;
 use secmem_timing::Cycle;
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
 
 /// naive's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -27,6 +28,14 @@ pub const DECL: Component = Component {
         param("naive.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent"),
         param("naive.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk"),
     ],
+};
+
+/// naive's registration. Every read is checked up to the on-chip root: any change, move or replay fails it.
+pub const SCHEME: IntegrityScheme = IntegrityScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::detecting(Detection::Access, Detection::Access, Detection::Access)),
+    coverage: Coverage { lays_out: &[Role::Tree], protects: &[Role::Data] },
+    build: |p, m, _| Ok(Box::new(Naive::new(p, m)?)),
 };
 
 const MEMO: usize = 4096;
@@ -105,7 +114,8 @@ impl Naive {
     pub fn new(p: &Params, m: &mut Machine) -> Result<Naive, ConfigError> {
         let hasher = hasher_from(p, "naive")?;
         let line = m.line();
-        let tree = Tree::new(&mut m.layout, "naive tree", line, hasher.len(), p.u64_min("naive.arity", 0)?, "naive.arity")?;
+        let cover = Tree::data(&m.layout);
+        let tree = Tree::new(&mut m.layout, "naive tree", cover, line, hasher.len(), p.u64_min("naive.arity", 0)?, "naive.arity")?;
         let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
         let roots = vec![zero[0]; tree.m as usize];
         let path = vec![[0u8; MAX_LINE]; tree.levels as usize];
@@ -156,7 +166,7 @@ impl Naive {
                 None => &self.roots[a as usize][..hb],
             };
             if !same_bytes(&self.hashes[i][..hb], want) {
-                return Err(IntegrityError { addr: self.tree.addr_of(a), what: mismatch(&self.tree, a) });
+                return Err(IntegrityError::tampered(self.tree.addr_of(a), mismatch(&self.tree, a)));
             }
         }
         Ok(done + 1)
@@ -198,10 +208,7 @@ impl Integrity for Naive {
         let h = hash(&self.hasher, plain);
         self.checks += 1;
         let matched = same_bytes(&h[..self.tree.hb], &self.stored_hash(c)[..self.tree.hb]);
-        super::conclude(m, slot, t_start, matched, h_done.max(path_done) + 1, || IntegrityError {
-            addr,
-            what: mismatch(&self.tree, c),
-        })
+        super::conclude(m, slot, t_start, matched, h_done.max(path_done) + 1, || IntegrityError::tampered(addr, mismatch(&self.tree, c)))
     }
 
     fn evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {

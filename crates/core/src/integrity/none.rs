@@ -1,11 +1,12 @@
 //! No integrity verification: the unprotected baseline.
 
-use super::{Integrity, IntegrityError, Verified};
+use super::{Integrity, IntegrityScheme, Verified};
+use crate::error::IntegrityError;
 use crate::encryption::Encryption;
 use crate::machine::Machine;
 use crate::stats::Stats;
 use secmem_timing::Cycle;
-use crate::decl::{Component, Kind};
+use crate::decl::{Component, Coverage, Guarantees, Kind};
 
 /// none's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -15,6 +16,14 @@ pub const DECL: Component = Component {
     source: "—",
     params: &[
     ],
+};
+
+/// none's registration. No integrity: nothing is noticed.
+pub const SCHEME: IntegrityScheme = IntegrityScheme {
+    decl: &DECL,
+    guarantees: |_| Ok(Guarantees::NONE),
+    coverage: Coverage::NOTHING,
+    build: |_, _, _| Ok(Box::new(NoIntegrity)),
 };
 
 pub struct NoIntegrity;

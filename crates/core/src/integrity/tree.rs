@@ -2,9 +2,11 @@
 //!
 //! Chunks are numbered from 0; chunk c's hash sits at slot c mod m of chunk ⌊c/m⌋−1, and
 //! chunks 0..m−1 have their hashes in on-chip root registers. The tree is balanced: level l
-//! holds m^(l+1) chunks, the last level holds the leaves, which are the data chunks
-//! themselves (leaf j is the data chunk at j·B); internal chunks live in a metadata region.
+//! holds m^(l+1) chunks, the last level holds the leaves, which are the chunks of the region
+//! the tree covers (leaf j is the chunk at lo + j·B: program data for the seeds' trees, counter
+//! blocks for a tree over counters); internal chunks live in a metadata region.
 
+use crate::decl::Role;
 use crate::layout::{all_zero, Layout};
 use crate::params::ConfigError;
 use secmem_crypto::MAX_HASH_BYTES;
@@ -23,6 +25,8 @@ pub struct Tree {
     pub internal: u64,
     pub levels: u32,
     pub base: u64,
+    /// The region the leaves cover: [lo, lo + data_size).
+    pub lo: u64,
     pub data_size: u64,
     level_start: Vec<u64>,
     /// log2 of the arity and of the chunk size when they are powers of two (the usual case):
@@ -33,8 +37,9 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Lay out a tree over `layout`'s data region; `arity` 0 means as many hashes as fit.
-    pub fn new(layout: &mut Layout, name: &str, chunk: u64, hb: usize, arity: u64, key: &str) -> Result<Tree, ConfigError> {
+    /// Lay out a tree over the region `cover` = (lo, size) (`Tree::data` for program data);
+    /// `arity` 0 means as many hashes as fit.
+    pub fn new(layout: &mut Layout, name: &str, cover: (u64, u64), chunk: u64, hb: usize, arity: u64, key: &str) -> Result<Tree, ConfigError> {
         let fit = chunk / hb as u64;
         let m = if arity == 0 { fit } else { arity };
         if m < 2 || m > fit {
@@ -43,7 +48,7 @@ impl Tree {
                 key, m, hb, chunk, fit
             )));
         }
-        let data_size = layout.data_size;
+        let (lo, data_size) = cover;
         let leaves = data_size.div_ceil(chunk);
         let mut levels = 1u32;
         let mut width = m;
@@ -55,16 +60,22 @@ impl Tree {
             width = width.checked_mul(m).ok_or_else(|| ConfigError("memory.size too large for the tree".into()))?;
             levels += 1;
         }
-        let base = layout.alloc(name, internal * chunk);
+        let base = layout.alloc(Role::Tree, name, internal * chunk);
         let log = |x: u64| x.is_power_of_two().then(|| x.trailing_zeros());
-        Ok(Tree { m, chunk, hb, internal, levels, base, data_size, level_start, m_log: log(m), chunk_log: log(chunk) })
+        Ok(Tree { m, chunk, hb, internal, levels, base, lo, data_size, level_start, m_log: log(m), chunk_log: log(chunk) })
+    }
+
+    /// The cover of a tree over program data: [0, data_size).
+    pub fn data(layout: &Layout) -> (u64, u64) {
+        (0, layout.data_size)
     }
 
     /// Chunk number of the chunk holding `addr`, if the tree covers it.
     #[inline]
     pub fn chunk_of(&self, addr: u64) -> Option<u64> {
-        if addr < self.data_size {
-            Some(self.internal + self.chunks_in(addr))
+        // One comparison for the region: below `lo` the difference wraps past any size.
+        if addr.wrapping_sub(self.lo) < self.data_size {
+            Some(self.internal + self.chunks_in(addr - self.lo))
         } else if addr >= self.base && addr < self.base + self.internal * self.chunk {
             Some(self.chunks_in(addr - self.base))
         } else {
@@ -85,7 +96,7 @@ impl Tree {
     #[inline]
     pub fn addr_of(&self, c: u64) -> u64 {
         if c >= self.internal {
-            (c - self.internal) * self.chunk
+            self.lo + (c - self.internal) * self.chunk
         } else {
             self.base + c * self.chunk
         }
@@ -182,7 +193,8 @@ mod tests {
     fn parent_and_chunk_of_agree_with_the_division_formulas_for_every_arity() {
         for m in [2u64, 3, 4, 5, 8] {
             let mut l = Layout::new(64 * 4096, 64);
-            let t = Tree::new(&mut l, "t", 64, 8, m, "k").unwrap();
+            let cover = Tree::data(&l);
+            let t = Tree::new(&mut l, "t", cover, 64, 8, m, "k").unwrap();
             assert_eq!(t.m_log.is_some(), m.is_power_of_two());
             for c in 0..t.internal + 4096 {
                 let want = (c >= m).then(|| (c / m - 1, (c % m) as usize * 8));
@@ -195,7 +207,8 @@ mod tests {
     #[test]
     fn numbering_follows_003_section_4_5() {
         let mut l = Layout::new(64 * 64, 64); // 64 data chunks
-        let t = Tree::new(&mut l, "t", 64, 16, 4, "k").unwrap();
+        let cover = Tree::data(&l);
+        let t = Tree::new(&mut l, "t", cover, 64, 16, 4, "k").unwrap();
         // 4 roots + 16 = 20 internal chunks, 64 leaves: levels 0, 1 internal, 2 leaves.
         assert_eq!((t.internal, t.levels), (20, 3));
         assert_eq!(t.parent(3), None, "chunks 0..m-1 hang off root registers");
@@ -211,8 +224,26 @@ mod tests {
         assert!((t.space_overhead() - 20.0 / 64.0).abs() < 1e-12);
         // 8-ary over 512 chunks: 64 + 8 nodes cover them, though 8^3 leaves are numbered.
         let mut l = Layout::new(512 * 128, 128);
-        let t = Tree::new(&mut l, "t", 128, 16, 0, "k").unwrap();
+        let cover = Tree::data(&l);
+        let t = Tree::new(&mut l, "t", cover, 128, 16, 0, "k").unwrap();
         assert_eq!((t.m, t.levels), (8, 3));
         assert!((t.space_overhead() - 72.0 / 512.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_tree_over_another_region_numbers_its_leaves_from_that_region() {
+        // A tree over counter blocks (the counter-tree family): leaves are the region's chunks.
+        let mut l = Layout::new(64 * 64, 64);
+        let ctrs = l.alloc(crate::decl::Role::Counters, "counters", 16 * 64);
+        let t = Tree::new(&mut l, "t", (ctrs, 16 * 64), 64, 16, 4, "k").unwrap();
+        assert_eq!((t.internal, t.levels), (4, 2));
+        assert_eq!(t.chunk_of(ctrs), Some(4));
+        assert_eq!(t.addr_of(19), ctrs + 15 * 64);
+        assert_eq!(t.chunk_of(0), None, "program data is not under this tree");
+        assert_eq!(t.chunk_of(ctrs + 16 * 64), None);
+        assert_eq!(t.chunk_of(t.base), Some(0));
+        for c in 0..t.internal + 16 {
+            assert_eq!(t.chunk_of(t.addr_of(c)), Some(c));
+        }
     }
 }

@@ -20,15 +20,7 @@ pub mod reorder;
 pub mod stamp;
 
 pub use fvt::Fvt;
-
-/// Guesses of a line's encryption metadata word (a time stamp, a counter) before it arrives.
-pub trait MetaPredictor: Send {
-    fn name(&self) -> &'static str;
-    /// A guess for the metadata of the line at `addr`, if the predictor has one.
-    fn predict(&mut self, addr: u64) -> Option<u64>;
-    /// The real metadata of the line at `addr` arrived (training).
-    fn observe(&mut self, addr: u64, meta: u64);
-}
+pub use stamp::MetaPredictor;
 
 pub struct Speculation {
     /// Whether the core may use fetched data before its integrity check (or authentication)

@@ -4,7 +4,14 @@
 //! found in the same page, advanced by the line distance when the page's stamps have been
 //! rising one per line (written back in a sweep); a page with no history is not guessed.
 
-use super::MetaPredictor;
+/// Guesses of a line's encryption metadata word (a time stamp, a counter) before it arrives.
+pub trait MetaPredictor: Send {
+    fn name(&self) -> &'static str;
+    /// A guess for the metadata of the line at `addr`, if the predictor has one.
+    fn predict(&mut self, addr: u64) -> Option<u64>;
+    /// The real metadata of the line at `addr` arrived (training).
+    fn observe(&mut self, addr: u64, meta: u64);
+}
 
 /// Pages tracked by the stamp predictor.
 const PREDICTOR_PAGES: usize = 4096;
