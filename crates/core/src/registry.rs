@@ -27,6 +27,7 @@ pub const ENCRYPTION: &[&EncryptionScheme] = &[
     &encryption::ocb::SCHEME,
     &encryption::tdes::SCHEME,
     &encryption::mecu::SCHEME,
+    &encryption::split::SCHEME,
 ];
 
 const INTEGRITY_NAMES: [&str; INTEGRITY.len()] = registry_names!(INTEGRITY);
