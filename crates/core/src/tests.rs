@@ -640,3 +640,30 @@ fn a_stale_slot_guess_never_gives_another_lines_bytes() {
     assert_eq!(read(&mut e, a, 8).unwrap(), vec![0x55; 8]);
     assert_eq!(read(&mut e, b, 8).unwrap(), vec![((b - a) / stride) as u8; 8]);
 }
+
+#[test]
+fn only_a_failed_check_is_called_an_integrity_failure() {
+    // A nonce counter that runs out is no tamper (issue 33): two write-backs of 1-bit counters.
+    let mut e = Engine::new(&params("none", "ocb", &["ocb.counter_bits=1"]), 1).unwrap();
+    e.write(0x1000, &pattern(1, 64), 0).unwrap();
+    e.flush(0).unwrap();
+    e.write(0x1000, &pattern(2, 64), 0).unwrap();
+    let err = e.flush(0).unwrap_err();
+    assert_eq!(err.kind, crate::Failure::Exhausted, "{}", err);
+    assert!(err.to_string().starts_with("cannot write back 0x1000: ocb: the nonce counter is exhausted"), "{}", err);
+    // A suspended MECU refuses every line: unavailable, not tampered.
+    let mut e = Engine::new(&params("none", "mecu", &[]), 1).unwrap();
+    e.write(0x1000, &pattern(1, 64), 0).unwrap();
+    e.suspend().unwrap();
+    let mut b = [0u8; 8];
+    let err = e.read(0x1000, &mut b, 0).unwrap_err();
+    assert_eq!(err.kind, crate::Failure::Unavailable, "{}", err);
+    assert!(!err.to_string().contains("integrity check failed"), "{}", err);
+    // A tamper still is.
+    let mut e = Engine::new(&params("chash", "none", &[]), 1).unwrap();
+    e.write(0x1000, &pattern(1, 64), 0).unwrap();
+    e.flush(0).unwrap();
+    e.untrusted().write(0x1000, &[0xFF]);
+    let err = e.read(0x1000, &mut b, 0).unwrap_err();
+    assert!(err.is_tamper() && err.to_string().starts_with("integrity check failed at 0x1000"), "{}", err);
+}
