@@ -28,6 +28,7 @@ pub const ENCRYPTION: &[&EncryptionScheme] = &[
     &encryption::tdes::SCHEME,
     &encryption::mecu::SCHEME,
     &encryption::split::SCHEME,
+    &encryption::sgx::SCHEME,
 ];
 
 const INTEGRITY_NAMES: [&str; INTEGRITY.len()] = registry_names!(INTEGRITY);

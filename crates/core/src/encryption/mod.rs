@@ -17,6 +17,7 @@ pub mod mecu;
 pub mod none;
 pub mod ocb;
 pub mod otp;
+pub mod sgx;
 pub mod split;
 pub mod tdes;
 
