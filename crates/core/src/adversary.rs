@@ -273,6 +273,7 @@ pub const ENCRYPTION_ATTACKS: &[&str] = &[
     "offline read at suspend finds plaintext or the key (mecu)",
     "roll back s kept on the removable device (mecu)",
     "roll back s kept on the MECU: pad reuse (mecu)",
+    "roll back a line's counters in memory, then rewrite it: pad reuse",
 ];
 
 /// The first registered integrity scheme that notices every attack at the access (a hash
@@ -310,7 +311,13 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
     let rollback = [registry::guarantees(&s_kept(true)?)?.rollback_reuses_pads, registry::guarantees(&s_kept(false)?)?.rollback_reuses_pads];
     let mut out = Vec::new();
     let mut cell = |i: usize, happened: bool, detail: String| {
-        let applicable = i < 5 || alone.at_rest;
+        // Rows 5-7 are for memory that stays private at rest (002); row 8 for schemes whose
+        // rewrites get new pads (where they never do, row 2 already shows it).
+        let applicable = match i {
+            5..=7 => alone.at_rest,
+            8 => alone.confidential && alone.hides_rewrites,
+            _ => true,
+        };
         // Rows 0-3 and 5-7: the attack succeeds (a leak, a chosen plaintext, a reused pad);
         // row 4: the tree notices.
         let expected = match i {
@@ -321,7 +328,8 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
             4 => under_tree.tamper != Detection::Never,
             5 => !alone.confidential,
             6 => rollback[0],
-            _ => rollback[1],
+            7 => rollback[1],
+            _ => alone.stale_counters_reuse_pads,
         };
         let declared = if i == 4 { under_tree.tamper } else { Detection::Never };
         let when = (i == 4 && happened).then_some(Detection::Access);
@@ -400,12 +408,47 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
         }
     }
 
+    // A line's counters set back in memory (with nothing else): does its next write-back
+    // reuse the pad of the write-back the counters were rolled back over?
+    let stale = {
+        let (p2, p3) = (b"second plaintext", b"third, rewritten");
+        let mut e = with("none")?;
+        e.write(VICTIM, b"first plaintext!", 0).map_err(io)?;
+        e.flush(0).map_err(io)?;
+        let meta: Vec<(u64, Vec<u8>)> = e
+            .encryption()
+            .metadata_of(VICTIM)
+            .into_iter()
+            .map(|m| {
+                let mut b = vec![0u8; m.len as usize];
+                e.untrusted_ref().read(m.addr, &mut b);
+                (m.addr, b)
+            })
+            .collect();
+        e.write(VICTIM, p2, 0).map_err(io)?;
+        e.flush(0).map_err(io)?;
+        let c2 = raw(&mut e, VICTIM);
+        for (a, b) in &meta {
+            e.untrusted().write(*a, b);
+        }
+        let r = e.write(VICTIM, p3, 0).and_then(|_| e.flush(0));
+        let c3 = raw(&mut e, VICTIM);
+        let reuse = r.is_ok() && (0..16).all(|k| c2[k] ^ c3[k] == p2[k] ^ p3[k]);
+        let why = match r {
+            Err(x) => format!("refused: {}", x),
+            Ok(_) if reuse => "XOR of the ciphertexts is the XOR of the plaintexts".into(),
+            Ok(_) => "no pad reuse".into(),
+        };
+        (reuse, why)
+    };
+
     // Non-volatile memory (002): what an adversary holding the machine while suspended sees,
     // and a rollback of the global state counter s.
     if !alone.at_rest {
-        for i in 5..ENCRYPTION_ATTACKS.len() {
+        for i in 5..8 {
             cell(i, false, "not applicable".into());
         }
+        cell(8, stale.0, stale.1);
         return Ok(out);
     }
     let pw = |x: crate::power::PowerError| ConfigError(x.to_string());
@@ -446,6 +489,7 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
         };
         cell(i, rolled.is_ok() && reuse, why);
     }
+    cell(8, stale.0, stale.1);
     Ok(out)
 }
 
@@ -619,6 +663,7 @@ mod tests {
             assert_eq!(d.hides_rewrites, !matches!(e, "none" | "mecu"), "{}", e);
             assert_eq!(d.malleable, matches!(e, "none" | "otp" | "mecu"), "{}", e);
             assert_eq!(d.at_rest, e == "mecu", "{}", e);
+            assert!(!d.stale_counters_reuse_pads, "{}: its counters or stamps come from the chip", e);
             assert_eq!(d.tamper != Detection::Never, e == "ocb", "{}: only ocb authenticates by default", e);
         }
         // Per-chunk MACs (004 §3.3) make counter mode and tdes notice changes, not replay.

@@ -163,6 +163,9 @@ pub struct Guarantees {
     /// An adversary who sets back state kept outside the chip (the MECU's state counter s
     /// where it is kept on the unit, 002 §4.3) makes pads repeat.
     pub rollback_reuses_pads: bool,
+    /// A line's counters set back in memory make its next write-back reuse a pad (counters
+    /// kept in memory with nothing on chip or in a tree to tell).
+    pub stale_counters_reuse_pads: bool,
 }
 
 impl Guarantees {
@@ -177,6 +180,7 @@ impl Guarantees {
         malleable: true,
         at_rest: false,
         rollback_reuses_pads: false,
+        stale_counters_reuse_pads: false,
     };
 
     /// An integrity scheme's promise: detection of each attack, nothing about privacy.
@@ -199,6 +203,7 @@ impl Guarantees {
             malleable: self.malleable && o.malleable && tamper == Detection::Never,
             at_rest: self.at_rest || o.at_rest,
             rollback_reuses_pads: self.rollback_reuses_pads || o.rollback_reuses_pads,
+            stale_counters_reuse_pads: self.stale_counters_reuse_pads || o.stale_counters_reuse_pads,
         }
     }
 
@@ -214,7 +219,8 @@ impl Guarantees {
             ("rewrites hidden", yes(self.hides_rewrites)),
             ("malleable", yes(self.malleable)),
             ("private while suspended or off", yes(self.at_rest)),
-            ("rollback reuses pads", yes(self.rollback_reuses_pads)),
+            ("rollback of the state counter reuses pads", yes(self.rollback_reuses_pads)),
+            ("stale counters in memory reuse pads", yes(self.stale_counters_reuse_pads)),
         ]
     }
 }

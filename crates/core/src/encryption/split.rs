@@ -20,7 +20,7 @@
 //! trusted copies, written through) answers at request time.
 //!
 //! What it does not do: protect the counters. A counter block rolled back in memory while not
-//! cached makes the next write-back reuse a pad (declared: `rollback_reuses_pads`) — the reason
+//! cached makes the next write-back reuse a pad (declared: `stale_counters_reuse_pads`) — the reason
 //! the counter-tree family puts a tree over the counters. A tree over the data (chash) still
 //! notices any read garbled by a changed counter.
 
@@ -51,7 +51,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: EncryptionScheme = EncryptionScheme {
     decl: &DECL,
     guarantees: |_| {
-        Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, rollback_reuses_pads: true, ..Guarantees::NONE })
+        Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, stale_counters_reuse_pads: true, ..Guarantees::NONE })
     },
     coverage: Coverage { lays_out: &[Role::Counters], protects: Role::LINES },
     build: |p, m, c, seed| Ok(Box::new(Split::new(p, m, c, seed)?)),
