@@ -11,8 +11,9 @@ memory; the same operations are timed by a cycle-level model of the processor.
 """
 
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Interrupted, Result, SecureMemory, Untrusted, compare, export, presets, run, workloads
-from .provenance import load_result
+from .api import Interrupted, Result, SecureMemory, Untrusted, export, presets, run, workloads
+from .comparison import compare
+from .saved import load_result
 from .results import StoreError
 from .sweep import sweep
 from .traces import TraceError, open_trace

@@ -184,7 +184,7 @@ def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
                 if n == "scheme":
                     kw["integrity"], kw["encryption"] = _scheme(v)
                 elif n in _COUNTS:
-                    kw[n] = _count(v, n)
+                    kw[n] = _count(v, f"--{n}")
                 elif n == "seed":
                     kw[n] = int(v)
                 elif n == "sample":
@@ -314,10 +314,12 @@ def row(pl: Planned, result: dict, command: Optional[str] = None) -> dict:
 def _versions_match(client) -> None:
     mine = _core.__version__
 
-    def theirs():
-        import secmem
+    def theirs() -> str:
+        # Imports the package on the worker: that is what is checked. Only its core is named,
+        # so sweep (which the package imports) does not import the package back.
+        from secmem import _core
 
-        return secmem.__version__
+        return _core.__version__
 
     try:
         got = client.run(theirs)

@@ -101,11 +101,11 @@ def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: st
             for r in rows:
                 # The last instruction's branch outcome waits for the next: simulate all but it.
                 t = time.perf_counter()
-                stats, err = _core.run(preset, "none", "none", trace=os.path.join(work, r["file"]),
-                                       instructions=instructions - 1, warmup=0, trace_format=r["trace_format"])
+                o = _core.run(_core.RunSpec(preset=preset, integrity="none", encryption="none", trace=os.path.join(work, r["file"]),
+                                            instructions=instructions - 1, warmup=0, trace_format=r["trace_format"]))
                 wall = time.perf_counter() - t
-                if err:
-                    raise RuntimeError(f"{r['file']}: {err}")
+                if o.error:
+                    raise RuntimeError(f"{r['file']}: {o.error}")
                 r["seconds"] = min(r["seconds"], wall)
     twin = {r["group"]: r["seconds"] for r in rows if r["trace_format"] == "native"}
     print(f"\n  {'trace file':<18} {'format':<9} {'B/instr':>8} {'M instr/s':>10} {'vs native':>10}", file=out)

@@ -23,7 +23,8 @@ import tempfile
 import time
 
 from . import _core
-from ._args import count as _count
+from ._args import counts, sizes
+from ._files import Output
 
 # The schemes the benchmark simulates through the pipe: unprotected and counter-mode
 # encryption with a cached hash tree.
@@ -48,8 +49,8 @@ def add_trace_parser(sub) -> argparse.ArgumentParser:
         "every instruction with the values it loaded and stored.",
     )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="trace file to write (.smt)")
-    p.add_argument("--skip", default="0", help="record nothing for the first N instructions (e.g. 1G)")
-    p.add_argument("--count", default=None, help="stop the program after recording M instructions")
+    p.add_argument("--skip", type=counts("--skip"), default="0", help="record nothing for the first N instructions (e.g. 1G)")
+    p.add_argument("--count", type=counts("--count"), default=None, help="stop the program after recording M instructions")
     p.add_argument("--env-clear", action="store_true", help="run the program with an empty environment (plus --env)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set an environment variable (repeatable)")
     p.add_argument("--stdin", metavar="PATH", help="the program's standard input (default /dev/null)")
@@ -110,12 +111,15 @@ def format_summary(s: dict, native_seconds: float | None = None) -> str:
 
 def cmd_trace(a) -> int:
     argv = _program(a.program)
-    count = _count(a.count, "count") if a.count is not None else None
+    # A directory or a missing one is bad input (exit 2), found before the program runs; the
+    # check's own temporary file is removed at once (the tracer writes the trace itself).
+    with Output(a.output, "--output"):
+        pass
     s = trace(
         argv,
         a.output,
-        skip=_count(a.skip, "skip"),
-        count=count,
+        skip=a.skip,
+        count=a.count,
         env=_env(a.env),
         clear_env=a.env_clear,
         stdin=a.stdin,
@@ -240,8 +244,9 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
             for integ, enc in BENCH_SCHEMES:
                 m = min(sim_instructions, max(n - 1, 1))
                 t = time.perf_counter()
-                stats, err = _core.run(preset, integ, enc, [], None, None, m, 0, 1, False, None, 0, list(argv),
-                                       None, False, None, stdin, None)
+                r = _core.run(_core.RunSpec(preset=preset, integrity=integ, encryption=enc, program=list(argv), stdin=stdin,
+                                            instructions=m, warmup=0))
+                stats, err = r.stats, r.error
                 wall = time.perf_counter() - t
                 if err:
                     raise RuntimeError(f"{name} under {integ}+{enc}: {err}")
@@ -291,8 +296,8 @@ def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
         "bench-tracer",
         help="tracer slowdown, trace size and simulation speed through the pipe on real programs",
     )
-    p.add_argument("--size", default="20M", help="generated input size for the file programs (default %(default)s bytes)")
-    p.add_argument("--sim-instructions", default="20M", help="instructions simulated per scheme (default %(default)s)")
+    p.add_argument("--size", type=sizes("--size"), default="20M", help="generated input size for the file programs (default %(default)s bytes)")
+    p.add_argument("--sim-instructions", type=counts("--sim-instructions"), default="20M", help="instructions simulated per scheme (default %(default)s)")
     p.add_argument("--programs", help="comma-separated subset of gzip,bzip2,sha256sum,sqlite3")
     p.add_argument("--preset", default="suh2003")
     p.add_argument("--repeat", type=int, default=3,
@@ -305,8 +310,6 @@ def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
 def cmd_bench_tracer(a) -> int:
     import json
 
-    from ._files import Output
-
     if a.repeat < 1:
         raise _core.ConfigError(f"--repeat: {a.repeat} (at least one run)")
     out = Output(a.json, "--json") if a.json else None
@@ -314,8 +317,8 @@ def cmd_bench_tracer(a) -> int:
           f"transcoder and zstd (CPU of their threads); traced to a file (wall); fastest of {a.repeat}", file=sys.stderr)
     print(_bench_header(), flush=True)
     rows = bench_tracer(
-        size=_count(a.size, "size"),
-        sim_instructions=_count(a.sim_instructions, "sim-instructions"),
+        size=a.size,
+        sim_instructions=a.sim_instructions,
         programs=a.programs.split(",") if a.programs else None,
         preset=a.preset,
         repeat=a.repeat,
