@@ -61,14 +61,15 @@ def scheme_pair(value: object, what: str) -> Tuple[str, str]:
     Only the shape is checked here: the names are the registry's to judge (the run, or
     ``_core.params``, refuses an unknown one with the list of known ones)."""
     if isinstance(value, str):
-        parts: list = value.strip().split("+")
+        parts: list[object] = list(value.strip().split("+"))
     elif isinstance(value, (tuple, list)):
         parts = list(value)
     else:
         parts = []
-    if len(parts) != 2 or not all(isinstance(p, str) and p.strip() for p in parts):
+    names = [p.strip() for p in parts if isinstance(p, str) and p.strip()]
+    if len(parts) != 2 or len(names) != 2:
         raise _core.ConfigError(f"{what}: {_shown(value)} is not INTEGRITY+ENCRYPTION (e.g. chash+otp)")
-    return parts[0].strip(), parts[1].strip()
+    return names[0], names[1]
 
 
 def _shown(value: object) -> str:

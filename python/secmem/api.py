@@ -58,7 +58,7 @@ def _address(v: object, name: str = "addr") -> int:
     if isinstance(v, bool):
         raise TypeError(f"{name} must be an int, not bool")
     try:
-        i = operator.index(v)  # type: ignore[call-overload]
+        i = operator.index(v)  # type: ignore[arg-type]  # a TypeError is the answer wanted
     except TypeError:
         raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
     if i < 0:

@@ -25,7 +25,7 @@ COLUMNS = (
 )
 
 
-class Comparison(pd.DataFrame):  # type: ignore[misc]
+class Comparison(pd.DataFrame):
     """A DataFrame that prints whole (every row and column, no "[4 rows x 9 columns]").
     ``attrs["provenance"]`` says how it was made."""
 
@@ -134,7 +134,7 @@ def compare(
     if len(wl) > 1:
         for integ, enc in pairs:
             mine = [r for r in rows if (r["integrity"], r["encryption"]) == (integ, enc)]
-            g = {"workload": GEOMEAN, "integrity": integ, "encryption": enc}
+            g: dict[str, Any] = {"workload": GEOMEAN, "integrity": integ, "encryption": enc}
             g.update({c: geomean(r[c] for r in mine) for c in NORMALIZED})
             rows.append(g)
     df = Comparison(rows)
@@ -145,7 +145,7 @@ def compare(
 def render(df: pd.DataFrame) -> str:
     """The comparison as a text table, whole; the workload column only when there are several."""
     several = df["workload"].nunique() > 1 if "workload" in df else False
-    cols = [("workload", "workload", None)] if several else []
+    cols: list[table.Column] = [("workload", "workload", None)] if several else []
     cols += [
         ("integrity", "integrity", None),
         ("encryption", "encryption", None),
@@ -159,16 +159,16 @@ def render(df: pd.DataFrame) -> str:
         ("norm. traffic", "normalized_traffic", ".3f"),
         ("hash loads/miss", "hash_loads_per_miss", ".2f"),
     ]
-    recs = df.to_dict(orient="records")
+    recs = records(df)
     first_mean = next((i for i, r in enumerate(recs) if r.get("workload") == GEOMEAN), None)
     return table.render(recs, cols, rule_before={first_mean} if first_mean is not None else None)
 
 
-def _ci_column(key: str, df: pd.DataFrame, fmt: Union[str, Callable[[Any], str]]) -> list[tuple[str, str, Any]]:
+def _ci_column(key: str, df: pd.DataFrame, fmt: table.Format) -> list[table.Column]:
     """The '±95%' column after a value, when the runs were sampled."""
     return [("±95%", key, fmt)] if key in df else []
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows for JSON: NaN (absent in geomean rows) as null."""
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+    return [{str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]

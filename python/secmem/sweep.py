@@ -152,8 +152,9 @@ def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
     value); ``fixed`` gives single values (``instructions``, ``warmup``, ``preset``, …) and
     ``params``/``sets`` fixed machine parameters. Points come in axis order, the last axis
     varying fastest. Unknown axis names raise ``ConfigError`` naming them."""
+    axes = _mapping(axes, "axes")
     merged: dict = {}
-    params = dict(fixed.pop("params", None) or {})
+    params = dict(_mapping(fixed.pop("params", None), "params"))
     for s in fixed.pop("sets", None) or ():
         k, _, v = str(s).partition("=")
         params[k.strip()] = v.strip()
@@ -195,6 +196,15 @@ def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
                     sets.append((n, str(v).lower() if isinstance(v, bool) else str(v)))
             points.append(Point(sets=tuple(sets), **kw))
     return points
+
+
+def _mapping(v: object, what: str) -> Mapping:
+    """``axes`` or ``params``: None or a mapping (a TypeError naming it, not an AttributeError)."""
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise TypeError(f"{what} must be a mapping of name to values (or a sweep file's path), not {type(v).__name__}")
+    return v
 
 
 def _sample(v) -> Optional[str]:
@@ -474,8 +484,9 @@ def sweep(
     a script, call ``sweep`` under ``if __name__ == "__main__":``."""
     if isinstance(axes, (str, os.PathLike)):
         axes = load_grid_file(str(axes))
+    points = grid(axes, **fixed)  # bad axes fail before the store is opened (or created)
     st = open_store(store)
-    planned = plan(grid(axes, **fixed))
+    planned = plan(points)
     summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute)
     df = frame(planned, st)
     df.attrs["summary"] = summary
