@@ -5,7 +5,7 @@ accepted by ``-n`` is accepted by ``secmem.run(instructions=…)`` and a sweep a
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple, TypeVar
 
 from . import _core
 
@@ -86,44 +86,41 @@ class BadArgument(Exception):
     with a generic "invalid value" and print its usage too."""
 
 
-def counts(flag: str) -> Callable[[str], int]:
-    """argparse ``type=`` of a count flag ('10M', '500k'): the one rule of secmem._args.count."""
+T = TypeVar("T")
 
-    def parse(text: str) -> int:
+
+def _flag_type(parse: Callable[[str, str], T], flag: str, name: str) -> Callable[[str], T]:
+    """An argparse ``type=`` for ``flag`` from one of the parsers above: its ConfigError
+    becomes a BadArgument, so the message reaches the user as it is."""
+
+    def convert(text: str) -> T:
         try:
-            return count(text, flag)
+            return parse(text, flag)
         except _core.ConfigError as e:
             raise BadArgument(str(e)) from None
 
-    parse.__name__ = "count"
-    return parse
+    convert.__name__ = name  # what argparse calls the type in its own messages
+    return convert
+
+
+def counts(flag: str) -> Callable[[str], int]:
+    """argparse ``type=`` of a count flag ('10M', '500k'): the one rule of ``count``."""
+    return _flag_type(count, flag, "count")
 
 
 def sizes(flag: str) -> Callable[[str], int]:
     """argparse ``type=`` of a size flag in bytes ('256KiB', '20M')."""
+    return _flag_type(size, flag, "size")
 
-    def parse(text: str) -> int:
-        try:
-            return size(text, flag)
-        except _core.ConfigError as e:
-            raise BadArgument(str(e)) from None
 
-    parse.__name__ = "size"
-    return parse
+def _pairs(text: str, flag: str) -> list[tuple[str, str]]:
+    return [scheme_pair(item, flag) for item in text.split(",")]
 
 
 def scheme_list(flag: str) -> Callable[[str], list[tuple[str, str]]]:
     """argparse ``type=`` of INTEGRITY+ENCRYPTION pairs, comma separated. The names are the
-    registry's to check (``check_pairs``), not this parser's."""
-
-    def parse(text: str) -> list[tuple[str, str]]:
-        try:
-            return [scheme_pair(item, flag) for item in text.split(",")]
-        except _core.ConfigError as e:
-            raise BadArgument(str(e)) from None
-
-    parse.__name__ = "schemes"
-    return parse
+    registry's to check (``cli.common.check_pairs``), not this parser's."""
+    return _flag_type(_pairs, flag, "schemes")
 
 
 class SetAction(argparse.Action):

@@ -355,8 +355,8 @@ class SecureMemory:
     Reads and writes go through the trusted cache; lines leave it encrypted and hashed into
     untrusted memory. A failed verification raises :class:`secmem.IntegrityError`.
 
-    Keys: without ``seed`` (the default) they derive from a seed drawn from the OS's random
-    source, so nobody can compute them offline; with ``seed=N`` they are the same on every
+    Keys: without ``seed`` (the default) they derive from a 64-bit seed drawn from the OS's
+    random source, so nobody can compute them offline; with ``seed=N`` they are the same on every
     run (for reproducible experiments and tests, not for protecting anything). Simulations
     (``secmem.run``) always use their ``seed``, default 1, so results are repeatable.
     """
