@@ -5,8 +5,7 @@ from __future__ import annotations
 import operator
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 from . import _core, suite
 from ._args import count
@@ -161,7 +160,7 @@ def _input(
         tr = "/dev/stdin"
     if tr is None and wl is None and program is None:
         wl = DEFAULT_WORKLOAD
-    argv = [str(a) for a in program] if program is not None else None
+    argv = [os.fspath(a) for a in program] if program is not None else None  # paths as arguments too
     pairs = sorted(env.items()) if env is not None else None
     if wl is None or wl in dict(_core.workloads()):
         return _Input(wl, tr, argv, pairs, wd, si, clear_env=env is not None)

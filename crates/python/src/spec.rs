@@ -126,7 +126,10 @@ impl ParamDecl {
 
 /// One declared component: a scheme (kind integrity, encryption or codeauth) or a part of
 /// the machine (kind machine), with the seed section it implements (`source`) and its
-/// parameters.
+/// parameters. To give Python another declared property (a scheme's guarantees, its
+/// coverage), add a field here, fill it in `From<&Component>`, and add its property to
+/// `python/secmem/_core.pyi`: the test command's stubtest fails until the two agree, and no
+/// caller that reads the other fields changes.
 #[pyclass(module = "secmem._core", name = "Component", frozen, get_all)]
 pub struct ComponentDecl {
     pub name: String,
