@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
-from . import _core, suite
+from . import _core
 from ._args import count
 
 if TYPE_CHECKING:
@@ -164,6 +164,8 @@ def _input(
     pairs = sorted(env.items()) if env is not None else None
     if wl is None or wl in dict(_core.workloads()):
         return _Input(wl, tr, argv, pairs, wd, si, clear_env=env is not None)
+    from . import suite  # only for a suite workload: most runs never load the suite's tables
+
     if not suite.known(wl):
         raise _core.ConfigError(
             f"unknown workload '{wl}': built-in are {', '.join(n for n, _ in _core.workloads())}; "

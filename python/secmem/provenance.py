@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from . import _core, suite
+from . import _core
 from ._digest import sha256_file
 
 if TYPE_CHECKING:
@@ -98,6 +98,8 @@ def workload_identity(
     name = workload or "mix"
     if name in dict(_core.workloads()):
         return {"kind": "builtin", "name": name, "digest": _builtin_digest(name, int(seed))}
+    from . import suite  # only for a suite workload (the suite imports nothing of ours back)
+
     if not suite.known(name):
         raise _core.ConfigError(f"unknown workload '{name}'")
     c = suite.command(name)  # SuiteError (a ValueError) when not installed
