@@ -10,12 +10,31 @@ memory; the same operations are timed by a cycle-level model of the processor.
     >>> df = secmem.sweep({"workload": ["stream", "chase"], "l2.size": ["256KiB", "1MiB"]})
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._core import ConfigError, IntegrityError, __version__
-from .api import Interrupted, Result, SecureMemory, Untrusted, compare, export, presets, run, workloads
-from .provenance import load_result
+from .api import Interrupted, Result, SecureMemory, Untrusted, export, presets, run, workloads
 from .results import StoreError
 from .sweep import sweep
 from .traces import TraceError, open_trace
+
+if TYPE_CHECKING:
+    from .comparison import compare
+    from .saved import load_result
+
+# compare and load_result build pandas DataFrames: pandas (half a second to import) is loaded
+# when one of them is first asked for, not by every `import secmem` (PEP 562).
+def __getattr__(name: str) -> Any:
+    if name == "compare":
+        from .comparison import compare
+
+        return compare
+    if name == "load_result":
+        from .saved import load_result
+
+        return load_result
+    raise AttributeError(f"module 'secmem' has no attribute {name!r}")
+
 
 __all__ = [
     "ConfigError",

@@ -3,48 +3,74 @@
 from __future__ import annotations
 
 import operator
+import os
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 from . import _core
+from ._args import count
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_PRESET = "suh2003"
 DEFAULT_WORKLOAD = "mix"
 
 Size = Union[int, str]
+# A count: an int, or text such as "10M" (secmem._args.count).
+Count = Union[int, float, str]
 
 
-def _sets(params: Optional[dict]) -> list:
-    # Python's True/False as the parameters' true/false.
-    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in (params or {}).items()]
+def _sets(params: Optional[Mapping[str, object]]) -> list[str]:
+    """``params`` as ``key=value`` assignments (Python's True/False as true/false)."""
+    if params is None:
+        return []
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params must be a mapping of parameter to value, e.g. {{'l2.size': '256KiB'}}, not {type(params).__name__}")
+    return [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items()]
 
 
-def _whole(v, name: str) -> int:
-    """A non-negative whole number (an int, or a float such as 2e6 that is whole)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or isinstance(v, float) and not v.is_integer() or v < 0:
-        raise _core.ConfigError(f"{name}: {v!r} is not a non-negative whole number")
-    return int(v)
+def _seed(v: object) -> int:
+    """A seed: a whole number from 0 to 2^64-1."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**64:
+        raise _core.ConfigError(f"seed: {v!r} is not a whole number from 0 to 2^64-1")
+    return v
 
 
-def _address(v, name: str = "addr") -> int:
+def configuration(
+    preset: str = DEFAULT_PRESET,
+    integrity: Optional[str] = None,
+    encryption: Optional[str] = None,
+    params: Optional[Mapping[str, object]] = None,
+    sets: Sequence[str] = (),
+) -> dict[str, str]:
+    """Every parameter of ``preset`` with the schemes and overrides applied, as text: what a
+    run with these arguments would use. The registry refuses an unknown preset, scheme or
+    parameter with :class:`secmem.ConfigError`."""
+    return dict(_core.params(preset, integrity, encryption, list(sets) + _sets(params)))
+
+
+def _address(v: object, name: str = "addr") -> int:
     """An address or length argument: an int (not a float or bool), ≥ 0."""
     if isinstance(v, bool):
         raise TypeError(f"{name} must be an int, not bool")
     try:
-        v = operator.index(v)
+        i = operator.index(v)  # type: ignore[arg-type]  # a TypeError is the answer wanted
     except TypeError:
         raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
-    if v < 0:
-        raise ValueError(f"{name} must not be negative (got {v})")
-    return v
+    if i < 0:
+        raise ValueError(f"{name} must not be negative (got {i})")
+    return i
 
 
-def _bytes_like(data, name: str = "data") -> bytes:
+def _bytes_like(data: object, name: str = "data") -> bytes:
     """Bytes of a bytes-like object; an int (bytes(5) would be five zeros) or str is refused."""
     if isinstance(data, bytes):
         return data
     try:
-        return memoryview(data).tobytes()
+        return memoryview(data).tobytes()  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"{name} must be bytes-like (bytes, bytearray, memoryview), not {type(data).__name__}") from None
 
@@ -61,60 +87,94 @@ class Interrupted(KeyboardInterrupt):
 class Result:
     """Statistics of one run (``stats``) and, if the run stopped early, why (``error``)."""
 
-    stats: dict
+    stats: dict[str, Any]
     error: Optional[str] = None
-    config: dict = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)
     # Filled when saved (``run --json``) and by ``secmem.load_result``: see secmem.provenance.
-    provenance: dict = field(default_factory=dict)
-    workload_identity: dict = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    workload_identity: dict[str, Any] = field(default_factory=dict)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         return self.stats[key]
 
     @property
     def interrupted(self) -> Optional[str]:
         """The signal that stopped the run ("SIGINT", "SIGTERM"), or None."""
-        return self.stats.get("interrupted")
+        v = self.stats.get("interrupted")
+        return None if v is None else str(v)
 
-    def to_pandas(self):
+    def to_pandas(self) -> "pd.Series[Any]":
         """The statistics as a pandas Series indexed by statistic name."""
         import pandas as pd
 
         return pd.Series(self.stats, name=self.stats.get("workload", "run"))
 
     @property
-    def frame(self):
+    def frame(self) -> "pd.Series[Any]":
         return self.to_pandas()
 
 
-def _input(workload, trace, program, env, cwd, stdin, trace_format):
+@dataclass
+class _Input:
+    """Which instructions a run or export reads: a built-in workload, a trace file or a
+    program (a suite workload becomes its program, under ``suite_name``)."""
+
+    workload: Optional[str]
+    trace: Optional[str]
+    program: Optional[list[str]]
+    env: Optional[list[tuple[str, str]]]
+    cwd: Optional[str]
+    stdin: Optional[str]
+    clear_env: bool
+    suite_name: Optional[str] = None
+
+
+def _name(v: object, what: str) -> Optional[str]:
+    """An optional name or path argument: None, a str or an os.PathLike."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)  # type: ignore[no-any-return]
+    raise TypeError(f"{what} must be a str, not {type(v).__name__}")
+
+
+def _input(
+    workload: object,
+    trace: object,
+    program: Optional[Sequence[str]],
+    env: Optional[Mapping[str, str]],
+    cwd: object,
+    stdin: object,
+    trace_format: Optional[str],
+) -> _Input:
     """Which instructions to read: a built-in workload, a suite workload (its real program,
-    run under the tracer), a trace file or a program. Returns (workload, trace, program, env,
-    cwd, stdin, clear_env, suite_name)."""
+    run under the tracer), a trace file or a program."""
     if isinstance(program, (str, bytes)):
         raise TypeError("program is an argv list, e.g. ['/usr/bin/gzip', '-c', 'file']")
-    if trace_format not in (None, "auto") and trace is None:
+    if env is not None and not isinstance(env, Mapping):
+        raise TypeError(f"env must be a mapping of variable to value, not {type(env).__name__}")
+    wl, tr, wd, si = _name(workload, "workload"), _name(trace, "trace"), _name(cwd, "cwd"), _name(stdin, "stdin")
+    if trace_format not in (None, "auto") and tr is None:
         raise _core.ConfigError("--trace-format applies to --trace files only")
-    if trace == "-":
-        trace = "/dev/stdin"
-    if trace is None and workload is None and program is None:
-        workload = DEFAULT_WORKLOAD
-    clear_env = env is not None
-    suite_name = None
-    if workload is not None and workload not in dict(_core.workloads()):
-        from . import suite
+    if tr == "-":
+        tr = "/dev/stdin"
+    if tr is None and wl is None and program is None:
+        wl = DEFAULT_WORKLOAD
+    argv = [os.fspath(a) for a in program] if program is not None else None  # paths as arguments too
+    pairs = sorted(env.items()) if env is not None else None
+    if wl is None or wl in dict(_core.workloads()):
+        return _Input(wl, tr, argv, pairs, wd, si, clear_env=env is not None)
+    from . import suite  # only for a suite workload: most runs never load the suite's tables
 
-        if not suite.known(workload):
-            raise _core.ConfigError(
-                f"unknown workload '{workload}': built-in are {', '.join(n for n, _ in _core.workloads())}; "
-                f"suite workloads are {', '.join(suite.variants())}"
-            )
-        if program is not None or trace is not None:
-            raise _core.ConfigError("give one of a workload, a trace file or a program, not several")
-        cmd = suite.command(workload)
-        program, env, cwd, stdin, clear_env = list(cmd.argv), dict(cmd.env), cmd.cwd, cmd.stdin, True
-        suite_name, workload = workload, None
-    return workload, trace, program, env, cwd, stdin, clear_env, suite_name
+    if not suite.known(wl):
+        raise _core.ConfigError(
+            f"unknown workload '{wl}': built-in are {', '.join(n for n, _ in _core.workloads())}; "
+            f"suite workloads are {', '.join(suite.variants())}"
+        )
+    if program is not None or tr is not None:
+        raise _core.ConfigError("give one of a workload, a trace file or a program, not several")
+    cmd = suite.command(wl)
+    return _Input(None, None, list(cmd.argv), sorted(cmd.env.items()), cmd.cwd, cmd.stdin, clear_env=True, suite_name=wl)
 
 
 def run(
@@ -124,16 +184,16 @@ def run(
     integrity: Optional[str] = None,
     encryption: Optional[str] = None,
     preset: str = DEFAULT_PRESET,
-    params: Optional[dict] = None,
+    params: Optional[Mapping[str, object]] = None,
     sets: Sequence[str] = (),
-    instructions: int = 10_000_000,
-    warmup: int = 1_000_000,
+    instructions: Count = 10_000_000,
+    warmup: Count = 1_000_000,
     seed: int = 1,
     progress: bool = False,
     trace_format: Optional[str] = None,
-    skip: int = 0,
+    skip: Count = 0,
     program: Optional[Sequence[str]] = None,
-    env: Optional[dict] = None,
+    env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
     stdin: Optional[str] = None,
     sample: Union[None, bool, str] = None,
@@ -146,6 +206,9 @@ def run(
       default: detected);
     - ``program``: an argv run under secmem's Valgrind tracer and simulated through a pipe
       (``env``: its complete environment, default inherited; ``cwd``; ``stdin`` a file).
+
+    Counts (``instructions``, ``warmup``, ``skip``) are ints or text as the command line
+    takes them (``"10M"``, ``"500k"``).
 
     ``skip`` fast-forwards that many instructions before the warm-up (for programs, the
     tracer skips them natively fast); memory they wrote still reaches later loads.
@@ -164,44 +227,45 @@ def run(
     integrity failure, SIGINT/SIGTERM) returns what it measured and says why in ``error``;
     ``interrupted`` names the signal if one stopped it.
     """
-    instructions, warmup, skip = _whole(instructions, "instructions"), _whole(warmup, "warmup"), _whole(skip, "skip")
-    seed = _whole(seed, "seed")
+    n, warm, skip_n = count(instructions, "instructions"), count(warmup, "warmup"), count(skip, "skip")
+    spec_seed = _seed(seed)
     plan = _sample_plan(sample)
     all_sets = list(sets) + _sets(params)
-    workload, trace, program, env, cwd, stdin, clear_env, suite_name = _input(workload, trace, program, env, cwd, stdin, trace_format)
-    stats, error = _core.run(
-        preset,
-        integrity,
-        encryption,
-        all_sets,
-        workload,
-        trace,
-        int(instructions),
-        int(warmup),
-        int(seed),
-        bool(progress),
-        trace_format,
-        int(skip),
-        list(program) if program is not None else None,
-        sorted(env.items()) if env is not None else None,
-        clear_env,
-        cwd,
-        stdin,
-        None,
-        plan,
+    inp = _input(workload, trace, program, env, cwd, stdin, trace_format)
+    out = _core.run(
+        _core.RunSpec(
+            preset=preset,
+            integrity=integrity,
+            encryption=encryption,
+            sets=all_sets,
+            workload=inp.workload,
+            trace=inp.trace,
+            trace_format=trace_format,
+            program=inp.program,
+            program_env=inp.env,
+            clear_env=inp.clear_env,
+            cwd=inp.cwd,
+            stdin=inp.stdin,
+            instructions=n,
+            warmup=warm,
+            skip=skip_n,
+            seed=spec_seed,
+            sample=plan,
+            progress=bool(progress),
+        )
     )
-    if suite_name:
-        stats["workload"] = suite_name
+    stats, error = out.stats, out.error
+    if inp.suite_name:
+        stats["workload"] = inp.suite_name
     # A sampled run measured its windows of the instructions it went through.
     measured = stats.get("sampling.instructions", stats.get("instructions", 0))
-    if error is None and measured < instructions:
-        after = f", after skipping {skip:,}" if skip else ""
-        error = f"the input ended after {measured:,} of the {instructions:,} instructions asked for{after}"
-    config = dict(_core.params(preset, integrity, encryption, all_sets))
-    return Result(stats=stats, error=error, config=config)
+    if error is None and measured < n:
+        after = f", after skipping {skip_n:,}" if skip_n else ""
+        error = f"the input ended after {measured:,} of the {n:,} instructions asked for{after}"
+    return Result(stats=stats, error=error, config=dict(out.config))
 
 
-def _sample_plan(sample) -> Optional[str]:
+def _sample_plan(sample: object) -> Optional[str]:
     """``run``'s ``sample`` as the core takes it: None (off), "" (defaults) or "U:W:D"."""
     if sample is None or sample is False:
         return None
@@ -217,60 +281,46 @@ def export(
     workload: Optional[str] = None,
     *,
     format: str = "native",
-    records: int = 1_000_000,
+    records: Count = 1_000_000,
     trace: Optional[str] = None,
     trace_format: Optional[str] = None,
     program: Optional[Sequence[str]] = None,
-    skip: int = 0,
+    skip: Count = 0,
     seed: int = 1,
-    env: Optional[dict] = None,
+    env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
     stdin: Optional[str] = None,
-) -> dict:
+) -> dict[str, Any]:
     """Write ``records`` instructions of any input ``run`` takes (after ``skip``) to ``path``
     as a ``native`` or ``champsim`` trace (ChampSim's: raw, or ``.xz``/``.gz`` compressed by
     the name), so another simulator can run exactly these instructions. Returns what was
     written (``instructions``, ``external_records``: written to native traces, left out of
     ChampSim ones; ``branch_types``; registers and accesses beyond a ChampSim record's
     slots)."""
-    workload, trace, program, env, cwd, stdin, clear_env, _ = _input(workload, trace, program, env, cwd, stdin, trace_format)
+    inp = _input(workload, trace, program, env, cwd, stdin, trace_format)
     return _core.export(
         str(path),
         format,
-        int(records),
-        workload,
-        trace,
+        count(records, "records"),
+        inp.workload,
+        inp.trace,
         trace_format,
-        int(skip),
-        list(program) if program is not None else None,
-        sorted(env.items()) if env is not None else None,
-        clear_env,
-        cwd,
-        stdin,
-        int(seed),
+        count(skip, "skip"),
+        inp.program,
+        inp.env,
+        inp.clear_env,
+        inp.cwd,
+        inp.stdin,
+        _seed(seed),
     )
 
 
-def compare(
-    workload=None,
-    schemes: Optional[Iterable[tuple]] = None,
-    **kwargs,
-):
-    """Run one workload, or each of a list, under several (integrity, encryption) pairs; a
-    DataFrame (printed whole) with IPC normalized to the unprotected baseline, L2 miss rate
-    and memory traffic, and with several workloads a geometric-mean row per pair. ``schemes``
-    defaults to none+none, chash+none, none+otp, chash+otp."""
-    from .comparison import DEFAULT_SCHEMES, compare as _compare
-
-    return _compare(workload, DEFAULT_SCHEMES if schemes is None else schemes, **kwargs)
-
-
-def workloads() -> list:
+def workloads() -> list[tuple[str, str]]:
     """Built-in workloads as (name, description)."""
     return list(_core.workloads())
 
 
-def presets() -> list:
+def presets() -> list[str]:
     return list(_core.presets())
 
 
@@ -290,13 +340,13 @@ class Untrusted:
     def poke(self, addr: int, data: bytes) -> None:
         self._m.poke(_address(addr), _bytes_like(data))
 
-    def snapshot(self):
+    def snapshot(self) -> _core.Snapshot:
         return self._m.snapshot()
 
-    def restore(self, snapshot) -> None:
+    def restore(self, snapshot: _core.Snapshot) -> None:
         self._m.restore(snapshot)
 
-    def touched_pages(self) -> list:
+    def touched_pages(self) -> list[int]:
         return self._m.touched_pages()
 
 
@@ -305,6 +355,11 @@ class SecureMemory:
 
     Reads and writes go through the trusted cache; lines leave it encrypted and hashed into
     untrusted memory. A failed verification raises :class:`secmem.IntegrityError`.
+
+    Keys: without ``seed`` (the default) they derive from a 64-bit seed drawn from the OS's
+    random source, so nobody can compute them offline; with ``seed=N`` they are the same on every
+    run (for reproducible experiments and tests, not for protecting anything). Simulations
+    (``secmem.run``) always use their ``seed``, default 1, so results are repeatable.
     """
 
     def __init__(
@@ -313,10 +368,10 @@ class SecureMemory:
         integrity: str = "chash",
         encryption: str = "otp",
         preset: str = DEFAULT_PRESET,
-        params: Optional[dict] = None,
-        seed: int = 1,
+        params: Optional[Mapping[str, object]] = None,
+        seed: Optional[int] = None,
     ):
-        self._m = _core.SecureMemory(str(size), integrity, encryption, preset, _sets(params), seed)
+        self._m = _core.SecureMemory(str(size), integrity, encryption, preset, _sets(params), None if seed is None else _seed(seed))
         self.untrusted = Untrusted(self)
 
     @property
@@ -345,17 +400,16 @@ class SecureMemory:
         """Verify every touched chunk; returns how many were checked."""
         return self._m.check()
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return self._m.stats()
 
-    def layout(self) -> list:
+    def layout(self) -> list[tuple[str, int, int]]:
         """Regions of untrusted memory as (name, base, size)."""
         return self._m.layout()
 
-    def metadata(self, addr: int) -> list:
+    def metadata(self, addr: int) -> list[tuple[str, int]]:
         """(description, address) of each piece of metadata protecting ``addr``."""
         return self._m.metadata(_address(addr))
-
     def suspend(self) -> None:
         """Suspend (encryption "mecu", seed 002): caches are written back and the key device
         removed; ``untrusted`` is then what an offline adversary reads. Other schemes raise
@@ -371,7 +425,7 @@ class SecureMemory:
         self._m.reboot()
 
     @property
-    def dma_region(self) -> tuple:
+    def dma_region(self) -> tuple[int, int]:
         """(base, size) of the unprotected region devices write into (003 §4.6.1)."""
         return self._m.dma_region()
 

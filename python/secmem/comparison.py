@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 import pandas as pd
 
-from . import provenance
+from . import provenance, table
+from ._args import scheme_pair
+from .api import Interrupted, configuration, run
 from .progress import Progress
 
+# The one list of the pairs compared by default (the CLI's --schemes default is made from it).
 DEFAULT_SCHEMES = (("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp"))
 GEOMEAN = "geomean"
 # Columns averaged (geometrically) across workloads in the geomean rows: ratios to a baseline.
@@ -27,7 +30,7 @@ class Comparison(pd.DataFrame):
     ``attrs["provenance"]`` says how it was made."""
 
     @property
-    def _constructor(self):
+    def _constructor(self) -> type:
         return Comparison
 
     def __repr__(self) -> str:
@@ -36,7 +39,7 @@ class Comparison(pd.DataFrame):
     __str__ = __repr__
 
 
-def _row(workload: str, s: dict, base: dict) -> dict:
+def _row(workload: str, s: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     traffic = s["mem.read_bytes"] + s["mem.write_bytes"]
     base_traffic = base["mem.read_bytes"] + base["mem.write_bytes"]
     row = {
@@ -54,7 +57,7 @@ def _row(workload: str, s: dict, base: dict) -> dict:
     return {**row, **_sampled(s, base)}
 
 
-def _sampled(s: dict, base: dict) -> dict:
+def _sampled(s: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """A sampled run's 95% half-widths (``*_ci95`` columns; none for a full run). The
     normalized IPC's combines both runs' relative errors (independent estimates, first-order)."""
     if "ci95.ipc" not in s:
@@ -70,7 +73,8 @@ def _sampled(s: dict, base: dict) -> dict:
 def order(df: "Comparison") -> "Comparison":
     """Columns in the order ``compare`` makes them (JSON files keep them sorted by name)."""
     first = [c for c in COLUMNS if c in df.columns]
-    return df[first + [c for c in df.columns if c not in first]]
+    out: Comparison = df[first + [c for c in df.columns if c not in first]]
+    return out
 
 
 def geomean(values: Iterable[float]) -> float:
@@ -82,45 +86,55 @@ def geomean(values: Iterable[float]) -> float:
 
 def compare(
     workloads: Union[None, str, Sequence[Optional[str]]] = None,
-    schemes: Iterable[tuple] = DEFAULT_SCHEMES,
+    schemes: Optional[Iterable[Union[str, Sequence[str]]]] = None,
     progress: bool = False,
-    **kwargs,
+    **kwargs: Any,
 ) -> Comparison:
-    """Run each workload under each (integrity, encryption) pair (and the unprotected
-    baseline, which every row is normalized to). With several workloads, one geometric-mean
-    row per pair follows (``workload == "geomean"``, normalized columns only). Keyword
-    arguments go to :func:`secmem.run` (``instructions``, ``warmup``, ``preset``, ``trace``, …).
-    A run that stops early raises RuntimeError naming it."""
-    from .api import run
-
-    wl = [workloads] if workloads is None or isinstance(workloads, str) else list(workloads) or [None]
-    schemes = list(schemes)
-    has_base = ("none", "none") in schemes
+    """Run one workload, or each of a list, under several (integrity, encryption) pairs (and
+    the unprotected baseline, which every row is normalized to): a DataFrame (printed whole)
+    with IPC normalized to the baseline, L2 miss rate and memory traffic. With several
+    workloads, one geometric-mean row per pair follows (``workload == "geomean"``, normalized
+    columns only). ``schemes``: pairs such as ``("chash", "otp")`` or ``"chash+otp"``,
+    default none+none, chash+none, none+otp, chash+otp. Keyword arguments go to
+    :func:`secmem.run` (``instructions``, ``warmup``, ``preset``, ``trace``, …). Every pair is
+    checked by the registry before anything runs; a run that stops early raises RuntimeError
+    naming it."""
+    if workloads is None or isinstance(workloads, str):
+        wl: list[Optional[str]] = [workloads]
+    elif isinstance(workloads, Sequence):
+        wl = list(workloads) or [None]
+    else:
+        raise TypeError(f"workloads must be a name or a list of names, not {type(workloads).__name__}")
+    if isinstance(schemes, str):
+        schemes = schemes.split(",")
+    pairs = [scheme_pair(p, "schemes") for p in (DEFAULT_SCHEMES if schemes is None else schemes)]
+    has_base = ("none", "none") in pairs
+    todo = pairs if has_base else pairs + [("none", "none")]
+    # Unknown scheme names, preset or parameters fail here, before the first run.
+    machine = {k: kwargs[k] for k in ("preset", "params", "sets") if k in kwargs}
+    for integ, enc in todo:
+        configuration(integrity=integ, encryption=enc, **machine)
     t0 = time.monotonic()
-    rows = []
-    per_workload = len(schemes) + (0 if has_base else 1)
-    with Progress(len(wl) * per_workload, "compare", enabled=progress) as bar:
+    rows: list[dict[str, Any]] = []
+    with Progress(len(wl) * len(todo), "compare", enabled=progress) as bar:
         for w in wl:
             results = {}
-            todo = schemes if has_base else schemes + [("none", "none")]
             for integ, enc in todo:
                 name = f"{w or kwargs.get('trace') or 'workload'} {integ}+{enc}"
                 bar.running(name)
                 r = run(w, integrity=integ, encryption=enc, **kwargs)
                 bar.done(name, r.stats.get("sim.wall_seconds"))
                 if r.interrupted:
-                    from .api import Interrupted
-
                     raise Interrupted(f"{integ}+{enc}: {r.error}", r.interrupted)
                 if r.error:
                     raise RuntimeError(f"{integ}+{enc}: {r.error}")
                 results[(integ, enc)] = r.stats
             base = results[("none", "none")]
-            rows += [_row(results[p]["workload"], results[p], base) for p in schemes]
+            rows += [_row(results[p]["workload"], results[p], base) for p in pairs]
     if len(wl) > 1:
-        for integ, enc in schemes:
+        for integ, enc in pairs:
             mine = [r for r in rows if (r["integrity"], r["encryption"]) == (integ, enc)]
-            g = {"workload": GEOMEAN, "integrity": integ, "encryption": enc}
+            g: dict[str, Any] = {"workload": GEOMEAN, "integrity": integ, "encryption": enc}
             g.update({c: geomean(r[c] for r in mine) for c in NORMALIZED})
             rows.append(g)
     df = Comparison(rows)
@@ -130,10 +144,8 @@ def compare(
 
 def render(df: pd.DataFrame) -> str:
     """The comparison as a text table, whole; the workload column only when there are several."""
-    from . import table
-
     several = df["workload"].nunique() > 1 if "workload" in df else False
-    cols = [("workload", "workload", None)] if several else []
+    cols: list[table.Column] = [("workload", "workload", None)] if several else []
     cols += [
         ("integrity", "integrity", None),
         ("encryption", "encryption", None),
@@ -147,16 +159,16 @@ def render(df: pd.DataFrame) -> str:
         ("norm. traffic", "normalized_traffic", ".3f"),
         ("hash loads/miss", "hash_loads_per_miss", ".2f"),
     ]
-    recs = df.to_dict(orient="records")
+    recs = records(df)
     first_mean = next((i for i, r in enumerate(recs) if r.get("workload") == GEOMEAN), None)
     return table.render(recs, cols, rule_before={first_mean} if first_mean is not None else None)
 
 
-def _ci_column(key: str, df: pd.DataFrame, fmt) -> list:
+def _ci_column(key: str, df: pd.DataFrame, fmt: table.Format) -> list[table.Column]:
     """The '±95%' column after a value, when the runs were sampled."""
     return [("±95%", key, fmt)] if key in df else []
 
 
-def records(df: pd.DataFrame) -> list:
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows for JSON: NaN (absent in geomean rows) as null."""
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+    return [{str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]

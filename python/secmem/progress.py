@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional, TextIO
+from typing import Literal, Optional, TextIO
 
 # Off a terminal, at most one line per this many seconds (and none for work shorter than
 # that): logs of batch jobs stay short.
@@ -43,7 +43,7 @@ class Progress:
         self._printed = self.start
         self._rich = None
         self._task = None
-        self._running: list = []
+        self._running: list[str] = []
         if self.enabled and getattr(self.stream, "isatty", lambda: False)():
             try:
                 from rich.console import Console
@@ -70,12 +70,12 @@ class Progress:
             )
             self._task = self._rich.add_task(what, total=self.total, what=what, label="")
 
-    def __enter__(self):
+    def __enter__(self) -> "Progress":
         if self._rich is not None:
             self._rich.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self.close()
         return False
 
@@ -87,7 +87,7 @@ class Progress:
     def running(self, label: str) -> None:
         """Say that ``label`` has started (shown on the bar)."""
         self._running.append(label)
-        if self._rich is not None:
+        if self._rich is not None and self._task is not None:
             self._rich.update(self._task, label=self._label())
 
     def eta(self) -> Optional[float]:
@@ -103,7 +103,7 @@ class Progress:
             self._running.remove(label)
         if not self.enabled:
             return
-        if self._rich is not None:
+        if self._rich is not None and self._task is not None:
             self._rich.update(self._task, advance=1, label=self._label())
             if note:
                 self._rich.console.print(f"{label}: {note}")

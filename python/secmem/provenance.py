@@ -25,23 +25,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from . import _core
+from ._digest import sha256_file
+
+if TYPE_CHECKING:
+    from .api import Result
+
+__all__ = ["sha256_file", "file_digest", "json_digest", "workload_identity", "git_commit", "command_line", "now", "block", "document"]
 
 # Records of a built-in workload hashed to identify it (its initial memory image comes
 # first, so this covers the data as well as the first instructions). The generators are
 # part of secmem's code, whose version is in every key beside this digest.
 BUILTIN_FINGERPRINT_RECORDS = 4096
-
-
-def sha256_file(path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB pieces."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @functools.lru_cache(maxsize=256)
@@ -64,15 +61,15 @@ def _builtin_digest(name: str, seed: int) -> str:
         return sha256_file(path)
 
 
-def json_digest(obj) -> str:
+def json_digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _program_digest(argv: Sequence[str], env: Optional[dict], cwd: Optional[str], stdin: Optional[str]) -> str:
+def _program_digest(argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str], stdin: Optional[str]) -> str:
     """The program's bytes, the content of every argument and stdin that names a file, and
     the exact argv/environment/directory."""
     exe = argv[0] if os.path.sep in argv[0] else (shutil.which(argv[0]) or argv[0])
-    files = {}
+    files: dict[str, str] = {}
     for p in [exe, *argv[1:], *([stdin] if stdin else [])]:
         full = p if os.path.isabs(p) or cwd is None else os.path.join(cwd, p)
         if os.path.isfile(full):
@@ -86,10 +83,10 @@ def workload_identity(
     trace: Optional[str] = None,
     program: Optional[Sequence[str]] = None,
     seed: int = 1,
-    env: Optional[dict] = None,
+    env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
     stdin: Optional[str] = None,
-) -> dict:
+) -> dict[str, Any]:
     """``{"kind", "name", "digest"}`` of what a run simulates: ``builtin``, ``suite``,
     ``trace`` or ``program``. Raises ``ConfigError`` for an unknown workload and ``OSError``
     for a missing trace file."""
@@ -101,7 +98,7 @@ def workload_identity(
     name = workload or "mix"
     if name in dict(_core.workloads()):
         return {"kind": "builtin", "name": name, "digest": _builtin_digest(name, int(seed))}
-    from . import suite
+    from . import suite  # only for a suite workload (the suite imports nothing of ours back)
 
     if not suite.known(name):
         raise _core.ConfigError(f"unknown workload '{name}'")
@@ -153,7 +150,7 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def block(wall_seconds: Optional[float] = None, date: Optional[str] = None) -> dict:
+def block(wall_seconds: Optional[float] = None, date: Optional[str] = None) -> dict[str, Any]:
     """The provenance block: the same keys in every saved result."""
     return {
         "secmem_version": _core.__version__,
@@ -166,7 +163,7 @@ def block(wall_seconds: Optional[float] = None, date: Optional[str] = None) -> d
     }
 
 
-def document(result, wall_seconds: Optional[float] = None, **identity) -> dict:
+def document(result: "Result", wall_seconds: Optional[float] = None, **identity: Any) -> dict[str, Any]:
     """What ``secmem run --json`` writes: ``{stats, config, error, provenance, workload}``
     (``identity``: the run's ``workload``/``trace``/``program``/``seed``)."""
     return {
@@ -176,33 +173,3 @@ def document(result, wall_seconds: Optional[float] = None, **identity) -> dict:
         "provenance": block(wall_seconds=wall_seconds),
         "workload": workload_identity(**identity),
     }
-
-
-def load_result(path: str):
-    """Read back a result saved by ``secmem run --json`` (a :class:`secmem.Result` with
-    ``.provenance`` and ``.workload_identity``) or ``secmem compare --json`` (a DataFrame
-    whose ``attrs`` hold ``provenance`` and ``workloads``). Raises ValueError naming the file
-    when it is neither."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e})") from None
-    if isinstance(doc, dict) and isinstance(doc.get("stats"), dict):
-        from .api import Result
-
-        return Result(
-            stats=doc["stats"],
-            error=doc.get("error"),
-            config=doc.get("config") or {},
-            provenance=doc.get("provenance") or {},
-            workload_identity=doc.get("workload") or {},
-        )
-    if isinstance(doc, dict) and isinstance(doc.get("rows"), list):
-        from .comparison import Comparison, order
-
-        df = order(Comparison(doc["rows"]))
-        df.attrs["provenance"] = doc.get("provenance") or {}
-        df.attrs["workloads"] = doc.get("workloads") or []
-        return df
-    raise ValueError(f"{path}: not a secmem result (expected the JSON of `secmem run --json` or `secmem compare --json`)")

@@ -32,13 +32,17 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 from . import _core, provenance
 from ._args import count as _count
+from ._args import scheme_pair
 from .api import DEFAULT_PRESET
 from .progress import Progress
 from .results import Store, StoreError, open_store, point_key
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Axes that are not machine parameters.
 INPUT_AXES = ("workload", "trace")
@@ -60,7 +64,7 @@ class Point:
     integrity: Optional[str] = None
     encryption: Optional[str] = None
     preset: str = DEFAULT_PRESET
-    sets: tuple = ()  # ((key, value), …) in axis order
+    sets: tuple[tuple[str, str], ...] = ()  # ((key, value), …) in axis order
     instructions: int = DEFAULT_INSTRUCTIONS
     warmup: int = DEFAULT_WARMUP
     skip: int = 0
@@ -76,7 +80,7 @@ class Point:
         sets = " ".join(f"{k}={v}" for k, v in self.sets)
         return " ".join(x for x in (os.path.basename(self.input), scheme, self.preset if self.preset != DEFAULT_PRESET else "", sets) if x)
 
-    def run_kwargs(self) -> dict:
+    def run_kwargs(self) -> dict[str, Any]:
         return dict(
             workload=self.workload,
             trace=self.trace,
@@ -97,8 +101,8 @@ class Planned:
     """A point with what the store needs: its resolved configuration, workload identity, key."""
 
     point: Point
-    config: dict
-    identity: dict
+    config: dict[str, str]
+    identity: dict[str, Any]
     key: str
 
 
@@ -110,20 +114,20 @@ class Summary:
     failed: int = 0
     wall_seconds: float = 0.0
     workers: int = 0
-    failures: list = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------
 # The grid
 
 
-def _split(v) -> list:
+def _split(v: object) -> list[object]:
     if isinstance(v, (list, tuple)):
         return list(v)
     return [v]
 
 
-def parameter_names(preset: str = DEFAULT_PRESET) -> list:
+def parameter_names(preset: str = DEFAULT_PRESET) -> list[str]:
     return [k for k, _ in _core.params(preset) if k not in _NOT_PARAMS]
 
 
@@ -137,33 +141,24 @@ def _check_axis(key: str, known: Sequence[str]) -> None:
     )
 
 
-def _scheme(text: str) -> tuple:
-    parts = str(text).split("+")
-    if len(parts) != 2 or not all(parts):
-        raise _core.ConfigError(f"sweep axis 'scheme': '{text}' is not INTEGRITY+ENCRYPTION (e.g. chash+otp)")
-    for kind, name, known in (("integrity", parts[0], _core.integrity_schemes()), ("encryption", parts[1], _core.encryption_schemes())):
-        if name not in known:
-            raise _core.ConfigError(f"unknown {kind} scheme '{name}' (choose from {', '.join(known)})")
-    return parts[0], parts[1]
-
-
-def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
+def grid(axes: Optional[Mapping[str, object]] = None, **fixed: Any) -> list[Point]:
     """Every point of a grid: ``axes`` maps an axis name to its values (a scalar is a fixed
     value); ``fixed`` gives single values (``instructions``, ``warmup``, ``preset``, …) and
     ``params``/``sets`` fixed machine parameters. Points come in axis order, the last axis
     varying fastest. Unknown axis names raise ``ConfigError`` naming them."""
-    merged: dict = {}
-    params = dict(fixed.pop("params", None) or {})
+    axis_map = _mapping(axes, "axes")
+    merged: dict[str, list[object]] = {}
+    params = dict(_mapping(fixed.pop("params", None), "params"))
     for s in fixed.pop("sets", None) or ():
-        k, _, v = str(s).partition("=")
-        params[k.strip()] = v.strip()
-    for k, v in fixed.items():
-        if v is not None:
-            merged[k] = [v]
-    for k, v in params.items():
-        merged[k] = [v]
-    for k, v in (axes or {}).items():
-        merged[k] = _split(v)
+        key, _, text = str(s).partition("=")
+        params[key.strip()] = text.strip()
+    for k, fixed_value in fixed.items():
+        if fixed_value is not None:
+            merged[k] = [fixed_value]
+    for k, param in params.items():
+        merged[k] = [param]
+    for k, values in axis_map.items():
+        merged[k] = _split(values)
     presets = [str(p) for p in merged.get("preset", [DEFAULT_PRESET])]
     known = parameter_names(presets[0])
     for k, vals in merged.items():
@@ -171,22 +166,24 @@ def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
         if not vals:
             raise _core.ConfigError(f"sweep axis '{k}' has no values")
     # workloads and traces are one input axis
-    inputs = [("workload", str(w)) for w in merged.pop("workload", [])] + [("trace", str(t)) for t in merged.pop("trace", [])]
+    inputs: list[tuple[str, Optional[str]]] = [("workload", str(w)) for w in merged.pop("workload", [])]
+    inputs += [("trace", str(t)) for t in merged.pop("trace", [])]
     if not inputs:
         inputs = [("workload", None)]
     names = list(merged)
-    points = []
+    points: list[Point] = []
     for inp in inputs:
         for combo in itertools.product(*(merged[n] for n in names)):
-            kw: dict = {inp[0]: inp[1]}
-            sets = []
+            kw: dict[str, Any] = {inp[0]: inp[1]}
+            sets: list[tuple[str, str]] = []
             for n, v in zip(names, combo):
                 if n == "scheme":
-                    kw["integrity"], kw["encryption"] = _scheme(v)
+                    # the names are the registry's to judge, when the point is planned
+                    kw["integrity"], kw["encryption"] = scheme_pair(v, "sweep axis 'scheme'")
                 elif n in _COUNTS:
-                    kw[n] = _count(v, n)
+                    kw[n] = _count(v, f"--{n}")
                 elif n == "seed":
-                    kw[n] = int(v)
+                    kw[n] = int(v) if isinstance(v, (int, float)) else int(str(v))
                 elif n == "sample":
                     kw[n] = _sample(v)
                 elif n in RUN_AXES:
@@ -197,7 +194,16 @@ def grid(axes: Optional[Mapping[str, object]] = None, **fixed) -> list:
     return points
 
 
-def _sample(v) -> Optional[str]:
+def _mapping(v: object, what: str) -> Mapping[str, object]:
+    """``axes`` or ``params``: None or a mapping (a TypeError naming it, not an AttributeError)."""
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise TypeError(f"{what} must be a mapping of name to values (or a sweep file's path), not {type(v).__name__}")
+    return v
+
+
+def _sample(v: object) -> Optional[str]:
     """A ``sample`` axis value: true/"default" for the default plan, false/"off" for a full
     run, else a "U:W:D" plan (checked when the point runs)."""
     text = str(v).strip().lower()
@@ -208,7 +214,7 @@ def _sample(v) -> Optional[str]:
     return str(v).strip()
 
 
-def _flatten(table: Mapping, prefix: str = "") -> dict:
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in table.items():
         if isinstance(v, Mapping):
@@ -218,7 +224,7 @@ def _flatten(table: Mapping, prefix: str = "") -> dict:
     return out
 
 
-def load_grid_file(path: str) -> dict:
+def load_grid_file(path: str) -> dict[str, Any]:
     """A sweep file (TOML): every key is an axis or a fixed value; lists are axes, scalars
     fixed; tables nest parameter names as in preset files (``[l2] size = [...]``)."""
     if sys.version_info >= (3, 11):
@@ -239,12 +245,12 @@ def load_grid_file(path: str) -> dict:
 # Planning: configuration, workload identity, key
 
 
-def plan(points: Iterable[Point]) -> list:
+def plan(points: Iterable[Point]) -> list[Planned]:
     """Resolve each point's configuration and workload identity and compute its key.
     A bad preset, scheme or parameter name raises ``ConfigError`` naming the point."""
     out = []
-    idents: dict = {}
-    configs: dict = {}
+    idents: dict[tuple[Optional[str], Optional[str], Optional[int]], dict[str, Any]] = {}
+    configs: dict[tuple[str, Optional[str], Optional[str], tuple[tuple[str, str], ...]], dict[str, str]] = {}
     for p in points:
         ck = (p.preset, p.integrity, p.encryption, p.sets)
         if ck not in configs:
@@ -264,7 +270,7 @@ def plan(points: Iterable[Point]) -> list:
 # Running
 
 
-def simulate(kwargs: dict) -> dict:
+def simulate(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Run one point (on a Dask worker): its statistics and error, never an exception."""
     from . import api
 
@@ -277,7 +283,7 @@ def simulate(kwargs: dict) -> dict:
     return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
 
 
-def row(pl: Planned, result: dict, command: Optional[str] = None) -> dict:
+def row(pl: Planned, result: dict[str, Any], command: Optional[str] = None) -> dict[str, Any]:
     """The store row of a finished point."""
     p, cfg = pl.point, pl.config
     r = dict(result.get("stats") or {})
@@ -311,13 +317,15 @@ def row(pl: Planned, result: dict, command: Optional[str] = None) -> dict:
     return r
 
 
-def _versions_match(client) -> None:
+def _versions_match(client: Any) -> None:
     mine = _core.__version__
 
-    def theirs():
-        import secmem
+    def theirs() -> str:
+        # Imports the package on the worker: that is what is checked. Only its core is named,
+        # so sweep (which the package imports) does not import the package back.
+        from secmem import _core
 
-        return secmem.__version__
+        return _core.__version__
 
     try:
         got = client.run(theirs)
@@ -330,7 +338,7 @@ def _versions_match(client) -> None:
 
 
 @contextmanager
-def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None):
+def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> Iterator[Any]:
     """A Dask client: on the cluster at ``scheduler``, or on a new local cluster of
     ``workers`` single-threaded processes (default: every core)."""
     try:
@@ -374,7 +382,7 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None):
         cluster.close()
 
 
-def _nworkers(client) -> int:
+def _nworkers(client: Any) -> int:
     try:
         return len(client.scheduler_info()["workers"])
     except Exception:
@@ -435,7 +443,7 @@ def execute(
     return s
 
 
-def frame(planned: Sequence[Planned], store: Store, whole=None):
+def frame(planned: Sequence[Planned], store: Store, whole: Optional["pd.DataFrame"] = None) -> "pd.DataFrame":
     """The store's rows of ``planned``, in plan order (one row per point). ``whole``: the
     store's frame already read (callers taking several slices read it once)."""
     import pandas as pd
@@ -452,15 +460,15 @@ def frame(planned: Sequence[Planned], store: Store, whole=None):
 
 
 def sweep(
-    axes=None,
+    axes: Union[None, Mapping[str, object], str, "os.PathLike[str]"] = None,
     *,
     store: Optional[str] = None,
     scheduler: Optional[str] = None,
     workers: Optional[int] = None,
     progress: bool = False,
     recompute: bool = False,
-    **fixed,
-):
+    **fixed: Any,
+) -> "pd.DataFrame":
     """Run a grid (``axes``: a mapping of axis → values, or the path of a TOML sweep file)
     and return a pandas DataFrame with one row per point: its configuration (``config.*``),
     workload identity, provenance and statistics (see :mod:`secmem.results`). Points already
@@ -470,10 +478,10 @@ def sweep(
 
     The local cluster's workers are new Python processes that import the calling script: in
     a script, call ``sweep`` under ``if __name__ == "__main__":``."""
-    if isinstance(axes, (str, os.PathLike)):
-        axes = load_grid_file(str(axes))
+    grid_axes = load_grid_file(os.fspath(axes)) if isinstance(axes, (str, os.PathLike)) else axes
+    points = grid(grid_axes, **fixed)  # bad axes fail before the store is opened (or created)
     st = open_store(store)
-    planned = plan(grid(axes, **fixed))
+    planned = plan(points)
     summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute)
     df = frame(planned, st)
     df.attrs["summary"] = summary

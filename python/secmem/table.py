@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
-Format = Union[str, Callable[[object], str], None]
+Format = Union[str, Callable[[Any], str], None]
+# (header, key, format) of one column.
+Column = tuple[str, str, Format]
 
 
-def cell(value, fmt: Format = None) -> str:
+def cell(value: Any, fmt: Format = None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if callable(fmt):
@@ -23,7 +25,9 @@ def cell(value, fmt: Format = None) -> str:
     return str(value)
 
 
-def render(rows: Iterable[dict], columns: Sequence[tuple], indent: str = "  ", rule_before: Optional[set] = None) -> str:
+def render(
+    rows: Iterable[Mapping[str, Any]], columns: Sequence[Column], indent: str = "  ", rule_before: Optional[set[int]] = None
+) -> str:
     """``columns``: (header, key, format) triples; a key missing from a row prints ``-``.
     Text columns are left-aligned, the others right-aligned. ``rule_before`` holds row
     indices above which a dashed line is drawn (e.g. before a summary row)."""
@@ -33,7 +37,7 @@ def render(rows: Iterable[dict], columns: Sequence[tuple], indent: str = "  ", r
     widths = [max([len(h)] + [len(b[i]) for b in body]) for i, h in enumerate(heads)]
     numeric = [all(isinstance(r.get(k), (int, float)) or r.get(k) is None for r in rows) and any(r.get(k) is not None for r in rows) for _, k, _ in columns]
 
-    def line(cells):
+    def line(cells: Sequence[str]) -> str:
         return indent + "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
 
     out = [line(heads)]

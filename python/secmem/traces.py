@@ -28,7 +28,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Optional, Union
+from typing import Any, Optional, TextIO, Union
 
 from . import _core
 
@@ -72,7 +72,7 @@ BENCH_INPUT_GROUPS = [
 
 
 def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: str = "suh2003", repeat: int = 3,
-                out=sys.stdout) -> list:
+                out: TextIO = sys.stdout) -> list[dict[str, Any]]:
     """Simulation speed reading the same instructions from trace files of each format.
 
     The workload's first ``instructions`` are written in each foreign format (raw, gzip, xz)
@@ -85,7 +85,7 @@ def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: st
         raise _core.ConfigError(f"--repeat: {repeat} (at least one run)")
     if instructions < 2:
         raise _core.ConfigError(f"--instructions: {instructions} (at least 2 for trace input)")
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="secmem-bench-input-") as work:
         for fmt, names in BENCH_INPUT_GROUPS:
             for name in names:
@@ -101,17 +101,17 @@ def bench_input(workload: str = "mix", instructions: int = 2_000_000, preset: st
             for r in rows:
                 # The last instruction's branch outcome waits for the next: simulate all but it.
                 t = time.perf_counter()
-                stats, err = _core.run(preset, "none", "none", trace=os.path.join(work, r["file"]),
-                                       instructions=instructions - 1, warmup=0, trace_format=r["trace_format"])
+                o = _core.run(_core.RunSpec(preset=preset, integrity="none", encryption="none", trace=os.path.join(work, r["file"]),
+                                            instructions=instructions - 1, warmup=0, trace_format=r["trace_format"]))
                 wall = time.perf_counter() - t
-                if err:
-                    raise RuntimeError(f"{r['file']}: {err}")
+                if o.error:
+                    raise RuntimeError(f"{r['file']}: {o.error}")
                 r["seconds"] = min(r["seconds"], wall)
-    twin = {r["group"]: r["seconds"] for r in rows if r["trace_format"] == "native"}
+    seconds = {r["group"]: r["seconds"] for r in rows if r["trace_format"] == "native"}
     print(f"\n  {'trace file':<18} {'format':<9} {'B/instr':>8} {'M instr/s':>10} {'vs native':>10}", file=out)
     for r in rows:
         r["instructions_per_second"] = (instructions - 1) / r["seconds"]
-        r["cost_vs_native"] = r["seconds"] / twin[r["group"]] - 1
+        r["cost_vs_native"] = r["seconds"] / seconds[r["group"]] - 1
         print(f"  {r['file']:<18} {r['trace_format']:<9} {r['bytes_per_instr']:>8.3f} "
               f"{r['instructions_per_second'] / 1e6:>10.2f} {100 * r['cost_vs_native']:>+9.0f}%", file=out, flush=True)
     return rows

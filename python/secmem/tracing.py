@@ -21,16 +21,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Optional, Sequence, TextIO
 
 from . import _core
-from ._args import count as _count
+from ._args import counts, sizes
+from ._files import Output
 
 # The schemes the benchmark simulates through the pipe: unprotected and counter-mode
 # encryption with a cached hash tree.
 BENCH_SCHEMES = [("none", "none"), ("chash", "otp")]
 
 
-def _program(argv: list) -> list:
+def _program(argv: Optional[Sequence[str]]) -> list[str]:
     """The program part of ``trace … -- PROGRAM ARGS`` (argparse keeps the ``--``)."""
     argv = list(argv or [])
     if argv and argv[0] == "--":
@@ -40,16 +42,16 @@ def _program(argv: list) -> list:
     return argv
 
 
-def add_trace_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+def add_trace_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
         "trace",
         help="record a value-carrying trace of a real program (Valgrind)",
         description="Run PROGRAM under secmem's Valgrind tool and write a native trace (.smt) of "
         "every instruction with the values it loaded and stored.",
     )
     p.add_argument("-o", "--output", required=True, metavar="PATH", help="trace file to write (.smt)")
-    p.add_argument("--skip", default="0", help="record nothing for the first N instructions (e.g. 1G)")
-    p.add_argument("--count", default=None, help="stop the program after recording M instructions")
+    p.add_argument("--skip", type=counts("--skip"), default="0", help="record nothing for the first N instructions (e.g. 1G)")
+    p.add_argument("--count", type=counts("--count"), default=None, help="stop the program after recording M instructions")
     p.add_argument("--env-clear", action="store_true", help="run the program with an empty environment (plus --env)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="set an environment variable (repeatable)")
     p.add_argument("--stdin", metavar="PATH", help="the program's standard input (default /dev/null)")
@@ -59,7 +61,7 @@ def add_trace_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _env(pairs: list) -> list:
+def _env(pairs: Sequence[str]) -> list[tuple[str, str]]:
     out = []
     for kv in pairs:
         if "=" not in kv:
@@ -69,8 +71,9 @@ def _env(pairs: list) -> list:
     return out
 
 
-def trace(argv: list, output: str, skip: int = 0, count=None, env=None, clear_env: bool = False,
-          cwd=None, stdin=None, stdout="-", progress: bool = False) -> dict:
+def trace(argv: Sequence[str], output: str, skip: int = 0, count: Optional[int] = None,
+          env: Optional[list[tuple[str, str]]] = None, clear_env: bool = False, cwd: Optional[str] = None,
+          stdin: Optional[str] = None, stdout: Optional[str] = "-", progress: bool = False) -> dict[str, Any]:
     """Trace ``argv`` into ``output``; returns the summary dict (see ``_core.trace_program``).
     ``progress`` draws instructions traced and the rate on stderr (a bar with an ETA when
     ``count`` is given). SIGINT/SIGTERM stop the tracing within a moment (the program is
@@ -79,15 +82,15 @@ def trace(argv: list, output: str, skip: int = 0, count=None, env=None, clear_en
         return _core.trace_program(list(argv), str(output), skip=skip, count=count, env=env,
                                    clear_env=clear_env, cwd=cwd, stdin=stdin, stdout=stdout, progress=progress)
     except KeyboardInterrupt as e:
-        e.signal = "SIGTERM" if "signal 15" in str(e) else "SIGINT"  # the CLI's exit code (143/130)
+        e.signal = "SIGTERM" if "signal 15" in str(e) else "SIGINT"  # type: ignore[attr-defined]  # the CLI's exit code (143/130)
         raise
 
 
-def _per(n, d) -> float:
+def _per(n: float, d: float) -> float:
     return n / d if d else 0.0
 
 
-def format_summary(s: dict, native_seconds: float | None = None) -> str:
+def format_summary(s: dict[str, Any], native_seconds: Optional[float] = None) -> str:
     n = s["instructions"]
     lines = [
         f"secmem trace: {s['path']}",
@@ -108,14 +111,17 @@ def format_summary(s: dict, native_seconds: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def cmd_trace(a) -> int:
+def cmd_trace(a: argparse.Namespace) -> int:
     argv = _program(a.program)
-    count = _count(a.count, "count") if a.count is not None else None
+    # A directory or a missing one is bad input (exit 2), found before the program runs; the
+    # check's own temporary file is removed at once (the tracer writes the trace itself).
+    with Output(a.output, "--output"):
+        pass
     s = trace(
         argv,
         a.output,
-        skip=_count(a.skip, "skip"),
-        count=count,
+        skip=a.skip,
+        count=a.count,
         env=_env(a.env),
         clear_env=a.env_clear,
         stdin=a.stdin,
@@ -145,18 +151,18 @@ def make_text(path: str, size: int, seed: int = 1) -> None:
         f.truncate(size)
 
 
-def _native_seconds(argv: list, stdin=None) -> float:
+def _native_seconds(argv: Sequence[str], stdin: Optional[str] = None) -> float:
     t = time.perf_counter()
     with open(stdin or os.devnull, "rb") as i:
         subprocess.run(argv, stdin=i, stdout=subprocess.DEVNULL, check=True)
     return time.perf_counter() - t
 
 
-def bench_programs(work: str, size: int) -> list:
+def bench_programs(work: str, size: int) -> list[tuple[str, list[str], Optional[str]]]:
     """(name, argv, stdin) of the benchmark programs available here, on a generated input."""
     text = os.path.join(work, "input.txt")
     make_text(text, size)
-    progs = []
+    progs: list[tuple[str, list[str], Optional[str]]] = []
     if shutil.which("gzip"):
         progs.append(("gzip", ["gzip", "-9", "-c", text], None))
     if shutil.which("bzip2"):
@@ -175,12 +181,12 @@ def bench_programs(work: str, size: int) -> list:
     return progs
 
 
-def _fastest(runs: list, key: str) -> dict:
+def _fastest(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return min(runs, key=lambda r: r[key])
 
 
-def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, programs=None, preset: str = "suh2003",
-                 repeat: int = 1, out=sys.stdout) -> list:
+def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, programs: Optional[Sequence[str]] = None,
+                 preset: str = "suh2003", repeat: int = 1, out: TextIO = sys.stdout) -> list[dict[str, Any]]:
     """Run the tracer benchmark; returns one dict per program (and prints a table to ``out``).
 
     Each program runs natively, under Valgrind with the tool alone (its stream thrown away),
@@ -194,13 +200,16 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
     reason = _core.tracer_unavailable()
     if reason:
         raise _core.TracerError(reason)
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="secmem-bench-tracer-") as work:
         progs = bench_programs(work, size)
         if programs:
             progs = [p for p in progs if p[0] in programs]
         for name, argv, stdin in progs:
-            natives, tools, decodes, files = [], [], [], []
+            natives: list[float] = []
+            tools: list[dict[str, Any]] = []
+            decodes: list[dict[str, Any]] = []
+            files: list[dict[str, Any]] = []
             smt = os.path.join(work, name + ".smt")
             for _ in range(max(repeat, 1)):
                 natives.append(_native_seconds(argv, stdin))
@@ -211,7 +220,10 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
             native = min(natives)
             tool, dec, s = _fastest(tools, "wall_seconds"), _fastest(decodes, "decode_cpu_seconds"), _fastest(files, "wall_seconds")
             n = s["instructions"]
-            ns = lambda sec: sec / n * 1e9 if n else 0.0  # noqa: E731
+
+            def ns(sec: float) -> float:
+                return sec / n * 1e9 if n else 0.0
+
             row = {
                 "program": name,
                 "instructions": n,
@@ -240,8 +252,9 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
             for integ, enc in BENCH_SCHEMES:
                 m = min(sim_instructions, max(n - 1, 1))
                 t = time.perf_counter()
-                stats, err = _core.run(preset, integ, enc, [], None, None, m, 0, 1, False, None, 0, list(argv),
-                                       None, False, None, stdin, None)
+                r = _core.run(_core.RunSpec(preset=preset, integrity=integ, encryption=enc, program=list(argv), stdin=stdin,
+                                            instructions=m, warmup=0))
+                stats, err = r.stats, r.error
                 wall = time.perf_counter() - t
                 if err:
                     raise RuntimeError(f"{name} under {integ}+{enc}: {err}")
@@ -254,7 +267,7 @@ def bench_tracer(size: int = 20 << 20, sim_instructions: int = 20_000_000, progr
     return rows
 
 
-_COLUMNS = [
+_COLUMNS: list[tuple[str, int, Callable[[dict[str, Any]], str]]] = [
     # (header, width, format of a row)
     ("program", 9, lambda r: r["program"]),
     ("instr", 7, lambda r: f"{r['instructions'] / 1e6:.0f}M"),
@@ -278,7 +291,7 @@ def _bench_header() -> str:
     return "  ".join(cols)
 
 
-def _bench_line(r: dict) -> str:
+def _bench_line(r: dict[str, Any]) -> str:
     vals = [f"{f(r):>{w}}" for _, w, f in _COLUMNS]
     for i, e in BENCH_SCHEMES:
         v = r.get(f"sim_{i}+{e}_minstr_s")
@@ -286,13 +299,13 @@ def _bench_line(r: dict) -> str:
     return "  ".join(vals)
 
 
-def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+def add_bench_tracer_parser(sub: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(
         "bench-tracer",
         help="tracer slowdown, trace size and simulation speed through the pipe on real programs",
     )
-    p.add_argument("--size", default="20M", help="generated input size for the file programs (default %(default)s bytes)")
-    p.add_argument("--sim-instructions", default="20M", help="instructions simulated per scheme (default %(default)s)")
+    p.add_argument("--size", type=sizes("--size"), default="20M", help="generated input size for the file programs (default %(default)s bytes)")
+    p.add_argument("--sim-instructions", type=counts("--sim-instructions"), default="20M", help="instructions simulated per scheme (default %(default)s)")
     p.add_argument("--programs", help="comma-separated subset of gzip,bzip2,sha256sum,sqlite3")
     p.add_argument("--preset", default="suh2003")
     p.add_argument("--repeat", type=int, default=3,
@@ -302,10 +315,8 @@ def add_bench_tracer_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def cmd_bench_tracer(a) -> int:
+def cmd_bench_tracer(a: argparse.Namespace) -> int:
     import json
-
-    from ._files import Output
 
     if a.repeat < 1:
         raise _core.ConfigError(f"--repeat: {a.repeat} (at least one run)")
@@ -314,8 +325,8 @@ def cmd_bench_tracer(a) -> int:
           f"transcoder and zstd (CPU of their threads); traced to a file (wall); fastest of {a.repeat}", file=sys.stderr)
     print(_bench_header(), flush=True)
     rows = bench_tracer(
-        size=_count(a.size, "size"),
-        sim_instructions=_count(a.sim_instructions, "sim-instructions"),
+        size=a.size,
+        sim_instructions=a.sim_instructions,
         programs=a.programs.split(",") if a.programs else None,
         preset=a.preset,
         repeat=a.repeat,

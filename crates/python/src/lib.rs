@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 mod codeauth;
 mod interrupt;
 mod readers;
+mod spec;
 mod tracer;
 
 create_exception!(_core, IntegrityError, PyException, "Untrusted memory did not behave like valid memory.");
@@ -91,38 +92,36 @@ fn source(
     Ok(src)
 }
 
-/// Run one simulation. Returns (stats dict, error or None): results up to an error are kept.
+/// Run one simulation as `spec` says. The configuration is resolved (and every scheme name,
+/// preset and parameter checked by the registry) before the input starts; the statistics
+/// measured up to an error are kept, with the error beside them.
 #[pyfunction]
-#[pyo3(signature = (preset, integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None, instructions=10_000_000, warmup=1_000_000, seed=1, progress=false, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, stdout=None, sample=None))]
-#[allow(clippy::too_many_arguments)]
-fn run<'py>(
-    py: Python<'py>,
-    preset: &str,
-    integrity: Option<&str>,
-    encryption: Option<&str>,
-    sets: Vec<String>,
-    workload: Option<&str>,
-    trace: Option<&str>,
-    instructions: u64,
-    warmup: u64,
-    seed: u64,
-    progress: bool,
-    trace_format: Option<&str>,
-    skip: u64,
-    program: Option<Vec<String>>,
-    program_env: Option<Vec<(String, String)>>,
-    clear_env: bool,
-    cwd: Option<String>,
-    stdin: Option<&str>,
-    stdout: Option<&str>,
-    sample: Option<&str>,
-) -> PyResult<(Bound<'py, PyDict>, Option<String>)> {
-    let p = secmem_sim::configure(preset, integrity, encryption, &sets).map_err(cfg_err)?;
+fn run(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>) -> PyResult<spec::RunOutcome> {
+    let s: spec::RunSpec = spec.clone();
+    let p = secmem_sim::configure(&s.preset, s.integrity.as_deref(), s.encryption.as_deref(), &s.sets).map_err(cfg_err)?;
+    let config = PyDict::new(py);
+    for (k, v) in p.iter() {
+        config.set_item(k, v.to_string())?;
+    }
     // `--sample [U:W:D]` ("" for the defaults), checked before the input starts.
-    let plan = sample.map(|s| secmem_sim::Sampling::parse(s, instructions)).transpose().map_err(cfg_err)?;
-    let count = warmup.checked_add(instructions);
-    let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, stdout, count, seed)?;
-    let o = RunOptions { instructions, warmup, seed, progress };
+    let plan = s.sample.as_deref().map(|x| secmem_sim::Sampling::parse(x, s.instructions)).transpose().map_err(cfg_err)?;
+    let count = s.warmup.checked_add(s.instructions);
+    let (skip, instructions) = (s.skip, s.instructions);
+    let mut src = source(
+        s.workload.as_deref(),
+        s.trace.as_deref(),
+        s.trace_format.as_deref(),
+        skip,
+        s.program,
+        s.program_env,
+        s.clear_env,
+        s.cwd,
+        s.stdin.as_deref(),
+        s.stdout.as_deref(),
+        count,
+        s.seed,
+    )?;
+    let o = RunOptions { instructions, warmup: s.warmup, seed: s.seed, progress: s.progress };
     let r = py
         .detach(|| {
             let _signals = interrupt::Guard::install();
@@ -131,7 +130,7 @@ fn run<'py>(
         .map_err(cfg_err)?;
     // The run counts instructions after the fast-forward: say so when the input ran out.
     let error = r.error.map(|e| if skip > 0 && e.starts_with("the trace ended") { format!("{e}, after skipping {skip}") } else { e });
-    Ok((stats_dict(py, &r.stats)?, error))
+    Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error, config: config.unbind() })
 }
 
 /// The built-in workloads as (name, description).
@@ -159,25 +158,6 @@ fn bench_schemes() -> Vec<(String, String)> {
 #[pyfunction]
 fn encryption_schemes() -> Vec<String> {
     secmem_core::registry::ENCRYPTION_SCHEMES.iter().map(|s| s.to_string()).collect()
-}
-
-/// Every declared component, as (name, kind, summary, source, parameters), each parameter as
-/// (key, default or None when the preset gives it, unit, meaning): what `secmem schemes` and
-/// `secmem presets NAME` print.
-#[pyfunction]
-#[allow(clippy::type_complexity)]
-fn components() -> Vec<(String, String, String, String, Vec<(String, Option<String>, String, String)>)> {
-    secmem_sim::components()
-        .into_iter()
-        .map(|c| {
-            let params = c
-                .params
-                .iter()
-                .map(|d| (d.key.to_string(), d.default.value().map(|v| v.to_string()), d.unit.to_string(), d.meaning.to_string()))
-                .collect();
-            (c.name.to_string(), c.kind.name().to_string(), c.summary.to_string(), c.source.to_string(), params)
-        })
-        .collect()
 }
 
 /// Every parameter of a preset (after --integrity/--encryption/--set) as key → text.
@@ -377,9 +357,16 @@ fn buffer(n: usize, what: &str) -> PyResult<Vec<u8>> {
 #[pymethods]
 impl SecureMemory {
     #[new]
-    #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=1))]
-    fn new(py: Python<'_>, size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: u64) -> PyResult<Self> {
+    #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=None))]
+    fn new(py: Python<'_>, size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: Option<u64>) -> PyResult<Self> {
         sets.insert(0, format!("memory.size={}", size));
+        // The keys derive from the seed: one the caller did not choose comes from the OS's
+        // random source, so nobody can derive them offline. A given seed is for reproducible
+        // experiments only.
+        let seed = match seed {
+            Some(s) => s,
+            None => os_random_u64()?,
+        };
         let p = secmem_sim::configure(preset, Some(integrity), Some(encryption), &sets).map_err(cfg_err)?;
         let mut eng = py.detach(|| Engine::new(&p, seed)).map_err(cfg_err)?;
         Ok(SecureMemory {
@@ -542,6 +529,25 @@ impl SecureMemory {
     }
 }
 
+/// 64 bits from the OS's random source (getrandom(2)).
+fn os_random_u64() -> PyResult<u64> {
+    let mut b = [0u8; 8];
+    let mut got = 0;
+    while got < b.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `b`.
+        let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), b.len() - got, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(pyo3::exceptions::PyOSError::new_err(format!("the OS random source failed: {e}")));
+        }
+        got += n as usize;
+    }
+    Ok(u64::from_le_bytes(b))
+}
+
 fn range_in(addr: u64, n: u64, size: u64, what: &str) -> PyResult<()> {
     match addr.checked_add(n) {
         Some(e) if e <= size => Ok(()),
@@ -558,13 +564,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(encryption_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
-    m.add_function(wrap_pyfunction!(components, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
     m.add_function(wrap_pyfunction!(attack_codeauth, m)?)?;
+    spec::register(m)?;
     readers::register(m)?;
     tracer::register(m)?;
     codeauth::register(m)?;

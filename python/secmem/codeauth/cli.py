@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from . import BLOCKS, PADS, WIDTHS, fingerprint, keygen, load_keys, sign, tagfile_info, verify, write_file
 from . import cpi as cpi_model
@@ -33,7 +34,7 @@ def _sign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base", type=_addr, default=0, help="load address of a position-independent program (default 0)")
 
 
-def _params(a) -> dict:
+def _params(a: argparse.Namespace) -> dict[str, Any]:
     return dict(block=a.block, width=a.width, pad=a.pad, tp=a.tp, base=a.base)
 
 
@@ -45,14 +46,14 @@ def _describe(tags: bytes) -> str:
     )
 
 
-def cmd_keygen(a) -> int:
+def cmd_keygen(a: argparse.Namespace) -> int:
     keygen(a.output, seed=a.seed.encode() if a.seed is not None else None)
     note = " (derived from --seed: for tests and simulations, not for secrets)" if a.seed is not None else ""
     print(f"wrote {a.output}: keys {fingerprint(a.output)}{note}")
     return 0
 
 
-def cmd_sign(a) -> int:
+def cmd_sign(a: argparse.Namespace) -> int:
     tags = sign(a.program, load_keys(a.keys), a.id, **_params(a))
     out = a.output or a.program + ".tags"
     write_file(out, tags)
@@ -60,14 +61,14 @@ def cmd_sign(a) -> int:
     return 0
 
 
-def cmd_verify(a) -> int:
+def cmd_verify(a: argparse.Namespace) -> int:
     tags = a.tags or a.program + ".tags"
     n = verify(a.program, load_keys(a.keys), tags)
     print(f"{a.program}: all {n} blocks authentic ({_describe(_read(tags))})")
     return 0
 
 
-def cmd_info(a) -> int:
+def cmd_info(a: argparse.Namespace) -> int:
     i = tagfile_info(a.tags)
     for k, v in i.items():
         if k == "segments":
@@ -81,7 +82,7 @@ def cmd_info(a) -> int:
 _CPI_NAMES = ("MR_I", "MR_D", "f_L", "f_D", "f_R", "f_B", "f_J", "f_Taken", "f_MP", "c_AR", "c_T")
 
 
-def cmd_cpi(a) -> int:
+def cmd_cpi(a: argparse.Namespace) -> int:
     measured = cpi_model.from_run_json(a.json) if a.json else {}
     given = {n: getattr(a, n.lower()) for n in _CPI_NAMES}
     offsets = cpi_model.parse_offsets(a.branch_offsets) if a.branch_offsets else None
@@ -118,7 +119,7 @@ def cmd_cpi(a) -> int:
     return 0
 
 
-def cmd_tsr_serve(a) -> int:
+def cmd_tsr_serve(a: argparse.Namespace) -> int:
     from .tsr import Server
 
     srv = Server(a.db, port=a.port)
@@ -132,7 +133,7 @@ def cmd_tsr_serve(a) -> int:
     return 0
 
 
-def cmd_tsr_add_owner(a) -> int:
+def cmd_tsr_add_owner(a: argparse.Namespace) -> int:
     from .tsr import Repository
 
     token = Repository(a.db).add_owner(a.name)
@@ -140,7 +141,7 @@ def cmd_tsr_add_owner(a) -> int:
     return 0
 
 
-def cmd_tsr_add_user(a) -> int:
+def cmd_tsr_add_user(a: argparse.Namespace) -> int:
     from .tsr import Repository
 
     fp = Repository(a.db).add_user(a.name, _read(a.keys))
@@ -148,7 +149,7 @@ def cmd_tsr_add_user(a) -> int:
     return 0
 
 
-def cmd_tsr_register(a) -> int:
+def cmd_tsr_register(a: argparse.Namespace) -> int:
     from .tsr import register
 
     r = register(a.url, a.token, _read(a.program), a.name or os.path.basename(a.program), **_params(a))
@@ -156,7 +157,7 @@ def cmd_tsr_register(a) -> int:
     return 0
 
 
-def cmd_tsr_fetch(a) -> int:
+def cmd_tsr_fetch(a: argparse.Namespace) -> int:
     from .tsr import fetch
 
     tags = fetch(a.url, a.user, a.id, _read(a.program), load_keys(a.keys), digest_only=a.digest_only)
@@ -167,7 +168,7 @@ def cmd_tsr_fetch(a) -> int:
     return 0
 
 
-def cmd_pk_keygen(a) -> int:
+def cmd_pk_keygen(a: argparse.Namespace) -> int:
     from . import pk
 
     pk.keygen(a.prefix + ".key", a.prefix + ".pub")
@@ -175,7 +176,7 @@ def cmd_pk_keygen(a) -> int:
     return 0
 
 
-def cmd_pk_sign(a) -> int:
+def cmd_pk_sign(a: argparse.Namespace) -> int:
     from . import pk
 
     out = a.output or a.program + ".sig"
@@ -184,7 +185,7 @@ def cmd_pk_sign(a) -> int:
     return 0
 
 
-def cmd_pk_install(a) -> int:
+def cmd_pk_install(a: argparse.Namespace) -> int:
     from . import pk
 
     sig = a.sig or a.program + ".sig"
@@ -195,7 +196,7 @@ def cmd_pk_install(a) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Any) -> None:
     """Register ``codeauth`` and its actions on the top-level subparsers."""
     ca = sub.add_parser(
         "codeauth", help="code authentication (seed 001): keys, signing, verification, CPI model, Trusted Software Repository"

@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..provenance import sha256_file as _sha256_file
+from .._digest import sha256_file as _sha256_file
 from .workloads import DEFAULT_SIZE, WORKLOADS, Size, Workload
 
 __all__ = [

@@ -1,0 +1,51 @@
+"""``secmem compare``: workloads under several scheme pairs, normalized to the baseline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .. import _core, comparison, provenance
+from .common import DEFAULT_SCHEMES, DEFAULT_WORKLOAD, add_common, codeauth_sets, output, program, scheme_list, write_json
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser("compare", help="one workload under several schemes, normalized to the baseline")
+    add_common(c, schemes=False)
+    c.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: a real program, traced live for each scheme")
+    c.add_argument("--schemes", type=scheme_list("--schemes"), default=DEFAULT_SCHEMES, help="INTEG+ENC pairs, comma separated (default %(default)s)")
+    c.set_defaults(func=cmd)
+
+
+def cmd(a: argparse.Namespace) -> int:
+    schemes = list(a.schemes)
+    if ("none", "none") not in schemes:
+        schemes.insert(0, ("none", "none"))
+    workloads = [w.strip() for w in a.workload.split(",")] if a.workload else [None]
+    prog = program(a.program)
+    kwargs: dict[str, Any] = dict(
+        trace=a.trace,
+        trace_format=a.trace_format,
+        skip=a.skip,
+        program=prog,
+        preset=a.preset,
+        sets=codeauth_sets(a),
+        instructions=a.instructions,
+        warmup=a.warmup,
+        seed=a.seed,
+        sample=a.sample,
+    )
+    if len(workloads) > 1 and (a.trace or prog):
+        raise _core.ConfigError("compare several workloads (-w a,b,c) or one trace or program, not both")
+    out = output(a.json)
+    df = comparison.compare(workloads if len(workloads) > 1 else workloads[0], schemes=schemes, progress=a.json != "-", **kwargs)
+    if a.json:
+        ids = [provenance.workload_identity(workload=w, trace=a.trace, program=prog, seed=a.seed) for w in workloads]
+        doc = {"provenance": df.attrs["provenance"], "workloads": ids, "rows": comparison.records(df)}
+        write_json(a.json, doc, out)
+        if a.json == "-":
+            return 0
+    name = a.trace or ", ".join(w or DEFAULT_WORKLOAD for w in workloads) if not prog else " ".join(prog)
+    print(f"secmem compare — {name} on {a.preset}, {a.instructions:,} instructions\n")
+    print(comparison.render(df))
+    return 0

@@ -1,0 +1,50 @@
+"""``secmem run``: one simulation (the default command)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .. import provenance
+from ..api import run
+from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, write_json
+from .summary import summary
+
+
+def add_parser(sub: Any) -> None:
+    r = sub.add_parser("run", help="one simulation (the default command)")
+    add_common(r)
+    r.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and simulate it")
+    r.set_defaults(func=cmd)
+
+
+def cmd(a: argparse.Namespace) -> int:
+    prog = program(a.program)
+    out = output(a.json)
+    r = run(
+        a.workload,
+        trace=a.trace,
+        trace_format=a.trace_format,
+        skip=a.skip,
+        program=prog,
+        integrity=a.integrity,
+        encryption=a.encryption,
+        preset=a.preset,
+        sets=codeauth_sets(a),
+        instructions=a.instructions,
+        warmup=a.warmup,
+        seed=a.seed,
+        progress=True,
+        sample=a.sample,
+    )
+    # A failure is said first; statistics follow only if something was measured.
+    if r.error:
+        print(f"secmem: error: {r.error}", file=sys.stderr, flush=True)
+    if a.json != "-" and (r.stats.get("instructions", 0) or not r.error):
+        print(summary(r.stats, a.preset, a.set), flush=True)
+    ident = dict(workload=a.workload, trace=a.trace, program=prog, seed=a.seed)
+    doc = provenance.document(r, r.stats.get("sim.wall_seconds"), **ident)
+    doc["interrupted"] = r.interrupted
+    write_json(a.json, doc, out)
+    return SIGNAL_EXIT.get(r.interrupted, 130) if r.interrupted else 1 if r.error else 0
