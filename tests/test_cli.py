@@ -390,10 +390,14 @@ def test_attack_prints_both_matrices_and_exits_zero_when_every_cell_is_as_the_se
     r = cli("attack", "--integrity", "mac,chash,lhash", "--encryptions", "none,otp", "--json", str(out))
     assert r.returncode == 0, r.stderr
     assert "replay a block with its metadata" in r.stdout and "sell -> buy!" in r.stdout
-    assert "every result matches the seeds' expectations" in r.stdout
+    assert "every result matches what the schemes declare" in r.stdout
     rows = json.loads(out.read_text())
     replay = {x["integrity"]: x["detected"] for x in rows if x["attack"] == "replay a block with its metadata"}
     assert replay == {"mac": False, "chash": True, "lhash": True}
+    # When each is noticed, and when its declaration promised it.
+    when = {x["integrity"]: (x["when"], x["declared"]) for x in rows if x["attack"] == "replay a block with its metadata"}
+    assert when == {"mac": (None, "never"), "chash": ("at the access", "at the access"), "lhash": ("at the next check", "at the next check")}
+    assert all(x["ok"] for x in rows)
     dma = [x for x in rows if x["attack"] == "tamper with the DMA region"]
     assert dma and not any(x["detected"] for x in dma)
 
@@ -503,3 +507,15 @@ def test_sampled_compare_has_interval_columns():
 )
 def test_bad_sample_plans_are_one_clean_line(plan, needle):
     assert_clean_error(cli("run", "-w", "hot", "-n", "300k", "--sample", plan), "--sample:", needle)
+
+
+def test_schemes_name_prints_what_the_scheme_declares():
+    r = cli("schemes", "lhash")
+    assert r.returncode == 0, r.stderr
+    lines = [l.strip() for l in r.stdout.splitlines()]
+    assert any(l.startswith("replay noticed") and l.endswith("at the next check") for l in lines), r.stdout
+    assert "lays out: log stamps; protects: data" in r.stdout
+    r = cli("schemes", "ocb")
+    assert "tampering noticed" in r.stdout and "malleable" in r.stdout
+    text = r.stdout.splitlines()
+    assert any(l.split()[:2] == ["replay", "noticed"] and l.split()[-1] == "never" for l in text), r.stdout

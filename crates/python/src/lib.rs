@@ -282,6 +282,11 @@ fn append_cells(py: Python<'_>, out: &Bound<'_, PyList>, integ: &str, enc: &str,
             d.set_item("applicable", c.applicable)?;
             d.set_item("detected", c.detected)?;
             d.set_item("expected", c.expected)?;
+            // When it was noticed and when the schemes' declarations promise it: a cell is
+            // right (`ok`) when both agree.
+            d.set_item("when", c.when.map(|w| w.name()))?;
+            d.set_item("declared", c.declared.name())?;
+            d.set_item("ok", c.ok())?;
             d.set_item("detail", c.detail)?;
             out.append(d)?;
         }

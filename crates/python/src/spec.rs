@@ -137,6 +137,12 @@ pub struct ComponentDecl {
     pub summary: String,
     pub source: String,
     pub params: Vec<ParamDecl>,
+    /// An integrity or encryption scheme's promises under its default parameters, as
+    /// (what, promise) lines; empty for anything else.
+    pub guarantees: Vec<(String, String)>,
+    /// The roles of the regions it lays out and of those it protects (schemes only).
+    pub lays_out: Vec<String>,
+    pub protects: Vec<String>,
 }
 
 #[pymethods]
@@ -158,12 +164,17 @@ impl From<&secmem_core::decl::Component> for ComponentDecl {
                 meaning: d.meaning.to_string(),
             })
             .collect();
+        let declared = secmem_core::registry::scheme(c.kind, c.name).ok();
+        let roles = |r: &[secmem_core::decl::Role]| r.iter().map(|x| x.name().to_string()).collect();
         ComponentDecl {
             name: c.name.to_string(),
             kind: c.kind.name().to_string(),
             summary: c.summary.to_string(),
             source: c.source.to_string(),
             params,
+            guarantees: declared.map_or_else(Vec::new, |(_, g, _)| g.describe().into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
+            lays_out: declared.map_or_else(Vec::new, |(_, _, cov)| roles(cov.lays_out)),
+            protects: declared.map_or_else(Vec::new, |(_, _, cov)| roles(cov.protects)),
         }
     }
 }

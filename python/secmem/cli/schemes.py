@@ -44,5 +44,17 @@ def cmd(a: argparse.Namespace) -> int:
             for p in c.params:
                 shown = "(preset)" if p.default is None else (p.default if p.default != "" else '""')
                 print(f"    {p.key:<{kw}}  {shown:<10} {p.unit:<{uw}}  {p.meaning}")
+            if a.name and c.guarantees:
+                _declarations(c)
         print()
     return 0
+
+
+def _declarations(c: _core.Component) -> None:
+    """What one scheme promises (at its default parameters) and what it covers: what
+    `secmem attack`, the property tests and the fuzzer hold it to."""
+    print("    guarantees (defaults; alone, without a second scheme):")
+    w = max(len(k) for k, _ in c.guarantees)
+    for what, promise in c.guarantees:
+        print(f"      {what:<{w}}  {promise}")
+    print(f"    lays out: {', '.join(c.lays_out) or 'nothing'}; protects: {', '.join(c.protects) or 'nothing'}")
