@@ -75,4 +75,16 @@ proptest! {
             }
         }
     }
+
+}
+
+proptest! {
+    // Random operations and adversary pokes on every registered scheme pair (the selector
+    // byte picks it), beyond the committed corpus: a scheme registered since the corpus was
+    // made is exercised here at once. The oracle is the engine target's (its declarations).
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    #[test]
+    fn random_operations_on_every_scheme_pair_keep_what_the_pair_declares(data in prop::collection::vec(any::<u8>(), 1..600)) {
+        secmem_fuzz::engine::engine(&data);
+    }
 }
