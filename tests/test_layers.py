@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from _graph import cycles
+
 ROOT = Path(__file__).resolve().parent.parent / "python"
 PACKAGE = "secmem"
 
@@ -59,37 +61,6 @@ def imports(mods: dict, name: str) -> set:
                 sub = f"{target}.{a.name}"
                 out.add(sub if _known(mods, sub) else target)
     return {m for m in out if m in mods and m != name}
-
-
-def cycles(graph: dict) -> list:
-    """Every strongly connected component of more than one module (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def test_no_import_circle_in_the_package():

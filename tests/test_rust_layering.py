@@ -10,8 +10,9 @@ modules are left out: tests may iterate the registry from anywhere.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
+
+from _graph import cycles
 
 ROOT = Path(__file__).resolve().parent.parent
 CRATES = sorted(p.parent for p in (ROOT / "crates").glob("*/Cargo.toml"))
@@ -65,45 +66,11 @@ def _edges(mod: tuple, text: str, mods: dict) -> set:
     return found
 
 
-def _cycles(graph: dict) -> list:
-    """Strongly connected components of more than one node (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-    counter = [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted("::".join(c) or "lib" for c in comp))
-
-    sys.setrecursionlimit(10000)
-    for v in graph:
-        if v not in index:
-            visit(v)
-    return out
-
-
 def module_cycles(crate: Path) -> list:
     mods = _modules(crate / "src")
     tests = _test_modules(mods)
     graph = {m: _edges(m, _code(f), mods) - tests for m, f in mods.items() if m not in tests}
-    return _cycles(graph)
+    return [["::".join(m) or "lib" for m in c] for c in cycles(graph)]
 
 
 def test_no_crate_has_an_import_circle():

@@ -10,6 +10,7 @@ use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
+use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
 
 pub mod direct;
@@ -218,6 +219,24 @@ impl NonceCounter {
         }
         self.next += 1;
         Ok((self.next - 1) as u32)
+    }
+}
+
+/// XOR `buf` (line `addr`) with the counter-mode pads AES_K((addr | i) ‖ counter) of its 16-B
+/// chunks i: the pad of the counter-tree family (split, sgx). Line addresses have their low
+/// bits zero, so (addr | i, counter) names every pad.
+pub fn xor_counter_pads(aes: &Aes128, addr: u64, counter: u64, buf: &mut [u8]) {
+    let mut pads = [[0u8; 16]; MAX_LINE / 16];
+    let n = buf.len() / 16;
+    for (i, pad) in pads[..n].iter_mut().enumerate() {
+        pad[..8].copy_from_slice(&(addr | i as u64).to_le_bytes());
+        pad[8..].copy_from_slice(&counter.to_le_bytes());
+    }
+    aes.encrypt_many(&mut pads[..n]);
+    for (chunk, pad) in buf.chunks_exact_mut(16).zip(&pads[..n]) {
+        for (b, p) in chunk.iter_mut().zip(pad) {
+            *b ^= p;
+        }
     }
 }
 

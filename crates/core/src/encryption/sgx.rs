@@ -25,7 +25,7 @@
 //! Never-written memory is all zero: a node whose bytes and parent counter are all zero, and
 //! a line whose version, bytes and MAC are zero, are that initial state.
 
-use super::{derive_key, Encryption, EncryptionScheme};
+use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme};
 use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
@@ -207,18 +207,7 @@ impl Sgx {
 
     /// XOR `buf` (line `addr`) with its pads under `version`.
     fn apply_pad(&self, addr: u64, version: u64, buf: &mut [u8]) {
-        let mut pads = [[0u8; 16]; MAX_LINE / 16];
-        let n = buf.len() / 16;
-        for (i, pad) in pads[..n].iter_mut().enumerate() {
-            pad[..8].copy_from_slice(&(addr | i as u64).to_le_bytes());
-            pad[8..].copy_from_slice(&version.to_le_bytes());
-        }
-        self.aes.encrypt_many(&mut pads[..n]);
-        for (chunk, pad) in buf.chunks_exact_mut(16).zip(&pads[..n]) {
-            for (b, p) in chunk.iter_mut().zip(pad) {
-                *b ^= p;
-            }
-        }
+        xor_counter_pads(&self.aes, addr, version, buf);
     }
 
     /// The trusted counter of node (k, j) held by its parent, if the parent is cached or the

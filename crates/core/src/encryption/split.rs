@@ -24,7 +24,7 @@
 //! the counter-tree family puts a tree over the counters. A tree over the data (chash) still
 //! notices any read garbled by a changed counter.
 
-use super::{derive_key, Encryption, EncryptionScheme};
+use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme};
 use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, MAX_LINE};
@@ -170,18 +170,7 @@ impl Split {
 
     /// XOR `buf` (line `addr`) with its pads under `counter`.
     fn apply_pad(&self, addr: u64, counter: u64, buf: &mut [u8]) {
-        let mut pads = [[0u8; 16]; MAX_LINE / 16];
-        let n = buf.len() / 16;
-        for (i, pad) in pads[..n].iter_mut().enumerate() {
-            pad[..8].copy_from_slice(&(addr | i as u64).to_le_bytes());
-            pad[8..].copy_from_slice(&counter.to_le_bytes());
-        }
-        self.aes.encrypt_many(&mut pads[..n]);
-        for (chunk, pad) in buf.chunks_exact_mut(16).zip(&pads[..n]) {
-            for (b, p) in chunk.iter_mut().zip(pad) {
-                *b ^= p;
-            }
-        }
+        xor_counter_pads(&self.aes, addr, counter, buf);
     }
 
     /// The cached copy of the block at `ca`, if any.
