@@ -11,6 +11,10 @@
 //!       32   u64 source_memory[4]           (loads)
 //! ```
 //!
+//! Raw (uncompressed) files have no checksum: a flipped bit in an address or register is read
+//! as what it now says, silently (inherent to the format; xz/gzip/zstd files are checked by
+//! their compression's CRC).
+//!
 //! A zero register or address means "none". ChampSim traces carry **no data values and no
 //! access sizes**: every memory operand becomes a 1-byte access at its address whose value
 //! is zero (so the simulator's load-value check stays consistent, but anything that depends

@@ -1135,7 +1135,9 @@ impl Input for Stream {
 /// Bytes kept available in the buffer before each record so most parse from a slice.
 const FAST_MIN: usize = 256;
 
-/// Reads a native trace file record by record.
+/// Reads a native trace file record by record. Damage in a zstd-compressed file (what every
+/// writer makes) fails zstd's frame checksum; a raw file (flags bit 0 clear, for debugging)
+/// has no checksum, and a flipped bit that still parses is read silently.
 pub struct NativeReader {
     path: String,
     name: String,
