@@ -73,3 +73,90 @@ def test_a_stuck_apt_get_reports_progress_while_it_runs(monkeypatch):
     assert any("still running" in s for s in said), said
 
 
+
+
+def _session(pid: int) -> list:
+    """Processes still in the session ``pid`` leads (it was started with a new session)."""
+    left = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[3]) == pid:
+                        left.append(int(p))
+            except (OSError, IndexError, ValueError):
+                pass
+    return left
+
+
+def _children(pid: int) -> list:
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(p))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_during_apt_get_ends_it_and_secmem():
+    code = ("import os\nfrom secmem import suite\n"
+            "suite.run_bounded(['sleep', '60'], dict(os.environ), print, 'x: apt-get install', timeout=300)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _children(p.pid):  # the stand-in for apt-get (in a session of its own)
+            assert time.monotonic() < deadline and p.poll() is None, "did not start"
+            time.sleep(0.05)
+        (child,) = _children(p.pid)
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        p.wait(10)
+        assert time.monotonic() - t < 8 and p.returncode != 0
+        time.sleep(0.2)
+        assert not _alive(child), "apt-get was left running"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_sigterm_stops_a_sweep_and_its_workers(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "secmem", "sweep", "-w", "mix", "-a", "l2.size=256KiB,1MiB", "-n", "2G",
+                          "--warmup", "0", "--workers", "1", "--store", str(tmp_path / "s")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_session(p.pid)) < 3:  # secmem, multiprocessing's tracker, the worker
+            assert time.monotonic() < deadline and p.poll() is None, "did not start"
+            time.sleep(0.1)
+        time.sleep(2)  # the point is running on the worker
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        p.wait(30)
+        stopped = time.monotonic() - t
+        err = p.stderr.read().decode()
+        assert p.returncode == 143 and "Traceback" not in err, err
+        assert stopped < 8, f"the sweep took {stopped:.1f} s to stop"
+        end = time.monotonic() + 10
+        while _session(p.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert _session(p.pid) == [], "the sweep's workers were left running"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for q in _session(p.pid):
+            os.kill(q, signal.SIGKILL)

@@ -280,10 +280,11 @@ def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Op
     propagate (KeyboardInterrupt, with ``signal`` set): secmem never waits on it forever."""
     import signal
     import tempfile
-    import threading
+
+    from .._signals import sigterm_as_interrupt
 
     limit = float(os.environ.get("SECMEM_APT_TIMEOUT", APT_TIMEOUT)) if timeout is None else timeout
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, sigterm_as_interrupt():
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
 
         def end() -> None:
@@ -299,14 +300,6 @@ def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Op
                     pass
 
         # SIGTERM, like Ctrl-C, ends the child first (by default it would orphan it).
-        previous = None
-        if threading.current_thread() is threading.main_thread():
-            def on_term(signum, frame):
-                e = KeyboardInterrupt()
-                e.signal = "SIGTERM"
-                raise e
-
-            previous = signal.signal(signal.SIGTERM, on_term)
         try:
             start = last = time.monotonic()
             while True:
@@ -325,9 +318,6 @@ def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Op
         except BaseException:
             end()
             raise
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(cmd, proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
