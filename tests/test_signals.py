@@ -75,31 +75,28 @@ def test_a_stuck_apt_get_reports_progress_while_it_runs(monkeypatch):
 
 
 
-def _session(pid: int) -> list:
-    """Processes still in the session ``pid`` leads (it was started with a new session)."""
-    left = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[3]) == pid:
-                        left.append(int(p))
-            except (OSError, IndexError, ValueError):
-                pass
-    return left
-
-
-def _children(pid: int) -> list:
+def _stat_field(index: int, value: int) -> list:
+    """Processes whose /proc stat field ``index`` (after the name: 1 parent, 3 session) is
+    ``value``."""
     out = []
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
                 with open(f"/proc/{p}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    if int(f.read().rsplit(")", 1)[1].split()[index]) == value:
                         out.append(int(p))
             except (OSError, IndexError, ValueError):
                 pass
     return out
+
+
+def _session(pid: int) -> list:
+    """Processes still in the session ``pid`` leads (it was started with a new session)."""
+    return _stat_field(3, pid)
+
+
+def _children(pid: int) -> list:
+    return _stat_field(1, pid)
 
 
 def _alive(pid: int) -> bool:

@@ -68,17 +68,21 @@ def prepare_available(ids: Sequence[str], scale: str = "laptop", install: bool =
 
 
 def check_output(out) -> Path:
-    """The report directory ``out``, created if missing and proved writable: an output that
+    """The report directory ``out``, checked to be writable (an existing directory, or one
+    that can be created under a writable one) without creating anything: an output that
     cannot be written fails in one line before anything is simulated (OSError)."""
     outdir = Path(out)
     if outdir.exists() and not outdir.is_dir():
         raise OSError(f"-o {out}: not a directory (reproduce writes a directory of CSVs, plots and a report)")
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise OSError(f"-o {out}: {e.strerror or e}") from None
-    if not os.access(outdir, os.W_OK | os.X_OK):
-        raise OSError(f"-o {out}: the directory is not writable")
+    existing = outdir
+    while not existing.exists():
+        if existing.is_symlink() or existing == existing.parent:
+            raise OSError(f"-o {out}: cannot be created")
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OSError(f"-o {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OSError(f"-o {out}: {existing} is not writable")
     return outdir
 
 
@@ -110,6 +114,10 @@ def run(
     st = open_store(store)
     every = [pl for f in figs for pl in planned[f.id]]
     execute(every, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, what="reproduce")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(f"{out}: {e.strerror or e}") from None
     outcomes = []
     whole = st.frame()
     for f in figs:
