@@ -10,26 +10,32 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
+from types import FrameType
+from typing import Iterator, Optional
 
 _NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
-_state = {"defer": 0, "pending": None}
+
+
+class _State:
+    defer = 0
+    pending: Optional[str] = None
 
 
 def _interrupt(name: str) -> KeyboardInterrupt:
     e = KeyboardInterrupt()
-    e.signal = name
+    setattr(e, "signal", name)  # read by the CLI's exit status
     return e
 
 
-def _on_signal(signum, frame):
-    if _state["defer"]:
-        _state["pending"] = _NAMES[signum]
+def _on_signal(signum: int, frame: Optional[FrameType]) -> None:
+    if _State.defer:
+        _State.pending = _NAMES[signal.Signals(signum)]
         return
-    raise _interrupt(_NAMES[signum])
+    raise _interrupt(_NAMES[signal.Signals(signum)])
 
 
 @contextmanager
-def sigterm_as_interrupt():
+def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise KeyboardInterrupt in the main thread
     (elsewhere the block runs unchanged: only the main thread may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
@@ -44,13 +50,13 @@ def sigterm_as_interrupt():
 
 
 @contextmanager
-def deferred():
+def deferred() -> Iterator[None]:
     """Hold an interrupt arriving within the block until it ends (then raise it)."""
-    _state["defer"] += 1
+    _State.defer += 1
     try:
         yield
     finally:
-        _state["defer"] -= 1
-        if not _state["defer"] and _state["pending"]:
-            name, _state["pending"] = _state["pending"], None
+        _State.defer -= 1
+        if not _State.defer and _State.pending:
+            name, _State.pending = _State.pending, None
             raise _interrupt(name)

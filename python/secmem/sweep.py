@@ -360,7 +360,8 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
             client.close()
         return
     n = workers or os.cpu_count() or 1
-    cluster = client = None
+    cluster: Any = None
+    local: Any = None
     try:
         # An interrupt while the cluster starts is raised once it can be closed cleanly (cut
         # in half, Dask's exit handler fails on it with a traceback).
@@ -380,14 +381,14 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
                     f"could not start {n} local Dask worker processes ({e}); in a script, call secmem.sweep "
                     "under `if __name__ == \"__main__\":` (each worker is a new Python process that imports the script)"
                 ) from None
-            client = Client(cluster)
-        yield client
+            local = Client(cluster)
+        yield local
     except BaseException:
         _stop_local_workers()  # Ctrl-C/SIGTERM: their simulations stop now, not when done
         raise
     finally:
-        if client is not None:
-            client.close()
+        if local is not None:
+            local.close()
         if cluster is not None:
             cluster.close()
 

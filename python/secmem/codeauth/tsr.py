@@ -605,7 +605,7 @@ class _PooledServer(socketserver.TCPServer):
     def handle_error(self, request, client_address):
         pass  # never a traceback on the server's stderr
 
-    def server_close(self):
+    def server_close(self) -> None:
         self._closing.set()
         super().server_close()
         self.pool.shutdown(wait=False, cancel_futures=True)
