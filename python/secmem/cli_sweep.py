@@ -8,6 +8,7 @@ import os
 import sys
 
 from . import _core, table
+from ._files import write_file
 from .results import StoreError, default_path, filter_frame, for_csv, open_store
 from .sweep import AXES, execute, frame, grid, load_grid_file, plan
 
@@ -160,13 +161,7 @@ def cmd_sweep(a) -> int:
 
 
 def _write_csv(df, path: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        for_csv(df).to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_file(path, for_csv(df).to_csv(index=False), "--csv")
 
 
 # ---------------------------------------------------------------------------------------
@@ -256,6 +251,7 @@ def cmd_reproduce(a) -> int:
     ids = [f.id for f in reproduce.figures()] if a.all else a.ids
     for i in ids:
         reproduce.get(i)  # unknown ids fail before anything runs
+    reproduce.check_output(a.out)  # so does an output that cannot be written
     # A fresh install has no suite programs: they are installed first unless --no-install;
     # --all then reports every figure it can and names the others, an id asked for by name
     # stops with the reason.

@@ -14,10 +14,14 @@ killed at any moment (even by SIGKILL) leaves only whole points behind; the poin
 finished are not run again. Compaction writes the merged file the same way before it
 removes the files it merged; a key found twice is read once.
 
-A file that cannot be read (damaged, truncated, not Parquet) is never overwritten or
-skipped: every read of the store stops with a :class:`StoreError` naming it.
+Damage never goes unnoticed: every row carries ``checksum``, a SHA-256 of its content (every
+other field, canonically encoded), checked on every read, and the files are written
+with Parquet's page checksums, verified on read. A point whose checksum does not match, or a
+file that cannot be decoded at all, is reported on stderr (once per file) and left out: the
+sweep that needs the point computes it again, and its new file replaces a damaged point file
+(a damaged compacted file is left where it is, for inspection, and no longer read).
 
-Each row holds: ``key``, ``status`` (``ok`` or ``failed``), ``error``; the point's
+Each row holds: ``key``, ``checksum``, ``status`` (``ok`` or ``failed``), ``error``; the point's
 ``workload``/``workload_kind``/``workload_digest``, ``preset``, ``integrity``,
 ``encryption``, ``seed``, ``requested_instructions``, ``warmup``, ``skip``, ``sets`` (the
 point's overrides as JSON), ``config_digest`` and the whole configuration as ``config.*``
@@ -32,11 +36,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
 from . import _core
+from ._files import open_output, write_file
 
 MARKER = "secmem-store.json"
 FORMAT = 1
@@ -67,33 +73,34 @@ def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+CHECKSUM = "checksum"
 
 
-def _atomic_write_table(table, path: Path) -> None:
+def row_checksum(row: dict) -> str:
+    """SHA-256 of a row's content: every field but the checksum (nulls too: a renamed empty
+    column is damage), in a canonical JSON encoding. Rows are checked file by file, before
+    files meet (compaction writes its merged rows with new checksums)."""
+    doc = {k: v for k, v in row.items() if k != CHECKSUM}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def with_checksums(table):
+    """``table`` with each row's ``checksum`` (computed from the values as Arrow holds them,
+    i.e. as they read back)."""
+    import pyarrow as pa
+
+    if CHECKSUM in table.column_names:
+        table = table.drop_columns([CHECKSUM])
+    sums = [row_checksum(r) for r in table.to_pylist()]
+    return table.append_column(CHECKSUM, pa.array(sums, pa.string()))
+
+
+def _write_table(table, path: Path) -> None:
+    """``table`` (with checksums) to ``path`` atomically, with Parquet page checksums."""
     import pyarrow.parquet as pq
 
-    tmp = path.with_name(f"{_TMP}{os.getpid()}-{path.name}")
-    try:
-        with open(tmp, "wb") as f:
-            pq.write_table(table, f, compression="zstd")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
+    with open_output(path, "results store") as f:
+        pq.write_table(with_checksums(table), f, compression="zstd", write_page_checksum=True)
 
 
 def _column(values: list):
@@ -165,6 +172,8 @@ class Store:
         elif not create:
             raise StoreError(f"no results store at {self.path}")
         self._create = create
+        #: Damaged files seen (path → what is wrong), each reported once.
+        self.damaged: dict = {}
 
     def _ensure(self) -> None:
         """Create the store if needed and prove it writable (one clear error if not)."""
@@ -172,9 +181,7 @@ class Store:
             self.points.mkdir(parents=True, exist_ok=True)
             marker = self.path / MARKER
             if not marker.exists():
-                tmp = self.path / f"{_TMP}{os.getpid()}-{MARKER}"
-                tmp.write_text(json.dumps({"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
-                os.replace(tmp, marker)
+                write_file(marker, json.dumps({"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n", "results store")
             probe = self.points / f"{_TMP}{os.getpid()}-probe"
             probe.write_bytes(b"")
             probe.unlink()
@@ -186,26 +193,45 @@ class Store:
         if not self.path.exists():
             return []
         parts = sorted(p for p in self.path.glob("data-*.parquet"))
-        pts = sorted(p for p in self.points.glob("*.parquet") if not p.name.startswith(_TMP)) if self.points.exists() else []
+        pts = sorted(p for p in self.points.glob("*.parquet") if not p.name.startswith((_TMP, "."))) if self.points.exists() else []
         return parts + pts
 
     def _read(self, path: Path, columns=None):
+        """``path``'s rows whose checksum holds (``columns`` of them, with key and status);
+        damage is reported once per file and the damaged rows (or the whole file, if it
+        cannot be decoded) are left out, to be computed again. None if the file is gone."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
-            pf = pq.ParquetFile(path)
-            names = pf.schema_arrow.names
-            t = pf.read(columns=None if columns is None else [c for c in columns if c in names])
+            # Whole rows: a checksum covers every column of its row.
+            t = pq.ParquetFile(path, page_checksum_verification=True).read()
         except FileNotFoundError:
             return None  # compacted away meanwhile by another process
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError, …
-            raise StoreError(
-                f"results store {self.path}: {path.name} is damaged ({str(e).splitlines()[0]}); "
-                "move it away to recompute its points (nothing was overwritten)"
-            ) from None
+            self._damaged(path, f"cannot be read: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            return None
         if "key" not in t.column_names or "status" not in t.column_names:
-            raise StoreError(f"results store {self.path}: {path.name} is not a secmem results file (no key/status)")
+            self._damaged(path, "not a secmem results file: no key/status columns")
+            return None
+        sums = t.column(CHECKSUM).to_pylist() if CHECKSUM in t.column_names else [None] * t.num_rows
+        good = [i for i, (r, c) in enumerate(zip(t.to_pylist(), sums)) if c is not None and row_checksum(r) == c]
+        if len(good) < t.num_rows:
+            self._damaged(path, f"{t.num_rows - len(good)} of {t.num_rows} points fail their checksum")
+            t = t.take(pa.array(good, pa.int64()))
+        if columns is not None:
+            t = t.select([c for c in t.column_names if c in columns])
         return t
+
+    def _damaged(self, path: Path, what: str) -> None:
+        if path in self.damaged:
+            return
+        self.damaged[path] = what
+        print(
+            f"secmem: warning: results store {self.path}: {path.name} is damaged ({what}); its points are left out "
+            "and computed again when needed",
+            file=sys.stderr,
+        )
 
     def table(self, columns=None):
         """All rows as one Arrow table, each key once (an ok row wins over a failed one, then
@@ -250,7 +276,7 @@ class Store:
         self._ensure()
         path = self.points / f"{row['key']}.parquet"
         try:
-            _atomic_write_table(rows_to_table([row]), path)
+            _write_table(rows_to_table([row]), path)
         except OSError as e:
             raise StoreError(f"results store {self.path}: cannot write {path.name}: {e.strerror or e}") from None
         return path
@@ -265,22 +291,13 @@ class Store:
         digest = hashlib.sha256("\n".join(sorted(t.column("key").to_pylist())).encode()).hexdigest()[:16]
         dest = self.path / f"data-{digest}.parquet"
         self._ensure()
-        import pyarrow.parquet as pq
-
-        tmp = dest.with_name(f"{_TMP}{os.getpid()}-{dest.name}")
         try:
-            pq.write_table(t, tmp, compression="zstd")
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, dest)
+            _write_table(t, dest)
         except OSError as e:
             raise StoreError(f"results store {self.path}: cannot write {dest.name}: {e.strerror or e}") from None
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        _fsync_dir(self.path)
         for f in files:
-            if f != dest:
+            # A damaged file stays for inspection (its good rows are in dest now).
+            if f != dest and f not in self.damaged:
                 f.unlink(missing_ok=True)
         return t.num_rows
 
@@ -290,7 +307,7 @@ class Store:
         now = time.time()
         for d in (self.path, self.points):
             if d.exists():
-                for p in d.glob(f"{_TMP}*"):
+                for p in [*d.glob(f"{_TMP}*"), *d.glob(".*.part")]:
                     try:
                         if now - p.stat().st_mtime > older_than:
                             p.unlink()

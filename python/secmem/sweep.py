@@ -38,6 +38,7 @@ from . import _core, provenance
 from ._args import count as _count
 from ._args import scheme_pair
 from .api import DEFAULT_PRESET
+from ._signals import deferred, sigterm_as_interrupt
 from .progress import Progress
 from .results import Store, StoreError, open_store, point_key
 
@@ -359,27 +360,63 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
             client.close()
         return
     n = workers or os.cpu_count() or 1
+    cluster: Any = None
+    local: Any = None
     try:
-        cluster = LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            memory_limit=0,
-            silence_logs=logging.CRITICAL,
-        )
-    except RuntimeError as e:
-        # Most often a script without a main guard: spawned workers import it again.
-        raise RuntimeError(
-            f"could not start {n} local Dask worker processes ({e}); in a script, call secmem.sweep "
-            "under `if __name__ == \"__main__\":` (each worker is a new Python process that imports the script)"
-        ) from None
-    client = Client(cluster)
-    try:
-        yield client
+        # An interrupt while the cluster starts is raised once it can be closed cleanly (cut
+        # in half, Dask's exit handler fails on it with a traceback).
+        with deferred():
+            try:
+                cluster = LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    memory_limit=0,
+                    silence_logs=logging.CRITICAL,
+                )
+            except RuntimeError as e:
+                # Most often a script without a main guard: spawned workers import it again.
+                raise RuntimeError(
+                    f"could not start {n} local Dask worker processes ({e}); in a script, call secmem.sweep "
+                    "under `if __name__ == \"__main__\":` (each worker is a new Python process that imports the script)"
+                ) from None
+            local = Client(cluster)
+        yield local
+    except BaseException:
+        _stop_local_workers()  # Ctrl-C/SIGTERM: their simulations stop now, not when done
+        raise
     finally:
-        client.close()
-        cluster.close()
+        if local is not None:
+            local.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _stop_local_workers() -> None:
+    """Send SIGTERM to this process's Dask worker processes (children started by
+    multiprocessing's spawn): a simulation running there stops within a moment, keeping what
+    it measured, and the cluster then closes quickly."""
+    import signal
+
+    me = str(os.getpid())
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError):
+            continue
+        if ppid == me and b"spawn_main" in cmd:
+            try:
+                os.kill(int(p), signal.SIGTERM)
+            except OSError:
+                pass
 
 
 def _nworkers(client: Any) -> int:
@@ -413,7 +450,8 @@ def execute(
     store._ensure()
     store.clean_temporaries()
     command = provenance.command_line()
-    with dask_client(scheduler, workers) as client, Progress(len(todo), what, enabled=progress) as bar:
+    # SIGTERM, like Ctrl-C, leaves through the cleanup below: the local cluster's workers end.
+    with sigterm_as_interrupt(), dask_client(scheduler, workers) as client, Progress(len(todo), what, enabled=progress) as bar:
         from dask.distributed import as_completed
 
         s.workers = _nworkers(client)

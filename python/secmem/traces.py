@@ -50,6 +50,11 @@ def open_trace(path: PathLike, format: Optional[str] = None) -> TraceReader:
     name or by content; lackey by a ``.lackey`` name or by content; xz, gzip and zstd
     compression by magic bytes). The reader is also a context manager, has ``close()``,
     ``.path``, ``.format`` and ``.count`` (records read so far).
+
+    Damage is detected where the format can show it: compressed files (xz, gzip, zstd) and
+    native traces carry checksums, but raw ChampSim and lackey files and raw native traces
+    do not, and a flipped bit that still parses is read silently (inherent to those formats;
+    docs/trace-formats.md).
     """
     return TraceReader(os.fspath(path), format)
 

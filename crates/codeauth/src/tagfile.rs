@@ -212,28 +212,16 @@ impl TagFile {
     }
 
     pub fn write(&self, path: &Path) -> Result<()> {
-        write_atomic(path, &self.to_bytes())
+        write_atomic(path, &self.to_bytes(), secmem_files::PUBLIC)
     }
 }
 
-/// Write `bytes` to `path` through a temporary file in the same directory renamed over it:
-/// readers see the old file or the whole new one, never a part.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| Error::Io(format!("{}: not a file name", path.display())))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
+/// Write `bytes` to `path` by `secmem_files`' rule (a temporary file created exclusively
+/// with `mode`, never through a symlink, renamed over `path`: readers see the old file or the
+/// whole new one; a FIFO or device is written in place). Key files pass
+/// [`secmem_files::PRIVATE`].
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    secmem_files::write(path, bytes, mode).map_err(|e| Error::Io(e.to_string()))
 }
 
 #[cfg(test)]

@@ -96,10 +96,13 @@ fn codeauth_tagfile_info<'py>(py: Python<'py>, tagfile: &[u8]) -> PyResult<Bound
     Ok(d)
 }
 
-/// Write bytes to a file atomically (temporary file, then rename).
+/// Write bytes to a file atomically (an exclusive temporary file, then rename); `private`
+/// files (keys) are created readable by their owner only, from the start.
 #[pyfunction]
-fn codeauth_write(path: &str, data: &[u8]) -> PyResult<()> {
-    ca::write_atomic(std::path::Path::new(path), data).map_err(err)
+#[pyo3(signature = (path, data, private=false))]
+fn codeauth_write(path: &str, data: &[u8], private: bool) -> PyResult<()> {
+    let mode = if private { secmem_files::PRIVATE } else { secmem_files::PUBLIC };
+    ca::write_atomic(std::path::Path::new(path), data, mode).map_err(err)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -6,28 +6,11 @@ use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::progress::Progress;
 use secmem_trace::{Instr, TraceSource};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
-/// The signal that asked every run to stop (0: none). Whoever catches SIGINT or SIGTERM
-/// (the Python glue) stores it here; runs look every 256 instructions, stop, and keep what
-/// they measured, marked `interrupted`.
-static STOP: AtomicI32 = AtomicI32::new(0);
-
-/// Ask runs to stop because of `signal`. Async-signal-safe: one atomic store.
-pub fn request_stop(signal: i32) {
-    STOP.store(signal, Ordering::Relaxed);
-}
-
-/// Forget a stop request (before new runs start).
-pub fn clear_stop() {
-    STOP.store(0, Ordering::Relaxed);
-}
-
-/// The signal a stop was requested for, if any (other long work, e.g. tracing, stops too).
-pub fn stop_requested() -> Option<i32> {
-    Some(STOP.load(Ordering::Relaxed)).filter(|&s| s != 0)
-}
+// The stop request lives with the trace sources (a fast-forward stops on it too); runs look
+// every 256 instructions, stop, and keep what they measured, marked `interrupted`.
+pub use secmem_trace::stop::{clear_stop, request_stop, stop_requested};
 
 fn signal_name(sig: i32) -> String {
     match sig {
@@ -85,6 +68,7 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     let mut error = None;
     let label = format!("{} {}+{}", src.name(), p.str("integrity")?, p.str("encryption")?);
     let mut bar = Progress::new(o.progress, total, label);
+    src.show_progress(o.progress);
     let mut interrupted = None;
     let mut sampler = if plan.is_some() { None } else { IpcSampler::new(p)? };
     let mut windows = plan.map(|plan| Windows::new(plan, &mut eng));
@@ -92,8 +76,8 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         if n >= total {
             break;
         }
-        if n & 0xFF == 0 && STOP.load(Ordering::Relaxed) != 0 {
-            let name = signal_name(STOP.load(Ordering::Relaxed));
+        if let Some(sig) = (n & 0xFF == 0).then(stop_requested).flatten() {
+            let name = signal_name(sig);
             error = Some(format!("interrupted by {} after {} instructions", name, n));
             interrupted = Some(name);
             break;
@@ -102,7 +86,15 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
             Ok(true) => {}
             Ok(false) => break,
             Err(e) => {
-                error = Some(format!("trace error after {} instructions: {}", n, e));
+                // A source that stopped on the request (a fast-forward, a live program's
+                // pipe) is an interruption, not a damaged trace.
+                if let Some(sig) = stop_requested() {
+                    let name = signal_name(sig);
+                    error = Some(format!("interrupted by {} after {} instructions", name, n));
+                    interrupted = Some(name);
+                } else {
+                    error = Some(format!("trace error after {} instructions: {}", n, e));
+                }
                 break;
             }
         }

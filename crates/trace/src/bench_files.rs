@@ -28,21 +28,10 @@ const XZ_PRESET: u32 = 6;
 /// written.
 pub fn write_as(src: &mut dyn TraceSource, path: &str, format: &str, instructions: u64) -> Result<u64, TraceError> {
     let format = check_format(format)?;
-    let p = Path::new(path);
-    let name = p.file_name().ok_or_else(|| TraceError::Other(format!("{path}: not a file name")))?;
-    let tmp = p.with_file_name(format!(".{}.{}.part", name.to_string_lossy(), std::process::id()));
-    let r = match format {
-        "native" => native(src, &tmp, instructions),
-        f => foreign(src, &tmp, f, instructions, path),
-    }
-    .and_then(|n| {
-        std::fs::rename(&tmp, p).map_err(|e| io(path, e))?;
-        Ok(n)
-    });
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    crate::native::write_atomically(Path::new(path), |tmp| match format {
+        "native" => native(src, tmp, instructions),
+        f => foreign(src, tmp, f, instructions, path),
+    })
 }
 
 fn io(path: &str, e: std::io::Error) -> TraceError {

@@ -11,6 +11,10 @@
 //!       32   u64 source_memory[4]           (loads)
 //! ```
 //!
+//! Raw (uncompressed) files have no checksum: a flipped bit in an address or register is read
+//! as what it now says, silently (inherent to the format; xz/gzip/zstd files are checked by
+//! their compression's CRC).
+//!
 //! A zero register or address means "none". ChampSim traces carry **no data values and no
 //! access sizes**: every memory operand becomes a 1-byte access at its address whose value
 //! is zero (so the simulator's load-value check stays consistent, but anything that depends
@@ -317,7 +321,8 @@ impl ChampSimRecord {
 /// [`ChampSimWriter::finish`] succeeds (written to a temporary name, then renamed).
 pub struct ChampSimWriter {
     path: PathBuf,
-    tmp: PathBuf,
+    /// The temporary file (or FIFO/device written in place); dropped unfinished, it goes.
+    tmp: Option<secmem_files::Output>,
     out: Option<Sink>,
     count: u64,
 }
@@ -344,17 +349,16 @@ impl Sink {
             Sink::Xz(w) => w.finish()?,
             Sink::Gz(w) => w.finish()?,
         };
-        buf.into_inner().map_err(|e| e.into_error())?.sync_all()
+        // Flushed only: the commit syncs a temporary file (a FIFO or device cannot be).
+        buf.into_inner().map_err(|e| e.into_error()).map(drop)
     }
 }
 
 impl ChampSimWriter {
     pub fn create(path: impl AsRef<Path>) -> Result<ChampSimWriter, TraceError> {
         let path = path.as_ref().to_path_buf();
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(format!(".tmp-{}", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let f = BufWriter::with_capacity(1 << 16, File::create(&tmp).map_err(|e| io(&path, e))?);
+        let mut tmp = secmem_files::Output::create(&path, secmem_files::PUBLIC).map_err(|e| TraceError::Other(e.to_string()))?;
+        let f = BufWriter::with_capacity(1 << 16, tmp.take_file().map_err(|e| TraceError::Other(e.to_string()))?);
         let name = path.to_string_lossy().to_ascii_lowercase();
         let out = if name.ends_with(".xz") {
             Sink::Xz(liblzma::write::XzEncoder::new(f, 6))
@@ -363,7 +367,7 @@ impl ChampSimWriter {
         } else {
             Sink::Raw(f)
         };
-        Ok(ChampSimWriter { path, tmp, out: Some(out), count: 0 })
+        Ok(ChampSimWriter { path, tmp: Some(tmp), out: Some(out), count: 0 })
     }
 
     pub fn write(&mut self, r: &ChampSimRecord) -> Result<(), TraceError> {
@@ -376,21 +380,11 @@ impl ChampSimWriter {
     /// Finish the compressed stream, flush, and give the file its name; returns the records.
     pub fn finish(mut self) -> Result<u64, TraceError> {
         let out = self.out.take().expect("finished twice");
-        let done = out.finish().and_then(|_| std::fs::rename(&self.tmp, &self.path));
-        if let Err(e) = done {
-            let _ = std::fs::remove_file(&self.tmp);
-            return Err(io(&self.path, e));
-        }
+        let tmp = self.tmp.take().expect("finished twice");
+        // An error drops `tmp`, which removes the temporary file.
+        out.finish().map_err(|e| io(&self.path, e))?;
+        tmp.commit().map_err(|e| TraceError::Other(e.to_string()))?;
         Ok(self.count)
-    }
-}
-
-impl Drop for ChampSimWriter {
-    fn drop(&mut self) {
-        if self.out.take().is_some() {
-            // Not finished (an error on the way): leave no partial file behind.
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 

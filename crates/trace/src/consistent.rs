@@ -339,6 +339,9 @@ impl<S: TraceSource> TraceSource for Consistent<S> {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn show_progress(&mut self, on: bool) {
+        self.inner.show_progress(on);
+    }
 }
 
 #[cfg(test)]

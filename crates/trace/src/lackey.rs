@@ -9,6 +9,10 @@
 //!  M 0025747C,4                                  modify: a load then a store of the same bytes
 //! ```
 //!
+//! Raw (uncompressed) files have no checksum: a flipped bit that leaves a line parseable (a
+//! hexadecimal digit of an address) is read silently (inherent to the format; compressed
+//! files are checked by their compression's CRC).
+//!
 //! Data lines belong to the `I` line before them. Lackey records **no data values, no
 //! registers and no branch outcomes**: accesses carry zero values (the load-value check stays
 //! consistent; value-dependent results are meaningless), register lists are empty and

@@ -24,6 +24,7 @@ pub mod open;
 pub mod progress;
 pub mod readahead;
 pub mod record;
+pub mod stop;
 pub mod workloads;
 
 pub use champsim::ChampSimReader;
@@ -63,6 +64,9 @@ pub trait TraceSource: Send {
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
+    /// Whether long work inside the source (a fast-forward) may draw progress on stderr;
+    /// adapters pass it on.
+    fn show_progress(&mut self, _on: bool) {}
 }
 
 impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
@@ -71,6 +75,9 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     }
     fn name(&self) -> &str {
         (**self).name()
+    }
+    fn show_progress(&mut self, on: bool) {
+        (**self).show_progress(on)
     }
 }
 
@@ -86,15 +93,29 @@ pub struct Skip<S> {
     image: consistent::Shadow,
     /// Emitting the image: (page index, byte offset) of the next run.
     cursor: Option<(usize, usize)>,
+    progress: bool,
 }
 
 impl<S: TraceSource> Skip<S> {
     pub fn new(inner: S, n: u64) -> Skip<S> {
-        Skip { inner, left: n, image: consistent::Shadow::default(), cursor: None }
+        Skip { inner, left: n, image: consistent::Shadow::default(), cursor: None, progress: false }
     }
 
+    /// Fast-forward; a stop request (SIGINT/SIGTERM) ends it within a few thousand
+    /// instructions with [`stop::interrupted`], and a long one shows its progress.
     fn skip(&mut self, out: &mut Instr) -> Result<(), TraceError> {
+        let total = self.left;
+        let mut bar = progress::Progress::new(self.progress, total, format!("{} skipping", self.inner.name()));
         while self.left > 0 {
+            if self.left & 0xFFF == 0 {
+                if let Some(sig) = stop::stop_requested() {
+                    bar.finish();
+                    return Err(stop::interrupted(sig));
+                }
+                if self.left & 0xFFFF == 0 {
+                    bar.update(total - self.left);
+                }
+            }
             if !self.inner.next_into(out)? {
                 break;
             }
@@ -103,6 +124,7 @@ impl<S: TraceSource> Skip<S> {
                 self.image.store(a.addr, out.value(a));
             }
         }
+        bar.finish();
         self.left = 0;
         self.cursor = Some((0, 0));
         Ok(())
@@ -136,6 +158,10 @@ impl<S: TraceSource> TraceSource for Skip<S> {
     }
     fn name(&self) -> &str {
         self.inner.name()
+    }
+    fn show_progress(&mut self, on: bool) {
+        self.progress = on;
+        self.inner.show_progress(on);
     }
 }
 

@@ -817,28 +817,16 @@ impl NativeWriter {
     }
 }
 
-/// Write the file at `path` through `f`, handed a temporary path beside it that is renamed
-/// over `path` once `f` succeeds: a failure leaves an existing file of that name alone (the
-/// temporary file is removed), and readers never see a half-written file. The directory is
-/// checked first, so a bad destination fails before any work.
+/// Write the file at `path` through `f`, handed the path to write (by `secmem_files`' rule:
+/// a temporary file created exclusively beside `path`, renamed over it once `f` succeeds; a
+/// FIFO or device itself, written in place). A failure leaves an existing file of that name
+/// alone (the temporary file is removed), and readers never see a half-written file. The
+/// destination is checked first, so a bad one fails before any work.
 pub fn write_atomically<T>(path: &Path, f: impl FnOnce(&Path) -> Result<T, TraceError>) -> Result<T, TraceError> {
-    let name = path.file_name().ok_or_else(|| TraceError::Other(format!("{}: not a file name", path.display())))?;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(TraceError::Other(format!("{}: cannot create the file: no such directory {}", path.display(), dir.display())));
-    }
-    if path.is_dir() {
-        return Err(TraceError::Other(format!("{}: is a directory, not a file name", path.display())));
-    }
-    let tmp = path.with_file_name(format!(".{}.{}.part", name.to_string_lossy(), std::process::id()));
-    let r = f(&tmp).and_then(|v| {
-        std::fs::rename(&tmp, path).map_err(|e| TraceError::Io { path: path.display().to_string(), source: e })?;
-        Ok(v)
-    });
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
+    let out = secmem_files::Output::create(path, secmem_files::PUBLIC).map_err(|e| TraceError::Other(e.to_string()))?;
+    let v = f(out.path())?;
+    out.commit().map_err(|e| TraceError::Other(e.to_string()))?;
+    Ok(v)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1147,7 +1135,9 @@ impl Input for Stream {
 /// Bytes kept available in the buffer before each record so most parse from a slice.
 const FAST_MIN: usize = 256;
 
-/// Reads a native trace file record by record.
+/// Reads a native trace file record by record. Damage in a zstd-compressed file (what every
+/// writer makes) fails zstd's frame checksum; a raw file (flags bit 0 clear, for debugging)
+/// has no checksum, and a flipped bit that still parses is read silently.
 pub struct NativeReader {
     path: String,
     name: String,

@@ -222,7 +222,20 @@ impl ReadAhead {
                 }
                 None => {}
             }
-            match self.rx.recv() {
+            // Waiting for a source that may take long (a live program fast-forwarding): a
+            // stop request ends the wait.
+            let got = loop {
+                match self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if let Some(sig) = crate::stop::stop_requested() {
+                            return Err(crate::stop::interrupted(sig));
+                        }
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break Err(()),
+                    Ok(b) => break Ok(b),
+                }
+            };
+            match got {
                 Ok(b) => {
                     let used = std::mem::replace(&mut self.cur, b);
                     let _ = self.back.try_send(used);

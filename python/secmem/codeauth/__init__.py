@@ -39,9 +39,11 @@ def _bytes(x: PathOrBytes) -> bytes:
         return f.read()
 
 
-def write_file(path: Union[str, "os.PathLike[str]"], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file renamed over it)."""
-    _core.codeauth_write(os.fspath(path), data)
+def write_file(path: Union[str, "os.PathLike[str]"], data: bytes, private: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file created exclusively (never
+    through a planted symlink), ``private`` ones (keys) readable by their owner only from the
+    start, renamed over ``path``; a FIFO or device is written in place."""
+    _core.codeauth_write(os.fspath(path), data, private)
 
 
 def keygen(path: Optional[Union[str, "os.PathLike[str]"]] = None, seed: Optional[bytes] = None) -> bytes:
@@ -49,8 +51,7 @@ def keygen(path: Optional[Union[str, "os.PathLike[str]"]] = None, seed: Optional
     ``seed`` (deterministic: for tests and simulations only). Written to ``path`` if given."""
     data = _core.codeauth_derive_keys(seed) if seed is not None else _core.codeauth_keys(os.urandom(_core.CODEAUTH_KEY_BYTES))
     if path is not None:
-        write_file(path, data)
-        os.chmod(path, 0o600)
+        write_file(path, data, private=True)
     return data
 
 

@@ -134,6 +134,8 @@ def parse_offsets(text: str) -> Dict[int, float]:
             bits, frac = int(b), float(share)
         except ValueError:
             raise ValueError(f"--branch-offsets: {item!r} is not BITS:SHARE (e.g. 7:0.4)") from None
+        if not (math.isfinite(frac) and 0.0 <= frac <= 1.0):
+            raise ValueError(f"--branch-offsets: share {share!r} is outside 0..1")
         if not 1 <= bits <= 15:
             raise ValueError(f"--branch-offsets: {bits} bits is outside 1..15 (§7 sums b = 1..15)")
         out[bits] = out.get(bits, 0.0) + frac
@@ -176,6 +178,24 @@ def from_run_json(path: str) -> Dict[str, tuple]:
     return out
 
 
+#: Largest cost in cycles the model takes (a memory access far beyond any machine's).
+MAX_CYCLES = 1e6
+
+
+def _check_input(name: str, value, source: str) -> None:
+    """A model input must be a finite number in its range: shares and miss rates (per
+    instruction) in [0, 1], cycle counts in [0, MAX_CYCLES]; NaN and infinities would print as
+    a CPI. ValueError (one line) otherwise."""
+    hi = MAX_CYCLES if name.startswith("c_") else 1.0
+    flag = "--" + name.lower().replace("_", "-")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{flag}: {value!r} is not a number ({source})") from None
+    if not (math.isfinite(v) and 0.0 <= v <= hi):
+        raise ValueError(f"{flag}: {value!r} is outside 0..{hi:g} ({source})")
+
+
 def inputs(
     block: int = 64,
     tag_slot: int = 16,
@@ -202,6 +222,8 @@ def inputs(
             value, source = None, "assume-not-taken (§7): every taken branch mispredicts, f_MP = f_Taken"
         else:
             raise ValueError(f"no value for {name}: give --{name.lower().replace('_', '-')} or --json RUN.json")
+        if value is not None:
+            _check_input(name, value, source)
         setattr(x, name, value)
         x.sources[name] = source
     if x.f_MP is None:

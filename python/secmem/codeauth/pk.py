@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 from typing import Tuple, Union
 
 from . import CodeAuthError, sign, write_file
@@ -47,8 +46,7 @@ def keygen(private_path: str, public_path: str) -> None:
     key = Priv.generate()
     priv = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     pub = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    write_file(private_path, priv)
-    os.chmod(private_path, 0o600)
+    write_file(private_path, priv, private=True)
     write_file(public_path, pub)
 
 

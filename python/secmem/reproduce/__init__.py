@@ -14,6 +14,7 @@ once. Each figure then writes ``ID.csv`` (its points), ``ID-verdicts.csv``, ``ID
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -66,6 +67,25 @@ def prepare_available(ids: Sequence[str], scale: str = "laptop", install: bool =
     return ready, missing
 
 
+def check_output(out) -> Path:
+    """The report directory ``out``, checked to be writable (an existing directory, or one
+    that can be created under a writable one) without creating anything: an output that
+    cannot be written fails in one line before anything is simulated (OSError)."""
+    outdir = Path(out)
+    if outdir.exists() and not outdir.is_dir():
+        raise OSError(f"-o {out}: not a directory (reproduce writes a directory of CSVs, plots and a report)")
+    existing = outdir
+    while not existing.exists():
+        if existing.is_symlink() or existing == existing.parent:
+            raise OSError(f"-o {out}: cannot be created")
+        existing = existing.parent
+    if not existing.is_dir():
+        raise OSError(f"-o {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OSError(f"-o {out}: {existing} is not writable")
+    return outdir
+
+
 def run(
     ids: Sequence[str],
     scale: str = "laptop",
@@ -90,10 +110,10 @@ def run(
         if f.prepare:
             f.prepare(papers[f.seed], sc)
     planned = {f.id: plan(f.points(papers[f.seed], sc)) for f in figs}
+    outdir = check_output(out)  # before any point is simulated
     st = open_store(store)
     every = [pl for f in figs for pl in planned[f.id]]
     execute(every, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, what="reproduce")
-    outdir = Path(out)
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -903,10 +903,9 @@ def _t3_prepare(paper: Paper, scale: Scale) -> None:
         if os.path.exists(path):
             continue
         c = suite.command(w)  # refuses a workload that is not installed, naming the install command
-        tmp = path[: -len(".smt")] + ".part.smt"
-        tracing.trace(list(c.argv), tmp, skip=skip, count=warm + n, env=sorted(c.env.items()), clear_env=True,
+        # The trace appears under its name only when complete (the output rule).
+        tracing.trace(list(c.argv), path, skip=skip, count=warm + n, env=sorted(c.env.items()), clear_env=True,
                       cwd=c.cwd, stdin=c.stdin, stdout=None)
-        os.replace(tmp, path)
 
 
 def _t3_sets(size: str, block: int, codeauth: str) -> dict:

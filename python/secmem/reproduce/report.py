@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from .._files import open_output, write_file
 from ..results import for_csv
 from .registry import REPRODUCED, VERDICTS, Data, Figure, Paper, Row, Scale
 
@@ -40,9 +41,7 @@ class Outcome:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, text.encode("utf-8"), "reproduce")
 
 
 def _fmt_paper(r: Row) -> str:
@@ -83,9 +82,8 @@ def write_plot(o: Outcome, png: Path, svg: Path) -> str:
         fig.suptitle(f"secmem {o.figure.id}: {o.figure.source}", fontsize=9)
         fig.tight_layout()
         for path, fmt in ((png, "png"), (svg, "svg")):
-            tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-            fig.savefig(tmp, format=fmt, dpi=120)
-            os.replace(tmp, path)
+            with open_output(path, "reproduce") as f:
+                fig.savefig(f, format=fmt, dpi=120)
     finally:
         plt.close(fig)
     text = svg.read_text(encoding="utf-8")

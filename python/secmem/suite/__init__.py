@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -266,6 +267,62 @@ def status(name: str) -> str:
 # Install
 
 
+#: Longest an apt-get may run (seconds; ``SECMEM_APT_TIMEOUT`` changes it) and how often a
+#: running one is reported.
+APT_TIMEOUT = 1800.0
+APT_REPORT_SECONDS = 30.0
+
+
+def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Optional[float] = None) -> subprocess.CompletedProcess:
+    """Run ``cmd`` (apt-get) capturing its output, saying every APT_REPORT_SECONDS that it is
+    still running; one that exceeds ``timeout`` (a stuck mirror, a lock never released) is
+    ended with its whole process group and a SuiteError. Ctrl-C or SIGTERM end it too, then
+    propagate (KeyboardInterrupt, with ``signal`` set): secmem never waits on it forever."""
+    import signal
+    import tempfile
+
+    from .._signals import sigterm_as_interrupt
+
+    limit = float(os.environ.get("SECMEM_APT_TIMEOUT", APT_TIMEOUT)) if timeout is None else timeout
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, sigterm_as_interrupt():
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+
+        def end() -> None:
+            for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except OSError:
+                    pass
+                try:
+                    proc.wait(wait)
+                    return
+                except subprocess.TimeoutExpired:
+                    pass
+
+        # SIGTERM, like Ctrl-C, ends the child first (by default it would orphan it).
+        try:
+            start = last = time.monotonic()
+            while True:
+                try:
+                    proc.wait(0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.monotonic()
+                if now - start > limit:
+                    end()
+                    raise SuiteError(f"{what} did not finish in {limit:.0f} s and was stopped (stuck? see SECMEM_APT_TIMEOUT)")
+                if now - last >= APT_REPORT_SECONDS:
+                    progress(f"{what}: still running ({now - start:.0f} s)")
+                    last = now
+        except BaseException:
+            end()
+            raise
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+
+
 def _apt_install(name: str, pkgs: list, progress: Callable) -> None:
     if os.geteuid() == 0:
         prefix = []
@@ -281,11 +338,11 @@ def _apt_install(name: str, pkgs: list, progress: Callable) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     cmd = prefix + ["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", *pkgs]
     progress(f"{name}: apt-get install -y --no-install-recommends {' '.join(pkgs)}")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = run_bounded(cmd, env, progress, f"{name}: apt-get install")
     if p.returncode != 0 and re.search(r"Unable to locate package|has no installation candidate", p.stderr + p.stdout):
         progress(f"{name}: apt-get update (package lists missing or stale)")
-        subprocess.run(prefix + ["apt-get", "update"], capture_output=True, text=True, env=env)
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        run_bounded(prefix + ["apt-get", "update"], env, progress, f"{name}: apt-get update")
+        p = run_bounded(cmd, env, progress, f"{name}: apt-get install")
     for pkg in pkgs:
         _pkg_cache.pop(pkg, None)
     if p.returncode != 0:

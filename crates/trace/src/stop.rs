@@ -1,0 +1,31 @@
+//! A process-wide request to stop long work (a run, a fast-forward, reading ahead): whoever
+//! catches SIGINT or SIGTERM (the Python glue) stores the signal here, and every loop that
+//! may last more than a moment looks at it. Here rather than in the run loop so that the
+//! readers and adapters of this crate (`Skip`, `ReadAhead`) stop too.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signal that asked for a stop (0: none).
+static STOP: AtomicI32 = AtomicI32::new(0);
+
+/// Ask long work to stop because of `signal`. Async-signal-safe: one atomic store.
+pub fn request_stop(signal: i32) {
+    STOP.store(signal, Ordering::Relaxed);
+}
+
+/// Forget a stop request (before new work starts).
+pub fn clear_stop() {
+    STOP.store(0, Ordering::Relaxed);
+}
+
+/// The signal a stop was requested for, if any.
+#[inline]
+pub fn stop_requested() -> Option<i32> {
+    Some(STOP.load(Ordering::Relaxed)).filter(|&s| s != 0)
+}
+
+/// The error a source returns when a stop request ended it (the run loop reports the
+/// signal itself, as an interruption, not as a damaged trace).
+pub fn interrupted(signal: i32) -> crate::TraceError {
+    crate::TraceError::Other(format!("stopped by signal {signal}"))
+}
