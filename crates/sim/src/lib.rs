@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bpred;
 pub mod cpistack;
+pub mod error;
 pub mod hierarchy;
 pub mod mmu;
 pub mod ooo;

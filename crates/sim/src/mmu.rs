@@ -22,7 +22,7 @@
 //! filled the entry but at this address's index, before reading this address's own entries.
 
 use crate::hierarchy::{Hierarchy, Side};
-use crate::ooo::StepError;
+use crate::error::StepError;
 use crate::pagemap::PageMap;
 use rustc_hash::FxHashMap;
 use secmem_core::stats::Stats;

@@ -10,6 +10,8 @@
 //! calls). Every cycle between commits is given to a cause (`cpistack`).
 
 use crate::bpred::Predictor;
+// Re-exported: the run loop and sampling name it through the core.
+pub use crate::error::StepError;
 use crate::cpistack::{self, Cause, CpiStack};
 use crate::hierarchy::{Hierarchy, Served, Side};
 use crate::mmu::Mmu;
@@ -75,18 +77,6 @@ fn ports(p: &Params, key: &str) -> Result<Option<PerCycle>, ConfigError> {
         return Err(ConfigError(format!("{}: {} is more than 255", key, n)));
     }
     Ok((n > 0).then(|| PerCycle::new(n as u8)))
-}
-
-#[derive(Debug)]
-pub enum StepError {
-    Integrity(IntegrityError),
-    OutOfMemory(u64),
-}
-
-impl From<IntegrityError> for StepError {
-    fn from(e: IntegrityError) -> Self {
-        StepError::Integrity(e)
-    }
 }
 
 /// Entries of a queue held from dispatch until commit: the cycle each frees.
