@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bpred;
+pub mod btb;
 pub mod cpistack;
 pub mod error;
 pub mod hierarchy;
