@@ -128,18 +128,19 @@ pub struct Btb {
 impl Btb {
     /// The `[btb]` of `p`: None with `btb.sets = 0`.
     pub fn new(p: &Params) -> Result<Option<Btb>, ConfigError> {
+        // Every key is checked even with no BTB: a bad --set is refused, never ignored.
         let sets = p.u64_min("btb.sets", 0)? as usize;
-        if sets == 0 {
-            return Ok(None);
-        }
-        if !sets.is_power_of_two() {
-            return Err(ConfigError(format!("btb.sets: {} is not a power of two", sets)));
-        }
         let ways = p.u64_min("btb.ways", 1)? as usize;
         let ras = p.u64_min("btb.ras_entries", 1)? as usize;
         let indirect = p.u64_min("btb.indirect_entries", 1)? as usize;
         if !indirect.is_power_of_two() {
             return Err(ConfigError(format!("btb.indirect_entries: {} is not a power of two", indirect)));
+        }
+        if sets == 0 {
+            return Ok(None);
+        }
+        if !sets.is_power_of_two() {
+            return Err(ConfigError(format!("btb.sets: {} is not a power of two", sets)));
         }
         Ok(Some(Btb {
             sets,
