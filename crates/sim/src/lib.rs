@@ -2,7 +2,9 @@
 
 pub mod bench;
 pub mod bpred;
+pub mod btb;
 pub mod cpistack;
+pub mod error;
 pub mod hierarchy;
 pub mod mmu;
 pub mod ooo;

@@ -22,7 +22,7 @@
 //! filled the entry but at this address's index, before reading this address's own entries.
 
 use crate::hierarchy::{Hierarchy, Side};
-use crate::ooo::StepError;
+use crate::error::StepError;
 use crate::pagemap::PageMap;
 use rustc_hash::FxHashMap;
 use secmem_core::stats::Stats;
@@ -321,6 +321,7 @@ impl Walker {
         }
         let mut now = start;
         let mut buf = [0u8; 8];
+        let mut new_page = false;
         for level in (1..=first).rev() {
             let (entry, value, fresh) = match head.take() {
                 // Not an entry of this address's path: read, never written or checked.
@@ -334,6 +335,7 @@ impl Walker {
                 // The OS fills the entry (a minor fault): written through the engine.
                 self.faults += 1;
                 now += self.fault;
+                new_page |= level == 1;
                 eng.write(entry, &value.to_le_bytes(), now)?;
                 hier.back_invalidate(eng);
             }
@@ -360,6 +362,13 @@ impl Walker {
                     }
                 }
             }
+        }
+        if new_page && self.layout == Layout::ChampSim {
+            // ChampSim faults once more for the page itself, after the walk's last read:
+            // `VirtualMemory::va_to_pa` maps a new page with minor_fault_penalty (src/ptw.cc
+            // finish_last_step), beside the penalty of each new page-table entry.
+            self.faults += 1;
+            now += self.fault;
         }
         self.mshr.hold_until(slot, now);
         self.cycles += now - t;
@@ -461,5 +470,31 @@ mod tests {
         // A walk that starts after page 2's fill returned reads in page 2's table: that line
         // is in the L1D too, so it is as quick.
         assert!(walk(base + 3 * 4096, 200_000) < one + one / 4);
+    }
+
+    #[test]
+    fn champsim_faults_once_more_for_a_new_page_itself() {
+        // Two first touches of neighbouring pages, one walk well after the other: the second
+        // makes only its leaf entry. ChampSim charges that entry's fault and the page's own
+        // (va_to_pa), so the walk carries two faults; x86 tables charge the entry only.
+        for (layout, page_faults) in [("champsim", 1u64), ("radix", 0)] {
+            let p = crate::configure("champsim", Some("none"), Some("none"), &[format!("ptw.layout={}", layout)]).unwrap();
+            let mut eng = Engine::new(&p, 1).unwrap();
+            let mut hier = Hierarchy::new(&p, &eng).unwrap();
+            let mut pm = PageMap::new(eng.data_size(), 4096);
+            let mut w = Walker::new(&p, 4096).unwrap();
+            let base = 0x4000_0000;
+            for (k, t) in [(0u64, 0u64), (1, 100_000)] {
+                let pa = pm.translate(base + k * 4096).unwrap();
+                w.walk(base + k * 4096, pa, t, &mut pm, &mut hier, &mut eng).unwrap();
+            }
+            let first = w.faults;
+            let pa = pm.translate(base + 2 * 4096).unwrap();
+            w.walk(base + 2 * 4096, pa, 200_000, &mut pm, &mut hier, &mut eng).unwrap();
+            assert_eq!(w.faults - first, 1 + page_faults, "{}", layout);
+            // Walked again (its translation forgotten): no fault at all.
+            w.walk(base + 2 * 4096, pa, 300_000, &mut pm, &mut hier, &mut eng).unwrap();
+            assert_eq!(w.faults - first, 1 + page_faults, "{}", layout);
+        }
     }
 }

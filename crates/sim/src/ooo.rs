@@ -10,6 +10,9 @@
 //! calls). Every cycle between commits is given to a cause (`cpistack`).
 
 use crate::bpred::Predictor;
+use crate::btb::{Btb, Found, Pending};
+// Re-exported: the run loop and sampling name it through the core.
+pub use crate::error::StepError;
 use crate::cpistack::{self, Cause, CpiStack};
 use crate::hierarchy::{Hierarchy, Served, Side};
 use crate::mmu::Mmu;
@@ -75,18 +78,6 @@ fn ports(p: &Params, key: &str) -> Result<Option<PerCycle>, ConfigError> {
         return Err(ConfigError(format!("{}: {} is more than 255", key, n)));
     }
     Ok((n > 0).then(|| PerCycle::new(n as u8)))
-}
-
-#[derive(Debug)]
-pub enum StepError {
-    Integrity(IntegrityError),
-    OutOfMemory(u64),
-}
-
-impl From<IntegrityError> for StepError {
-    fn from(e: IntegrityError) -> Self {
-        StepError::Integrity(e)
-    }
 }
 
 /// Entries of a queue held from dispatch until commit: the cycle each frees.
@@ -168,6 +159,10 @@ pub struct Core {
     hier: Hierarchy,
     mmu: Mmu,
     bp: Predictor,
+    /// Branch targets (`[btb]`); None: only directions are predicted (the seeds' machines).
+    btb: Option<Btb>,
+    /// A taken branch ends its fetch cycle (`core.taken_ends_fetch`).
+    taken_ends_fetch: bool,
     sq: StoreQueue,
     reg_ready: [Cycle; 256],
     reg_cause: [Cause; 256],
@@ -252,6 +247,8 @@ impl Core {
             hier,
             mmu: Mmu::new(p, page)?,
             bp: Predictor::new(p)?,
+            btb: Btb::new(p)?,
+            taken_ends_fetch: p.bool("core.taken_ends_fetch")?,
             sq: sq_mem,
             reg_ready: [0; 256],
             reg_cause: [cpistack::BASE; 256],
@@ -320,6 +317,9 @@ impl Core {
         self.hier.reset_stats();
         self.mmu.reset_stats();
         self.bp.reset_stats();
+        if let Some(b) = &mut self.btb {
+            b.reset_stats();
+        }
         self.sq.reset_stats();
         self.cpi.start(t);
     }
@@ -440,6 +440,19 @@ impl Core {
         Ok((self.fetch_t, why))
     }
 
+    /// The branch before the instruction at `next_pc` went there (or fell through): if its
+    /// target or direction was mispredicted, fetch resumes after it is found out — at decode
+    /// (ChampSim's `decode_instruction`: a cycle before dispatch) or once it executed — and
+    /// the front end's refill (`core.mispredict_penalty`).
+    fn resolve_branch(&mut self, next_pc: u64) {
+        let Some((b, found)) = self.btb.as_mut().and_then(|b| b.resolve(next_pc, true)) else { return };
+        let at = match found {
+            Found::Decode => b.fetched + FRONTEND_DEPTH - 1,
+            Found::Execute => b.done,
+        };
+        self.redirect(at + self.penalty, cpistack::BRANCH);
+    }
+
     /// Time one instruction, performing its loads and stores on the engine.
     pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         if self.queues {
@@ -455,6 +468,9 @@ impl Core {
     #[inline(always)]
     fn step_as<const Q: bool>(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         self.instructions += 1;
+        if self.btb.is_some() {
+            self.resolve_branch(ins.pc);
+        }
         let (fetched, arrived) = self.fetch(ins, eng)?;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
@@ -525,8 +541,19 @@ impl Core {
 
         if ins.branch != Branch::None {
             self.branches += 1;
-            if !self.bp.predict(ins.pc, ins.branch == Branch::Taken) {
-                self.redirect(done + self.penalty, cpistack::BRANCH);
+            let taken = ins.branch == Branch::Taken;
+            let right = self.bp.predict(ins.pc, taken);
+            match &mut self.btb {
+                None if !right => self.redirect(done + self.penalty, cpistack::BRANCH),
+                None => {}
+                // Resolved when the next instruction shows the target (`resolve_branch`).
+                Some(b) => {
+                    let ty = b.branch_type(ins).expect("a branch has a type");
+                    b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched, done });
+                }
+            }
+            if taken && self.taken_ends_fetch {
+                self.fetch_n = self.fetch_width;
             }
         }
         for &r in ins.dsts() {
@@ -598,6 +625,9 @@ impl Core {
         self.warm_fx += self.warm_cpi_fx;
         self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
         self.warm_fx &= (1 << 10) - 1;
+        if let Some(b) = &mut self.btb {
+            b.resolve(ins.pc, false); // trains; warming times no redirects
+        }
         let iline = self.iline(ins.pc);
         if iline != self.fetch_line {
             self.fetch_line = iline;
@@ -638,7 +668,12 @@ impl Core {
             }
         }
         if ins.branch != Branch::None {
-            self.bp.predict(ins.pc, ins.branch == Branch::Taken);
+            let taken = ins.branch == Branch::Taken;
+            let right = self.bp.predict(ins.pc, taken);
+            if let Some(b) = &mut self.btb {
+                let ty = b.branch_type(ins).expect("a branch has a type");
+                b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched: t, done: t });
+            }
         }
         self.after_syscall = ins.op == OpClass::Barrier;
         if ins.op == OpClass::Barrier && self.syscall_barriers {
@@ -783,8 +818,12 @@ impl Core {
         out.int("core.loads", self.loads);
         out.int("core.stores", self.stores);
         out.int("core.branches", self.branches);
-        let (lookups, misses) = self.bp.counts();
+        // With a BTB, a branch is mispredicted by its target too (ChampSim's count).
+        let (lookups, misses) = self.btb.as_ref().map_or(self.bp.counts(), Btb::counts);
         out.rate("core.branch_mispredict_rate", misses, lookups);
+        if let Some(b) = &self.btb {
+            b.stats(out);
+        }
         out.int("core.rob_full_stall_cycles", self.rob_stall);
         out.int("core.barriers", self.barriers);
         out.int("core.barrier_stall_cycles", self.barrier_stall);

@@ -30,7 +30,20 @@ pub const CORE: &[Component] = &[
             param("core.load_result_latency", Def::Int(0), "cycles", "from the L1 delivering a load's data to its dependents' issue"),
             param("core.load_ports", Def::Int(0), "loads/cycle", "loads sent to the L1D per cycle (0: no limit beyond the issue width)"),
             param("core.store_ports", Def::Int(0), "stores/cycle", "store operations per cycle, executing or written to the L1 at commit (0: no limit)"),
+            param("core.taken_ends_fetch", Def::Bool(false), "bool", "a taken branch ends its fetch cycle (ChampSim's front end: the next instruction comes from the target, a cycle later)"),
             param("core.syscall_barriers", Def::Bool(false), "bool", "the trace's barrier instructions (the tracer's system calls) are signing barriers: they commit once every pending check is done, and lhash checks all memory at each (003 §4.7); false: ordinary instructions, so lhash checks at the end or every lhash.check_period accesses (000 §6.2.3)"),
+        ],
+    },
+    Component {
+        name: "btb",
+        kind: Kind::Machine,
+        summary: "branch targets: a BTB, a return stack and an indirect-target predictor (ChampSim's basic_btb); without them only directions are predicted",
+        source: "ChampSim btb/basic_btb (master 2ff2501)",
+        params: &[
+            param("btb.sets", Def::Int(0), "sets", "BTB sets, a power of two, indexed by pc/4 (0: no BTB, as in the seeds' machines: a branch is mispredicted only when its direction is)"),
+            param("btb.ways", Def::Int(8), "ways", "BTB associativity (LRU)"),
+            param("btb.ras_entries", Def::Int(64), "calls", "return stack depth (the oldest call is dropped beyond it)"),
+            param("btb.indirect_entries", Def::Int(4096), "targets", "indirect-target predictor, a power of two, indexed by pc/4 xor the last log2(entries) conditional outcomes"),
         ],
     },
     Component {

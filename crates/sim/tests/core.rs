@@ -4,7 +4,7 @@
 
 use secmem_core::stats::Stats;
 use secmem_sim::{configure, run, RunOptions};
-use secmem_trace::champsim::Numbering;
+use secmem_trace::champsim::{ChampSimRecord, ChampSimWriter, Numbering};
 use secmem_trace::workloads::{builtin, builtin_workloads};
 use secmem_trace::{Consistent, Instr, OpClass, Skip, TraceError, TraceSource};
 
@@ -221,4 +221,60 @@ fn a_trace_and_its_champsim_copy_time_alike() {
             ipc(&champsim, &none)
         );
     }
+}
+
+/// Moved from the trace crate's reader tests so that crate needs no simulator: a ChampSim
+/// trace (no values) runs under an integrity and an encryption scheme without a mismatch.
+#[test]
+fn champsim_trace_simulates_with_consistent_values() {
+    // A few thousand records: a loop streaming loads over 2 MiB and storing every 4th line,
+    // plus a pointer-like reload of the same lines: more than the L2 holds, so lines are
+    // written back, encrypted, hashed and read back.
+    let mut recs = Vec::new();
+    for k in 0..6000u64 {
+        let line = 0x1000_0000 + (k * 64 * 5) % (2 << 20);
+        recs.push(ChampSimRecord {
+            ip: 0x400000,
+            destination_registers: [10, 0],
+            source_registers: [7, 0, 0, 0],
+            source_memory: [line, 0, 0, 0],
+            ..Default::default()
+        });
+        recs.push(ChampSimRecord {
+            ip: 0x400004,
+            destination_registers: [7, 0],
+            source_registers: [7, 10, 0, 0],
+            destination_memory: [if k % 4 == 0 { line + 8 } else { 0 }, 0],
+            ..Default::default()
+        });
+        recs.push(ChampSimRecord {
+            ip: 0x400008,
+            is_branch: 1,
+            branch_taken: (k % 16 != 15) as u8,
+            destination_registers: [26, 0],
+            source_registers: [25, 26, 0, 0],
+            ..Default::default()
+        });
+    }
+    let p = std::env::temp_dir().join(format!("secmem-core-test-{}-sim.champsim.xz", std::process::id()));
+    let mut w = ChampSimWriter::create(&p).unwrap();
+    recs.iter().for_each(|r| w.write(r).unwrap());
+    w.finish().unwrap();
+    let params = secmem_sim::configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
+    let mut src = secmem_trace::open_trace(p.to_str().unwrap()).unwrap();
+    let o = secmem_sim::RunOptions {
+        instructions: 15_000,
+        warmup: 3_000,
+        seed: 1,
+        progress: false,
+    };
+    let r = secmem_sim::run(&params, &mut *src, &o).unwrap();
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let st = |k: &str| r.stats.get_f64(k).unwrap_or_else(|| panic!("no stat {k}"));
+    assert_eq!(st("trace.value_mismatches"), 0.0);
+    assert_eq!(st("instructions"), 15_000.0);
+    let ipc = st("ipc");
+    assert!(ipc > 0.01 && ipc < 8.0, "ipc {ipc}");
+    assert!(st("mem.read_bytes") > 0.0 && st("mem.write_bytes") > 0.0);
+    std::fs::remove_file(&p).unwrap();
 }

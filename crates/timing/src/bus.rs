@@ -12,7 +12,7 @@
 //! whatever was presented before it.
 
 use crate::calendar::Calendar;
-use crate::memory::{Beat, MemCounters, MemoryModel};
+use crate::memory::{transfer, Beat, MemCounters, MemoryModel, Transfer};
 use crate::write_queue::{Posted, WriteQueue};
 use crate::Cycle;
 
@@ -27,19 +27,6 @@ pub struct BusParams {
     /// Cycles a posted write waits in the controller's write queue before it may take the bus,
     /// so that reads presented meanwhile go first (reads stall the core, writes do not).
     pub write_delay: Cycle,
-}
-
-/// When a transfer's first and last chunks arrive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Transfer {
-    pub first: Cycle,
-    pub last: Cycle,
-}
-
-/// The transfer of `n` beats of `bc` cycles from bus slot `s` on.
-#[inline]
-pub(crate) fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
-    Transfer { first: s * bc + bc, last: s * bc + n * bc }
 }
 
 #[derive(Clone, Debug)]

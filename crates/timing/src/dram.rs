@@ -65,9 +65,8 @@
 
 use std::collections::VecDeque;
 
-use crate::bus::{transfer, Transfer};
 use crate::calendar::Calendar;
-use crate::memory::{Beat, MemCounters, MemoryModel};
+use crate::memory::{transfer, Beat, MemCounters, MemoryModel, Transfer};
 use crate::write_queue::{Posted, WriteQueue};
 use crate::Cycle;
 

@@ -13,10 +13,10 @@ pub mod slots;
 pub mod tags;
 pub mod write_queue;
 
-pub use bus::{Bus, BusParams, Transfer};
+pub use bus::{Bus, BusParams};
 pub use calendar::Calendar;
 pub use dram::{Dram, DramParams};
-pub use memory::{Beat, MemCounters, MemoryModel};
+pub use memory::{Beat, MemCounters, MemoryModel, Transfer};
 pub use pipe::Pipe;
 pub use slots::Slots;
 pub use tags::{Tags, NO_SLOT};

@@ -8,8 +8,20 @@
 //! Every method answers "if this transfer is requested at cycle `t`, when is it done?" and
 //! books the resources it occupies, like every other timing resource.
 
-use crate::bus::Transfer;
 use crate::Cycle;
+
+/// When a transfer's first and last chunks arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub first: Cycle,
+    pub last: Cycle,
+}
+
+/// The transfer of `n` beats of `bc` cycles from bus slot `s` on.
+#[inline]
+pub(crate) fn transfer(s: u64, n: u64, bc: Cycle) -> Transfer {
+    Transfer { first: s * bc + bc, last: s * bc + n * bc }
+}
 
 /// The data bus's geometry: a transfer of n bytes takes ⌈n/width⌉ beats of `cycles` each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -64,6 +64,59 @@ impl BranchType {
         ["BRANCH_DIRECT_JUMP", "BRANCH_INDIRECT", "BRANCH_CONDITIONAL", "BRANCH_DIRECT_CALL", "BRANCH_INDIRECT_CALL", "BRANCH_RETURN"];
 }
 
+impl BranchType {
+    /// The type of branch `ins` is (None if it is no branch), read off its registers and
+    /// accesses: reads and writes the stack pointer with a store → call (indirect if it reads
+    /// another register), with a load → return; reads the flags or was not taken →
+    /// conditional; reads another register → indirect; else a direct jump. The type ChampSim
+    /// derives from the record [`ChampSimRecord::from_instr`] writes; the core model's BTB
+    /// uses it too. Allocates nothing (the core calls it on every branch).
+    #[inline]
+    pub fn of(ins: &Instr, numbering: Numbering) -> Option<BranchType> {
+        if ins.branch == Branch::None {
+            return None;
+        }
+        let g = Signature::of(ins, numbering);
+        Some(if g.sp && g.stores {
+            if g.other { BranchType::IndirectCall } else { BranchType::DirectCall }
+        } else if g.sp && g.loads {
+            BranchType::Return
+        } else if g.flags || ins.branch == Branch::NotTaken {
+            BranchType::Conditional
+        } else if g.other {
+            BranchType::Indirect
+        } else {
+            BranchType::DirectJump
+        })
+    }
+}
+
+/// What ChampSim's branch types are told apart by, in ChampSim's register ids.
+struct Signature {
+    /// Reads and writes the stack pointer.
+    sp: bool,
+    flags: bool,
+    /// Reads a register other than the stack pointer, the flags and the instruction pointer.
+    other: bool,
+    loads: bool,
+    stores: bool,
+}
+
+impl Signature {
+    #[inline]
+    fn of(ins: &Instr, numbering: Numbering) -> Signature {
+        let reads = |x: u8| ins.srcs().iter().any(|&r| champsim_reg(r, numbering) == x);
+        let writes_sp = ins.dsts().iter().any(|&r| champsim_reg(r, numbering) == REG_STACK_POINTER);
+        Signature {
+            sp: reads(REG_STACK_POINTER) && writes_sp,
+            flags: reads(REG_FLAGS),
+            other: ins.srcs().iter().map(|&r| champsim_reg(r, numbering)).any(|x| ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&x)),
+            loads: ins.accesses.iter().any(|a| !a.store),
+            stores: ins.accesses.iter().any(|a| a.store),
+        }
+    }
+}
+
 /// How the registers of the records being encoded are numbered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Numbering {
@@ -155,11 +208,9 @@ impl ChampSimRecord {
     /// signature from which ChampSim derives its type (`ooo_model_instr`'s constructor): it
     /// writes the instruction pointer; calls read and write the stack pointer and read the
     /// instruction pointer; returns read and write the stack pointer; conditional branches
-    /// read the instruction pointer and the flags (or another register). With `X86`
-    /// numbering the type is read off the x86 registers and accesses: reads and writes rsp
-    /// with a store → call (indirect if it reads another register), with a load → return;
-    /// reads flags or was not taken → conditional; reads another register → indirect; else
-    /// a direct jump. Values and access sizes, which ChampSim does not record, are dropped.
+    /// read the instruction pointer and the flags (or another register). The type is
+    /// [`BranchType::of`]. Values and access sizes, which ChampSim does not record, are
+    /// dropped.
     pub fn from_instr(ins: &Instr, numbering: Numbering) -> (ChampSimRecord, Option<BranchType>, Lost) {
         let mut r = ChampSimRecord { ip: ins.pc, ..Default::default() };
         let mut lost = Lost::default();
@@ -186,25 +237,10 @@ impl ChampSimRecord {
                 lost.registers += 1;
             }
         };
-        let ty = (ins.branch != Branch::None).then(|| {
-            let loads = ins.accesses.iter().any(|a| !a.store);
-            let stores = ins.accesses.iter().any(|a| a.store);
+        let ty = BranchType::of(ins, numbering).map(|ty| {
             let regs: Vec<u8> = ins.srcs().iter().map(|&x| champsim_reg(x, numbering)).collect();
             let writes: Vec<u8> = ins.dsts().iter().map(|&x| champsim_reg(x, numbering)).collect();
-            let sp = regs.contains(&REG_STACK_POINTER) && writes.contains(&REG_STACK_POINTER);
-            let flags = regs.contains(&REG_FLAGS);
-            let other = regs.iter().any(|&x| ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&x));
-            let ty = if sp && stores {
-                if other { BranchType::IndirectCall } else { BranchType::DirectCall }
-            } else if sp && loads {
-                BranchType::Return
-            } else if flags || ins.branch == Branch::NotTaken {
-                BranchType::Conditional
-            } else if other {
-                BranchType::Indirect
-            } else {
-                BranchType::DirectJump
-            };
+            let Signature { flags, other, .. } = Signature::of(ins, numbering);
             match ty {
                 BranchType::DirectCall | BranchType::IndirectCall => {
                     src(&mut r, REG_STACK_POINTER, &mut lost);

@@ -3,7 +3,7 @@
 //! Prints the fastest of REPEAT runs (default 3) of each, interleaved, in simulated
 //! instructions per second (suh2003, no protection), and the reader alone.
 //!
-//! `cargo run --release -p secmem-trace --example inputspeed -- t.champsim.xz champsim`
+//! `cargo run --release -p secmem-sim --example inputspeed -- t.champsim.xz champsim`
 
 use std::time::Instant;
 
