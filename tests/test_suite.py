@@ -224,11 +224,12 @@ def test_apt_failure_is_one_line_naming_the_package(empty_data, monkeypatch):
     monkeypatch.setattr(suite.shutil, "which", lambda c: "/usr/bin/" + c)
     calls = []
 
-    def fake_run(argv, **kw):
+    def fake_run(argv, *args, **kw):
         calls.append(argv)
         return subprocess.CompletedProcess(argv, 100, "", "E: Unable to locate package secmem-no-such-package\n")
 
-    monkeypatch.setattr(suite.subprocess, "run", fake_run)
+    # apt-get runs bounded (its own process group, a timeout): every call goes through here.
+    monkeypatch.setattr(suite, "run_bounded", fake_run)
     with pytest.raises(suite.SuiteError) as e:
         suite.install("fake", progress=lambda s: None)
     msg = str(e.value)
