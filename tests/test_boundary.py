@@ -156,6 +156,8 @@ def test_a_repeated_set_of_one_key_is_refused():
     assert_clean_error(p, "--set", "'l2.size' is given twice")
     p = cli("attack", "-i", "mac", "--set", "l2.ways=4", "-s", "l2.ways=8")
     assert_clean_error(p, "'l2.ways' is given twice")
+    p = cli("sweep", "-w", "stream", "--schemes", "none+none", "-n", "1k", "--set", "l2.ways=4", "-s", "l2.ways=8")
+    assert_clean_error(p, "'l2.ways' is given twice")
     # different keys are fine
     p = cli("run", "-n", "1k", "--warmup", "0", "--set", "l2.size=256KiB", "--set", "l2.ways=4", "--json", "-")
     assert p.returncode == 0, p.stderr

@@ -8,6 +8,7 @@ import os
 import sys
 
 from . import _core, table
+from ._args import SetAction
 from ._files import write_file
 from .results import StoreError, default_path, filter_frame, for_csv, open_store
 from .sweep import AXES, execute, frame, grid, load_grid_file, plan
@@ -44,7 +45,7 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--encryption", "-e", help="encryption schemes, comma-separated")
     s.add_argument("--preset", "-p", help="presets, comma-separated")
     s.add_argument("--axis", "-a", action="append", default=[], metavar="KEY=V1,V2,...", help="an axis over any parameter (repeatable)")
-    s.add_argument("--set", "-s", action="append", default=[], metavar="KEY=VALUE", help="a fixed parameter (repeatable)")
+    s.add_argument("--set", "-s", action=SetAction, default=[], metavar="KEY=VALUE", help="a fixed parameter (repeatable; each key once)")
     s.add_argument("--instructions", "-n", help="instructions to measure (default 10M)")
     s.add_argument("--warmup", help="warm-up instructions (default 1M)")
     s.add_argument("--skip", help="instructions to fast-forward first (default 0)")
