@@ -126,6 +126,8 @@ pub struct Sgx {
     mac_failures: u64,
     pad_exposed: u64,
     check_exposed: u64,
+    /// Paths read again because making room wrote dirty nodes back (each read is booked).
+    refetches: u64,
 }
 
 impl Sgx {
@@ -170,6 +172,7 @@ impl Sgx {
             mac_failures: 0,
             pad_exposed: 0,
             check_exposed: 0,
+            refetches: 0,
         })
     }
 
@@ -224,11 +227,23 @@ impl Sgx {
     /// Node (k, j) in the cache, checked. Returns its slot, when its counters are known and
     /// when its check (and that of every ancestor fetched for it) is complete.
     fn obtain(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<(u32, Cycle, Cycle), IntegrityError> {
+        loop {
+            if let Some(r) = self.try_obtain(m, k, j, t)? {
+                return Ok(r);
+            }
+            self.refetches += 1;
+        }
+    }
+
+    /// One attempt of `obtain`: None when making room wrote dirty nodes back, which may have
+    /// changed (in memory, or by fetching them into the cache) the nodes it had read; it is
+    /// then made again from the cache and memory as they now are.
+    fn try_obtain(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<Option<(u32, Cycle, Cycle)>, IntegrityError> {
         let addr = self.node_addr(k, j);
         if let Some(s) = self.cache.tags.find(addr) {
             self.cache.tags.touch(s);
             self.cache_hits += 1;
-            return Ok((s, t + 1, t + 1));
+            return Ok(Some((s, t + 1, t + 1)));
         }
         // The node and every uncached ancestor below a cached one or the root, issued together.
         let mut path = vec![(k, j)];
@@ -269,51 +284,117 @@ impl Sgx {
                 parent_ctr = node.ctr((cj % ARITY) as usize);
                 t_parent = arrived;
             }
-            slot = self.insert(m, a, node, t)?;
+            match self.insert(m, a, node, t)? {
+                Some(s) => slot = s,
+                None => return Ok(None),
+            }
         }
-        Ok((slot, fetched[0].1, verified))
+        Ok(Some((slot, fetched[0].1, verified)))
     }
 
-    /// Put `node` (clean) in the cache at `addr`, writing back dirty nodes it displaces.
-    fn insert(&mut self, m: &mut Machine, addr: u64, node: Node, t: Cycle) -> Result<u32, IntegrityError> {
-        loop {
-            let s = self.cache.tags.victim(addr);
-            match self.cache.tags.addr_of(s) {
-                Some(old) if self.cache.dirty[s as usize] => {
-                    let n = self.cache.nodes[s as usize];
-                    self.cache.dirty[s as usize] = false;
-                    self.cache.tags.invalidate(s);
-                    self.write_back(m, old, n, t)?;
-                }
-                _ => {
-                    self.cache.tags.install(s, addr);
-                    self.cache.nodes[s as usize] = node;
-                    self.cache.dirty[s as usize] = false;
-                    return Ok(s);
-                }
+    /// Put `node` (clean, just read and checked) in the cache at `addr`. If its place holds a
+    /// dirty node, that node is written back instead and None returned: the write-back bumps
+    /// a parent's counter and may fetch, change or write back any node, this one included, so
+    /// the copy in hand may be stale and must be read again.
+    fn insert(&mut self, m: &mut Machine, addr: u64, node: Node, t: Cycle) -> Result<Option<u32>, IntegrityError> {
+        let s = self.cache.tags.victim(addr);
+        match self.cache.tags.addr_of(s) {
+            Some(_) if self.cache.dirty[s as usize] => {
+                self.write_back(m, s, t)?;
+                Ok(None)
+            }
+            _ => {
+                self.cache.tags.install(s, addr);
+                self.cache.nodes[s as usize] = node;
+                self.cache.dirty[s as usize] = false;
+                Ok(Some(s))
             }
         }
     }
 
-    /// A dirty node leaves the chip: its counter in its parent (or root register) is
-    /// incremented and it is written with its MAC under the new counter. When it is in memory.
-    fn write_back(&mut self, m: &mut Machine, addr: u64, mut node: Node, t: Cycle) -> Result<Cycle, IntegrityError> {
-        let (k, j) = self.node_of(addr);
-        let i = (j % ARITY) as usize;
-        let (ctr, t_ctr) = if k == self.top() {
-            self.roots[j as usize] += 1;
-            (self.roots[j as usize], t)
-        } else {
-            let (ps, t_known, _) = self.obtain(m, k + 1, j / ARITY, t)?;
-            let p = &mut self.cache.nodes[ps as usize];
-            let c = p.ctr(i) + 1;
-            if c > CTR_MAX {
-                return Err(IntegrityError::exhausted(addr, "sgx: a tree counter is exhausted (a new key would be needed; not modelled)"));
+    /// The counter the parent of node (k, j) (or a root register) holds for it, incremented:
+    /// its new value and when it is known. The holder is the first ancestor on chip (cached,
+    /// or a root register); ancestors between are read, checked, updated and written back
+    /// with new MACs, each under its own parent's incremented counter. Nothing enters the
+    /// cache here, so no eviction (and no write-back) can nest in it.
+    fn bump_parent(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<(u64, Cycle), IntegrityError> {
+        let mut chain: Vec<(usize, u64, Node)> = Vec::new();
+        let (mut ck, mut cj) = (k, j);
+        let mut known = t + 1;
+        while ck != self.top() && self.cache.tags.find(self.node_addr(ck + 1, cj / ARITY)).is_none() {
+            let (pk, pj) = (ck + 1, cj / ARITY);
+            let mut n = Node([0; NODE as usize]);
+            let tr = m.port.read(self.node_addr(pk, pj), &mut n.0, t);
+            self.node_reads += 1;
+            known = known.max(m.hash.run(tr.last, NODE) + 1);
+            chain.push((pk, pj, n));
+            (ck, cj) = (pk, pj);
+        }
+        // Check the fetched ancestors from the top, against the trusted holder.
+        let mut pc = self.trusted_parent_ctr(ck, cj).expect("the top of the chain has a trusted holder");
+        for idx in (0..chain.len()).rev() {
+            let (pk, pj, n) = chain[idx];
+            let a = self.node_addr(pk, pj);
+            if !(pc == 0 && all_zero(&n.0)) && n.0[MAC_AT..MAC_AT + MAC] != self.node_mac(&n, a, pc) {
+                self.mac_failures += 1;
+                return Err(IntegrityError::tampered(a, format!("sgx tree node (level {} of {}) does not match its MAC under its parent's counter", pk, self.levels.len())));
             }
-            p.set_ctr(i, c);
-            self.cache.dirty[ps as usize] = true;
-            (c, t_known)
+            let below = if idx == 0 { j } else { chain[idx - 1].1 };
+            pc = n.ctr((below % ARITY) as usize);
+        }
+        // Increment from the bottom: (k, j)'s counter, then each fetched ancestor's in its parent.
+        let bump = |v: u64, a: u64| -> Result<u64, IntegrityError> {
+            if v >= CTR_MAX {
+                return Err(IntegrityError::exhausted(a, "sgx: a tree counter is exhausted (a new key would be needed; not modelled)"));
+            }
+            Ok(v + 1)
         };
+        let mut below = j;
+        let mut first = None;
+        for (pk, pj, n) in chain.iter_mut() {
+            let i = (below % ARITY) as usize;
+            let c = bump(n.ctr(i), self.levels[*pk].base + *pj * NODE)?;
+            n.set_ctr(i, c);
+            first.get_or_insert(c);
+            below = *pj;
+        }
+        let held = if ck == self.top() {
+            let c = bump(self.roots[cj as usize], self.node_addr(ck, cj))?;
+            self.roots[cj as usize] = c;
+            c
+        } else {
+            let s = self.cache.tags.find(self.node_addr(ck + 1, cj / ARITY)).expect("the holder is cached");
+            let i = (cj % ARITY) as usize;
+            let c = bump(self.cache.nodes[s as usize].ctr(i), self.node_addr(ck, cj))?;
+            self.cache.nodes[s as usize].set_ctr(i, c);
+            self.cache.dirty[s as usize] = true;
+            c
+        };
+        // The updated ancestors go back with their MACs under their parents' new counters.
+        let mut pc = held;
+        for idx in (0..chain.len()).rev() {
+            let (pk, pj, mut n) = chain[idx];
+            let a = self.node_addr(pk, pj);
+            let mac = self.node_mac(&n, a, pc);
+            n.0[MAC_AT..MAC_AT + MAC].copy_from_slice(&mac);
+            let t_mac = m.hash.run(known, NODE);
+            m.port.write(a, &n.0, t_mac);
+            self.node_writes += 1;
+            let below = if idx == 0 { j } else { chain[idx - 1].1 };
+            pc = n.ctr((below % ARITY) as usize);
+        }
+        Ok((first.unwrap_or(held), known))
+    }
+
+    /// The dirty node in slot `s` leaves the chip: its counter in its parent (or root
+    /// register) is incremented and it is written with its MAC under the new counter.
+    fn write_back(&mut self, m: &mut Machine, s: u32, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let Some(addr) = self.cache.tags.addr_of(s) else { return Ok(t) };
+        let (k, j) = self.node_of(addr);
+        let (ctr, t_ctr) = self.bump_parent(m, k, j, t)?;
+        let mut node = self.cache.nodes[s as usize];
+        self.cache.dirty[s as usize] = false;
+        self.cache.tags.invalidate(s);
         let mac = self.node_mac(&node, addr, ctr);
         node.0[MAC_AT..MAC_AT + MAC].copy_from_slice(&mac);
         let t_mac = m.hash.run(t_ctr, NODE);
@@ -392,13 +473,14 @@ impl Encryption for Sgx {
                 if !self.cache.dirty[s as usize] || self.node_of(a).0 != k {
                     continue;
                 }
-                let n = self.cache.nodes[s as usize];
-                self.cache.dirty[s as usize] = false;
-                self.cache.tags.invalidate(s);
                 // A node's parent is trusted (cached, or fetched and checked): no failure here
                 // but a tamper of a parent that left the cache, which the next read reports.
-                if let Ok(d) = self.write_back(m, a, n, t) {
-                    done = done.max(d);
+                match self.write_back(m, s, t) {
+                    Ok(d) => done = done.max(d),
+                    Err(_) => {
+                        self.cache.dirty[s as usize] = false;
+                        self.cache.tags.invalidate(s);
+                    }
                 }
             }
         }
@@ -425,7 +507,7 @@ impl Encryption for Sgx {
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes, self.node_reads, self.node_writes) = (0, 0, 0, 0);
-        (self.cache_hits, self.cache_misses, self.mac_failures, self.pad_exposed, self.check_exposed) = (0, 0, 0, 0, 0);
+        (self.cache_hits, self.cache_misses, self.mac_failures, self.pad_exposed, self.check_exposed, self.refetches) = (0, 0, 0, 0, 0, 0);
     }
 
     fn space_overhead(&self) -> f64 {
@@ -446,6 +528,7 @@ impl Encryption for Sgx {
         out.int("sgx.mac_failures", self.mac_failures);
         out.int("sgx.pad_exposed_cycles", self.pad_exposed);
         out.int("sgx.check_exposed_cycles", self.check_exposed);
+        out.int("sgx.refetches", self.refetches);
         out.float("sgx.space_overhead", self.space_overhead());
     }
 }
@@ -492,6 +575,59 @@ mod tests {
                 assert_eq!(read(&mut e, a).unwrap(), pattern(2000 + last as u64, 64), "{} line {} after a flush", cache, k);
             }
             assert!(stat(&e, "sgx.levels") >= 5.0);
+        }
+    }
+
+    #[test]
+    fn nothing_is_reported_tampered_after_flushes_through_a_cache_far_smaller_than_the_tree() {
+        // The hostile probe's reproducers: every line of 1 MiB through 512 B of cache, and one
+        // line per page over 16 MiB through the default cache, written, flushed, read back.
+        // Making room wrote dirty nodes back while a fetched path was in hand, which then
+        // went into the cache stale (a false tamper on a later read).
+        for (size, cache, step, span) in [("1MiB", "512B", 64u64, 1u64 << 20), ("32MiB", "32KiB", 4096, 16 << 20)] {
+            let p = params("none", "sgx", &[&format!("memory.size={}", size), &format!("sgx.cache_bytes={}", cache)]);
+            let mut e = Engine::new(&p, 1).unwrap();
+            for a in (0..span).step_by(step as usize) {
+                e.write(a, &pattern(a, 64), 0).unwrap();
+            }
+            e.flush(0).unwrap();
+            for a in (0..span).step_by(step as usize) {
+                assert_eq!(read(&mut e, a).unwrap(), pattern(a, 64), "{} through {} at {:#x}", size, cache, a);
+            }
+            for a in (0..span).step_by(step as usize * 3) {
+                e.write(a, &pattern(a + 1, 64), 0).unwrap();
+            }
+            e.flush(0).unwrap();
+            e.check(0).unwrap();
+            assert!(stat(&e, "sgx.refetches") > 0.0, "{}: the case was not exercised", cache);
+        }
+    }
+
+    #[test]
+    fn random_writes_and_reads_over_8_gib_read_back_what_was_written() {
+        // Dirty nodes leaving the cache while their parents are not on chip: the path between
+        // is updated in memory (the probe's failure: a node written back was read again, stale,
+        // by a write-back nested in bringing its parent in).
+        let mut e = engine(&["memory.size=8GiB", "sgx.cache_bytes=4KiB"]);
+        let mut model = std::collections::HashMap::new();
+        let mut x = 12345u64;
+        for k in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = (x % (8 << 30)) & !63;
+            e.write(a, &pattern(k, 64), 0).unwrap();
+            model.insert(a, k);
+            if k % 3 == 0 {
+                let (&b, &kb) = model.iter().nth((x as usize / 7) % model.len().min(64)).unwrap();
+                assert_eq!(read(&mut e, b).unwrap(), pattern(kb, 64), "{:#x} after {} writes", b, k);
+            }
+            if k % 5000 == 4999 {
+                e.flush(0).unwrap();
+            }
+        }
+        for (&a, &k) in model.iter().take(2000) {
+            assert_eq!(read(&mut e, a).unwrap(), pattern(k, 64), "{:#x}", a);
         }
     }
 
