@@ -113,6 +113,14 @@ def test_stale_parts_of_dead_writers_go_on_the_next_write_live_ones_stay(tmp_pat
     json_stale.write_bytes(b"{")
     _files.write_file(tmp_path / "out.json", "{}\n")
     assert not json_stale.exists()
+    # The probe's data loss: a live writer of target "x.smt.DEAD" has a temporary file that
+    # starts like a dead writer's of "x.smt"; writing "x.smt" must leave it alone (both sides).
+    longer = [tmp_path / f".x.smt.{dead}.{os.getppid()}.00ff00ff00ff00ff.part", tmp_path / f".out.json.{dead}.{os.getppid()}.00ff00ff00ff00ff.part"]
+    for f in longer:
+        f.write_bytes(b"a trace still being written")
+    assert cli("export", "mix", "-o", target, "--records", "10").returncode == 0
+    _files.write_file(tmp_path / "out.json", "{}\n")
+    assert all(f.exists() for f in longer), "another target's live temporary file was removed"
 
 
 def test_temporary_files_are_exclusive_and_have_their_final_mode_from_the_start(tmp_path):

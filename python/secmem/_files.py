@@ -52,7 +52,12 @@ def remove_stale(directory: str, name: str) -> None:
     for f in entries:
         if not (f.startswith(prefix) and f.endswith(".part")):
             continue
-        pid = f[len(prefix) : -len(".part")].split(".")[0]
+        # Exactly PID or PID.RANDOM (16 hex digits): ".x.smt.9.1234.RANDOM.part" is target
+        # "x.smt.9"'s file, not one of "x.smt" left by a process 9.
+        fields = f[len(prefix) : -len(".part")].split(".")
+        if len(fields) > 2 or (len(fields) == 2 and not (len(fields[1]) == 16 and all(c in "0123456789abcdef" for c in fields[1].lower()))):
+            continue
+        pid = fields[0]
         if not pid.isdigit() or int(pid) <= 0 or int(pid) == os.getpid() or _alive(int(pid)):
             continue
         p = os.path.join(directory, f)

@@ -156,7 +156,18 @@ pub fn remove_stale(dir: &Path, name: &std::ffi::OsStr) {
         let f = e.file_name();
         let b = f.as_bytes();
         let Some(mid) = b.strip_prefix(prefix.as_slice()).and_then(|r| r.strip_suffix(b".part")) else { continue };
-        let pid = mid.split(|&c| c == b'.').next().and_then(|p| std::str::from_utf8(p).ok()).and_then(|p| p.parse::<i32>().ok());
+        // Exactly PID or PID.RANDOM (16 hex digits): `.x.smt.9.1234.RANDOM.part` is target
+        // `x.smt.9`'s file, not one of `x.smt` left by a process 9.
+        let fields: Vec<&[u8]> = mid.split(|&c| c == b'.').collect();
+        let ours = match fields.as_slice() {
+            [_] => true,
+            [_, r] => r.len() == 16 && r.iter().all(|c| c.is_ascii_hexdigit()),
+            _ => false,
+        };
+        if !ours {
+            continue;
+        }
+        let pid = std::str::from_utf8(fields[0]).ok().filter(|p| p.bytes().all(|c| c.is_ascii_digit())).and_then(|p| p.parse::<i32>().ok());
         let Some(pid) = pid.filter(|&p| p > 0) else { continue };
         if pid as u32 == std::process::id() || alive(pid) {
             continue;
@@ -309,13 +320,16 @@ mod tests {
         let stale2 = d.join(format!(".x.smt.{dead}.0123456789abcdef.part"));
         let live = d.join(format!(".x.smt.{}.part", std::process::id()));
         let other = d.join(format!(".y.smt.{dead}.part"));
-        for p in [&stale, &stale2, &live, &other] {
+        // A live writer of target `x.smt.{dead}`: its name starts like a dead one of `x.smt`.
+        let longer = d.join(format!(".x.smt.{dead}.{}.0123456789abcdef.part", std::process::id()));
+        for p in [&stale, &stale2, &live, &other, &longer] {
             std::fs::write(p, b"partial").unwrap();
         }
         write(&d.join("x.smt"), b"whole", PUBLIC).unwrap();
         assert!(!stale.exists() && !stale2.exists(), "a dead writer's temporary file was left");
         assert!(live.exists(), "a live writer's temporary file was removed");
         assert!(other.exists(), "another target's temporary file was removed");
+        assert!(longer.exists(), "a live temporary file of target x.smt.PID was removed");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
