@@ -314,3 +314,18 @@ def test_a_few_hundred_concurrent_clients_get_answers_and_memory_stays_bounded(s
     assert rss1 - rss0 < 32 << 10, f"the first round grew the server by {rss1 - rss0} KiB"
     assert rss2 - rss1 < 8 << 10, f"the second round grew the server by {rss2 - rss1} KiB"
     assert _threads(proc.pid) <= tsr.WORKERS + 4, "the server's threads grew with its connections"
+
+
+def test_serve_on_a_busy_or_impossible_port_is_one_line(tmp_path):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    busy = s.getsockname()[1]
+    try:
+        for port in [str(busy), "70000", "-1"]:
+            p = cli("codeauth", "tsr", "serve", "--db", str(tmp_path / "t.db"), "--port", port, timeout=30)
+            assert_clean_error(p, "port")
+    finally:
+        s.close()

@@ -547,13 +547,14 @@ class _PooledServer(socketserver.TCPServer):
     allow_reuse_address = True
 
     def __init__(self, address, handler):
-        super().__init__(address, handler)
+        # Set before binding: a refused bind calls server_close() from TCPServer.__init__.
+        self._closing = threading.Event()
         self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tsr")
+        super().__init__(address, handler)
         self.pending = 0
         self.shed = 0
         self.lock = threading.Lock()
         self.deadlines: dict = {}
-        self._closing = threading.Event()
         self._reaper = threading.Thread(target=self._reap, daemon=True)
         self._reaper.start()
 
@@ -617,7 +618,12 @@ class Server:
     def __init__(self, db: str, port: int = 0):
         self.repo = Repository(db)
         handler = type("Handler", (_Handler,), {"repo": self.repo})
-        self.httpd = _PooledServer((HOST, port), handler)
+        if not 0 <= port <= 65535:
+            raise RepositoryError(f"--port {port}: not a TCP port (0 to 65535; 0: any free one)")
+        try:
+            self.httpd = _PooledServer((HOST, port), handler)
+        except OSError as e:
+            raise RepositoryError(f"--port {port}: cannot serve on {HOST}:{port}: {e.strerror or e}") from None
         self._thread: Optional[threading.Thread] = None
 
     @property
