@@ -161,3 +161,26 @@ def test_pk_keygen_private_key_is_owner_only(tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "o.pub").st_mode) == 0o644
 
 
+
+
+def test_a_symlinked_target_is_written_through_and_the_link_kept(tmp_path):
+    # Python's writer (--json) and Rust's (export -o), to a link to a file and a dangling one.
+    for name, args in [("r.json", ("run", "-n", "1k", "--warmup", "0", "--json")), ("t.smt", ("export", "mix", "--records", "10", "-o"))]:
+        real, link = tmp_path / ("real-" + name), tmp_path / ("link-" + name)
+        real.write_text("old")
+        link.symlink_to(real.name)
+        assert cli(*args, link).returncode == 0
+        assert link.is_symlink() and real.read_bytes() != b"old", name
+        dangling, to = tmp_path / ("dangling-" + name), tmp_path / ("new-" + name)
+        dangling.symlink_to(to.name)
+        assert cli(*args, dangling).returncode == 0
+        assert dangling.is_symlink() and to.stat().st_size > 0, name
+
+
+def test_private_keys_are_never_written_into_a_fifo(tmp_path):
+    fifo = tmp_path / "keys"
+    os.mkfifo(fifo)
+    # Refused before anything opens it (no reader needed, no hang).
+    p = cli("codeauth", "keygen", "-o", fifo, timeout=30)
+    assert_clean_error(p, "private file", "regular file")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -3,6 +3,9 @@
 - A target that exists and is not a regular file is never replaced: a FIFO or a character
   device (``/dev/null``, a terminal) is written in place; anything else (a directory, a
   socket, a block device) is refused in one line.
+- A symlink is written through (the file it names is replaced, the link kept), except for
+  private files (keys), where a link at the name is replaced and never followed.
+- A private file is never written into a FIFO or a device.
 - A regular file (or a new name) is written to a temporary file beside it, created exclusively
   (``O_EXCL | O_NOFOLLOW``: a planted file or symlink is never opened) with its final mode from
   the start, flushed to disk and renamed over the target: readers see the old file or the
@@ -111,12 +114,17 @@ class Output:
         self._tmp = None
         if path is None or os.fspath(path) == "":
             raise ValueError(f"{flag}: an empty path (give a file name, or '-' for standard output)")
-        self.path = os.fspath(path)
+        # A symlink is written through: the file it names is replaced, the link kept. Not for
+        # a private file (keys): a link planted at its name is replaced, never followed.
+        p = os.fspath(path)
+        self.path = os.path.realpath(p) if os.path.islink(p) and mode & 0o077 else p
         try:
             self.kind = _kind(self.path)
         except (OSError, ValueError) as e:
             raise type(e)(f"{flag}: {e}") from None
         if self.kind == "in-place":
+            if mode & 0o077 == 0:
+                raise ValueError(f"{flag}: {self.path} is a FIFO or a device: a private file (keys) is written only to a regular file")
             return  # opened when written: a FIFO's open waits for its reader
         d = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(d):

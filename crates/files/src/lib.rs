@@ -38,6 +38,10 @@ impl Output {
     /// Check `target` and open where its bytes go (see the crate's rule). Errors are one line
     /// naming the target.
     pub fn create(target: &Path, mode: u32) -> io::Result<Output> {
+        // A symlink is written through: the file it names is replaced, the link kept. Not
+        // for a private file (keys): a link planted at its name is replaced, never followed.
+        let resolved = if mode & 0o077 == 0 { target.to_path_buf() } else { through_links(target) };
+        let target = resolved.as_path();
         let name = target.file_name().ok_or_else(|| err(target, "not a file name"))?.to_os_string();
         let dir = target.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         match std::fs::metadata(dir) {
@@ -52,6 +56,9 @@ impl Output {
                 return Err(err(target, "is a directory, not a file name"));
             }
             if t.is_fifo() || t.is_char_device() {
+                if mode & 0o077 == 0 {
+                    return Err(err(target, "is a FIFO or a device: a private file (keys) is written only to a regular file"));
+                }
                 // Opened when written: a FIFO's open waits for its reader.
                 return Ok(Output { target: target.into(), path: target.into(), file: None, in_place: true, done: false });
             }
@@ -141,6 +148,22 @@ pub fn write(target: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let mut o = Output::create(target, mode)?;
     o.file()?.write_all(bytes).map_err(|e| with(target, e))?;
     o.commit()
+}
+
+/// `p` with every symlink in its last component followed, dangling ones included (the
+/// name a link points to is where the file goes); `p` itself if it is no link.
+fn through_links(p: &Path) -> PathBuf {
+    let mut p = p.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(to) => {
+                let base = p.parent().map(Path::to_path_buf).unwrap_or_default();
+                p = if to.is_absolute() { to } else { base.join(to) };
+            }
+            Err(_) => break,
+        }
+    }
+    p
 }
 
 /// Remove `.NAME.PID[.X].part` files in `dir` whose process is gone and that we own (a
