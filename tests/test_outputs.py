@@ -184,3 +184,13 @@ def test_private_keys_are_never_written_into_a_fifo(tmp_path):
     p = cli("codeauth", "keygen", "-o", fifo, timeout=30)
     assert_clean_error(p, "private file", "regular file")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_sweeps_csv_destination_is_checked_before_any_point_is_simulated(tmp_path):
+    store = tmp_path / "store"
+    p = cli("sweep", "-w", "hot", "--schemes", "none+none", "-n", "1k", "--warmup", "0", "--store", store, "--csv", tmp_path)
+    assert_clean_error(p, "--csv", "directory")
+    assert "simulated" not in p.stdout, "points were simulated before the output was checked"
+    assert cli("sweep", "-w", "hot", "--schemes", "none+none", "-n", "1k", "--warmup", "0", "--store", store).returncode == 0
+    p = cli("results", "--store", store, "--csv", "")
+    assert p.returncode == 2 and "--csv" in p.stderr and "Traceback" not in p.stderr, p.stderr

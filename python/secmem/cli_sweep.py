@@ -9,7 +9,7 @@ import sys
 
 from . import _core, table
 from ._args import SetAction
-from ._files import write_file
+from ._files import Output, write_file
 from .results import StoreError, default_path, filter_frame, for_csv, open_store
 from .sweep import AXES, execute, frame, grid, load_grid_file, plan
 
@@ -139,6 +139,8 @@ def cmd_sweep(a) -> int:
             print(f"  {'stored ' if have.get(pl.key) == 'ok' else 'to run  '} {pl.point.label()}")
         print(f"{len(planned)} points, {n_ok} in the store {store.path}, {len(planned) - n_ok} to simulate")
         return 0
+    # The CSV's destination is checked before any point is simulated.
+    csv_out = Output(a.csv, "--csv") if a.csv is not None else None
     s = execute(planned, store, scheduler=a.scheduler, workers=a.workers, progress=True, recompute=a.recompute)
     df = frame(planned, store)
     print_points(points, df)
@@ -147,8 +149,9 @@ def cmd_sweep(a) -> int:
         f"\n{s.points} points: {s.computed} simulated {where}, {s.stored} from the store, {s.failed} failed; "
         f"{s.wall_seconds:.1f} s; store {store.path}"
     )
-    if a.csv:
-        _write_csv(df, a.csv)
+    if csv_out is not None:
+        with csv_out:
+            csv_out.write(for_csv(df).to_csv(index=False))
     failed = df[df["status"] != "ok"] if "status" in df else df.iloc[0:0]
     if len(failed):
         first = failed.iloc[0]
@@ -190,7 +193,7 @@ def cmd_results(a) -> int:
     if a.csv == "-":
         for_csv(df).to_csv(sys.stdout, index=False)
         return 0
-    if a.csv:
+    if a.csv is not None:
         _write_csv(df, a.csv)
     if a.columns:
         cols = _csv(a.columns)
