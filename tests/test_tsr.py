@@ -329,3 +329,18 @@ def test_serve_on_a_busy_or_impossible_port_is_one_line(tmp_path):
             assert_clean_error(p, "port")
     finally:
         s.close()
+
+
+def test_a_flood_of_challenges_for_made_up_names_does_not_lock_real_users_out(tmp_path, monkeypatch):
+    # The probe's denial of service: 10,000 unauthenticated challenges filled the table and
+    # every real request was refused (503) for two minutes. Now the oldest make room.
+    monkeypatch.setattr(tsr, "MAX_CHALLENGES", 50)
+    repo = tsr.Repository(str(tmp_path / "t.sqlite"))
+    early = repo.challenge(1, "alice")["nonce"]
+    for i in range(200):
+        repo.challenge(1, f"x{i}")
+    mine = repo.challenge(1, "alice")["nonce"]
+    assert repo.take_challenge(mine, 1, "alice"), "a real user's fresh challenge was refused or lost"
+    assert not repo.take_challenge(early, 1, "alice"), "the table grew past its bound"
+    with repo._connect() as c:
+        assert c.execute("SELECT COUNT(*) FROM challenges").fetchone()[0] <= 50

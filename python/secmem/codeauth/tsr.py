@@ -29,8 +29,9 @@ Protocol (JSON over HTTP, on 127.0.0.1 only):
 Refusals are HTTP 4xx with ``{"error": "..."}``: an unknown program (404), a bad owner token
 (401), another owner's name (403), a proof that does not check out for any reason — unknown
 user, wrong key, different program bytes — (403, one message for all), a reused or expired
-nonce (403), malformed input (400), a body over the limit (413), too many open challenges
-(503). The server never shows a traceback: anything unexpected is a 500 with a generic error.
+nonce (403), malformed input (400), a body over the limit (413). Open challenges are bounded
+(MAX_CHALLENGES): when full, the oldest make room, so a flood of challenges (which needs no
+login) cannot lock real users out. The server never shows a traceback: anything unexpected is a 500 with a generic error.
 
 Hardening. Users' keys are encrypted at rest (AES-256-GCM, bound to the user's name) under a
 server key kept in ``DB.key`` (32 random bytes, created 0600 beside the database); the
@@ -328,8 +329,15 @@ class Repository:
         now = time.time()
         with self._connect() as c:
             c.execute("DELETE FROM challenges WHERE expires < ? OR used = 1", (now,))
-            if c.execute("SELECT COUNT(*) FROM challenges").fetchone()[0] >= MAX_CHALLENGES:
-                raise _Refused(503, "too many open challenges; retry shortly")
+            # Full: the oldest open challenges make room (a flood of challenges for made-up
+            # names, which needs no login, must not lock real users out; a real user's proof
+            # follows its challenge at once, long before a flood of this size reaches it).
+            n = c.execute("SELECT COUNT(*) FROM challenges").fetchone()[0]
+            if n >= MAX_CHALLENGES:
+                c.execute(
+                    "DELETE FROM challenges WHERE nonce IN (SELECT nonce FROM challenges ORDER BY expires LIMIT ?)",
+                    (n - MAX_CHALLENGES + 1,),
+                )
             c.execute("INSERT INTO challenges VALUES (?, ?, ?, ?, 0)", (nonce, pid, user, now + CHALLENGE_SECONDS))
         return {"nonce": nonce, "expires": now + CHALLENGE_SECONDS}
 
