@@ -8,5 +8,6 @@ fn main() {
     let mut src = secmem_trace::workloads::builtin(&w, 1).unwrap();
     let o = secmem_sim::RunOptions { instructions: std::env::args().nth(4).and_then(|s| s.parse().ok()).unwrap_or(3_000_000), warmup: 500_000, seed: 1, progress: false };
     let r = secmem_sim::run(&p, &mut *src, &o).unwrap();
+    if let Some(e) = &r.error { println!("error = {}", e); }
     for (k, v) in &r.stats.0 { println!("{} = {:?}", k, v); }
 }
