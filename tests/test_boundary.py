@@ -196,3 +196,13 @@ def test_secure_memory_keys_come_from_the_os_unless_a_seed_is_given():
     assert _ciphertext(seed=7) != _ciphertext(seed=8)
     with pytest.raises(secmem.ConfigError, match="seed"):
         secmem.SecureMemory("1MiB", seed=-1)
+
+
+def test_compare_takes_run_s_workload_keyword_and_says_what_schemes_must_be():
+    # The probe: compare(workload="hot") raised "got multiple values for argument 'workload'".
+    c = secmem.compare(workload="hot", schemes=["none+none"], instructions="2k", warmup=0)
+    assert set(c["workload"]) == {"hot"}
+    with pytest.raises(TypeError, match="schemes must be pairs"):
+        secmem.compare(workload="hot", schemes=5, instructions="2k", warmup=0)
+    with pytest.raises(TypeError, match="not both"):
+        secmem.compare("hot", workload="hot", instructions="2k", warmup=0)

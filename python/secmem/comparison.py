@@ -99,6 +99,13 @@ def compare(
     :func:`secmem.run` (``instructions``, ``warmup``, ``preset``, ``trace``, …). Every pair is
     checked by the registry before anything runs; a run that stops early raises RuntimeError
     naming it."""
+    # run() names it `workload`: taken here, not passed on twice.
+    if "workload" in kwargs:
+        if workloads is not None:
+            raise TypeError("compare: give workloads or workload, not both")
+        workloads = kwargs.pop("workload")
+    if schemes is not None and not isinstance(schemes, (str, Iterable)):
+        raise TypeError(f"schemes must be pairs such as 'chash+otp' or ('chash', 'otp'), not {type(schemes).__name__}")
     if workloads is None or isinstance(workloads, str):
         wl: list[Optional[str]] = [workloads]
     elif isinstance(workloads, Sequence):
