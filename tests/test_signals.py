@@ -157,3 +157,27 @@ def test_sigterm_stops_a_sweep_and_its_workers(tmp_path):
             p.wait()
         for q in _session(p.pid):
             os.kill(q, signal.SIGKILL)
+
+
+def test_a_write_waiting_for_a_fifos_reader_stops_on_ctrl_c(tmp_path):
+    # The probe: export -o FIFO with no reader ignored SIGINT for good (the kernel's open
+    # waits, and its EINTR is retried); it needed SIGKILL.
+    fifo = tmp_path / "out.smt"
+    os.mkfifo(fifo)
+    p = _start("export", "hot", "-o", str(fifo), "--records", "10")
+    try:
+        time.sleep(2.0)  # started, and waiting for a reader
+        assert p.poll() is None, p.stderr.read()
+        t = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        p.wait(10)
+        stopped = time.monotonic() - t
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read().decode()
+    assert p.returncode == 130, err
+    assert stopped < 2.0, f"took {stopped:.1f} s to stop"
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert os.path.exists(fifo) and not list(tmp_path.glob(".*.part")), "the FIFO was replaced or a temporary left"

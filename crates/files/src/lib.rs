@@ -89,7 +89,7 @@ impl Output {
             if !self.in_place {
                 return Err(err(&self.target, "output file already taken"));
             }
-            let f = OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(&self.path).map_err(|e| with(&self.target, e))?;
+            let f = open_in_place(&self.path).map_err(|e| with(&self.target, e))?;
             self.file = Some(f);
         }
         Ok(self.file.as_mut().expect("opened above"))
@@ -148,6 +148,49 @@ pub fn write(target: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let mut o = Output::create(target, mode)?;
     o.file()?.write_all(bytes).map_err(|e| with(target, e))?;
     o.commit()
+}
+
+/// Checked while waiting for a FIFO's reader: a process's stop request (Ctrl-C) ends the wait.
+static STOP_CHECK: std::sync::OnceLock<fn() -> bool> = std::sync::OnceLock::new();
+
+/// Set once per process by whoever catches SIGINT and SIGTERM (the Python glue).
+pub fn set_stop_check(f: fn() -> bool) {
+    let _ = STOP_CHECK.set(f);
+}
+
+/// `File::create` for a writer handed a path by [`Output`]: a FIFO or device (written in
+/// place) is opened as [`Output::file`] opens it, so a wait for a reader still ends on a stop.
+pub fn open_for_writing(p: &Path) -> io::Result<File> {
+    match std::fs::metadata(p) {
+        Ok(m) if m.file_type().is_fifo() || m.file_type().is_char_device() => open_in_place(p),
+        _ => File::create(p),
+    }
+}
+
+/// Open a FIFO or device in place. A FIFO's blocking open waits for a reader in the kernel,
+/// deaf to a stop request (its EINTR is retried): opened non-blocking instead, polled until a
+/// reader comes or a stop is asked for, then made blocking for the writes.
+fn open_in_place(path: &Path) -> io::Result<File> {
+    loop {
+        match OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK).open(path) {
+            Ok(f) => {
+                use std::os::fd::AsRawFd;
+                // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+                unsafe {
+                    let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                    libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+                }
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if STOP_CHECK.get().is_some_and(|stop| stop()) {
+                    return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted while waiting for a reader"));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// `p` with every symlink in its last component followed, dangling ones included (the

@@ -100,9 +100,12 @@ fn codeauth_tagfile_info<'py>(py: Python<'py>, tagfile: &[u8]) -> PyResult<Bound
 /// files (keys) are created readable by their owner only, from the start.
 #[pyfunction]
 #[pyo3(signature = (path, data, private=false))]
-fn codeauth_write(path: &str, data: &[u8], private: bool) -> PyResult<()> {
+fn codeauth_write(py: Python<'_>, path: &str, data: &[u8], private: bool) -> PyResult<()> {
     let mode = if private { secmem_files::PRIVATE } else { secmem_files::PUBLIC };
-    ca::write_atomic(std::path::Path::new(path), data, mode).map_err(err)
+    let _signals = crate::interrupt::Guard::install();
+    let r = py.detach(|| ca::write_atomic(std::path::Path::new(path), data, mode));
+    crate::interrupt::check()?;
+    r.map_err(err)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

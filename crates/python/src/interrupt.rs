@@ -16,6 +16,15 @@ extern "C" fn on_signal(sig: libc::c_int) {
     secmem_sim::run::request_stop(sig);
 }
 
+/// KeyboardInterrupt if SIGINT or SIGTERM asked the call that just returned to stop (its own
+/// error, e.g. a wait for a FIFO's reader cut short, is then beside the point).
+pub fn check() -> pyo3::PyResult<()> {
+    match secmem_sim::run::stop_requested() {
+        Some(sig) => Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(format!("interrupted by signal {}", sig))),
+        None => Ok(()),
+    }
+}
+
 /// Keeps SIGINT and SIGTERM routed to the run loop while alive.
 pub struct Guard(());
 

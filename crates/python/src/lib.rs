@@ -172,7 +172,9 @@ fn params(preset: &str, integrity: Option<&str>, encryption: Option<&str>, sets:
 #[pyfunction]
 fn export_workload(py: Python<'_>, workload: &str, path: &str, records: u64, seed: u64) -> PyResult<u64> {
     let mut src = secmem_trace::workloads::builtin(workload, seed).map_err(cfg_err)?;
+    let _signals = interrupt::Guard::install();
     let e = py.detach(|| secmem_trace::export(&mut *src, path, "native", records, secmem_trace::champsim::Numbering::X86));
+    interrupt::check()?;
     Ok(e.map_err(cfg_err)?.instructions)
 }
 
@@ -208,7 +210,10 @@ fn export<'py>(
     };
     let numbering = if champsim_in { Numbering::ChampSim } else { Numbering::X86 };
     let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed)?;
-    let e = py.detach(|| secmem_trace::export(&mut *src, path, format, records, numbering)).map_err(cfg_err)?;
+    let _signals = interrupt::Guard::install();
+    let e = py.detach(|| secmem_trace::export(&mut *src, path, format, records, numbering));
+    interrupt::check()?;
+    let e = e.map_err(cfg_err)?;
     let d = PyDict::new(py);
     d.set_item("instructions", e.instructions)?;
     d.set_item("external_records", e.external)?;
@@ -562,6 +567,8 @@ fn range_in(addr: u64, n: u64, size: u64, what: &str) -> PyResult<()> {
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // A wait for a FIFO's reader ends on the stop request SIGINT/SIGTERM make during a call.
+    secmem_files::set_stop_check(|| secmem_trace::stop::stop_requested().is_some());
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;

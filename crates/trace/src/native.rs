@@ -520,7 +520,7 @@ impl NativeWriter {
             path: name.clone(),
             source,
         };
-        let mut f = BufWriter::with_capacity(1 << 16, File::create(p).map_err(io)?);
+        let mut f = BufWriter::with_capacity(1 << 16, secmem_files::open_for_writing(p).map_err(io)?);
         let mut header = [0u8; HEADER_LEN as usize];
         header[..8].copy_from_slice(&MAGIC);
         header[8..10].copy_from_slice(&VERSION.to_le_bytes());
