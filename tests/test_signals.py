@@ -33,12 +33,9 @@ def _wait_for(p, needle: bytes, timeout: float = 60) -> bytes:
     return buf
 
 
-@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_long_skip_shows_progress_and_stops_on_a_signal_within_a_second(sig, code):
-    p = _start("run", "--skip", "5G", "-n", "1k")
+def _stop(p, sig) -> tuple:
+    """Send ``sig`` to ``p``: (seconds it took to exit, its stderr). Killed if it did not."""
     try:
-        seen = _wait_for(p, b"skipping")  # the skip's own progress line
-        assert b"mix skipping" in seen
         t = time.monotonic()
         p.send_signal(sig)
         p.wait(10)
@@ -47,7 +44,15 @@ def test_a_long_skip_shows_progress_and_stops_on_a_signal_within_a_second(sig, c
         if p.poll() is None:
             p.kill()
             p.wait()
-    err = p.stderr.read().decode()
+    return stopped, p.stderr.read().decode()
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_long_skip_shows_progress_and_stops_on_a_signal_within_a_second(sig, code):
+    p = _start("run", "--skip", "5G", "-n", "1k")
+    seen = _wait_for(p, b"skipping")  # the skip's own progress line
+    assert b"mix skipping" in seen
+    stopped, err = _stop(p, sig)
     assert p.returncode == code, err
     assert stopped < 2.0, f"took {stopped:.1f} s to stop"
     assert "Traceback" not in err
@@ -165,18 +170,9 @@ def test_a_write_waiting_for_a_fifos_reader_stops_on_ctrl_c(tmp_path):
     fifo = tmp_path / "out.smt"
     os.mkfifo(fifo)
     p = _start("export", "hot", "-o", str(fifo), "--records", "10")
-    try:
-        time.sleep(2.0)  # started, and waiting for a reader
-        assert p.poll() is None, p.stderr.read()
-        t = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        p.wait(10)
-        stopped = time.monotonic() - t
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    err = p.stderr.read().decode()
+    time.sleep(2.0)  # started, and waiting for a reader
+    assert p.poll() is None, p.stderr.read()
+    stopped, err = _stop(p, signal.SIGINT)
     assert p.returncode == 130, err
     assert stopped < 2.0, f"took {stopped:.1f} s to stop"
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
