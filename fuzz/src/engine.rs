@@ -99,6 +99,9 @@ pub fn engine(data: &[u8]) {
         sel |= (b.u8() as usize) << 8;
     }
     let (integ, enc) = (INTEGRITY[sel % ni], ENCRYPTION[(sel / ni) % ne]);
+    if registry::compatible(registry::integrity(integ).expect("registered"), registry::encryption(enc).expect("registered")).is_err() {
+        return; // a pair that cannot be built (a tree over counters with a scheme keeping none)
+    }
     let size: u64 = [16 << 10, 64 << 10][(sel / pairs) & 1];
     let l2 = ["1KiB", "4KiB"][(sel / (2 * pairs)) & 1];
     let sets = vec![format!("memory.size={}", size), format!("l2.size={}", l2), "l2.ways=2".to_string()];

@@ -273,10 +273,14 @@ impl Role {
 pub struct Coverage {
     pub lays_out: &'static [Role],
     pub protects: &'static [Role],
+    /// Regions it lays out whose every read and write goes through the machine's guard hooks
+    /// (`Machine::check_meta`, `update_meta`), so another scheme may protect them (a tree over
+    /// counters needs the counters' scheme to hand it each block).
+    pub guarded: &'static [Role],
 }
 
 impl Coverage {
-    pub const NOTHING: Coverage = Coverage { lays_out: &[], protects: &[] };
+    pub const NOTHING: Coverage = Coverage { lays_out: &[], protects: &[], guarded: &[] };
 
     /// Whether this scheme protects any region `other` lays out.
     pub fn needs(&self, other: &Coverage) -> bool {

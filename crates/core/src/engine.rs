@@ -62,6 +62,8 @@ pub struct Engine {
     pub(crate) enc: Box<dyn Encryption>,
     /// Code authentication of instruction fetches (seed 001), if configured.
     pub(crate) auth: Option<CodeAuth>,
+    /// What the integrity scheme protects (`Coverage::protects`).
+    integ_protects: &'static [Role],
     pub(crate) line: u64,
     pub(crate) data_size: u64,
     /// The unprotected region for untrusted I/O (003 §4.6.1, 000 §5.3): base and size.
@@ -139,6 +141,7 @@ impl Engine {
         // protects first. An encryption scheme built second carries every line laid out so far.
         let is = registry::integrity(&p.str("integrity")?)?;
         let es = registry::encryption(&p.str("encryption")?)?;
+        registry::compatible(is, es)?;
         let (integ, mut enc) = if registry::integrity_first(is, es) {
             let integ = (is.build)(p, &mut m, seed)?;
             let covered = m.layout.end();
@@ -161,7 +164,7 @@ impl Engine {
             }
         }
         m.port.allocate(mem);
-        Ok(Engine { m, integ, enc, auth, line, data_size, dma })
+        Ok(Engine { m, integ, enc, auth, integ_protects: is.coverage.protects, line, data_size, dma })
     }
 
     pub fn line(&self) -> u64 {
@@ -252,7 +255,16 @@ impl Engine {
             return Vec::new();
         }
         let mut v = self.integ.metadata_of(addr);
-        v.extend(self.enc.metadata_of(addr));
+        let enc = self.enc.metadata_of(addr);
+        // The encryption's metadata that the integrity scheme protects (counter blocks under a
+        // tree over counters) is protected in turn by what the integrity scheme keeps for it.
+        for e in &enc {
+            let role = self.m.layout.region_of(e.addr).map(|r| r.role);
+            if role.is_some_and(|r| !Role::LINES.contains(&r) && self.integ_protects.contains(&r)) {
+                v.extend(self.integ.metadata_of(e.addr));
+            }
+        }
+        v.extend(enc);
         if let Some(a) = &self.auth {
             v.extend(a.metadata_of(addr));
         }

@@ -4,6 +4,7 @@
 //! behaviour of every scheme is one code path.
 
 use crate::cache::{LineKind, TrustedCache};
+use crate::error::IntegrityError;
 use crate::layout::Layout;
 use crate::port::Port;
 use crate::speculation::Speculation;
@@ -108,6 +109,19 @@ pub const MACHINE: &[Component] = &[
     },
 ];
 
+/// How an integrity scheme protects what an encryption scheme keeps and moves itself: its
+/// counter blocks, and lines it re-enciphers on its own. The encryption scheme calls these
+/// through `Machine::check_meta`, `update_meta` and `reenciphered`; it never knows who answers.
+pub trait Guard: Send {
+    /// Check metadata `bytes` read from `addr` (requested at `t_req`, arrived at `t_data`):
+    /// when the check completes.
+    fn check(&mut self, m: &mut Machine, addr: u64, bytes: &[u8], t_req: Cycle, t_data: Cycle) -> Result<Cycle, IntegrityError>;
+    /// Bind metadata `bytes` about to be written to `addr` at `t`: when that is done.
+    fn update(&mut self, m: &mut Machine, addr: u64, bytes: &[u8], t: Cycle) -> Result<Cycle, IntegrityError>;
+    /// Line `addr` (plaintext `plain`) was re-enciphered from counter `old` to `new`.
+    fn reenciphered(&mut self, m: &mut Machine, addr: u64, plain: &[u8], old: u64, new: u64, t: Cycle) -> Result<Cycle, IntegrityError>;
+}
+
 /// A line leaving the L2, held in the write buffer until its scheme has written it back.
 pub struct Victim {
     pub addr: u64,
@@ -154,6 +168,10 @@ pub struct Machine {
     /// loader built, handed over as external records): a scheme's one-time set-up of it
     /// belongs before the run and is done untimed (`untimed`). Set by `Engine::set_predating`.
     pub predating: bool,
+    /// What protects the metadata the encryption scheme keeps itself (its counter blocks),
+    /// installed by the integrity scheme that covers it (a tree over counters); none by
+    /// default, and then the hooks below cost nothing.
+    guard: Option<Box<dyn Guard>>,
     pending: Vec<Victim>,
     spare: Vec<Vec<u8>>,
     evicted_data: Vec<u64>,
@@ -187,6 +205,7 @@ impl Machine {
             keep_clean_victims: false,
             counters: L2Counters::default(),
             predating: false,
+            guard: None,
             pending: Vec::new(),
             spare: Vec::new(),
             evicted_data: Vec::new(),
@@ -195,6 +214,39 @@ impl Machine {
 
     pub fn line(&self) -> u64 {
         self.l2.line() as u64
+    }
+
+    /// Install what protects the encryption's own metadata (an integrity scheme over counters).
+    pub fn set_guard(&mut self, g: Box<dyn Guard>) {
+        self.guard = Some(g);
+    }
+
+    /// Run `f` with the guard taken out of the machine, which `f` gets to use.
+    fn guarded<R>(&mut self, f: impl FnOnce(&mut dyn Guard, &mut Machine) -> R) -> Option<R> {
+        let mut g = self.guard.take()?;
+        let r = f(&mut *g, self);
+        self.guard = Some(g);
+        Some(r)
+    }
+
+    /// The encryption scheme read its metadata `bytes` at `addr` from memory (requested at
+    /// `t_req`, arrived at `t_data`). With a guard, they are checked before any use that leaves
+    /// the chip: `Some(when)`, or the failure; `None` when nothing protects them.
+    pub fn check_meta(&mut self, addr: u64, bytes: &[u8], t_req: Cycle, t_data: Cycle) -> Result<Option<Cycle>, IntegrityError> {
+        self.guarded(|g, m| g.check(m, addr, bytes, t_req, t_data)).transpose()
+    }
+
+    /// The encryption scheme will write its metadata `bytes` to `addr` at `t`: the guard binds
+    /// them (updates the tree above them). When that is done (`t` without a guard).
+    pub fn update_meta(&mut self, addr: u64, bytes: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
+        self.guarded(|g, m| g.update(m, addr, bytes, t)).unwrap_or(Ok(t))
+    }
+
+    /// The encryption scheme re-enciphered line `addr` (plaintext `plain`) on its own, from
+    /// counter `old` to `new` (a counter overflow): the guard checks the line under the old
+    /// counter and binds it to the new one. When that is done (`t` without a guard).
+    pub fn reenciphered(&mut self, addr: u64, plain: &[u8], old: u64, new: u64, t: Cycle) -> Result<Cycle, IntegrityError> {
+        self.guarded(|g, m| g.reenciphered(m, addr, plain, old, new, t)).unwrap_or(Ok(t))
     }
 
     /// Run `f` untimed: its memory transfers and crypto operations are performed on the real

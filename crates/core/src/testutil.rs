@@ -17,6 +17,11 @@ pub fn params(integ: &str, enc: &str, extra: &[&str]) -> Params {
     p
 }
 
+/// The integrity schemes that pair with encryption scheme `enc` (`registry::compatible`).
+pub fn integrities_with(enc: &str) -> Vec<&'static str> {
+    crate::registry::pair_names().into_iter().filter(|&(_, e)| e == enc).map(|(i, _)| i).collect()
+}
+
 /// `n` deterministic pseudo-random bytes (xorshift), distinct per seed.
 pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

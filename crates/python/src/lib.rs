@@ -149,6 +149,12 @@ fn integrity_schemes() -> Vec<String> {
     secmem_core::registry::INTEGRITY_SCHEMES.iter().map(|s| s.to_string()).collect()
 }
 
+/// Every (integrity, encryption) pair that can be built (`registry::compatible`).
+#[pyfunction]
+fn scheme_pairs() -> Vec<(String, String)> {
+    secmem_core::registry::pair_names().into_iter().map(|(i, e)| (i.to_string(), e.to_string())).collect()
+}
+
 /// The (integrity, encryption) pairs `secmem bench` runs by default.
 #[pyfunction]
 fn bench_schemes() -> Vec<(String, String)> {
@@ -574,6 +580,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(integrity_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(bench_schemes, m)?)?;
+    m.add_function(wrap_pyfunction!(scheme_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(encryption_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;

@@ -5,8 +5,6 @@
 //!
 //! `cargo run --release --example digest [INSTRUCTIONS] [--dump] [--only SUBSTRING]`
 
-use secmem_core::registry::ENCRYPTION_SCHEMES;
-use secmem_core::registry::INTEGRITY_SCHEMES;
 use secmem_sim::run::simulated;
 use std::hash::{Hash, Hasher};
 
@@ -17,10 +15,8 @@ fn main() {
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let mut grid: Vec<(&str, &str, String, String, Vec<String>)> = Vec::new();
     for w in ["stream", "chase", "hot", "mix"] {
-        for i in INTEGRITY_SCHEMES {
-            for e in ENCRYPTION_SCHEMES {
-                grid.push(("suh2003", w, i.to_string(), e.to_string(), vec![]));
-            }
+        for (i, e) in secmem_core::registry::pair_names() {
+            grid.push(("suh2003", w, i.to_string(), e.to_string(), vec![]));
         }
     }
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();

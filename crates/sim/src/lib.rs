@@ -44,6 +44,10 @@ pub fn configure(
     p.choice("integrity", secmem_core::registry::INTEGRITY_SCHEMES).map_err(scheme_err("integrity"))?;
     p.choice("encryption", secmem_core::registry::ENCRYPTION_SCHEMES).map_err(scheme_err("encryption"))?;
     p.choice("codeauth", secmem_core::codeauth::CODEAUTH_SCHEMES).map_err(scheme_err("codeauth"))?;
+    // A pair whose schemes cannot work together (a tree over counters with a scheme keeping
+    // none) is refused here too, before any run.
+    let r = secmem_core::registry::integrity(&p.str("integrity")?)?;
+    secmem_core::registry::compatible(r, secmem_core::registry::encryption(&p.str("encryption")?)?)?;
     Ok(p)
 }
 

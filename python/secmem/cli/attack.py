@@ -45,6 +45,13 @@ def _matrix(rows: list[Row], column: str, columns: list[str], yes: str, no: str,
 def cmd(a: argparse.Namespace) -> int:
     integs = a.integrity.split(",") if a.integrity else _core.integrity_schemes()
     encs = a.encryptions.split(",") if a.encryptions else _core.encryption_schemes()
+    # By default, the integrity schemes that pair with the encryption chosen (a tree over an
+    # encryption scheme's counters needs one that keeps them); named ones are checked below.
+    unpaired: list[str] = []
+    if not a.integrity:
+        pairs = set(_core.scheme_pairs())
+        unpaired = [i for i in integs if (i, a.encryption) not in pairs]
+        integs = [i for i in integs if (i, a.encryption) in pairs]
     # The registry judges the names, before the first attack runs.
     check_pairs(a.preset, [(i, a.encryption) for i in integs] + [("none", e) for e in encs], a.set)
     surprises: list[Row] = []
@@ -54,6 +61,9 @@ def cmd(a: argparse.Namespace) -> int:
     print("  detected: the processor noticed (on the read, or at the latest at a full check);")
     print("  what each cell should show comes from the schemes' declared guarantees (secmem schemes NAME)\n")
     _matrix(rows, "integrity", integs, "detected", "missed", surprises)
+    for i in unpaired:
+        with_ = ", ".join(e for j, e in _core.scheme_pairs() if j == i)
+        print(f"\n  {i} is not shown: it does not pair with encryption {a.encryption} (try -i {i} -e {with_.split(', ')[0]}; it pairs with {with_})")
     print("\n  mac cannot see replay (a stale block with its stale MAC is still one the processor")
     print("  wrote); the DMA region is unprotected by design, so tampering there is not flagged.")
     erows = _core.attack_encryption(a.preset, encs, a.set, a.seed)

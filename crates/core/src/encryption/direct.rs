@@ -42,7 +42,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: EncryptionScheme = EncryptionScheme {
     decl: &DECL,
     guarantees: |_| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, malleable: false, ..Guarantees::NONE }),
-    coverage: Coverage { lays_out: &[Role::Vectors], protects: Role::LINES },
+    coverage: Coverage { lays_out: &[Role::Vectors], protects: Role::LINES, guarded: &[] },
     build: |p, m, c, seed| Ok(Box::new(Direct::new(p, m, c, seed)?)),
 };
 

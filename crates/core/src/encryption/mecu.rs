@@ -62,7 +62,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: EncryptionScheme = EncryptionScheme {
     decl: &DECL,
     guarantees: |p| Ok(Guarantees { confidential: true, hides_equal_lines: true, at_rest: true, rollback_reuses_pads: !p.bool("mecu.s_on_device")?, ..Guarantees::NONE }),
-    coverage: Coverage { lays_out: &[Role::Counters], protects: Role::LINES },
+    coverage: Coverage { lays_out: &[Role::Counters], protects: Role::LINES, guarded: &[] },
     build: |p, m, c, seed| Ok(Box::new(Mecu::new(p, m, c, seed)?)),
 };
 

@@ -124,6 +124,13 @@ pub trait Encryption: Send {
         None
     }
 
+    /// The counter under which the last `read_line` deciphered, or `write_line` enciphered,
+    /// its line: what a per-line MAC binds for freshness when a tree protects the counters
+    /// instead of the data (Bonsai). `None` for a scheme without per-line counters.
+    fn line_counter(&self) -> Option<u64> {
+        None
+    }
+
     /// Write on-chip metadata newer than memory's copy back to memory from `t` (flush, before
     /// `drop_cached`): when it is there.
     fn write_back_cached(&mut self, _m: &mut Machine, t: Cycle) -> Cycle {

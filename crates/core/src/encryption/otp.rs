@@ -67,7 +67,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: EncryptionScheme = EncryptionScheme {
     decl: &DECL,
     guarantees: |p| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, ..chunk_macs(p.u64_min("otp.chunk_mac_bytes", 0)? > 0) }),
-    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES },
+    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES, guarded: &[] },
     build: |p, m, c, seed| Ok(Box::new(Otp::new(p, m, c, seed)?)),
 };
 

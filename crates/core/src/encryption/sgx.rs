@@ -59,7 +59,8 @@ pub const SCHEME: EncryptionScheme = EncryptionScheme {
             ..Guarantees::detecting(Detection::Access, Detection::Access, Detection::Access)
         })
     },
-    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES },
+    // Its counters are protected by its own tree: no other tree over counters pairs with it.
+    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: &[Role::Data, Role::Tree, Role::Counters], guarded: &[] },
     build: |p, m, c, seed| Ok(Box::new(Sgx::new(p, m, c, seed)?)),
 };
 

@@ -53,7 +53,7 @@ pub const SCHEME: EncryptionScheme = EncryptionScheme {
     guarantees: |_| {
         Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, stale_counters_reuse_pads: true, ..Guarantees::NONE })
     },
-    coverage: Coverage { lays_out: &[Role::Counters], protects: Role::LINES },
+    coverage: Coverage { lays_out: &[Role::Counters], protects: Role::LINES, guarded: &[Role::Counters] },
     build: |p, m, c, seed| Ok(Box::new(Split::new(p, m, c, seed)?)),
 };
 
@@ -113,6 +113,10 @@ pub struct Split {
     covered: u64,
     ctr_base: u64,
     cache: Option<CounterCache>,
+    /// When the counter block of the last line read was checked, if something checks it.
+    checked: Option<Cycle>,
+    /// The counter the last line read or written used.
+    last_counter: u64,
     // statistics
     reads: u64,
     writes: u64,
@@ -147,6 +151,8 @@ impl Split {
             covered,
             ctr_base,
             cache,
+            checked: None,
+            last_counter: 0,
             reads: 0,
             writes: 0,
             counter_reads: 0,
@@ -188,23 +194,25 @@ impl Split {
         }
     }
 
-    /// The counter block at `ca` for a write-back at `t`: when it is known.
-    fn fetch_block(&mut self, m: &mut Machine, ca: u64, t: Cycle) -> (Counters, Cycle) {
+    /// The counter block at `ca` for a write-back at `t`: when it is known (and checked, if
+    /// something protects counters: a stale block must not pick the next pad).
+    fn fetch_block(&mut self, m: &mut Machine, ca: u64, t: Cycle) -> Result<(Counters, Cycle), IntegrityError> {
         if let Some(b) = self.cached(ca) {
             self.cache_hits += 1;
-            return (b, t + 1);
+            return Ok((b, t + 1));
         }
         let mut b = Counters([0; BLOCK]);
         self.counter_reads += 1;
         let tr = m.port.read(ca, &mut b.0, t);
+        let checked = m.check_meta(ca, &b.0, t, tr.last)?;
         self.keep(ca, b);
-        (b, tr.last)
+        Ok((b, checked.unwrap_or(tr.last).max(tr.last)))
     }
 
     /// A minor overflowed in the block at `ca` (old contents `old`): every other line it covers
     /// is read, deciphered under its old counter and enciphered under the new major with minor
     /// 0, through the port and the AES engine, from `t`. Returns when the last is written.
-    fn reencrypt_group(&mut self, m: &mut Machine, ca: u64, old: &Counters, except: u64, t: Cycle) -> Cycle {
+    fn reencrypt_group(&mut self, m: &mut Machine, ca: u64, old: &Counters, except: u64, t: Cycle) -> Result<Cycle, IntegrityError> {
         self.overflows += 1;
         let group = (ca - self.ctr_base) / BLOCK as u64 * self.arity * self.line;
         let new_major = old.major() + 1;
@@ -224,13 +232,15 @@ impl Split {
                 self.apply_pad(a, old_ctr, line);
                 done = done.max(t_old);
             }
+            let new_ctr = new_major << self.minor_bits;
+            done = done.max(m.reenciphered(a, line, old_ctr, new_ctr, tr.last)?);
             let t_new = m.aes.run(tr.last, self.line);
-            self.apply_pad(a, new_major << self.minor_bits, line);
+            self.apply_pad(a, new_ctr, line);
             let line = &buf[..self.line as usize];
             done = done.max(m.port.write(a, line, t_new.max(tr.last) + m.xor_latency));
             self.reencrypted_lines += 1;
         }
-        done
+        Ok(done)
     }
 }
 
@@ -246,6 +256,7 @@ impl Encryption for Split {
 
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
         self.reads += 1;
+        self.checked = None;
         let (ca, i) = self.block_of(addr);
         let (block, t_ctr, tr) = match self.cached(ca) {
             // On chip: the pad starts at request time.
@@ -258,11 +269,14 @@ impl Encryption for Split {
                 let mut b = Counters([0; BLOCK]);
                 self.counter_reads += 1;
                 let (tc, tr) = m.port.read_pair(ca, &mut b.0, addr, out, t);
+                // Checked before it is kept as a trusted copy; the pad may start meanwhile.
+                self.checked = m.check_meta(ca, &b.0, t, tc.last)?;
                 self.keep(ca, b);
                 (b, tc.last, tr)
             }
         };
         let ctr = self.counter(&block, i);
+        self.last_counter = ctr;
         let t_pad = m.aes.run(t_ctr, out.len() as u64);
         if !(ctr == 0 && all_zero(out)) {
             self.apply_pad(addr, ctr, out);
@@ -274,7 +288,7 @@ impl Encryption for Split {
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let (ca, i) = self.block_of(addr);
-        let (mut block, t_ctr) = self.fetch_block(m, ca, t);
+        let (mut block, t_ctr) = self.fetch_block(m, ca, t)?;
         let minor = block.minor(i, self.minor_bits) + 1;
         let mut done = t_ctr;
         if minor >> self.minor_bits != 0 {
@@ -282,13 +296,14 @@ impl Encryption for Split {
                 return Err(IntegrityError::exhausted(addr, "split: the major counter is exhausted (a new key would be needed; not modelled)"));
             }
             let old = block;
-            done = self.reencrypt_group(m, ca, &old, addr, t_ctr);
+            done = self.reencrypt_group(m, ca, &old, addr, t_ctr)?;
             block = Counters([0; BLOCK]);
             block.set_major(old.major() + 1);
         } else {
             block.set_minor(i, self.minor_bits, minor);
         }
         let ctr = self.counter(&block, i);
+        self.last_counter = ctr;
         let t_pad = m.aes.run(t_ctr, plain.len() as u64);
         let mut buf = [0u8; MAX_LINE];
         let ct = &mut buf[..plain.len()];
@@ -296,8 +311,17 @@ impl Encryption for Split {
         self.apply_pad(addr, ctr, ct);
         self.keep(ca, block);
         let t_x = t_pad + m.xor_latency;
+        done = done.max(m.update_meta(ca, &block.0, t_x)?);
         done = done.max(m.port.write(ca, &block.0, t_x));
         Ok(done.max(m.port.write(addr, ct, t_x)))
+    }
+
+    fn take_checked(&mut self) -> Option<Cycle> {
+        self.checked.take()
+    }
+
+    fn line_counter(&self) -> Option<u64> {
+        Some(self.last_counter)
     }
 
     fn drop_cached(&mut self) {

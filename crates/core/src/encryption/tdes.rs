@@ -72,7 +72,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: EncryptionScheme = EncryptionScheme {
     decl: &DECL,
     guarantees: |p| Ok(Guarantees { confidential: true, hides_equal_lines: true, hides_rewrites: true, malleable: false, ..chunk_macs(p.u64_min("tdes.chunk_mac_bytes", 0)? > 0) }),
-    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES },
+    coverage: Coverage { lays_out: &[Role::Counters, Role::Macs], protects: Role::LINES, guarded: &[] },
     build: |p, m, c, seed| Ok(Box::new(Tdes::new(p, m, c, seed)?)),
 };
 

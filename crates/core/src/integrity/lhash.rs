@@ -54,7 +54,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: IntegrityScheme = IntegrityScheme {
     decl: &DECL,
     guarantees: |_| Ok(Guarantees::detecting(Detection::Check, Detection::Check, Detection::Check)),
-    coverage: Coverage { lays_out: &[Role::Log], protects: &[Role::Data] },
+    coverage: Coverage { lays_out: &[Role::Log], protects: &[Role::Data], guarded: &[] },
     build: |p, m, seed| Ok(Box::new(Lhash::new(p, m, seed)?)),
 };
 

@@ -34,7 +34,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: IntegrityScheme = IntegrityScheme {
     decl: &DECL,
     guarantees: |_| Ok(Guarantees::detecting(Detection::Access, Detection::Access, Detection::Never)),
-    coverage: Coverage { lays_out: &[Role::Macs], protects: &[Role::Data] },
+    coverage: Coverage { lays_out: &[Role::Macs], protects: &[Role::Data], guarded: &[] },
     build: |p, m, seed| Ok(Box::new(Mac::new(p, m, seed)?)),
 };
 

@@ -41,7 +41,7 @@ pub const DECL: Component = Component {
 pub const SCHEME: IntegrityScheme = IntegrityScheme {
     decl: &DECL,
     guarantees: |_| Ok(Guarantees::detecting(Detection::Access, Detection::Access, Detection::Access)),
-    coverage: Coverage { lays_out: &[Role::Tree], protects: &[Role::Data] },
+    coverage: Coverage { lays_out: &[Role::Tree], protects: &[Role::Data], guarded: &[] },
     build: |p, m, seed| Ok(Box::new(Mhash::new(p, m, seed)?)),
 };
 
