@@ -17,6 +17,7 @@ pub const INTEGRITY: &[&IntegrityScheme] = &[
     &integrity::chash::SCHEME,
     &integrity::mhash::SCHEME,
     &integrity::lhash::SCHEME,
+    &integrity::bonsai::SCHEME,
 ];
 
 /// Every encryption scheme, in the order they are listed.

@@ -9,6 +9,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_timing::Cycle;
 
+pub mod bonsai;
 pub mod chash;
 pub mod lhash;
 pub mod mac;
