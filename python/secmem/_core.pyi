@@ -43,6 +43,7 @@ __all__ = [
     "parse_size",
     "presets",
     "run",
+    "scheme_pairs",
     "trace_formats",
     "trace_program",
     "trace_stage",
