@@ -3,7 +3,8 @@
 //!
 //! One 64-B counter block covers `split.arity` consecutive lines (SC-64: a 4 KiB page of 64-B
 //! lines): a 64-bit major counter, then one minor counter per line, packed in the remaining
-//! 448 bits (SC-16/32/64/128: 28/14/7/3-bit minors). Line `a`'s counter is
+//! 448 bits (SC-16/32/64/128: 28/14/7/3-bit minors; 8 lines a block gives 56-bit counters
+//! that never overflow, the monolithic organisation of SGX's version nodes). Line `a`'s counter is
 //! major·2^m + minor_a, and chunk i of the line is XORed with the pad AES_K((a | i) ‖ counter),
 //! so a (line, counter) pair names every pad. Counter blocks live in untrusted memory at
 //! `CTR_base + ⌊a / (arity·B)⌋·64` (`Role::Counters`).
@@ -41,7 +42,7 @@ pub const DECL: Component = Component {
     summary: "counter mode with split counters: a 64-bit major and a small minor per line in one 64-B block per group of lines; a minor overflow re-encrypts the group",
     source: "Yan et al., ISCA 2006 (SC-64); the counter-tree family",
     params: &[
-        param("split.arity", Def::Int(64), "lines", "lines one 64-B counter block covers: 16, 32, 64 or 128 (minors of 28, 14, 7 or 3 bits)"),
+        param("split.arity", Def::Int(64), "lines", "lines one 64-B counter block covers: 16, 32, 64 or 128 (minors of 28, 14, 7 or 3 bits); 8: monolithic 56-bit counters, as SGX keeps 8 to a line"),
         param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, 8-way, written through); 0: none"),
     ],
 };
@@ -129,7 +130,7 @@ pub struct Split {
 
 impl Split {
     pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Split, ConfigError> {
-        let arity = p.choice("split.arity", &["16", "32", "64", "128"])?.parse::<u64>().expect("a listed choice");
+        let arity = p.choice("split.arity", &["8", "16", "32", "64", "128"])?.parse::<u64>().expect("a listed choice");
         let minor_bits = ((BLOCK as u32 * 8 - MAJOR_BITS) as u64 / arity) as u32;
         let line = m.line();
         let ctr_base = m.layout.alloc(Role::Counters, "split counters", covered.div_ceil(arity * line) * BLOCK as u64);
@@ -372,7 +373,7 @@ mod tests {
 
     #[test]
     fn minors_pack_into_the_block_without_touching_their_neighbours() {
-        for (arity, bits) in [(16u64, 28u32), (32, 14), (64, 7), (128, 3)] {
+        for (arity, bits) in [(8u64, 56u32), (16, 28), (32, 14), (64, 7), (128, 3)] {
             assert_eq!((BLOCK as u32 * 8 - MAJOR_BITS) as u64 / arity, bits as u64);
             let mut c = Counters([0; BLOCK]);
             c.set_major(0xDEAD_BEEF);
@@ -419,6 +420,23 @@ mod tests {
                 assert_eq!(buf, want, "{}: line {} (cache {})", integ, k, cache);
             }
         }
+    }
+
+    #[test]
+    fn monolithic_counters_never_overflow_and_a_block_covers_eight_lines() {
+        let mut e = Engine::new(&params("none", "split", &["split.arity=8"]), 3).unwrap();
+        let metas = |e: &Engine, a: u64| e.metadata_of(a).into_iter().find(|m| m.kind == MetaKind::Counter("split")).unwrap().addr;
+        assert_eq!(metas(&e, 0x1000), metas(&e, 0x1000 + 7 * 64));
+        assert_ne!(metas(&e, 0x1000), metas(&e, 0x1000 + 8 * 64));
+        for round in 0..300u64 {
+            e.write(0x1000, &pattern(round, 64), 0).unwrap();
+            e.flush(0).unwrap();
+        }
+        assert_eq!(stat(&e, "split.minor_overflows"), 0.0);
+        assert_eq!(stat(&e, "split.minor_bits"), 56.0);
+        let mut buf = [0u8; 64];
+        e.read(0x1000, &mut buf, 0).unwrap();
+        assert_eq!(buf.to_vec(), pattern(299, 64));
     }
 
     #[test]
