@@ -488,6 +488,15 @@ impl Engine {
             }
         }
         done = done.max(self.enc.write_back_cached(&mut self.m, done));
+        // Binding what the encryption wrote back may have dirtied what protects it in the L2 (a
+        // tree over counters): flush that too, and whatever it dirties in turn.
+        for _ in 0..256 {
+            if self.m.evict_all(t) == 0 {
+                break;
+            }
+            done = done.max(self.drain()?);
+            done = done.max(self.enc.write_back_cached(&mut self.m, done));
+        }
         self.enc.drop_cached();
         self.integ.drop_cached();
         if let Some(a) = self.auth.as_mut() {

@@ -18,7 +18,7 @@
 //!
 //! Reads fetch the line and its counter block together; the pad starts when the counter is
 //! known and overlaps the line's transfer. An on-chip counter cache (`split.cache_blocks`,
-//! trusted copies, written through) answers at request time.
+//! trusted copies, written back when they leave it or at a flush) answers at request time.
 //!
 //! What it does not do: protect the counters. A counter block rolled back in memory while not
 //! cached makes the next write-back reuse a pad (declared: `stale_counters_reuse_pads`) — the reason
@@ -43,7 +43,7 @@ pub const DECL: Component = Component {
     source: "Yan et al., ISCA 2006 (SC-64); the counter-tree family",
     params: &[
         param("split.arity", Def::Int(64), "lines", "lines one 64-B counter block covers: 16, 32, 64 or 128 (minors of 28, 14, 7 or 3 bits); 8: monolithic 56-bit counters, as SGX keeps 8 to a line"),
-        param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, 8-way, written through); 0: none"),
+        param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, 8-way, written back); 0: none, every block read and written with its line"),
     ],
 };
 
@@ -99,10 +99,12 @@ impl Counters {
     }
 }
 
-/// On-chip copies of counter blocks, set-associative (8 ways).
+/// On-chip copies of counter blocks, set-associative (8 ways), written back: a write-back of
+/// data updates the cached block, which goes to memory when it leaves the cache (or at a flush).
 struct CounterCache {
     tags: Tags,
     blocks: Vec<Counters>,
+    dirty: Vec<bool>,
 }
 
 pub struct Split {
@@ -122,6 +124,7 @@ pub struct Split {
     reads: u64,
     writes: u64,
     counter_reads: u64,
+    counter_writes: u64,
     cache_hits: u64,
     overflows: u64,
     reencrypted_lines: u64,
@@ -142,7 +145,7 @@ impl Split {
             let tags = Tags::new(blocks * BLOCK as u64, ways as usize, BLOCK as u64)
                 .map_err(|e| ConfigError(format!("split.cache_blocks: {} blocks in {}-way sets: {}", blocks, ways, e)))?;
             let n = tags.slots();
-            Some(CounterCache { tags, blocks: vec![Counters([0; BLOCK]); n] })
+            Some(CounterCache { tags, blocks: vec![Counters([0; BLOCK]); n], dirty: vec![false; n] })
         };
         Ok(Split {
             aes: Aes128::new(&derive_key(seed, 0x5c64)),
@@ -157,6 +160,7 @@ impl Split {
             reads: 0,
             writes: 0,
             counter_reads: 0,
+            counter_writes: 0,
             cache_hits: 0,
             overflows: 0,
             reencrypted_lines: 0,
@@ -188,11 +192,29 @@ impl Split {
         Some(c.blocks[s as usize])
     }
 
-    fn keep(&mut self, ca: u64, block: Counters) {
-        if let Some(c) = &mut self.cache {
-            let s = c.tags.access(ca).0;
+    /// Put `block` (read and checked, or just updated: `dirty`) in the counter cache at `t`. A
+    /// dirty block it displaces goes to memory, bound first by whatever protects counters:
+    /// when that write is done (`t` without a cache or a dirty victim).
+    fn keep(&mut self, m: &mut Machine, ca: u64, block: Counters, dirty: bool, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let Some(c) = &mut self.cache else { return Ok(t) };
+        if let Some(s) = c.tags.find(ca) {
+            c.tags.touch(s);
             c.blocks[s as usize] = block;
+            c.dirty[s as usize] |= dirty;
+            return Ok(t);
         }
+        let s = c.tags.victim(ca);
+        let mut done = t;
+        if let (Some(old), true) = (c.tags.addr_of(s), c.dirty[s as usize]) {
+            let b = c.blocks[s as usize];
+            done = m.update_meta(old, &b.0, t)?.max(m.port.write(old, &b.0, t));
+            self.counter_writes += 1;
+        }
+        let c = self.cache.as_mut().expect("checked above");
+        c.tags.install(s, ca);
+        c.blocks[s as usize] = block;
+        c.dirty[s as usize] = dirty;
+        Ok(done)
     }
 
     /// The counter block at `ca` for a write-back at `t`: when it is known (and checked, if
@@ -206,7 +228,7 @@ impl Split {
         self.counter_reads += 1;
         let tr = m.port.read(ca, &mut b.0, t);
         let checked = m.check_meta(ca, &b.0, t, tr.last)?;
-        self.keep(ca, b);
+        self.keep(m, ca, b, false, tr.last)?;
         Ok((b, checked.unwrap_or(tr.last).max(tr.last)))
     }
 
@@ -272,7 +294,7 @@ impl Encryption for Split {
                 let (tc, tr) = m.port.read_pair(ca, &mut b.0, addr, out, t);
                 // Checked before it is kept as a trusted copy; the pad may start meanwhile.
                 self.checked = m.check_meta(ca, &b.0, t, tc.last)?;
-                self.keep(ca, b);
+                self.keep(m, ca, b, false, tc.last)?;
                 (b, tc.last, tr)
             }
         };
@@ -310,10 +332,15 @@ impl Encryption for Split {
         let ct = &mut buf[..plain.len()];
         ct.copy_from_slice(plain);
         self.apply_pad(addr, ctr, ct);
-        self.keep(ca, block);
         let t_x = t_pad + m.xor_latency;
-        done = done.max(m.update_meta(ca, &block.0, t_x)?);
-        done = done.max(m.port.write(ca, &block.0, t_x));
+        if self.cache.is_some() {
+            // The block stays on chip, newer than memory, until it leaves the cache.
+            done = done.max(self.keep(m, ca, block, true, t_x)?);
+        } else {
+            done = done.max(m.update_meta(ca, &block.0, t_x)?);
+            done = done.max(m.port.write(ca, &block.0, t_x));
+            self.counter_writes += 1;
+        }
         Ok(done.max(m.port.write(addr, ct, t_x)))
     }
 
@@ -323,6 +350,26 @@ impl Encryption for Split {
 
     fn line_counter(&self) -> Option<u64> {
         Some(self.last_counter)
+    }
+
+    /// Every dirty counter block goes to memory (a flush). Binding one may fail only on a
+    /// tampered node of a tree over counters, which the next read of the block reports.
+    fn write_back_cached(&mut self, m: &mut Machine, t: Cycle) -> Cycle {
+        let Some(c) = &mut self.cache else { return t };
+        let mut done = t;
+        let mut out = Vec::new();
+        for s in 0..c.tags.slots() {
+            if let (Some(a), true) = (c.tags.addr_of(s as u32), c.dirty[s]) {
+                out.push((a, c.blocks[s]));
+                c.dirty[s] = false;
+            }
+        }
+        for (a, b) in out {
+            let bound = m.update_meta(a, &b.0, t).unwrap_or(t);
+            done = done.max(bound).max(m.port.write(a, &b.0, t));
+            self.counter_writes += 1;
+        }
+        done
     }
 
     fn drop_cached(&mut self) {
@@ -338,7 +385,7 @@ impl Encryption for Split {
     }
 
     fn reset_stats(&mut self) {
-        (self.reads, self.writes, self.counter_reads, self.cache_hits) = (0, 0, 0, 0);
+        (self.reads, self.writes, self.counter_reads, self.counter_writes, self.cache_hits) = (0, 0, 0, 0, 0);
         (self.overflows, self.reencrypted_lines, self.pad_exposed) = (0, 0, 0);
     }
 
@@ -352,6 +399,7 @@ impl Encryption for Split {
         out.int("split.arity", self.arity);
         out.int("split.minor_bits", self.minor_bits as u64);
         out.int("split.counter_reads", self.counter_reads);
+        out.int("split.counter_writes", self.counter_writes);
         out.int("split.cache_hits", self.cache_hits);
         out.rate("split.cache_hit_rate", self.cache_hits, self.reads + self.writes);
         out.int("split.minor_overflows", self.overflows);

@@ -541,6 +541,29 @@ mod tests {
     }
 
     #[test]
+    fn a_written_back_counter_cache_is_bound_when_blocks_leave_it_and_at_a_flush() {
+        // 8 cached blocks against 64 groups: dirty blocks leave the cache all the time.
+        let mut e = engine(&["split.cache_blocks=8", "l2.size=8KiB"]);
+        let lines: Vec<u64> = (0..64u64).flat_map(|g| [g * 4096, g * 4096 + 64]).collect();
+        for round in 0..3u64 {
+            for (k, &a) in lines.iter().enumerate() {
+                e.write(a, &pattern(round * 1000 + k as u64, 64), 0).unwrap();
+            }
+        }
+        e.flush(0).unwrap();
+        let writes = stat(&e, "split.writes");
+        assert!(stat(&e, "split.counter_writes") < writes, "{} block writes for {} line writes", stat(&e, "split.counter_writes"), writes);
+        for (k, &a) in lines.iter().enumerate() {
+            assert_eq!(read(&mut e, a, 64).unwrap(), pattern(2000 + k as u64, 64), "line {}", k);
+        }
+        // Flushed: the counter blocks in memory are the newest, and the tree holds them.
+        e.flush(0).unwrap();
+        let (ctr, _, _) = meta(&e, lines[40]);
+        flip(&mut e, ctr + 1);
+        assert!(read(&mut e, lines[40], 64).unwrap_err().is_tamper());
+    }
+
+    #[test]
     fn counter_checks_are_timed_and_a_cached_counter_block_needs_none() {
         let run = |cache: &str| {
             let mut e = engine(&[&format!("split.cache_blocks={}", cache)]);
