@@ -12,7 +12,8 @@ import secmem
 from secmem import reproduce
 from secmem.sweep import Planned
 from secmem.reproduce.registry import (
-    DIFFERS, NOT_RUN, REPRODUCED, SCALES, TREND_ONLY, VERDICTS, Data, Row, Value, load_paper, within_2x,
+    AT_LEAST, AT_MOST, DIFFERS, NOT_MEASURED, NOT_RUN, REPRODUCED, SAME_ORDER, SCALES, TREND_ONLY, VERDICTS, Data, Row, Value,
+    check_value, load_paper, within, within_2x,
 )
 
 from conftest import assert_clean_error, cli
@@ -24,8 +25,8 @@ SEEDS = ("000", "001", "002", "003", "004")
 # Verdicts
 
 
-def _v(value=None):
-    return Value("k", value, "t", "s", {})
+def _v(value=None, **raw):
+    return Value("k", value, "t", "s", raw)
 
 
 @pytest.mark.parametrize("paper,secmem_,want", [
@@ -37,16 +38,52 @@ def test_within_a_factor_of_two(paper, secmem_, want):
     assert within_2x(paper, secmem_) is want
 
 
+@pytest.mark.parametrize("paper,secmem_,want", [
+    (0.5, 0.375, True), (0.5, 0.374, False), (0.5, 0.625, True), (0.5, 0.626, False),
+    ([0.2, 0.3], 0.151, True), ([0.2, 0.3], 0.1, False), ([0.2, 0.3], 0.37, True), ([0.2, 0.3], 0.38, False),
+    (-0.1, -0.12, True), (-0.1, 0.1, False), (0.1, -0.1, False), (0, 0, True), (None, 1, None),
+])
+def test_within_the_tolerance(paper, secmem_, want):
+    assert within(paper, secmem_, 0.25) is want
+
+
 def test_the_verdict_follows_trend_then_number():
     assert Row("c", _v(0.5), 0.4, trend=True).verdict == REPRODUCED
+    assert Row("c", _v(0.5), 0.3, trend=True).verdict == SAME_ORDER  # 40% off: within 2x, not 25%
     assert Row("c", _v(0.5), 0.1, trend=True).verdict == TREND_ONLY
     assert Row("c", _v(0.5), 0.5, trend=False).verdict == DIFFERS
     assert Row("c", _v(0.5), None, trend=None).verdict == NOT_RUN
     assert Row("c", _v(), None, trend=True).verdict == REPRODUCED  # a claim with no number
-    # a bound ("less than 15%"): far below it is consistent, above twice it is not
-    assert Row("c", _v(0.15), 0.001, trend=True, upper=True).verdict == REPRODUCED
-    assert Row("c", _v(0.15), 0.31, trend=True, upper=True).verdict == TREND_ONLY
+    # a number pinned at a limit of the run is no measurement, whatever it is
+    assert Row("c", _v(0.5), 0.5, trend=True, pinned="at the cap").verdict == NOT_MEASURED
+    assert Row("c", _v(0.5), 0.5, trend=False, pinned="at the cap").verdict == NOT_MEASURED
+
+
+def test_a_bound_is_a_bound():
+    # "less than 20%": 27.4% breaks it (same order), 41% is off; far below it holds
+    at_most = _v(0.20, bound=AT_MOST)
+    assert Row("c", at_most, 0.001, trend=True).verdict == REPRODUCED
+    assert Row("c", at_most, 0.20, trend=True).verdict == REPRODUCED
+    assert Row("c", at_most, 0.274, trend=True).verdict == SAME_ORDER
+    assert Row("c", at_most, 0.41, trend=True).verdict == TREND_ONLY
+    # "over 10%": +0.2% is nowhere near; 6% is the same order; 12% holds
+    at_least = _v(0.10, bound=AT_LEAST)
+    assert Row("c", at_least, 0.002, trend=True).verdict == TREND_ONLY
+    assert Row("c", at_least, 0.06, trend=True).verdict == SAME_ORDER
+    assert Row("c", at_least, 0.12, trend=True).verdict == REPRODUCED
+    # without a bound the same number is held to the tolerance
     assert Row("c", _v(0.15), 0.001, trend=True).verdict == TREND_ONLY
+
+
+def test_a_claim_states_its_tolerance():
+    tight = _v(0.25, tolerance=0.01, tolerance_why="layout arithmetic")
+    assert Row("c", tight, 0.2525, trend=True).verdict == REPRODUCED
+    assert Row("c", tight, 0.26, trend=True).verdict == SAME_ORDER
+    assert "1%" in Row("c", tight, 0.25, trend=True).rule and "layout" in Row("c", tight, 0.25, trend=True).rule
+    for raw, why in (({"value": 1, "bound": "below"}, "neither"), ({"value": [1, 2], "bound": AT_MOST}, "one number"),
+                     ({"value": 1, "tolerance": 0.1}, "says why"), ({"value": 1, "tolerance": 2, "tolerance_why": "x"}, "fraction")):
+        with pytest.raises(ValueError, match=why):
+            check_value("f", "k", raw)
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,6 +193,31 @@ def test_reproduce_runs_writes_every_file_and_reads_points_back(tmp_path, schedu
     reproduce.run(["000-fig12"], scale="smoke", store=str(store), out=str(out), scheduler=scheduler)
     assert sorted(p.name for p in (store / "points").iterdir()) == files
     assert (out / "000-fig12.html").exists()
+    # --docs: the run's verdict table replaces a Markdown file's generated block, and only it
+    from secmem.reproduce.report import DOCS_BEGIN, DOCS_END
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"# title\n\nbefore\n{DOCS_BEGIN}\nold table\n{DOCS_END}\nafter\n")
+    reproduce.run(ids, scale="smoke", store=str(store), out=str(out), scheduler=scheduler, docs=str(doc))
+    text = doc.read_text()
+    assert text.startswith("# title\n\nbefore\n") and text.endswith(f"{DOCS_END}\nafter\n") and "old table" not in text
+    table = (out / "verdicts.md").read_text()
+    assert table in text
+    for i in ids:
+        line = next(l for l in table.splitlines() if l.startswith(f"| {i} |"))
+        counts = [int(x) for x in line.split("|")[4:4 + len(VERDICTS)]]
+        assert sum(counts) == len(rows[i]), (i, line)
+
+
+def test_docs_without_a_generated_block_are_refused_before_anything_runs(tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text("# a hand-written table\n")
+    with pytest.raises(OSError, match="no generated block"):
+        reproduce.check_docs(str(doc))
+    with pytest.raises(OSError, match="--docs"):
+        reproduce.check_docs(str(tmp_path / "missing.md"))
+    r = cli("reproduce", "000-space", "--docs", str(doc), "-o", str(tmp_path / "out"))
+    assert_clean_error(r, "no generated block")
+    assert not (tmp_path / "out").exists()
 
 
 def test_all_on_a_fresh_install_names_the_figures_whose_programs_are_missing(tmp_path, monkeypatch, scheduler):

@@ -231,6 +231,9 @@ def add_reproduce_parser(sub) -> None:
                    help="laptop: minutes per figure on two cores (default); full: the papers' instruction counts; "
                    "smoke: seconds, to check the pipeline (not comparable with the papers)")
     r.add_argument("--out", "-o", default="secmem-reproduce", help="directory for CSVs, plots and the report (default %(default)s)")
+    r.add_argument("--docs", metavar="MARKDOWN",
+                   help="also write the run's verdict table into this Markdown file's generated block "
+                   "(docs/sweeps.md has one; the table is verdicts.md in --out either way)")
     r.add_argument("--no-install", action="store_true",
                    help="do not install the suite programs a figure needs (Debian packages and generated inputs); "
                    "such figures are then left out (--all) or refused (by id)")
@@ -256,6 +259,8 @@ def cmd_reproduce(a) -> int:
     for i in ids:
         reproduce.get(i)  # unknown ids fail before anything runs
     reproduce.check_output(a.out)  # so does an output that cannot be written
+    if a.docs is not None:
+        reproduce.check_docs(a.docs)
     # A fresh install has no suite programs: they are installed first unless --no-install;
     # --all then reports every figure it can and names the others, an id asked for by name
     # stops with the reason.
@@ -265,7 +270,7 @@ def cmd_reproduce(a) -> int:
         i, why = not_run[0]
         raise _core.ConfigError(f"{i}: {why}")
     outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
-                             progress=True, recompute=a.recompute, not_run=not_run)
+                             progress=True, recompute=a.recompute, not_run=not_run, docs=a.docs)
     for o in outcomes:
         if o.figure.text:
             print(o.figure.text(o.data, o.paper) + "\n")

@@ -9,10 +9,14 @@
 //!   `pad_latency` cycles after the request (§4.1; Table 5 gives the cipher's cycles);
 //! - the block is hashed incrementally as its words arrive, so the digest is done when the
 //!   last word is in, and one more cycle XORs the pad and compares (§4.1: "1 clock cycle");
-//! - the tag comes from the authentication cache (a FIFO of tag lines, §6, §8: 16 entries) or,
-//!   on a miss there, its whole tag line is read through the timed port from the tag table in
-//!   untrusted memory (§6: "a memory block is the smallest amount of information transferred
-//!   ... independent of the type of information");
+//! - the tag comes from the authentication cache (§8: "a small, 16-entry authentication cache
+//!   implemented as a FIFO buffer for holding recently accessed tags that takes approximately
+//!   320 B"; Table 7: 320 B of on-chip memory for tags): 16 tags, 256 B of 128-bit tags (the
+//!   rest of the 320 B their addresses) or, on a miss there, its whole tag line is read through
+//!   the timed port from the tag table in untrusted memory (§6: "a memory block is the smallest
+//!   amount of information transferred ... independent of the type of information") and its
+//!   tags enter the FIFO (`auth.cache_holds = "lines"` keeps whole tag lines instead: 16 of
+//!   them hold up to 4 KiB at 256-B blocks);
 //! - the block is usable only once the tag matched (late start, §6 footnote 5); with
 //!   `auth.early_start` the core may start on the block when it arrives and the check
 //!   completes behind it (the hypothetical of §7 Fig. 8).
@@ -50,7 +54,8 @@ pub const UNIT: Component = Component {
     source: "001 §4.1, §6, §8",
     params: &[
         param("auth.width", Def::Int(128), "bits", "tag width w: 128 (§7), 80 (§5's minimum) or 64; a tag takes a 16-B slot (8 B for 64)"),
-        param("auth.cache_entries", Def::Int(16), "tag lines", "authentication cache: a FIFO of tag lines (§8: 16 entries)"),
+        param("auth.cache_entries", Def::Int(16), "entries", "authentication cache: a FIFO of this many entries (§8: 16)"),
+        param("auth.cache_holds", Def::Str("tags"), "tags|lines", "what an entry holds: one tag (§8, Table 7: 16 128-bit tags, 256 B, ~320 B with their addresses); lines: a whole tag line (16 of them up to 4 KiB at 256-B blocks)"),
         param("auth.finish_latency", Def::Int(1), "cycles", "after the last word: the last hash step, XOR with the pad and compare (§4.1: one cycle)"),
         param("auth.early_start", Def::Bool(false), "bool", "the core may start on a fetched block before its tag matched (§7 Fig. 8's comparison); false: late start, as the scheme requires (§6 fn. 5)"),
         param("auth.serial_tag_fetch", Def::Bool(false), "bool", "a tag line missing from the authentication cache is requested once the block is in (one memory access after the other, §8's simulation: a tag miss costs a memory latency); false: requested with the block"),
@@ -138,7 +143,10 @@ pub struct CodeAuth {
     serial_tag_fetch: bool,
     sign_unsigned: bool,
     entries: usize,
-    /// Tag lines held on chip, oldest first, with their bytes.
+    /// Entries hold whole tag lines (else single tags).
+    holds_lines: bool,
+    /// Entries held on chip, oldest first: the address of the tag line (or of the tag) and its
+    /// bytes.
     cache: VecDeque<(u64, [u8; MAX_LINE])>,
     /// Lines whose tag is in the table (what the loader or the processor signed).
     signed: HashSet<u64>,
@@ -167,6 +175,7 @@ impl CodeAuth {
         if entries > 1 << 16 {
             return Err(ConfigError(format!("auth.cache_entries: {} is more than 65536", entries)));
         }
+        let holds_lines = p.choice("auth.cache_holds", &["tags", "lines"])? == "lines";
         Ok(Some(CodeAuth {
             name,
             tagger,
@@ -179,6 +188,7 @@ impl CodeAuth {
             serial_tag_fetch: p.bool("auth.serial_tag_fetch")?,
             sign_unsigned: p.bool("auth.sign_unsigned")?,
             entries,
+            holds_lines,
             cache: VecDeque::with_capacity(entries),
             signed: HashSet::new(),
             c: Counters::default(),
@@ -216,9 +226,8 @@ impl CodeAuth {
         let at = self.layout.tag_addr(line).ok_or_else(|| IntegrityError::refused(line, "outside program memory: no tag slot"))?;
         let slot = tag.to_slot(self.width);
         m.port.untrusted(Adversary(())).write(at, &slot);
-        let b = m.line();
-        if let Some((_, cached)) = self.cache.iter_mut().find(|(a, _)| *a == at - at % b) {
-            let off = (at % b) as usize;
+        let (key, off) = self.entry_of(at, m.line());
+        if let Some((_, cached)) = self.cache.iter_mut().find(|(a, _)| *a == key) {
             cached[off..off + slot.len()].copy_from_slice(&slot);
         }
         self.signed.insert(line);
@@ -239,8 +248,8 @@ impl CodeAuth {
         let b = m.line();
         let at = self.layout.tag_addr(line).ok_or_else(|| IntegrityError::refused(line, "outside program memory: no tag slot"))?;
         let tline = at - at % b;
-        let off = (at % b) as usize;
-        let (stored, tag_ready) = match self.cache.iter().position(|(a, _)| *a == tline) {
+        let (key, off) = self.entry_of(at, b);
+        let (stored, tag_ready) = match self.cache.iter().position(|(a, _)| *a == key) {
             Some(i) => {
                 self.c.cache_hits += 1;
                 (Tag::from_slot(&self.cache[i].1[off..], self.width), t_req)
@@ -253,11 +262,8 @@ impl CodeAuth {
                 let t_tag = if self.serial_tag_fetch { t_data } else { t_req };
                 let tr = m.port.read(tline, &mut buf[..b as usize], t_tag);
                 self.c.tag_bytes += b;
-                if self.cache.len() == self.entries {
-                    self.cache.pop_front();
-                }
-                self.cache.push_back((tline, buf));
-                (Tag::from_slot(&buf[off..], self.width), tr.last)
+                self.fill(tline, &buf[..b as usize], at);
+                (Tag::from_slot(&buf[(at - tline) as usize..], self.width), tr.last)
             }
         };
         let pad_ready = t_req + self.pad_latency;
@@ -265,6 +271,52 @@ impl CodeAuth {
         self.c.wait_cycles += done - t_data;
         self.tagger.verify(plain, self.pid, line, stored, Some(at)).map_err(|e| IntegrityError::tampered(line, format!("code authentication: {}", e)))?;
         Ok(done)
+    }
+
+    /// The cache entry holding the tag at `at` (lines of `b` bytes) and the tag's offset in it.
+    fn entry_of(&self, at: u64, b: u64) -> (u64, usize) {
+        if self.holds_lines {
+            (at - at % b, (at % b) as usize)
+        } else {
+            (at, 0)
+        }
+    }
+
+    /// A tag line `bytes` at `tline` came in for the tag at `at`: into the FIFO as one entry,
+    /// or as its tags, the one wanted last (newest) and, when the line has more tags than the
+    /// cache has entries, the ones after it first.
+    fn fill(&mut self, tline: u64, bytes: &[u8], at: u64) {
+        let entries = self.entries;
+        let push = |cache: &mut VecDeque<(u64, [u8; MAX_LINE])>, key: u64, data: &[u8]| {
+            if cache.len() == entries {
+                cache.pop_front();
+            }
+            let mut e = [0u8; MAX_LINE];
+            e[..data.len()].copy_from_slice(data);
+            cache.push_back((key, e));
+        };
+        if self.holds_lines {
+            push(&mut self.cache, tline, bytes);
+            return;
+        }
+        let slot = self.width.slot() as u64;
+        let n = bytes.len() as u64 / slot;
+        let want = (at - tline) / slot;
+        // The wanted tag's successors in the line (wrapping), oldest first, then the wanted one.
+        let others = (1..n).map(|k| (want + k) % n).take(entries - 1).collect::<Vec<_>>();
+        for i in others.into_iter().rev().chain(std::iter::once(want)) {
+            let key = tline + i * slot;
+            if i != want && self.cache.iter().any(|(a, _)| *a == key) {
+                continue;
+            }
+            push(&mut self.cache, key, &bytes[(i * slot) as usize..((i + 1) * slot) as usize]);
+        }
+    }
+
+    /// On-chip bytes the authentication cache holds when full (tags or tag lines, without
+    /// their addresses).
+    pub fn cache_bytes(&self) -> u64 {
+        self.entries as u64 * if self.holds_lines { self.layout.block() as u64 } else { self.width.slot() as u64 }
     }
 
     /// Forget the authentication cache (flush): the next check reads its tag line.
@@ -291,6 +343,7 @@ impl CodeAuth {
         out.int("codeauth.checks", c.checks);
         out.int("codeauth.cache_hits", c.cache_hits);
         out.int("codeauth.cache_misses", c.cache_misses);
+        out.int("codeauth.cache_bytes", self.cache_bytes());
         out.rate("codeauth.cache_miss_rate", c.cache_misses, c.checks);
         out.int("codeauth.tag_bytes", c.tag_bytes);
         out.int("codeauth.wait_cycles", c.wait_cycles);
@@ -383,15 +436,47 @@ mod tests {
     }
 
     #[test]
+    fn the_authentication_cache_holds_16_tags_as_001_budgets_them() {
+        // §8, Table 7: 16 128-bit tags (256 B; ~320 B with their addresses), not 16 tag lines.
+        let mut e = engine("pr-trivium", &[]);
+        assert_eq!(int(&e, "codeauth.cache_bytes"), 16 * 16);
+        // Blocks 0..16 have their tags in four 64-B tag lines; fetching block 0 brings its line's
+        // four tags; blocks 1-3 then hit.
+        for (i, blk) in (0u64..4).enumerate() {
+            fetch(&mut e, CODE + blk * 64, i as u64 * 10_000);
+        }
+        assert_eq!((int(&e, "codeauth.cache_misses"), int(&e, "codeauth.cache_hits")), (1, 3));
+        // Four entries: block 4's tag line pushes out block 0's four tags; block 5 hits,
+        // block 1 misses.
+        let mut e = engine("pr-trivium", &["auth.cache_entries=4"]);
+        for (i, blk) in [0u64, 4, 5, 1].into_iter().enumerate() {
+            fetch(&mut e, CODE + blk * 64, i as u64 * 10_000);
+        }
+        assert_eq!((int(&e, "codeauth.cache_misses"), int(&e, "codeauth.cache_hits")), (3, 1));
+        let lines = engine("pr-trivium", &["auth.cache_holds=lines"]);
+        assert_eq!(int(&lines, "codeauth.cache_bytes"), 16 * 64);
+    }
+
+    #[test]
+    fn a_tag_line_larger_than_the_cache_leaves_the_wanted_tag_and_its_successors() {
+        // 256-B blocks: 16 tags per tag line; a 4-entry cache keeps the wanted tag and the three after it.
+        let mut e = engine("pr-trivium", &["auth.cache_entries=4", "l2.line=256B"]);
+        for (i, blk) in [0u64, 1, 2, 3, 4].into_iter().enumerate() {
+            fetch(&mut e, CODE + blk * 256, i as u64 * 10_000);
+        }
+        assert_eq!((int(&e, "codeauth.cache_misses"), int(&e, "codeauth.cache_hits")), (2, 3));
+    }
+
+    #[test]
     fn the_authentication_cache_is_a_fifo_of_tag_lines() {
-        let mut e = engine("pr-trivium", &["auth.cache_entries=2"]);
+        let mut e = engine("pr-trivium", &["auth.cache_entries=2", "auth.cache_holds=lines"]);
         // Tag lines of blocks 0, 4 and 8 (four 16-B tags per 64-B line).
         for (i, blk) in [0u64, 4, 8, 1].into_iter().enumerate() {
             fetch(&mut e, CODE + blk * 64, i as u64 * 10_000);
         }
         // Block 1's tag line (block 0's) was the oldest and left when block 8's came in.
         assert_eq!((int(&e, "codeauth.cache_misses"), int(&e, "codeauth.cache_hits")), (4, 0));
-        let mut e = engine("pr-trivium", &["auth.cache_entries=3"]);
+        let mut e = engine("pr-trivium", &["auth.cache_entries=3", "auth.cache_holds=lines"]);
         for (i, blk) in [0u64, 4, 8, 1].into_iter().enumerate() {
             fetch(&mut e, CODE + blk * 64, i as u64 * 10_000);
         }
@@ -470,6 +555,7 @@ mod tests {
         };
         assert!(err(&["auth.width=96"]).starts_with("auth.width: tag width 96 bits"));
         assert!(err(&["auth.cache_entries=0"]).starts_with("auth.cache_entries"));
+        assert!(err(&["auth.cache_holds=words"]).starts_with("auth.cache_holds"));
         assert!(err(&["auth.program_id=5000000000"]).starts_with("auth.program_id"));
         let mut p = params("none", "none", &[]);
         p.set("codeauth", "sha1").unwrap();

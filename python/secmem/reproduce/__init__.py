@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .. import _core, provenance
+from .._files import write_file
 from ..results import open_store
 from ..sweep import execute, frame, plan
 from .figures import FIGURES
 from .registry import SCALES, Data, Figure, load_paper
-from .report import Outcome, write_html, write_plot, write_points_csv, write_rows_csv
+from .report import DOCS_BEGIN, DOCS_END, Outcome, update_docs, verdict_table, write_html, write_plot, write_points_csv, write_rows_csv
 
 __all__ = ["figures", "get", "prepare_available", "run", "SCALES"]
 
@@ -86,6 +87,17 @@ def check_output(out) -> Path:
     return outdir
 
 
+def check_docs(docs) -> None:
+    """The Markdown file ``--docs`` names exists and has a generated block to replace
+    (OSError), checked before anything is simulated."""
+    try:
+        text = Path(docs).read_text(encoding="utf-8")
+    except OSError as e:
+        raise OSError(f"--docs {docs}: {e.strerror or e}") from None
+    if DOCS_BEGIN not in text or DOCS_END not in text:
+        raise OSError(f"--docs {docs}: no generated block (the lines '{DOCS_BEGIN}' and '{DOCS_END}') to replace")
+
+
 def run(
     ids: Sequence[str],
     scale: str = "laptop",
@@ -96,10 +108,13 @@ def run(
     progress: bool = False,
     recompute: bool = False,
     not_run: Sequence[tuple] = (),
+    docs: Optional[str] = None,
 ) -> list:
     """Simulate what the figures ``ids`` need (at ``scale``: ``laptop`` or ``full``), write
     their CSVs, plots and the HTML report into ``out``; return their :class:`Outcome`\\ s.
-    ``not_run`` lists ``(id, reason)`` of figures left out, which the report names."""
+    ``not_run`` lists ``(id, reason)`` of figures left out, which the report names. With
+    ``docs`` (a Markdown file such as docs/sweeps.md), its generated block becomes this run's
+    verdict table (``verdicts.md`` in ``out`` has it either way)."""
     if scale not in SCALES:
         raise _core.ConfigError(f"unknown scale '{scale}' (choose from {', '.join(SCALES)})")
     sc = SCALES[scale]
@@ -111,6 +126,8 @@ def run(
             f.prepare(papers[f.seed], sc)
     planned = {f.id: plan(f.points(papers[f.seed], sc)) for f in figs}
     outdir = check_output(out)  # before any point is simulated
+    if docs is not None:
+        check_docs(docs)
     st = open_store(store)
     every = [pl for f in figs for pl in planned[f.id]]
     execute(every, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, what="reproduce")
@@ -134,7 +151,12 @@ def run(
         o.files = {k: str(v) for k, v in files.items()}
         outcomes.append(o)
     report = outdir / (f"{figs[0].id}.html" if len(figs) == 1 else "report.html")
-    write_html(outcomes, report, sc, provenance.block(), time.monotonic() - t0, not_run)
+    prov, wall = provenance.block(), time.monotonic() - t0
+    write_html(outcomes, report, sc, prov, wall, not_run)
+    table = verdict_table(outcomes, sc, prov, wall, not_run)
+    write_file(outdir / "verdicts.md", table.encode("utf-8"), "reproduce")
+    if docs is not None:
+        update_docs(Path(docs), table)
     for o in outcomes:
         o.files["HTML report"] = str(report)
     return outcomes

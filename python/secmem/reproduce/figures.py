@@ -114,11 +114,11 @@ def _fig9_rows(d: Data, paper: Paper, scale: Scale):
                     _trend(lambda: wins == len(ch), ch, lh), cause="lhash_pages"))
     v = paper.value("000-fig9", "lhash_worst")
     got = None if lh is None else max(lh)
-    rows.append(Row("LHash's worst-case overhead", v, got, _pct(got), _trend(lambda: got <= max(ch), lh, ch), upper=True,
+    rows.append(Row("LHash's worst-case overhead", v, got, _pct(got), _trend(lambda: got <= max(ch), lh, ch),
                     cause="lhash_pages"))
     v = paper.value("000-fig9", "lhash_typical")
     got = None if lh is None else median(lh)
-    rows.append(Row("LHash's typical (median) overhead", v, got, _pct(got), _trend(lambda: got <= median(ch), lh, ch), upper=True,
+    rows.append(Row("LHash's typical (median) overhead", v, got, _pct(got), _trend(lambda: got <= median(ch), lh, ch),
                     cause="lhash_pages"))
     v = paper.value("000-fig9", "chtree_worst")
     got = None if ch is None else max(ch)
@@ -160,7 +160,7 @@ def _table2_rows(d: Data, paper: Paper, scale: Scale):
             text = "-" if base is None else f"{_pct(base)} / {_pct(ch)} / {_pct(lh)}"
             rows.append(Row(f"{b} ({w}), {size.replace('i', '')} L2: baseline / CHTree / LHash data miss rate; "
                             f"LHash leaves it unchanged, CHTree {'raises it by 10% or more' if paper_raises else 'barely changes it'}",
-                            v, base, text, trend, cause="footprint", paper=pb / 100,
+                            v, base, text, trend, cause="chase_ceiling" if w == "chase" else "footprint", paper=pb / 100,
                             paper_text=f"{pb:.2f}% / {pc:.2f}% / {pl:.2f}%"))
     return rows
 
@@ -310,9 +310,9 @@ def _ptr_rows(d: Data, paper: Paper, scale: Scale):
         Row("CHTree + direct: typical (median) overhead", v("old_typical"), old and median(old), _pct(old and median(old)),
             _trend(lambda: median(old) > median(new), old, new), cause="footprint"),
         Row("LHash + OTP: worst-case overhead", v("new_worst"), new and max(new), _pct(new and max(new)),
-            _trend(lambda: max(new) < max(old), old, new), upper=True),
+            _trend(lambda: max(new) < max(old), old, new)),
         Row("LHash + OTP: typical (median) overhead", v("new_typical"), new and median(new), _pct(new and median(new)),
-            _trend(lambda: median(new) < median(old), old, new), upper=True),
+            _trend(lambda: median(new) < median(old), old, new)),
         Row("LHash + OTP beats CHTree + direct on every workload", v("new_beats_old"), None,
             "-" if old is None else " / ".join(f"{w} {_pct(n)} vs {_pct(o)}" for w, n, o in zip(ws, new, old)),
             _trend(lambda: all(n <= o for n, o in zip(new, old)), old, new)),
@@ -394,10 +394,13 @@ def _fig3_rows(d: Data, paper: Paper, scale: Scale):
     worst = None if ch is None else max(range(len(ch)), key=lambda i: ch[i])
     rows.append(Row("chash's worst-case IPC loss", v("chash_worst"), None if ch is None else ch[worst],
                     "-" if ch is None else f"{_pct(ch[worst])} ({cells[worst][0]}, {_size_label(cells[worst][1])})",
-                    _trend(lambda: ch[worst] < 1 - 1 / slow[worst], ch, slow), upper=True))
+                    _trend(lambda: ch[worst] < 1 - 1 / slow[worst], ch, slow)))
     big = None if ch is None else [o for (w, c), o in zip(cells, ch) if c["l2.size"] == "4MiB"]
-    rows.append(Row("chash's worst IPC loss with a 4 MB L2", v("chash_4mb"), big and max(big), _pct(big and max(big)),
-                    _trend(lambda: max(big) <= max(ch), big, ch), upper=True))
+    big_cells = [cell for cell in cells if cell[1]["l2.size"] == "4MiB"]
+    at = None if not big else big_cells[max(range(len(big)), key=lambda i: big[i])]
+    rows.append(Row("chash's worst IPC loss with a 4 MB L2", v("chash_4mb"), big and max(big),
+                    "-" if at is None else f"{_pct(max(big))} ({at[0]}, {_size_label(at[1])})",
+                    _trend(lambda: max(big) <= max(ch), big, ch), cause="stream_bandwidth"))
     means = None if ch is None else {_size_label(c): mean(ch[i::len(_FIG3_CONFIGS)]) for i, c in enumerate(_FIG3_CONFIGS)}
     falls = None if means is None else all(
         means[f"{b}, {line}"] <= means[f"{a}, {line}"] + 0.005
@@ -469,7 +472,7 @@ def _fig5_rows(d: Data, paper: Paper, scale: Scale):
         Row("naive: extra hash-chunk reads per L2 miss (mean of the workloads)", paper.value("003-fig5", "naive_loads"),
             nv and mean(nv), "-" if nv is None else per(nv), _trend(lambda: min(nv) >= 12, nv)),
         Row("chash: extra hash-chunk reads per L2 miss, worst workload", paper.value("003-fig5", "chash_loads"), ch and max(ch),
-            "-" if ch is None else per(ch), _trend(lambda: max(ch) < 1, ch), upper=True, cause="random_chase"),
+            "-" if ch is None else per(ch), _trend(lambda: max(ch) < 1, ch), cause="random_chase"),
         Row("off-chip traffic over the baseline: chash far below naive", paper.value("003-fig5", "bandwidth"), None,
             "-" if tn is None else " / ".join(f"{w} {c:.2f}x vs {n:.2f}x" for w, c, n in zip(ws, tc, tn)),
             _trend(lambda: all(c - 1 < 0.5 * (n - 1) for c, n in zip(tc, tn)), tc, tn)),
@@ -693,6 +696,27 @@ def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
     return d.get(w, "none+mecu", stat, _mecu_sets(k, _period_long(scale)))
 
 
+# A resume cycle whose last re-encryption ends this close to its end had not quiesced: its
+# "time to quiescence" is the resume period, a limit of the run.
+_Q_CAP = 0.95
+
+
+def _q_pinned(d, ws_ks, scale) -> Optional[str]:
+    """Why the times to quiescence of the points (workload, lines per block) are no
+    measurement: in some resume cycle after the first the MECU was still re-encrypting when the
+    next suspend came, so the time is the resume period itself. None when every one quiesced."""
+    period = _period_long(scale)
+    capped = []
+    for w, k in ws_ks:
+        v = d.get(w, "none+mecu", "mecu.quiescence_cycles_per_resume_cycle", _mecu_sets(k, period))
+        if v is not None and any(q >= _Q_CAP * period for q in list(v)[1:]):
+            capped.append(f"{k:,}" if len({x for x, _ in ws_ks}) == 1 else f"{w} {k:,}")
+    if not capped:
+        return None
+    return (f"the MECU was still re-encrypting when a resume cycle ended ({', '.join(capped)} lines per block): the time is "
+            f"the {period / 1e6:g} M-cycle resume period of the run, not a time to quiescence")
+
+
 def _t2_rows(d: Data, paper: Paper, scale: Scale):
     t = paper.table("002-table2")
     w = paper.stand_in("bzip2").workload
@@ -709,12 +733,14 @@ def _t2_rows(d: Data, paper: Paper, scale: Scale):
         trend = _trend(lambda: i == 0 or qs[i] <= qs[i - 1] * 1.05, qs)
         rows.append(Row(f"time to quiescence at 1 GHz, blocks of {k:,} lines ({w} for bzip2); no longer than with smaller blocks",
                         Value("quiescence", p, f"{p} s", t["source"] + ", 1,000 MHz column", {}), got,
-                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="footprint"))
+                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="footprint",
+                        pinned=_q_pinned(d, [(w, k)], scale)))
     ratio_p = t["quiescence_1000MHz"][-1] / t["quiescence_1000MHz"][0]
     ratio = None if qs is None or not qs[0] else qs[-1] / qs[0]
     rows.append(Row("time to quiescence at 65,536 lines over that at 1 line",
                     Value("ratio", ratio_p, f"{ratio_p:.3f} (35.53 s / 79.50 s)", t["source"] + ": its last row over its first", {}),
-                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="laptop_scale"))
+                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="laptop_scale",
+                    pinned=_q_pinned(d, [(w, t["lines"][0]), (w, t["lines"][-1])], scale)))
     return rows
 
 
@@ -824,13 +850,15 @@ def _fig7_002_rows(d: Data, paper: Paper, scale: Scale):
         qs = _all(_q(d, w, k, scale, "mecu.time_to_quiescence_cycles") for k in _LINES)
         falls = None if qs is None else all(y <= x * 1.05 for x, y in zip(qs, qs[1:])) and qs[-1] < qs[0]
         rows.append(Row(f"{w} ({b}): time to quiescence falls as blocks grow (1 to 65,536 lines)", paper.value("002-fig7", "falls"),
-                        None, "-" if qs is None else " → ".join(f"{q / 1e6:.2f}M" for q in qs) + " cycles", _trend(falls, falls)))
+                        None, "-" if qs is None else " → ".join(f"{q / 1e6:.2f}M" for q in qs) + " cycles", _trend(falls, falls),
+                        pinned=_q_pinned(d, [(w, k) for k in _LINES], scale)))
     a = _q(d, paper.stand_in("bzip2").workload, 65536, scale, "mecu.time_to_quiescence_cycles")
     b = _q(d, paper.stand_in("parser").workload, 4096, scale, "mecu.time_to_quiescence_cycles")
     r = None if a is None or not b else a / b
     rows.append(Row(f"time to quiescence of bzip2's stand-in at 65,536 lines over parser's ({paper.stand_in('parser').workload}) at 4,096",
                     paper.value("002-fig7", "bzip2_vs_parser"), r, "-" if r is None else f"{r:.2f}", _trend(lambda: r > 1, r),
-                    cause="footprint"))
+                    cause="footprint", pinned=_q_pinned(d, [(paper.stand_in("bzip2").workload, 65536),
+                                                            (paper.stand_in("parser").workload, 4096)], scale)))
     return rows
 
 
@@ -1011,20 +1039,25 @@ FIGURES_001 = [
 # 004: Shi & Lee, CF'07 (shi2007): frequent value ciphertext speculation
 
 _SPEC_004 = ("mcf", "mgrid", "parser", "vpr")
-# The machine of every 004 point, baseline and speculation alike: 004 §3.2's "pipelined and
-# replicated" engines (no count given: 4 TDES pipelines), a MAC per 64-bit chunk (§3.3; its size
-# is not given: 4 B), and data issued only once authenticated (§2.2).
-_ENGINES = {"tdes.engines": 4, "tdes.chunk_mac_bytes": 4, "speculation.use_before_verify": "false"}
-# Counter mode (Fig. 8): otp with a 4-B MAC per 64-bit chunk; the pads on the preset's AES
-# pipeline (§4), the speculated MACs on 4 pipelines of their own (Fig. 2's new "Pipelined
-# Encryption Engines": speculating on the pad engine would delay the next misses' pads).
-_ENGINES_OTP = {"speculation.engines": 4, "otp.chunk_mac_bytes": 4, "speculation.use_before_verify": "false"}
-# AES (OCB, 128-bit blocks; Figs. 7(b)(d), 9): 4 replicated AES pipelines shared by demand and
-# speculative work, as tdes's; the chunks re-ordered by a bitmap per line with the 8-KB bitmap
-# cache and next-word prefetch (§3.2.2; ocb's defaults); an 8-B MAC per 128-bit block (§3.3,
-# Fig. 7's "ciphertext and MAC speculation"; tdes's 4 B per 64-bit chunk, per AES block),
-# speculated with the ciphertexts, which verifies the line in place of OCB's tag.
-_ENGINES_OCB = {"aes.engines": 4, "ocb.chunk_mac_bytes": 8, "speculation.use_before_verify": "false"}
+# The machine of every 004 point, baseline and speculation alike, the same in every figure and
+# laid out as 004 Fig. 2: the demand path on 4 replicated pipelines of the scheme's cipher (004
+# §3.2: "pipelined and replicated", no count given; §4: "multiple pipelines"), the speculation
+# on 4 pipelines of its own (Fig. 2's "Pipelined Encryption Engines", beside the decryption
+# engine), posted with the fetch request (§3.2 ①-②; `speculation.at_fetch`, the default: tdes
+# and otp follow it, ocb's AES speculation waits for the line's counter and bitmap); a
+# MAC per cipher block (§3.3; sizes not given: 4 B per 64-bit chunk, 8 B per 128-bit block);
+# data issued only once authenticated (§2.2).
+_FIG2 = {"speculation.engines": 4, "speculation.use_before_verify": "false"}
+# TDES (Figs. 5-7(a)(c), 10): 64-bit chunks.
+_ENGINES = {"tdes.engines": 4, "tdes.chunk_mac_bytes": 4, **_FIG2}
+# Counter mode (Fig. 8): otp, the pads and demand MACs on the AES pipelines, the speculated MACs
+# on the speculation's.
+_ENGINES_OTP = {"aes.engines": 4, "otp.chunk_mac_bytes": 4, **_FIG2}
+# AES (OCB, 128-bit blocks; Figs. 7(b)(d), 9): the chunks re-ordered by a bitmap per line with
+# the 8-KB bitmap cache and next-word prefetch (§3.2.2; ocb's defaults); an 8-B MAC per 128-bit
+# block (§3.3, Fig. 7's "ciphertext and MAC speculation"), speculated with the ciphertexts,
+# which verifies the line in place of OCB's tag.
+_ENGINES_OCB = {"aes.engines": 4, "ocb.chunk_mac_bytes": 8, **_FIG2}
 _FV_SIZES = (8, 16, 32)
 _TDES, _OTP, _OCB = "none+tdes", "none+otp", "none+ocb"
 

@@ -19,10 +19,18 @@ from ..sweep import Planned, Point
 DATA = Path(__file__).with_name("data")
 
 REPRODUCED = "reproduced"
+SAME_ORDER = "same order"
 TREND_ONLY = "trend only"
 DIFFERS = "differs"
+NOT_MEASURED = "not measured"
 NOT_RUN = "not run"
-VERDICTS = (REPRODUCED, TREND_ONLY, DIFFERS, NOT_RUN)
+VERDICTS = (REPRODUCED, SAME_ORDER, TREND_ONLY, DIFFERS, NOT_MEASURED, NOT_RUN)
+
+# A paper's number is read off its text or a bar chart to about a quarter of its value; a claim
+# whose precision differs says so in its data file (`tolerance`, `tolerance_why`).
+TOLERANCE = 0.25
+# The bounds a claim can state (its data file's `bound`): "less than X", "more than X".
+AT_MOST, AT_LEAST = "at most", "at least"
 
 
 # ---------------------------------------------------------------------------------------
@@ -39,6 +47,39 @@ class Value:
     text: str
     source: str
     raw: dict
+
+    @property
+    def bound(self) -> Optional[str]:
+        """``AT_MOST`` for "less than X", ``AT_LEAST`` for "more than X", None for a number
+        (or a [low, high] range) the paper reports."""
+        b = self.raw.get("bound")
+        return None if b is None else str(b)
+
+    @property
+    def tolerance(self) -> float:
+        """How far (relative) secmem's number may lie from a reported number and still
+        reproduce it: the paper's precision (``TOLERANCE`` unless the data file says why)."""
+        return float(self.raw.get("tolerance", TOLERANCE))
+
+    @property
+    def tolerance_why(self) -> str:
+        return str(self.raw.get("tolerance_why", ""))
+
+
+def check_value(figure: str, key: str, raw: dict) -> None:
+    """A transcribed value states a bound and tolerance the verdict can use (ValueError)."""
+    where = f"{figure}.{key}"
+    b = raw.get("bound")
+    if b not in (None, AT_MOST, AT_LEAST):
+        raise ValueError(f"{where}: bound '{b}' is neither '{AT_MOST}' nor '{AT_LEAST}'")
+    if b is not None and not isinstance(raw.get("value"), (int, float)):
+        raise ValueError(f"{where}: a bound needs one number as its value")
+    if "tolerance" in raw:
+        t = raw["tolerance"]
+        if not isinstance(t, (int, float)) or not 0 < t < 1:
+            raise ValueError(f"{where}: tolerance {t!r} is not a fraction between 0 and 1")
+        if not raw.get("tolerance_why"):
+            raise ValueError(f"{where}: a tolerance other than {TOLERANCE:.0%} says why (tolerance_why)")
 
 
 @dataclass(frozen=True)
@@ -96,6 +137,10 @@ def _toml(path: Path) -> dict:
 
 def load_paper(seed: str) -> Paper:
     doc = _toml(DATA / f"{seed}.toml")
+    for fig, vals in doc.get("values", {}).items():
+        for key, raw in vals.items():
+            if isinstance(raw, dict):
+                check_value(fig, key, raw)
     return Paper(
         seed=doc["seed"],
         title=doc["paper"],
@@ -203,13 +248,33 @@ class Data:
 Number = Union[int, float]
 
 
+def _span(paper) -> Optional[tuple]:
+    if paper is None:
+        return None
+    lo, hi = (paper if isinstance(paper, (list, tuple)) else (paper, paper))
+    return float(lo), float(hi)
+
+
+def within(paper, secmem, tolerance: float) -> Optional[bool]:
+    """Is secmem's number within ``tolerance`` (relative) of the paper's number or [low, high]
+    range? None when either is missing."""
+    span = _span(paper)
+    if span is None or secmem is None:
+        return None
+    lo, hi = span
+    s = float(secmem)
+    if lo == 0 and hi == 0:
+        return abs(s) < 1e-12
+    return lo - tolerance * abs(lo) <= s <= hi + tolerance * abs(hi)
+
+
 def within_2x(paper, secmem) -> Optional[bool]:
     """Is secmem's number within a factor of two of the paper's (a number or a [low, high]
     range: within 2x of the range)? None when either is missing."""
-    if paper is None or secmem is None:
+    span = _span(paper)
+    if span is None or secmem is None:
         return None
-    lo, hi = (paper if isinstance(paper, (list, tuple)) else (paper, paper))
-    lo, hi = float(lo), float(hi)
+    lo, hi = span
     s = float(secmem)
     if lo == 0 and hi == 0:
         return abs(s) < 1e-12
@@ -218,13 +283,33 @@ def within_2x(paper, secmem) -> Optional[bool]:
     return lo / 2 <= s <= hi * 2 if hi > 0 else hi * 2 <= s <= lo / 2
 
 
+def closeness(paper, secmem, bound: Optional[str], tolerance: float) -> Optional[str]:
+    """How secmem's number stands to the paper's: REPRODUCED (within the bound, or within the
+    tolerance of the number), SAME_ORDER (within 2x of it), TREND_ONLY (further), None when
+    either is missing."""
+    if paper is None or secmem is None:
+        return None
+    s = float(secmem)
+    if bound is not None:
+        p = float(paper)
+        if bound == AT_MOST:
+            return REPRODUCED if s <= p else SAME_ORDER if s <= 2 * p else TREND_ONLY
+        return REPRODUCED if s >= p else SAME_ORDER if s >= p / 2 else TREND_ONLY
+    if within(paper, s, tolerance):
+        return REPRODUCED
+    return SAME_ORDER if within_2x(paper, s) else TREND_ONLY
+
+
 @dataclass
 class Row:
     """One claim of the paper beside secmem's measurement.
 
     ``trend``: whether the qualitative claim holds in secmem (None: not measurable, a point
-    failed). ``paper``/``secmem``: numbers to compare within 2x (either may be None).
-    ``cause``: why secmem may differ, when known (shown unless the row is reproduced)."""
+    failed). ``paper``/``secmem``: numbers to compare (either may be None); ``bound`` and
+    ``tolerance`` come from the claim's data file unless given. ``pinned``: why secmem's number
+    is not a measurement (it sits at a cap or limit of the run), which makes the row "not
+    measured". ``cause``: why secmem may differ, when known (shown unless the row is
+    reproduced)."""
 
     claim: str
     value: Value
@@ -233,28 +318,43 @@ class Row:
     trend: Optional[bool] = None
     cause: Optional[str] = None
     paper: object = "from value"
-    upper: bool = False  # the paper's number is a bound ("less than X"): only above 2X is off
     paper_text: str = ""  # the paper's value in words (default: the transcribed value's text)
+    bound: Optional[str] = "from value"
+    tolerance: Optional[float] = None
+    pinned: Optional[str] = None
 
     def __post_init__(self):
         if self.paper == "from value":
             self.paper = self.value.value if isinstance(self.value.value, (int, float, list, tuple)) else None
+        if self.bound == "from value":
+            self.bound = self.value.bound
+        if self.tolerance is None:
+            self.tolerance = self.value.tolerance
         self.paper_text = self.paper_text or self.value.text
 
     @property
+    def rule(self) -> str:
+        """What the number is held to, in words."""
+        if self.paper is None:
+            return "the trend"
+        if self.bound is not None:
+            return f"a bound: {self.bound} the paper's number"
+        why = f" ({self.value.tolerance_why})" if self.tolerance == self.value.tolerance and self.value.tolerance_why else ""
+        return f"within {self.tolerance:.0%} of the paper's number{why}"
+
+    @property
     def verdict(self) -> str:
-        """reproduced: the trend holds and the number (if any) is within 2x (for a bound, at
-        most twice it); trend only: the trend holds, the number is not; differs: the trend does
-        not hold; not run: a point it needs failed."""
+        """not measured: secmem's number sits at a limit of the run; not run: a point it needs
+        failed; differs: the trend does not hold; otherwise by the number (a claim without one
+        is reproduced by its trend): reproduced (within the bound, or within the tolerance),
+        same order (within 2x), trend only (further)."""
+        if self.pinned:
+            return NOT_MEASURED
         if self.trend is None:
             return NOT_RUN
         if not self.trend:
             return DIFFERS
-        if self.upper and self.paper is not None and self.secmem is not None:
-            close = float(self.secmem) <= 2 * float(self.paper)
-        else:
-            close = within_2x(self.paper, self.secmem) is not False
-        return REPRODUCED if close else TREND_ONLY
+        return closeness(self.paper, self.secmem, self.bound, float(self.tolerance or TOLERANCE)) or REPRODUCED
 
 
 @dataclass(frozen=True)

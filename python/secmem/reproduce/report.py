@@ -48,6 +48,13 @@ def _fmt_paper(r: Row) -> str:
     return r.paper_text or "-"
 
 
+def _why(o: "Outcome", r: Row) -> str:
+    """Why a row is not reproduced: the run's limit its number sits at, or the known cause."""
+    if r.pinned:
+        return f"not a measurement: {r.pinned}"
+    return o.paper.cause(r.cause) if r.cause and r.verdict != REPRODUCED else ""
+
+
 def write_points_csv(o: Outcome, path: Path) -> None:
     df = o.data.frame
     stats = [c for c in df.columns if c not in POINT_COLUMNS and not c.startswith("config.")]
@@ -60,11 +67,10 @@ def write_points_csv(o: Outcome, path: Path) -> None:
 def write_rows_csv(o: Outcome, path: Path) -> None:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["figure", "claim", "paper", "paper_number", "secmem", "secmem_number", "verdict", "known_cause", "source"])
+    w.writerow(["figure", "claim", "paper", "paper_number", "rule", "secmem", "secmem_number", "verdict", "known_cause", "source"])
     for r in o.rows:
-        cause = o.paper.cause(r.cause) if r.cause and r.verdict != REPRODUCED else ""
-        w.writerow([o.figure.id, r.claim, _fmt_paper(r), "" if r.paper is None else r.paper, r.secmem_text,
-                    "" if r.secmem is None else r.secmem, r.verdict, cause, r.value.source])
+        w.writerow([o.figure.id, r.claim, _fmt_paper(r), "" if r.paper is None else r.paper, r.rule, r.secmem_text,
+                    "" if r.secmem is None else r.secmem, r.verdict, _why(o, r), r.value.source])
     _atomic_text(path, buf.getvalue())
 
 
@@ -100,7 +106,8 @@ table { border-collapse: collapse; margin: .6em 0; width: 100%; }
 th, td { border: 1px solid #ddd; padding: 4px 6px; vertical-align: top; text-align: left; font-size: 13px; }
 th { background: #f4f4f4; }
 .v { font-weight: 600; white-space: nowrap; }
-.reproduced { color: #1a7f37; } .trend-only { color: #9a6700; } .differs { color: #cf222e; } .not-run { color: #6e7781; }
+.reproduced { color: #1a7f37; } .same-order { color: #4d7f1a; } .trend-only { color: #9a6700; } .differs { color: #cf222e; }
+.not-measured { color: #8250df; } .not-run { color: #6e7781; }
 .src { color: #555; font-size: 12px; } .small { font-size: 12px; color: #555; }
 .plot svg { max-width: 100%; height: auto; }
 code { background: #f4f4f4; padding: 0 3px; }
@@ -131,11 +138,11 @@ def _figure_html(o: Outcome, scale: Scale) -> str:
     parts.append("<p>" + " · ".join(f'<span class="v {_cls(v)}">{n} {v}</span>' for v, n in c.items() if n) + "</p>")
     if o.svg:
         parts.append(f'<div class="plot">{o.svg}</div>')
-    parts.append("<table><tr><th>claim</th><th>paper</th><th>secmem</th><th>verdict</th><th>known cause / source</th></tr>")
+    parts.append("<table><tr><th>claim</th><th>paper</th><th>held to</th><th>secmem</th><th>verdict</th><th>known cause / source</th></tr>")
     for r in o.rows:
-        cause = p.cause(r.cause) if r.cause and r.verdict != REPRODUCED else ""
+        cause = _why(o, r)
         parts.append(
-            f"<tr><td>{_e(r.claim)}</td><td>{_e(_fmt_paper(r))}</td><td>{_e(r.secmem_text or '-')}</td>"
+            f"<tr><td>{_e(r.claim)}</td><td>{_e(_fmt_paper(r))}</td><td class='small'>{_e(r.rule)}</td><td>{_e(r.secmem_text or '-')}</td>"
             f'<td class="v {_cls(r.verdict)}">{_e(r.verdict)}</td>'
             f'<td>{_e(cause)}{"<br>" if cause else ""}<span class="src">{_e(r.value.source)}</span></td></tr>'
         )
@@ -159,11 +166,14 @@ def write_html(outcomes: Sequence[Outcome], path: Path, scale: Scale, provenance
     parts.append(f"<h1>{_e(title)}</h1>")
     parts.append(
         "<p>Each row sets one claim of a paper — a number from its text or tables, with the sentence it comes from — "
-        "beside what secmem measures. Verdicts: <span class='v reproduced'>reproduced</span> (the trend holds and the number "
-        "is within 2×; for a paper's bound, at most twice it), <span class='v trend-only'>trend only</span> (the trend holds, "
-        "the number does not), <span class='v differs'>differs</span> (the trend does not hold), "
-        "<span class='v not-run'>not run</span> (a point it needs failed). Known causes come from the seeds' data files "
-        "and issue 15.</p>"
+        "beside what secmem measures. A claim states what its number is held to: a bound (\"less than X\") is a bound; "
+        "a reported number has a relative tolerance, the paper's precision (25% unless the claim says why otherwise). "
+        "Verdicts: <span class='v reproduced'>reproduced</span> (the trend holds and the number is within the bound or the "
+        "tolerance; a claim without a number, by its trend), <span class='v same-order'>same order</span> (the trend holds, "
+        "the number is within 2× of the paper's), <span class='v trend-only'>trend only</span> (the trend holds, the number is "
+        "further), <span class='v differs'>differs</span> (the trend does not hold), <span class='v not-measured'>not "
+        "measured</span> (secmem's number sits at a cap or limit of the run, so it is no measurement), "
+        "<span class='v not-run'>not run</span> (a point it needs failed). Known causes come from the seeds' data files.</p>"
     )
     prov = provenance
     parts.append(
@@ -189,3 +199,59 @@ def write_html(outcomes: Sequence[Outcome], path: Path, scale: Scale, provenance
         parts.append(_figure_html(o, scale))
     parts.append("</body></html>")
     _atomic_text(path, "\n".join(parts))
+
+
+# ---------------------------------------------------------------------------------------
+# The docs' verdict table
+
+DOCS_BEGIN = "<!-- secmem reproduce --docs: begin (generated from a run; do not edit by hand) -->"
+DOCS_END = "<!-- secmem reproduce --docs: end -->"
+
+
+def verdict_table(outcomes: Sequence[Outcome], scale: Scale, provenance: dict, wall_seconds: float,
+                  not_run: Sequence[tuple] = ()) -> str:
+    """The run's verdicts as a Markdown table, one line per figure, with what was run."""
+    prov = provenance
+    points: dict = {}
+    for o in outcomes:
+        for pl, (_, r) in zip(o.data.planned, o.data.frame.iterrows()):
+            w = r.get("wall_seconds")
+            points[pl.key] = float(w) if w is not None and w == w else 0.0
+    lines = [f"Generated by `{prov.get('command') or 'secmem reproduce --docs'}` at scale `{scale.name}` "
+             f"({scale.describe()} unless a figure says otherwise), secmem {prov.get('secmem_version')}, commit "
+             f"{(prov.get('git_commit') or 'unknown')[:12]}, {prov.get('date')}: {len(points)} distinct simulations "
+             f"taking {sum(points.values()):.0f} s of simulation (each point's own time, when it was run), this run "
+             f"{wall_seconds:.0f} s of wall time (points already in the results store are read back, not run again).",
+             "",
+             "| id | source | points | " + " | ".join(VERDICTS) + " | simulation time (sum of its points) |",
+             "|---|---|---|" + "---|" * len(VERDICTS) + "---|"]
+    totals = {v: 0 for v in VERDICTS}
+    for o in outcomes:
+        c = o.counts()
+        for v in VERDICTS:
+            totals[v] += c[v]
+        lines.append(f"| {o.figure.id} | {o.figure.source} | {len(o.data.planned)} | "
+                     + " | ".join(str(c[v]) for v in VERDICTS) + f" | {o.sim_seconds:.0f} s |")
+    lines.append("| total | | | " + " | ".join(f"**{totals[v]}**" for v in VERDICTS) + " | |")
+    for i, why in not_run:
+        lines.append(f"\n{i}: not run ({why}).")
+    shown = [(o, r) for o in outcomes for r in o.rows if r.verdict not in (REPRODUCED,)]
+    if shown:
+        lines += ["", "Rows not reproduced, with what secmem measured and why it may differ:", "",
+                  "| id | claim | paper | held to | secmem | verdict | why |", "|---|---|---|---|---|---|---|"]
+        for o, r in shown:
+            cell = lambda x: str(x).replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {o.figure.id} | {cell(r.claim)} | {cell(_fmt_paper(r))} | {cell(r.rule)} | "
+                         f"{cell(r.secmem_text or '-')} | {r.verdict} | {cell(_why(o, r) or '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def update_docs(path: Path, table: str) -> None:
+    """Replace the generated block of ``path`` (between ``DOCS_BEGIN`` and ``DOCS_END``) with
+    ``table``, atomically; a file without the markers is refused (OSError)."""
+    text = Path(path).read_text(encoding="utf-8")
+    if DOCS_BEGIN not in text or DOCS_END not in text:
+        raise OSError(f"--docs {path}: no generated block (the lines '{DOCS_BEGIN}' and '{DOCS_END}') to replace")
+    head, rest = text.split(DOCS_BEGIN, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    _atomic_text(Path(path), f"{head}{DOCS_BEGIN}\n{table}{DOCS_END}{tail}")

@@ -26,8 +26,9 @@
 //! is computed (one AES each, after the chunk is deciphered) and compared with the fetched
 //! one. The pad is precomputed, so counter mode gains nothing from ciphertext speculation
 //! (004 §6.2: "pre-computation of decryption pads is the dominating factor"), but with
-//! `speculation.frequent_values` the AES engine also computes, once the stamp is known, the
-//! MAC of every table value at every chunk position: a chunk that deciphers to a table value
+//! `speculation.frequent_values` the AES engine (or the speculation's own, `speculation.engines`)
+//! also computes the MAC of every table value at every chunk position, posted with the fetch
+//! request (004 §3.2, `speculation.at_fetch`; else once the stamp is known): a chunk that deciphers to a table value
 //! whose speculated MAC equals the fetched one is verified when it and its MAC are in, with no
 //! MAC computation. Like tdes's, the MACs bind address and stamp, not freshness.
 //!
@@ -318,7 +319,8 @@ impl Otp {
 
     /// Check the chunk MACs `fetched` (arrived at `t_macs`) of the line just deciphered into
     /// `plain`, with MAC speculation when the Frequent Value Table is on (004 §3.3, Fig. 8).
-    /// `times` are when the stamp was known (the pad's start) and when the pad was ready; `tr`
+    /// `times` are the fetch request, when the stamp was known (the pad's start) and when the
+    /// pad was ready; `tr`
     /// is the line's transfer and `ready` when it was usable. Returns when the access is verified.
     #[allow(clippy::too_many_arguments)]
     fn check_chunks(
@@ -327,13 +329,13 @@ impl Otp {
         addr: u64,
         ts: u32,
         initial: bool,
-        times: (Cycle, Cycle),
+        times: (Cycle, Cycle, Cycle),
         tr: Transfer,
         (fetched, t_macs): (&[u8], Cycle),
         ready: Cycle,
         plain: &[u8],
     ) -> Result<Cycle, IntegrityError> {
-        let (t_stamp, t_pad) = times;
+        let (t_request, t_stamp, t_pad) = times;
         let c = self.mac.as_ref().expect("chunk MACs on");
         let n = plain.len() / CHUNK;
         let len = n * c.bytes;
@@ -372,8 +374,9 @@ impl Otp {
             }
         }
         // Demand MACs (one AES per chunk once it is plaintext) first, then this miss's
-        // speculation: the MAC of every table value at every position, from when the stamp is
-        // known, each not started unless it beats the chunk's demand MAC.
+        // speculation: the MAC of every table value at every position, posted with the fetch
+        // request (004 §3.2 ①-②, `speculation.at_fetch`) or else from when the stamp is known,
+        // each not started unless it beats the chunk's demand MAC.
         let lat = m.aes.latency();
         let mut done_at = [0; MAX_LINE / CHUNK];
         for i in 0..n {
@@ -386,8 +389,9 @@ impl Otp {
             let mut launched = 0u64;
             let mut spec = [0; MAX_LINE / CHUNK];
             let engine = fv.engine.as_mut().unwrap_or(&mut m.aes);
+            let post = if fv.at_fetch { t_request } else { t_stamp };
             for i in 0..if k > 0 { n } else { 0 } {
-                if let Some(d) = engine.run_by(t_stamp, k as u64 * 16, plain_at[i] + lat) {
+                if let Some(d) = engine.run_by(post, k as u64 * 16, plain_at[i] + lat) {
                     spec[i] = d;
                     launched |= 1 << i;
                 }
@@ -561,7 +565,7 @@ impl Encryption for Otp {
         self.pad_hidden += pad_time.saturating_sub(exposed);
         self.checked = None;
         if self.mac.is_some() {
-            let done = self.check_chunks(m, addr, ts, initial, (t_start, t_pad), tr, (&macs[..mac_len], t_macs), ready, out)?;
+            let done = self.check_chunks(m, addr, ts, initial, (t, t_start, t_pad), tr, (&macs[..mac_len], t_macs), ready, out)?;
             self.checked = Some(done);
         }
         Ok(ready)
@@ -710,6 +714,21 @@ mod tests {
         // Both lines' chunks (zeros, and 0x0101…01) are table values, and even 0x2040's
         // speculation, started once its stamp came from memory, beat its MAC computations.
         assert_eq!(stat(&e, "otp.mac_speculated"), 16.0);
+    }
+
+    #[test]
+    fn mac_speculation_posted_with_the_fetch_is_booked_from_the_request() {
+        // 004 §3.2 ①-②: on a speculation engine of its own the speculated MACs start at the
+        // request, not once the stamp is in; with a slow stamp (from memory, before the line)
+        // they are ready no later, and the engine takes them earlier.
+        let mut r = Vec::new();
+        for at_fetch in ["true", "false"] {
+            let at = format!("speculation.at_fetch={}", at_fetch);
+            let (v, e) = verified_after(&["speculation.frequent_values=8", "speculation.engines=1", "otp.ts_buffer_entries=1", &at]);
+            r.push((v, stat(&e, "speculation.engine_wait_cycles"), stat(&e, "otp.mac_speculated")));
+        }
+        assert!(r[0].0 <= r[1].0, "verified after {:?} (at the fetch, after the stamp)", r);
+        assert!(r[0].2 >= r[1].2 && r[0].2 > 0.0, "{:?}", r);
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct FrequentValues {
     pub engine: Option<Pipe>,
     /// Cycles to match an arrived chunk against the speculated ciphertexts (the CAM).
     pub match_latency: u64,
+    /// Posted with the fetch request (004 §3.2, Fig. 2 ①-②), not once the scheme has the
+    /// line's nonce or time stamp.
+    pub at_fetch: bool,
     pub counts: FvCounts,
 }
 
@@ -127,6 +130,7 @@ impl Speculation {
                 engines: p.u64_min("speculation.engines", 0)?,
                 engine: None,
                 match_latency: p.u64_min("speculation.match_latency", 0)?,
+                at_fetch: p.bool("speculation.at_fetch")?,
                 counts: FvCounts::default(),
             })
         });
