@@ -156,7 +156,7 @@ pub struct Core {
     lat: [Cycle; 8],
     /// Cycles from the L1 delivering a load's data to its dependents' issue.
     load_result: Cycle,
-    hier: Hierarchy,
+    pub(crate) hier: Hierarchy,
     mmu: Mmu,
     bp: Predictor,
     /// Branch targets (`[btb]`); None: only directions are predicted (the seeds' machines).

@@ -4,15 +4,28 @@
 //! program's pages stay contiguous however many tables a walk layout needs: ChampSim's
 //! layout takes a table per page, and interleaved with the data they would leave the
 //! program's lines half the last level's sets.
+//!
+//! Several cores (`multi`) each have their own map but draw frames from one pool
+//! (`PageMap::sharing`), first touch first served across them as ChampSim's
+//! `VirtualMemory` does: copies of one program get distinct frames, and the order frames
+//! are given out follows the deterministic order the cores run in.
 
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::rc::Rc;
 
-pub struct PageMap {
-    map: FxHashMap<u64, u64>,
+/// Physical frames not given out yet: the program's from the bottom, the system's from the top.
+pub struct Frames {
     next: u64,
     /// Frames from here up are the system's.
     top: u64,
     frames: u64,
+}
+
+pub struct PageMap {
+    map: FxHashMap<u64, u64>,
+    /// Touched only when a page is first seen (shared by the cores of a mix).
+    pool: Rc<RefCell<Frames>>,
     shift: u32,
     /// Recent translations, direct mapped by virtual page: a program streams through a few
     /// arrays at once, and each lookup in `map` is a host cache miss.
@@ -24,7 +37,13 @@ const RECENT: usize = 256;
 impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
-        PageMap { map: FxHashMap::default(), next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift };
+        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+    }
+
+    /// A map of its own (another core's) drawing frames from the same pool as `self`.
+    pub fn sharing(&self) -> PageMap {
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -39,11 +58,12 @@ impl PageMap {
         let pf = match self.map.get(&vp) {
             Some(&f) => f,
             None => {
-                if self.next >= self.top {
+                let mut pool = self.pool.borrow_mut();
+                if pool.next >= pool.top {
                     return None;
                 }
-                let f = self.next;
-                self.next += 1;
+                let f = pool.next;
+                pool.next += 1;
                 self.map.insert(vp, f);
                 f
             }
@@ -55,16 +75,23 @@ impl PageMap {
     /// A frame for the system's own use (page tables), from the top of the same pool;
     /// `None` when physical memory is exhausted.
     pub fn alloc_frame(&mut self) -> Option<u64> {
-        if self.next >= self.top {
+        let mut pool = self.pool.borrow_mut();
+        if pool.next >= pool.top {
             return None;
         }
-        self.top -= 1;
-        Some(self.top << self.shift)
+        pool.top -= 1;
+        Some(pool.top << self.shift)
     }
 
-    /// Frames given out, the program's and the system's.
+    /// Frames given out from the pool, the program's and the system's (every core's).
     pub fn pages(&self) -> u64 {
-        self.next + (self.frames - self.top)
+        let pool = self.pool.borrow();
+        pool.next + (pool.frames - pool.top)
+    }
+
+    /// Pages of this map's own program.
+    pub fn own_pages(&self) -> u64 {
+        self.map.len() as u64
     }
 }
 
@@ -103,5 +130,18 @@ mod tests {
         }
         assert_eq!(pm.alloc_frame(), None);
         assert_eq!(pm.translate(0x200_0000), None);
+    }
+
+    #[test]
+    fn maps_sharing_a_pool_give_the_same_virtual_page_distinct_frames() {
+        let mut a = PageMap::new(4 * 4096, 4096);
+        let mut b = a.sharing();
+        assert_eq!(a.translate(0x1000), Some(0));
+        assert_eq!(b.translate(0x1008), Some(4096 + 8), "another program's page 1 is another frame");
+        assert_eq!(b.alloc_frame(), Some(3 * 4096));
+        assert_eq!(a.translate(0x1010), Some(16), "each keeps its own");
+        assert_eq!(a.translate(0x5000), Some(2 * 4096));
+        assert_eq!((a.pages(), b.pages(), a.own_pages(), b.own_pages()), (4, 4, 2, 1));
+        assert_eq!(b.translate(0x9000), None, "the pool is exhausted for both");
     }
 }

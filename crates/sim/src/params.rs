@@ -5,6 +5,13 @@ use secmem_core::decl::{param, Component, Def, Kind};
 
 pub const CORE: &[Component] = &[
     Component {
+        name: "cores",
+        kind: Kind::Machine,
+        summary: "cores sharing the protected last level, the memory controller and the engine (`multi`)",
+        source: "ChampSim's multi-core runs (rate mode: one trace on every core)",
+        params: &[param("cores", Def::Int(1), "cores", "out-of-order cores, each with its own trace, L1s, private levels and TLBs (at most 64)")],
+    },
+    Component {
         name: "core",
         kind: Kind::Machine,
         summary: "the out-of-order core (a dependence-driven window model)",

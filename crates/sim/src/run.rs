@@ -12,7 +12,7 @@ use std::time::Instant;
 // every 256 instructions, stop, and keep what they measured, marked `interrupted`.
 pub use secmem_trace::stop::{clear_stop, request_stop, stop_requested};
 
-fn signal_name(sig: i32) -> String {
+pub(crate) fn signal_name(sig: i32) -> String {
     match sig {
         2 => "SIGINT".into(),
         15 => "SIGTERM".into(),
@@ -55,6 +55,10 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
 pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>) -> Result<RunResult, ConfigError> {
     if let Some(plan) = &plan {
         plan.check(o.instructions)?;
+    }
+    let cores = crate::multi::cores(p)?;
+    if cores > 1 {
+        return Err(ConfigError(format!("cores = {}: a run of several cores is a mix (run_mix), with one trace per core{}", cores, if plan.is_some() { "; sampling runs one core" } else { "" })));
     }
     let wall = Instant::now();
     let mut eng = Engine::new(p, o.seed)?;
