@@ -127,6 +127,8 @@ struct Lane {
     replays: u64,
     /// Records read since its trace was (last) opened.
     read: u64,
+    /// Its first instruction, read while its memory image was loaded.
+    first: Option<Instr>,
 }
 
 /// Run one core per input on one engine (see the module comment). `alone[k]`: core k's IPC
@@ -155,7 +157,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     }
     let mut lanes: Vec<Lane> = inputs
         .iter()
-        .map(|inp| Lane { name: inp.name.clone(), n: 0, measuring: false, done: false, start_cycle: 0, share: Share::default(), stats: None, replays: 0, read: 0 })
+        .map(|inp| Lane { name: inp.name.clone(), n: 0, measuring: false, done: false, start_cycle: 0, share: Share::default(), stats: None, replays: 0, read: 0, first: None })
         .collect();
     let total = o.warmup.saturating_add(o.instructions);
     let names: Vec<String> = inputs.iter().map(|l| l.name.clone()).collect();
@@ -171,6 +173,50 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     let mut log: Vec<u64> = Vec::new();
     if total == 0 {
         waiting = 0;
+    }
+    // Each trace's memory image (its external records before its first instruction: the
+    // loader's, a fast-forward's) is memory that was there before the run: written first,
+    // core by core, and every core starts once all of it is in. Otherwise one core's image
+    // would hold the shared bus while another already ran (a built-in workload's is 18 MiB).
+    let mut start = 0;
+    for c in 0..k {
+        loop {
+            match srcs[c].next_into(&mut ins) {
+                Ok(true) if ins.external => {
+                    lanes[c].read += 1;
+                    if let Err(e) = cores[c].external(&ins, &mut eng) {
+                        error = Some(format!("core {} ({}): {} (loading its memory image)", c, lanes[c].name, step_error(e)));
+                        break;
+                    }
+                }
+                Ok(true) => {
+                    lanes[c].read += 1;
+                    lanes[c].first = Some(ins.clone());
+                    break;
+                }
+                Ok(false) => break, // told below, when the core finds its trace over
+                Err(e) => {
+                    error = Some(format!("core {} ({}): trace error before its first instruction: {}", c, lanes[c].name, e));
+                    break;
+                }
+            }
+        }
+        if error.is_some() {
+            waiting = 0;
+            break;
+        }
+        match cores[c].load_image(&mut eng) {
+            Ok(t) => start = start.max(t),
+            Err(e) => {
+                error = Some(format!("core {} ({}): {} (loading its memory image)", c, lanes[c].name, step_error(e)));
+                waiting = 0;
+                break;
+            }
+        }
+        propagate(&mut cores, c, &mut log);
+    }
+    for core in &mut cores {
+        core.start_at(start);
     }
     while waiting > 0 {
         // The core furthest behind goes next.
@@ -189,7 +235,14 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
             }
         }
         let lane = &mut lanes[c];
-        match srcs[c].next_into(&mut ins) {
+        let next = match lane.first.take() {
+            Some(first) => {
+                ins = first;
+                Ok(true)
+            }
+            None => srcs[c].next_into(&mut ins),
+        };
+        match next {
             Ok(true) => lane.read += 1,
             Ok(false) if lane.done && lane.read > 0 => {
                 // Past its count: start the trace again (its loads' values no longer match
@@ -265,7 +318,8 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
             }
             let lane = &mut lanes[c];
             if lane.measuring && !lane.done {
-                lane.share.add(&before, &Share::of(&eng));
+                let after = Share::of(&eng);
+                lane.share.add(&before, &after);
             }
             if r.is_ok() && !lane.done && lane.n >= total {
                 lane.done = true;
@@ -274,29 +328,10 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
             }
             r
         };
-        // Inclusion: what left the protected level leaves every core's levels above it.
-        if let Some(ev) = cores[c].hier.evictions.as_mut() {
-            if !ev.is_empty() {
-                std::mem::swap(ev, &mut log);
-                for (i, other) in cores.iter_mut().enumerate() {
-                    if i != c {
-                        for &a in &log {
-                            other.hier.evicted(a);
-                        }
-                    }
-                }
-                log.clear();
-            }
-        }
+        propagate(&mut cores, c, &mut log);
         if let Err(e) = r {
             let lane = &lanes[c];
-            error = Some(match e {
-                StepError::Integrity(e) => format!("core {} ({}): {} (instruction {})", c, lane.name, e, lane.n),
-                StepError::OutOfMemory(va) => format!(
-                    "core {} ({}): out of simulated physical memory at virtual address 0x{:x} (instruction {}): raise memory.size",
-                    c, lane.name, va, lane.n
-                ),
-            });
+            error = Some(format!("core {} ({}): {} (instruction {})", c, lane.name, step_error(e), lane.n));
             break;
         }
     }
@@ -372,6 +407,32 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     let timed = steps - steps0;
     s.float("sim.instructions_per_second", if secs > 0.0 { timed as f64 / secs } else { 0.0 });
     Ok(RunResult { stats: s, error })
+}
+
+/// Inclusion: what left the protected level during core `c`'s work leaves every other
+/// core's levels above it too (`c`'s own were cleared as it happened).
+#[inline]
+fn propagate(cores: &mut [Core], c: usize, log: &mut Vec<u64>) {
+    let Some(ev) = cores[c].hier.evictions.as_mut() else { return };
+    if ev.is_empty() {
+        return;
+    }
+    std::mem::swap(ev, log);
+    for (i, other) in cores.iter_mut().enumerate() {
+        if i != c {
+            for &a in log.iter() {
+                other.hier.evicted(a);
+            }
+        }
+    }
+    log.clear();
+}
+
+fn step_error(e: StepError) -> String {
+    match e {
+        StepError::Integrity(e) => e.to_string(),
+        StepError::OutOfMemory(va) => format!("out of simulated physical memory at virtual address 0x{:x}: raise memory.size", va),
+    }
 }
 
 /// "mcf,gcc,xz" or, in rate mode, "4xmcf".
@@ -546,8 +607,8 @@ mod tests {
         assert_eq!(assign(2, &n(&["mcf", "gcc"])).unwrap(), n(&["mcf", "gcc"]));
         let e = assign(4, &n(&["mcf", "gcc"])).unwrap_err().0;
         assert_eq!(e, "cores = 4 but 2 workloads were given (mcf,gcc): give one workload per core, or one for rate mode");
-        let p = configure("suh2003", None, None, &["cores=65".to_string()]).unwrap();
-        assert_eq!(cores(&p).unwrap_err().0, "cores: 65 is more than 64");
+        let e = configure("suh2003", None, None, &["cores=65".to_string()]).err().unwrap().0;
+        assert_eq!(e, "cores: 65 is more than 64");
         let p = configure("suh2003", None, None, &["cores=2".to_string()]).unwrap();
         let mut src = builtin("hot", 1).unwrap();
         let e = crate::run(&p, &mut *src, &opts(1000)).err().unwrap().0;

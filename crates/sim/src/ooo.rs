@@ -333,6 +333,21 @@ impl Core {
         }
     }
 
+    /// A mix's start (`multi`): the memory image this core's trace handed out before its
+    /// first instruction is written now, as memory that was there before the run; returns
+    /// when this core could start.
+    pub(crate) fn load_image(&mut self, eng: &mut Engine) -> Result<Cycle, StepError> {
+        if self.pending_n > 0 {
+            self.apply_external(self.fetch_t, false, eng)?;
+        }
+        Ok(self.now().max(eng.busy_until()))
+    }
+
+    /// Fetch waits until `t` (a mix's cores start together, once every image is in).
+    pub(crate) fn start_at(&mut self, t: Cycle) {
+        self.redirect(t, cpistack::BASE);
+    }
+
     /// Give the engine's schemes their timed events; the front end waits for those that
     /// take time (a MECU re-encryption, a periodic check). A poll with nothing to do holds
     /// nothing: waiting for `now()` would drain the window every few hundred instructions.

@@ -58,7 +58,28 @@ def add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
         help="sampled simulation (docs/sampling.md): every U instructions, W measured in detail after D of detailed "
         "warm-up, functional warming between; IPC and rates with 95%% intervals. Alone: a plan chosen from -n",
     )
+    p.add_argument(
+        "--cores",
+        type=positive_int("--cores"),
+        help="cores sharing the last level, the memory controller and the engine, each with its own input "
+        "(-w a,b,c,d: one per core; one workload: a copy per core, rate mode; docs/multicore.md)",
+    )
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
+
+
+def positive_int(flag: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least 1, refused in one line naming ``flag``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = 0
+        if v < 1:
+            raise BadArgument(f"{flag}: {text!r} is not a whole number of at least 1")
+        return v
+
+    return parse
 
 
 def add_sets(p: argparse.ArgumentParser, help: Optional[str] = None) -> None:
