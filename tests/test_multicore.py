@@ -101,9 +101,9 @@ def test_compare_takes_a_mix_and_rate_mode():
     p = cli("compare", "--cores", "2", "-w", "hot,stream", "--schemes", "chash+otp", "-n", 10_000, "--warmup", 2_000)
     assert p.returncode == 0, p.stderr
     assert "hot,stream" in p.stdout
-    p = cli("compare", "--cores", "2", "-w", "hot", "--schemes", "chash+otp", "-n", 10_000, "--warmup", 2_000, "--json", "-")
+    p = cli("compare", "--cores", "2", "-w", "stream", "--schemes", "chash+otp", "-n", 10_000, "--warmup", 2_000, "--json", "-")
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)["rows"]
-    assert {r["workload"] for r in rows} == {"2xhot"}
+    assert {r["workload"] for r in rows} == {"2xstream"}
     protected = [r for r in rows if (r["integrity"], r["encryption"]) == ("chash", "otp")][0]
     assert 0 < protected["normalized_ipc"] < 1

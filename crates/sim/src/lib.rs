@@ -46,7 +46,7 @@ pub fn configure(
     p.choice("integrity", secmem_core::registry::INTEGRITY_SCHEMES).map_err(scheme_err("integrity"))?;
     p.choice("encryption", secmem_core::registry::ENCRYPTION_SCHEMES).map_err(scheme_err("encryption"))?;
     p.choice("codeauth", secmem_core::codeauth::CODEAUTH_SCHEMES).map_err(scheme_err("codeauth"))?;
-    multi::cores(&p)?;
+    params::cores(&p)?;
     Ok(p)
 }
 

@@ -31,22 +31,12 @@ use secmem_trace::progress::Progress;
 use secmem_trace::{Instr, TraceSource};
 use std::time::Instant;
 
-/// Most cores a run may have (each holds its own caches and TLBs).
-pub const MAX_CORES: u64 = 64;
+pub use crate::params::{cores, MAX_CORES};
 
 /// One core's program: how to open its trace (again, to replay it after the core's count).
 pub struct MixInput {
     pub name: String,
     pub open: Box<dyn FnMut() -> Result<Box<dyn TraceSource>, String>>,
-}
-
-/// The cores a run has (`cores`, at most `MAX_CORES`).
-pub fn cores(p: &Params) -> Result<u64, ConfigError> {
-    let n = p.u64_min("cores", 1)?;
-    if n > MAX_CORES {
-        return Err(ConfigError(format!("cores: {} is more than {}", n, MAX_CORES)));
-    }
-    Ok(n)
 }
 
 /// The program of each core: `names` as given when there is one per core, one name repeated
@@ -129,6 +119,9 @@ struct Lane {
     read: u64,
     /// Its first instruction, read while its memory image was loaded.
     first: Option<Instr>,
+    /// Replaying: its trace's memory image is skipped (it is in memory already, and writing
+    /// it again would hold the shared bus for nothing anyone measures).
+    skip_image: bool,
 }
 
 /// Run one core per input on one engine (see the module comment). `alone[k]`: core k's IPC
@@ -157,7 +150,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     }
     let mut lanes: Vec<Lane> = inputs
         .iter()
-        .map(|inp| Lane { name: inp.name.clone(), n: 0, measuring: false, done: false, start_cycle: 0, share: Share::default(), stats: None, replays: 0, read: 0, first: None })
+        .map(|inp| Lane { name: inp.name.clone(), n: 0, measuring: false, done: false, start_cycle: 0, share: Share::default(), stats: None, replays: 0, read: 0, first: None, skip_image: false })
         .collect();
     let total = o.warmup.saturating_add(o.instructions);
     let names: Vec<String> = inputs.iter().map(|l| l.name.clone()).collect();
@@ -243,12 +236,20 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
             None => srcs[c].next_into(&mut ins),
         };
         match next {
-            Ok(true) => lane.read += 1,
+            Ok(true) if lane.skip_image && ins.external => {
+                lane.read += 1;
+                continue;
+            }
+            Ok(true) => {
+                lane.read += 1;
+                lane.skip_image = false;
+            }
             Ok(false) if lane.done && lane.read > 0 => {
                 // Past its count: start the trace again (its loads' values no longer match
                 // memory, which nobody measures any more).
                 lane.replays += 1;
                 lane.read = 0;
+                lane.skip_image = true;
                 match (inputs[c].open)() {
                     Ok(s) => srcs[c] = s,
                     Err(e) => {

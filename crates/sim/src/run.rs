@@ -56,7 +56,7 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     if let Some(plan) = &plan {
         plan.check(o.instructions)?;
     }
-    let cores = crate::multi::cores(p)?;
+    let cores = crate::params::cores(p)?;
     if cores > 1 {
         return Err(ConfigError(format!("cores = {}: a run of several cores is a mix (run_mix), with one trace per core{}", cores, if plan.is_some() { "; sampling runs one core" } else { "" })));
     }

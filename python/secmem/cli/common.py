@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable, Optional, Sequence
 
 from .. import _core
-from .._args import BadArgument, SetAction, counts, scheme_list, seed
+from .._args import BadArgument, SetAction, counts, positive_int, scheme_list, seed
 from .._files import Output
 from ..api import DEFAULT_PRESET, DEFAULT_WORKLOAD, configuration
 from ..comparison import DEFAULT_SCHEMES as DEFAULT_PAIRS
@@ -65,21 +65,6 @@ def add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
         "(-w a,b,c,d: one per core; one workload: a copy per core, rate mode; docs/multicore.md)",
     )
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
-
-
-def positive_int(flag: str) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least 1, refused in one line naming ``flag``."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            v = 0
-        if v < 1:
-            raise BadArgument(f"{flag}: {text!r} is not a whole number of at least 1")
-        return v
-
-    return parse
 
 
 def add_sets(p: argparse.ArgumentParser, help: Optional[str] = None) -> None:
