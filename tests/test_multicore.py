@@ -107,3 +107,19 @@ def test_compare_takes_a_mix_and_rate_mode():
     assert {r["workload"] for r in rows} == {"2xstream"}
     protected = [r for r in rows if (r["integrity"], r["encryption"]) == ("chash", "otp")][0]
     assert 0 < protected["normalized_ipc"] < 1
+
+
+def test_each_programs_ipc_alone_comes_from_the_results_store_when_it_holds_the_point(tmp_path, monkeypatch):
+    from secmem import results
+    from secmem.sweep import Point, plan, row
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SECMEM_RESULTS", raising=False)
+    # The point a sweep over cores=1 would have stored, with an IPC no run gives, so that
+    # finding it there is told apart from measuring it again.
+    pl = plan([Point(workload="hot", sets=(("cores", "1"),), instructions=N, warmup=WARM)])[0]
+    r = secmem.run("hot", instructions=N, warmup=WARM)
+    results.open_store(results.default_path()).write(row(pl, {"stats": dict(r.stats, ipc=1.25), "error": None}))
+    m = secmem.run(workloads=["hot", "stream"], instructions=N, warmup=WARM)
+    assert m.stats["core0.ipc_alone"] == 1.25, "hot alone: from the store"
+    assert m.stats["core1.ipc_alone"] == secmem.run("stream", instructions=N, warmup=WARM).stats["ipc"], "stream: measured"
