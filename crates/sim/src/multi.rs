@@ -136,7 +136,9 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     let mut cores: Vec<Core> = Vec::with_capacity(k);
     for i in 0..k {
         let mut c = Core::new(p, &eng)?;
-        if i > 0 {
+        if i == 0 {
+            c.pm.set_order(p, o.seed)?;
+        } else {
             c.pm = cores[0].pm.sharing();
         }
         c.hier.evictions = Some(Vec::new());

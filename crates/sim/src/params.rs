@@ -25,6 +25,13 @@ pub const CORE: &[Component] = &[
         params: &[param("cores", Def::Int(1), "cores", "out-of-order cores, each with its own trace, L1s, private levels and TLBs (at most 64; docs/multicore.md)")],
     },
     Component {
+        name: "pages",
+        kind: Kind::Machine,
+        summary: "physical frames for the programs' pages (one pool for every core)",
+        source: "ChampSim's VirtualMemory (first touch); an OS's scattered free list (random)",
+        params: &[param("pages.order", Def::Str("first_touch"), "first_touch|random", "frames given out in first-touch order, or in an order drawn from the seed (spreads copies of one program over the last level's sets)")],
+    },
+    Component {
         name: "core",
         kind: Kind::Machine,
         summary: "the out-of-order core (a dependence-driven window model)",

@@ -63,6 +63,7 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     let wall = Instant::now();
     let mut eng = Engine::new(p, o.seed)?;
     let mut core = Core::new(p, &eng)?;
+    core.pm.set_order(p, o.seed)?;
     let mut ins = Instr::default();
     let total = o.warmup.saturating_add(o.instructions);
     let mut n: u64 = 0;
