@@ -222,6 +222,8 @@ impl Core {
             return Err(ConfigError(format!("core.issue_width: {} is more than 255", issue)));
         }
         let page = p.size("tlb.page")?;
+        // Checked with the rest of the core; the run applies it with the seed (`PageMap::set_order`).
+        p.choice("pages.order", crate::pagemap::ORDERS)?;
         let mut lat = [1; 8];
         lat[OpClass::Mul as usize] = w("core.mul_latency")?;
         lat[OpClass::Div as usize] = w("core.div_latency")?;
