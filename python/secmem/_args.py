@@ -134,3 +134,16 @@ class SetAction(argparse.Action):
         setattr(namespace, self.dest, have + [value])
 
 
+def positive_int(flag: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least 1, refused in one line naming ``flag``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = 0
+        if v < 1:
+            raise BadArgument(f"{flag}: {text!r} is not a whole number of at least 1")
+        return v
+
+    return parse

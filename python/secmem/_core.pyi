@@ -1,7 +1,7 @@
 # Types of secmem._core, the Rust engine (crates/python/src). Every name the module exports
 # is here, and tests/test_core_stub.py checks the two against each other both ways.
 
-from typing import Any, Iterator, Optional, final
+from typing import Any, Callable, Iterator, Optional, final
 
 __all__ = [
     "Access",
@@ -43,6 +43,7 @@ __all__ = [
     "parse_size",
     "presets",
     "run",
+    "run_mix",
     "scheme_pairs",
     "trace_formats",
     "trace_program",
@@ -186,6 +187,12 @@ class Component:
     def protects(self) -> list[str]: ...
 
 def run(spec: RunSpec) -> RunOutcome: ...
+def run_mix(
+    spec: RunSpec,
+    inputs: list[RunSpec],
+    alone: Optional[Callable[[int], Optional[float]]] = None,
+    names: list[str] = ...,
+) -> RunOutcome: ...
 def components() -> list[Component]: ...
 def parse_count(text: str) -> Optional[int]: ...
 def parse_size(text: str) -> Optional[int]: ...

@@ -197,6 +197,10 @@ def run(
     cwd: Optional[str] = None,
     stdin: Optional[str] = None,
     sample: Union[None, bool, str] = None,
+    workloads: Optional[Sequence[str]] = None,
+    traces: Optional[Sequence[str]] = None,
+    cores: Optional[int] = None,
+    alone: bool = True,
 ) -> Result:
     """Simulate ``instructions`` of a workload, a trace file or a live program.
 
@@ -223,6 +227,15 @@ def run(
     interval's half-width as ``ci95.<key>`` for IPC and every rate, and the plan as
     ``sampling.*``.
 
+    Several cores (``cores=N``, the ``cores`` parameter, or a list: ``workloads=["mcf",
+    "gcc"]``, ``traces=[...]``, ``workload="mcf,gcc"``) share the last level, the memory
+    controller and the protection engine, each core running its own input (one input on N
+    cores: rate mode). ``stats`` then has each core's statistics (``core0.ipc``, …), the
+    mix's throughput (``ipc``), and, with ``alone`` (the default), each program's speedup
+    against its IPC alone on one core — from the results store when it has that point, else
+    measured by running it alone — summed (``mix.weighted_speedup``) and as a harmonic mean
+    (``mix.harmonic_speedup``). See docs/multicore.md.
+
     A run that measured fewer instructions than asked (the input ended, a damaged trace, an
     integrity failure, SIGINT/SIGTERM) returns what it measured and says why in ``error``;
     ``interrupted`` names the signal if one stopped it.
@@ -231,6 +244,26 @@ def run(
     spec_seed = _seed(seed)
     plan = _sample_plan(sample)
     all_sets = list(sets) + _sets(params)
+    mix = _mix_inputs(workload, workloads, trace, traces)
+    if cores is not None:
+        if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+            raise _core.ConfigError(f"cores: {cores!r} is not a whole number of at least 1")
+        all_sets.append(f"cores={cores}")
+    if mix is not None or cores is not None or any(a.split("=", 1)[0].strip() == "cores" for a in all_sets):
+        ncores = int(dict(_core.params(preset, integrity, encryption, all_sets))["cores"])
+        if mix is not None and ncores == 1:
+            all_sets.append(f"cores={len(mix)}")
+            ncores = len(mix)
+        if ncores > 1:
+            if plan is not None:
+                raise _core.ConfigError("--sample runs one core: it cannot sample a mix")
+            spec = _core.RunSpec(
+                preset=preset, integrity=integrity, encryption=encryption, sets=all_sets, instructions=n, warmup=warm,
+                skip=skip_n, seed=spec_seed, progress=bool(progress),
+            )
+            given = mix if mix is not None else [(workload, trace)]
+            inputs = [_input(w, t, program, env, cwd, stdin, trace_format) for w, t in given]
+            return _run_mix(spec, inputs, trace_format, alone)
     inp = _input(workload, trace, program, env, cwd, stdin, trace_format)
     out = _core.run(
         _core.RunSpec(
@@ -263,6 +296,90 @@ def run(
         after = f", after skipping {skip_n:,}" if skip_n else ""
         error = f"the input ended after {measured:,} of the {n:,} instructions asked for{after}"
     return Result(stats=stats, error=error, config=dict(out.config))
+
+
+def _mix_inputs(
+    workload: object, workloads: Optional[Sequence[str]], trace: object, traces: Optional[Sequence[str]]
+) -> Optional[list[tuple[Optional[str], Optional[str]]]]:
+    """The (workload, trace) of each core of a mix given as a list (``workloads``, ``traces``,
+    or ``workload="a,b"``), or None for one input."""
+    if isinstance(workload, str) and "," in workload:
+        if workloads is not None:
+            raise TypeError("give workload or workloads, not both")
+        workloads = [w.strip() for w in workload.split(",")]
+        workload = None
+    if isinstance(workloads, str) or isinstance(traces, str):
+        raise TypeError("workloads and traces are lists, e.g. ['mcf', 'gcc']")
+    if workloads is None and traces is None:
+        return None
+    if workload is not None or trace is not None:
+        raise TypeError("give a list (workloads, traces) or one input (workload, trace), not both")
+    out: list[tuple[Optional[str], Optional[str]]] = [(_name(w, "workloads"), None) for w in workloads or []]
+    out += [(None, _name(t, "traces")) for t in traces or []]
+    if not out or any(not (w or t) for w, t in out):
+        raise _core.ConfigError(f"a mix names a workload or trace for every core: {[w or t for w, t in out]}")
+    return out
+
+
+def _run_mix(spec: _core.RunSpec, inputs: list[_Input], trace_format: Optional[str], alone: bool) -> Result:
+    """One run of several cores (``run`` with ``cores`` > 1)."""
+    specs = [
+        _core.RunSpec(
+            workload=i.workload, trace=i.trace, trace_format=trace_format, program=i.program, program_env=i.env,
+            clear_env=i.clear_env, cwd=i.cwd, stdin=i.stdin, skip=spec.skip,
+        )
+        for i in inputs
+    ]
+    # A suite workload by its name (its input is its program); the others as the core names them.
+    names = [i.suite_name or "" for i in inputs]
+    ipc_alone = (lambda i: _alone_ipc(spec, specs[i], inputs[i])) if alone else None
+    out = _core.run_mix(spec, specs, ipc_alone, names)
+    return Result(stats=out.stats, error=out.error, config=dict(out.config))
+
+
+def _alone_ipc(spec: _core.RunSpec, inp_spec: _core.RunSpec, inp: _Input) -> Optional[float]:
+    """``inp``'s IPC alone on one core of ``spec``'s machine: from the results store if it
+    holds that point (secmem.results.point_key), else measured now. None if that run fails
+    (the mix then reports no speedups; its own error says more)."""
+    sets = list(spec.sets) + ["cores=1"]
+    one = _core.RunSpec(
+        preset=spec.preset, integrity=spec.integrity, encryption=spec.encryption, sets=sets, workload=inp_spec.workload,
+        trace=inp_spec.trace, trace_format=inp_spec.trace_format, program=inp_spec.program, program_env=inp_spec.program_env,
+        clear_env=inp_spec.clear_env, cwd=inp_spec.cwd, stdin=inp_spec.stdin, instructions=spec.instructions,
+        warmup=spec.warmup, skip=spec.skip, seed=spec.seed,
+    )
+    stored = _stored_ipc(one, inp)
+    if stored is not None:
+        return stored
+    out = _core.run(one)
+    ipc = out.stats.get("ipc")
+    return float(ipc) if out.error is None and isinstance(ipc, (int, float)) and ipc > 0 else None
+
+
+def _stored_ipc(one: _core.RunSpec, inp: _Input) -> Optional[float]:
+    """The IPC of the run ``one`` in the default results store, if that point is there and ok."""
+    from . import provenance, results
+
+    path = results.default_path()
+    if not os.path.isdir(path):
+        return None
+    try:
+        config = dict(_core.params(one.preset, one.integrity, one.encryption, list(one.sets)))
+        env = dict(inp.env) if inp.env is not None else None
+        if inp.suite_name:
+            ident = provenance.workload_identity(inp.suite_name, seed=one.seed)
+        else:
+            ident = provenance.workload_identity(inp.workload, trace=inp.trace, program=inp.program, seed=one.seed, env=env, cwd=inp.cwd, stdin=inp.stdin)
+        key = results.point_key(config, ident, one.seed, one.instructions, one.warmup, one.skip)
+        t = results.open_store(path, create=False).table(columns=["ipc"])
+        if t.num_rows == 0 or "ipc" not in t.column_names:
+            return None
+        for k, status, ipc in zip(t.column("key").to_pylist(), t.column("status").to_pylist(), t.column("ipc").to_pylist()):
+            if k == key and status == "ok" and isinstance(ipc, (int, float)) and ipc > 0:
+                return float(ipc)
+    except Exception:  # a store that cannot answer is a store without the point
+        return None
+    return None
 
 
 def _sample_plan(sample: object) -> Optional[str]:

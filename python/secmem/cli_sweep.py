@@ -8,7 +8,7 @@ import os
 import sys
 
 from . import _core, table
-from ._args import SetAction
+from ._args import SetAction, positive_int
 from ._files import Output, write_file
 from .results import StoreError, default_path, filter_frame, for_csv, open_store
 from .sweep import AXES, execute, frame, grid, load_grid_file, plan
@@ -46,6 +46,8 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--preset", "-p", help="presets, comma-separated")
     s.add_argument("--axis", "-a", action="append", default=[], metavar="KEY=V1,V2,...", help="an axis over any parameter (repeatable)")
     s.add_argument("--set", "-s", action=SetAction, default=[], metavar="KEY=VALUE", help="a fixed parameter (repeatable; each key once)")
+    s.add_argument("--cores", type=positive_int("--cores"),
+                   help="cores per point (docs/multicore.md): -w a,b,c,d with --cores 4 is one mix; otherwise each workload on every core")
     s.add_argument("--instructions", "-n", help="instructions to measure (default 10M)")
     s.add_argument("--warmup", help="warm-up instructions (default 1M)")
     s.add_argument("--skip", help="instructions to fast-forward first (default 0)")
@@ -62,6 +64,10 @@ def _axes_from_args(a) -> dict:
     cli = {}
     if a.workload:
         cli["workload"] = _csv(a.workload)
+    if a.cores is not None:
+        cli["cores"] = str(a.cores)
+        if a.cores > 1 and len(cli.get("workload", [])) == a.cores:
+            cli["workload"] = [",".join(cli["workload"])]
     if a.trace:
         cli["trace"] = list(a.trace)
     if a.schemes:

@@ -25,13 +25,19 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from . import _core
 from ._digest import sha256_file
 
-if TYPE_CHECKING:
-    from .api import Result
+
+class Result(Protocol):
+    """What ``document`` reads of a run's result (``secmem.api.Result``; named by its fields
+    so that the API, which keys stored points by workload identity, can import this module)."""
+
+    stats: dict[str, Any]
+    config: dict[str, str]
+    error: Optional[str]
 
 __all__ = ["sha256_file", "file_digest", "json_digest", "workload_identity", "git_commit", "command_line", "now", "block", "document"]
 
@@ -95,6 +101,10 @@ def workload_identity(
         return {"kind": "trace", "name": trace, "digest": file_digest(trace) if regular else None}
     if program is not None:
         return {"kind": "program", "name": shlex.join(program), "digest": _program_digest(program, env, cwd, stdin)}
+    if workload is not None and "," in workload:
+        # A mix of several cores (docs/multicore.md): its programs' identities, in core order.
+        parts = [workload_identity(w.strip(), seed=seed) for w in workload.split(",")]
+        return {"kind": "mix", "name": workload, "digest": json_digest([p["digest"] for p in parts])}
     name = workload or "mix"
     if name in dict(_core.workloads()):
         return {"kind": "builtin", "name": name, "digest": _builtin_digest(name, int(seed))}

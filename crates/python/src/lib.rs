@@ -92,6 +92,98 @@ fn source(
     Ok(src)
 }
 
+/// Run a mix (`cores` > 1): the machine and counts of `spec`, one core per input of
+/// `inputs` (RunSpecs whose input fields are read; one input: rate mode, a copy per core).
+/// `alone(i)`: input i's IPC alone on one core or None (the mix's speedups), called once the
+/// mix is checked; `names[i]` its
+/// name in the statistics (empty or missing: the workload, trace file or program). Each core's
+/// input is opened before the run (a bad one is a ConfigError) and again to replay it.
+#[pyfunction]
+#[pyo3(signature = (spec, inputs, alone=None, names=Vec::new()))]
+fn run_mix(
+    py: Python<'_>,
+    spec: PyRef<'_, spec::RunSpec>,
+    inputs: Vec<PyRef<'_, spec::RunSpec>>,
+    alone: Option<Bound<'_, PyAny>>,
+    names: Vec<String>,
+) -> PyResult<spec::RunOutcome> {
+    let s: spec::RunSpec = spec.clone();
+    let p = secmem_sim::configure(&s.preset, s.integrity.as_deref(), s.encryption.as_deref(), &s.sets).map_err(cfg_err)?;
+    if s.sample.is_some() {
+        return Err(cfg_err("--sample runs one core: it cannot sample a mix"));
+    }
+    let config = PyDict::new(py);
+    for (k, v) in p.iter() {
+        config.set_item(k, v.to_string())?;
+    }
+    let given: Vec<spec::RunSpec> = inputs.iter().map(|i| (**i).clone()).collect();
+    if !names.is_empty() && names.len() != given.len() {
+        return Err(cfg_err(format!("run_mix: {} names for {} inputs", names.len(), given.len())));
+    }
+    // An empty name is the input's own (`input_name`).
+    let names: Vec<String> = given.iter().enumerate().map(|(i, g)| names.get(i).filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| input_name(g))).collect();
+    let cores = secmem_sim::multi::cores(&p).map_err(cfg_err)?;
+    let assigned = secmem_sim::multi::assign(cores, &names).map_err(cfg_err)?;
+    // Which given input each core runs: the one input in rate mode, else its own.
+    let which: Vec<usize> = (0..assigned.len()).map(|c| if given.len() == 1 { 0 } else { c }).collect();
+    // Asked once the mix is known to be valid: finding them may run each program alone.
+    let mut ipc_alone: Vec<Option<f64>> = vec![None; given.len()];
+    if let Some(f) = &alone {
+        for (i, a) in ipc_alone.iter_mut().enumerate() {
+            *a = f.call1((i,))?.extract()?;
+        }
+    }
+    let alone_per_core: Vec<Option<f64>> = which.iter().map(|&i| ipc_alone[i]).collect();
+    let count = s.warmup.checked_add(s.instructions);
+    let o = RunOptions { instructions: s.instructions, warmup: s.warmup, seed: s.seed, progress: s.progress };
+    let r = py
+        .detach(|| {
+            let _signals = interrupt::Guard::install();
+            let mut mix: Vec<secmem_sim::MixInput> = which
+                .iter()
+                .map(|&i| {
+                    let g = given[i].clone();
+                    let seed = s.seed;
+                    secmem_sim::MixInput {
+                        name: names[i].clone(),
+                        open: Box::new(move || {
+                            let g = g.clone();
+                            source(
+                                g.workload.as_deref(),
+                                g.trace.as_deref(),
+                                g.trace_format.as_deref(),
+                                g.skip,
+                                g.program,
+                                g.program_env,
+                                g.clear_env,
+                                g.cwd,
+                                g.stdin.as_deref(),
+                                g.stdout.as_deref(),
+                                count,
+                                seed,
+                            )
+                            .map_err(|e| e.to_string())
+                        }),
+                    }
+                })
+                .collect();
+            secmem_sim::run_mix(&p, &mut mix, &o, &alone_per_core)
+        })
+        .map_err(cfg_err)?;
+    Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error: r.error, config: config.unbind() })
+}
+
+/// A mix input's name in the statistics: the workload, the trace file's name or the program.
+fn input_name(s: &spec::RunSpec) -> String {
+    if let Some(t) = &s.trace {
+        return std::path::Path::new(t).file_name().map_or(t.clone(), |n| n.to_string_lossy().into_owned());
+    }
+    if let Some(p) = s.program.as_ref().and_then(|a| a.first()) {
+        return std::path::Path::new(p).file_name().map_or(p.clone(), |n| n.to_string_lossy().into_owned());
+    }
+    s.workload.clone().unwrap_or_else(|| "mix".into())
+}
+
 /// Run one simulation as `spec` says. The configuration is resolved (and every scheme name,
 /// preset and parameter checked by the registry) before the input starts; the statistics
 /// measured up to an error are kept, with the error beside them.
@@ -577,6 +669,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     secmem_files::set_stop_check(|| secmem_trace::stop::stop_requested().is_some());
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(run_mix, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(integrity_schemes, m)?)?;
     m.add_function(wrap_pyfunction!(bench_schemes, m)?)?;

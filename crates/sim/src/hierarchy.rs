@@ -174,6 +174,9 @@ pub struct Hierarchy {
     line: u64,
     /// Lines of the protected level not read since an external record brought them in.
     fresh: FxHashSet<u64>,
+    /// With several cores (`multi`): the protected level's evictions seen here, which the
+    /// run loop passes on to the other cores' levels (None: one core, nothing to pass on).
+    pub evictions: Option<Vec<u64>>,
 }
 
 impl Hierarchy {
@@ -215,6 +218,7 @@ impl Hierarchy {
             last_mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
             line: engine.line(),
             fresh: FxHashSet::default(),
+            evictions: None,
         })
     }
 
@@ -356,6 +360,14 @@ impl Hierarchy {
     /// Keep every level inside the protected one: drop copies of lines it let go.
     #[inline]
     pub fn back_invalidate(&mut self, eng: &mut Engine) {
+        if let Some(mut log) = self.evictions.take() {
+            eng.take_evicted_data(|a| {
+                self.evicted(a);
+                log.push(a);
+            });
+            self.evictions = Some(log);
+            return;
+        }
         eng.take_evicted_data(|a| self.evicted(a));
     }
 

@@ -7,6 +7,7 @@ pub mod cpistack;
 pub mod error;
 pub mod hierarchy;
 pub mod mmu;
+pub mod multi;
 pub mod ooo;
 pub mod pagemap;
 pub mod params;
@@ -17,6 +18,7 @@ pub mod storeq;
 mod warm;
 
 pub use presets::{components, load as load_preset, preset_names, DEFAULT_PRESET};
+pub use multi::{run_mix, MixInput};
 pub use run::{run, run_sampled, RunOptions, RunResult};
 pub use sample::Sampling;
 
@@ -48,6 +50,7 @@ pub fn configure(
     // none) is refused here too, before any run.
     let r = secmem_core::registry::integrity(&p.str("integrity")?)?;
     secmem_core::registry::compatible(r, secmem_core::registry::encryption(&p.str("encryption")?)?)?;
+    params::cores(&p)?;
     Ok(p)
 }
 

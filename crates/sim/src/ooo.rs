@@ -156,7 +156,7 @@ pub struct Core {
     lat: [Cycle; 8],
     /// Cycles from the L1 delivering a load's data to its dependents' issue.
     load_result: Cycle,
-    hier: Hierarchy,
+    pub(crate) hier: Hierarchy,
     mmu: Mmu,
     bp: Predictor,
     /// Branch targets (`[btb]`); None: only directions are predicted (the seeds' machines).
@@ -222,6 +222,8 @@ impl Core {
             return Err(ConfigError(format!("core.issue_width: {} is more than 255", issue)));
         }
         let page = p.size("tlb.page")?;
+        // Checked with the rest of the core; the run applies it with the seed (`PageMap::set_order`).
+        p.choice("pages.order", crate::pagemap::ORDERS)?;
         let mut lat = [1; 8];
         lat[OpClass::Mul as usize] = w("core.mul_latency")?;
         lat[OpClass::Div as usize] = w("core.div_latency")?;
@@ -331,6 +333,21 @@ impl Core {
             self.fetch_n = 0;
             self.fetch_cause = why;
         }
+    }
+
+    /// A mix's start (`multi`): the memory image this core's trace handed out before its
+    /// first instruction is written now, as memory that was there before the run; returns
+    /// when this core could start.
+    pub(crate) fn load_image(&mut self, eng: &mut Engine) -> Result<Cycle, StepError> {
+        if self.pending_n > 0 {
+            self.apply_external(self.fetch_t, false, eng)?;
+        }
+        Ok(self.now().max(eng.busy_until()))
+    }
+
+    /// Fetch waits until `t` (a mix's cores start together, once every image is in).
+    pub(crate) fn start_at(&mut self, t: Cycle) {
+        self.redirect(t, cpistack::BASE);
     }
 
     /// Give the engine's schemes their timed events; the front end waits for those that

@@ -4,15 +4,88 @@
 //! program's pages stay contiguous however many tables a walk layout needs: ChampSim's
 //! layout takes a table per page, and interleaved with the data they would leave the
 //! program's lines half the last level's sets.
+//!
+//! Several cores (`multi`) each have their own map but draw frames from one pool
+//! (`PageMap::sharing`), first touch first served across them as ChampSim's
+//! `VirtualMemory` does: copies of one program get distinct frames, and the order frames
+//! are given out follows the deterministic order the cores run in.
 
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::rc::Rc;
 
-pub struct PageMap {
-    map: FxHashMap<u64, u64>,
+/// Physical frames not given out yet: the program's from the bottom, the system's from the top.
+pub struct Frames {
     next: u64,
     /// Frames from here up are the system's.
     top: u64,
     frames: u64,
+    /// `pages.order = "random"`: the n-th frame given out is `order(n)`, not n.
+    order: Option<Order>,
+}
+
+impl Frames {
+    #[inline]
+    fn frame(&self, n: u64) -> u64 {
+        match &self.order {
+            None => n,
+            Some(o) => o.frame(n, self.frames),
+        }
+    }
+}
+
+/// A permutation of the frame numbers drawn from the seed: a four-round Feistel network on
+/// an even number of bits, walked until it lands inside the pool (cycle walking keeps it a
+/// permutation of [0, frames)). Frames scattered so, one program's pages (and copies of it
+/// on several cores) fall on the last level's sets as an OS's free list would place them,
+/// not all at the same offsets.
+struct Order {
+    half: u32,
+    keys: [u64; 4],
+}
+
+impl Order {
+    fn new(frames: u64, seed: u64) -> Order {
+        let bits = (64 - frames.max(4).saturating_sub(1).leading_zeros()).max(2);
+        let mut k = seed ^ 0x5EC0_FA9E_5EC0_FA9E;
+        let keys = [(); 4].map(|_| {
+            k = mix(k);
+            k
+        });
+        Order { half: bits.div_ceil(2), keys }
+    }
+
+    fn frame(&self, n: u64, frames: u64) -> u64 {
+        let mask = (1u64 << self.half) - 1;
+        let mut y = n;
+        loop {
+            let (mut l, mut r) = (y >> self.half, y & mask);
+            for key in &self.keys {
+                (l, r) = (r, l ^ (mix(r ^ key) & mask));
+            }
+            y = l << self.half | r;
+            if y < frames {
+                return y;
+            }
+        }
+    }
+}
+
+/// splitmix64's finalizer.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `pages.order`'s choices.
+pub const ORDERS: &[&str] = &["first_touch", "random"];
+
+pub struct PageMap {
+    map: FxHashMap<u64, u64>,
+    /// Touched only when a page is first seen (shared by the cores of a mix).
+    pool: Rc<RefCell<Frames>>,
     shift: u32,
     /// Recent translations, direct mapped by virtual page: a program streams through a few
     /// arrays at once, and each lookup in `map` is a host cache miss.
@@ -24,7 +97,22 @@ const RECENT: usize = 256;
 impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
-        PageMap { map: FxHashMap::default(), next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None };
+        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+    }
+
+    /// Frames in the order `pages.order` says (random: drawn from `seed`); before any is given out.
+    pub fn set_order(&mut self, p: &secmem_core::Params, seed: u64) -> Result<(), secmem_core::ConfigError> {
+        if p.choice("pages.order", ORDERS)? == "random" {
+            let mut pool = self.pool.borrow_mut();
+            pool.order = Some(Order::new(pool.frames, seed));
+        }
+        Ok(())
+    }
+
+    /// A map of its own (another core's) drawing frames from the same pool as `self`.
+    pub fn sharing(&self) -> PageMap {
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -39,11 +127,12 @@ impl PageMap {
         let pf = match self.map.get(&vp) {
             Some(&f) => f,
             None => {
-                if self.next >= self.top {
+                let mut pool = self.pool.borrow_mut();
+                if pool.next >= pool.top {
                     return None;
                 }
-                let f = self.next;
-                self.next += 1;
+                let f = pool.frame(pool.next);
+                pool.next += 1;
                 self.map.insert(vp, f);
                 f
             }
@@ -55,16 +144,23 @@ impl PageMap {
     /// A frame for the system's own use (page tables), from the top of the same pool;
     /// `None` when physical memory is exhausted.
     pub fn alloc_frame(&mut self) -> Option<u64> {
-        if self.next >= self.top {
+        let mut pool = self.pool.borrow_mut();
+        if pool.next >= pool.top {
             return None;
         }
-        self.top -= 1;
-        Some(self.top << self.shift)
+        pool.top -= 1;
+        Some(pool.frame(pool.top) << self.shift)
     }
 
-    /// Frames given out, the program's and the system's.
+    /// Frames given out from the pool, the program's and the system's (every core's).
     pub fn pages(&self) -> u64 {
-        self.next + (self.frames - self.top)
+        let pool = self.pool.borrow();
+        pool.next + (pool.frames - pool.top)
+    }
+
+    /// Pages of this map's own program.
+    pub fn own_pages(&self) -> u64 {
+        self.map.len() as u64
     }
 }
 
@@ -103,5 +199,32 @@ mod tests {
         }
         assert_eq!(pm.alloc_frame(), None);
         assert_eq!(pm.translate(0x200_0000), None);
+    }
+
+    #[test]
+    fn a_random_order_is_a_permutation_of_the_frames_drawn_from_the_seed() {
+        for frames in [5u64, 64, 1000] {
+            let o = Order::new(frames, 7);
+            let mut seen: Vec<u64> = (0..frames).map(|n| o.frame(n, frames)).collect();
+            let first: Vec<u64> = seen.iter().take(4).copied().collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..frames).collect::<Vec<_>>(), "{} frames", frames);
+            assert_ne!(first, [0, 1, 2, 3], "scattered");
+            let other: Vec<u64> = (0..4).map(|n| Order::new(frames, 8).frame(n, frames)).collect();
+            assert_ne!(first, other, "another seed, another order");
+        }
+    }
+
+    #[test]
+    fn maps_sharing_a_pool_give_the_same_virtual_page_distinct_frames() {
+        let mut a = PageMap::new(4 * 4096, 4096);
+        let mut b = a.sharing();
+        assert_eq!(a.translate(0x1000), Some(0));
+        assert_eq!(b.translate(0x1008), Some(4096 + 8), "another program's page 1 is another frame");
+        assert_eq!(b.alloc_frame(), Some(3 * 4096));
+        assert_eq!(a.translate(0x1010), Some(16), "each keeps its own");
+        assert_eq!(a.translate(0x5000), Some(2 * 4096));
+        assert_eq!((a.pages(), b.pages(), a.own_pages(), b.own_pages()), (4, 4, 2, 1));
+        assert_eq!(b.translate(0x9000), None, "the pool is exhausted for both");
     }
 }

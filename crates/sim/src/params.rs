@@ -2,8 +2,35 @@
 //! out-of-order core, its L1s and TLBs, and the run loop's sampling.
 
 use secmem_core::decl::{param, Component, Def, Kind};
+use secmem_core::{ConfigError, Params};
+
+/// Most cores a run may have (each holds its own caches and TLBs).
+pub const MAX_CORES: u64 = 64;
+
+/// The cores a run has (`cores`, at most `MAX_CORES`; several: `multi`).
+pub fn cores(p: &Params) -> Result<u64, ConfigError> {
+    let n = p.u64_min("cores", 1)?;
+    if n > MAX_CORES {
+        return Err(ConfigError(format!("cores: {} is more than {}", n, MAX_CORES)));
+    }
+    Ok(n)
+}
 
 pub const CORE: &[Component] = &[
+    Component {
+        name: "cores",
+        kind: Kind::Machine,
+        summary: "cores sharing the protected last level, the memory controller and the engine (`multi`)",
+        source: "ChampSim's multi-core runs (rate mode: one trace on every core)",
+        params: &[param("cores", Def::Int(1), "cores", "out-of-order cores, each with its own trace, L1s, private levels and TLBs (at most 64; docs/multicore.md)")],
+    },
+    Component {
+        name: "pages",
+        kind: Kind::Machine,
+        summary: "physical frames for the programs' pages (one pool for every core)",
+        source: "ChampSim's VirtualMemory (first touch); an OS's scattered free list (random)",
+        params: &[param("pages.order", Def::Str("first_touch"), "first_touch|random", "frames given out in first-touch order, or in an order drawn from the seed (spreads copies of one program over the last level's sets)")],
+    },
     Component {
         name: "core",
         kind: Kind::Machine,

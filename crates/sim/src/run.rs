@@ -12,7 +12,7 @@ use std::time::Instant;
 // every 256 instructions, stop, and keep what they measured, marked `interrupted`.
 pub use secmem_trace::stop::{clear_stop, request_stop, stop_requested};
 
-fn signal_name(sig: i32) -> String {
+pub(crate) fn signal_name(sig: i32) -> String {
     match sig {
         2 => "SIGINT".into(),
         15 => "SIGTERM".into(),
@@ -56,9 +56,14 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     if let Some(plan) = &plan {
         plan.check(o.instructions)?;
     }
+    let cores = crate::params::cores(p)?;
+    if cores > 1 {
+        return Err(ConfigError(format!("cores = {}: a run of several cores is a mix (run_mix), with one trace per core{}", cores, if plan.is_some() { "; sampling runs one core" } else { "" })));
+    }
     let wall = Instant::now();
     let mut eng = Engine::new(p, o.seed)?;
     let mut core = Core::new(p, &eng)?;
+    core.pm.set_order(p, o.seed)?;
     let mut ins = Instr::default();
     let total = o.warmup.saturating_add(o.instructions);
     let mut n: u64 = 0;

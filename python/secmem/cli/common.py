@@ -8,7 +8,7 @@ import json
 from typing import Any, Callable, Optional, Sequence
 
 from .. import _core
-from .._args import BadArgument, SetAction, counts, scheme_list, seed
+from .._args import BadArgument, SetAction, counts, positive_int, scheme_list, seed
 from .._files import Output
 from ..api import DEFAULT_PRESET, DEFAULT_WORKLOAD, configuration
 from ..comparison import DEFAULT_SCHEMES as DEFAULT_PAIRS
@@ -57,6 +57,12 @@ def add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
         metavar="U:W:D",
         help="sampled simulation (docs/sampling.md): every U instructions, W measured in detail after D of detailed "
         "warm-up, functional warming between; IPC and rates with 95%% intervals. Alone: a plan chosen from -n",
+    )
+    p.add_argument(
+        "--cores",
+        type=positive_int("--cores"),
+        help="cores sharing the last level, the memory controller and the engine, each with its own input "
+        "(-w a,b,c,d: one per core; one workload: a copy per core, rate mode; docs/multicore.md)",
     )
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
 

@@ -35,12 +35,18 @@ def cmd(a: argparse.Namespace) -> int:
         seed=a.seed,
         sample=a.sample,
     )
+    if a.cores is not None:
+        # --cores N: N workloads listed are one mix; otherwise each runs on every core (rate mode).
+        kwargs.update(cores=a.cores, alone=False)
+        if a.cores > 1 and len(workloads) == a.cores:
+            workloads = [",".join(w or DEFAULT_WORKLOAD for w in workloads)]
     if len(workloads) > 1 and (a.trace or prog):
         raise _core.ConfigError("compare several workloads (-w a,b,c) or one trace or program, not both")
     out = output(a.json)
     df = comparison.compare(workloads if len(workloads) > 1 else workloads[0], schemes=schemes, progress=a.json != "-", **kwargs)
     if a.json:
-        ids = [provenance.workload_identity(workload=w, trace=a.trace, program=prog, seed=a.seed) for w in workloads]
+        names = [n for w in workloads for n in (w.split(",") if w else [w])]
+        ids = [provenance.workload_identity(workload=w, trace=a.trace, program=prog, seed=a.seed) for w in names]
         doc = {"provenance": df.attrs["provenance"], "workloads": ids, "rows": comparison.records(df)}
         write_json(a.json, doc, out)
         if a.json == "-":

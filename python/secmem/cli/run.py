@@ -9,7 +9,7 @@ from typing import Any
 from .. import provenance
 from ..api import run
 from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, write_json
-from .summary import summary
+from .summary import mix_summary, summary
 
 
 def add_parser(sub: Any) -> None:
@@ -37,14 +37,22 @@ def cmd(a: argparse.Namespace) -> int:
         seed=a.seed,
         progress=True,
         sample=a.sample,
+        cores=a.cores,
     )
     # A failure is said first; statistics follow only if something was measured.
     if r.error:
         print(f"secmem: error: {r.error}", file=sys.stderr, flush=True)
+    mix = "cores" in r.stats
     if a.json != "-" and (r.stats.get("instructions", 0) or not r.error):
-        print(summary(r.stats, a.preset, a.set), flush=True)
-    ident = dict(workload=a.workload, trace=a.trace, program=prog, seed=a.seed)
-    doc = provenance.document(r, r.stats.get("sim.wall_seconds"), **ident)
+        print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
+    if mix:
+        # A mix: the identity of each different input, in the order given.
+        names = (a.workload or "").split(",") if a.workload and "," in a.workload else [a.workload]
+        ids = [provenance.workload_identity(workload=w, trace=a.trace, program=prog, seed=a.seed) for w in names]
+        doc = {"stats": r.stats, "config": r.config, "error": r.error, "provenance": provenance.block(wall_seconds=r.stats.get("sim.wall_seconds")), "workload": ids}
+    else:
+        ident = dict(workload=a.workload, trace=a.trace, program=prog, seed=a.seed)
+        doc = provenance.document(r, r.stats.get("sim.wall_seconds"), **ident)
     doc["interrupted"] = r.interrupted
     write_json(a.json, doc, out)
     return SIGNAL_EXIT.get(r.interrupted, 130) if r.interrupted else 1 if r.error else 0

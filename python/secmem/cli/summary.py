@@ -95,6 +95,46 @@ def summary(stats: dict[str, Any], preset: str, sets: Sequence[str] = ()) -> str
     return "\n".join(lines)
 
 
+def mix_summary(stats: dict[str, Any], preset: str, sets: Sequence[str] = ()) -> str:
+    """A run of several cores: the mix's throughput and speedups, the shared structures, then
+    one line per core (docs/multicore.md)."""
+    s = stats
+    machine = f"{preset} ({', '.join(sets)})" if sets else preset
+    k = int(s["cores"])
+    speed = ""
+    if "mix.weighted_speedup" in s:
+        speed = f"   weighted speedup {s['mix.weighted_speedup']:.4f}   harmonic mean of speedups {s['mix.harmonic_speedup']:.4f}"
+    lines = [
+        f"secmem {_core.__version__} — {s['workload']} on {machine} ({k} cores sharing the last level, the memory controller "
+        f"and the engine), integrity={s['integrity']}, encryption={s['encryption']}",
+        "",
+        f"  throughput (IPC)    {s['ipc']:>16.4f}{speed}",
+        f"  instructions        {s['instructions']:>16,}   (all cores, each after {s['warmup']:,} warm-up)",
+        f"  cycles              {s['cycles']:>16,}   (from the last core's end of warm-up to the last core's count)",
+        f"  L2 miss rate (data) {s['l2.miss_rate'] * 100:>15.2f}%   metadata {s['l2.meta_miss_rate'] * 100:.2f}% of {s['l2.meta_accesses']:,}",
+        f"  memory read         {_fmt_bytes(s['mem.read_bytes']):>16}   written {_fmt_bytes(s['mem.write_bytes'])}",
+        f"  bus busy            {s['mem.bus_busy_cycles'] / max(s['cycles'], 1) * 100:>15.1f}%   queueing {s['mem.bus_queue_cycles'] / max(s['mem.reads'], 1):.1f} cycles per read",
+        "",
+        f"  {'core':<5} {'workload':<14} {'instructions':>13} {'IPC':>8} {'alone':>8} {'speedup':>8} {'L2 miss':>8} {'meta hit':>9} {'mem reads':>10} {'queue/read':>10}",
+    ]
+    for c in range(k):
+        p = f"core{c}."
+        alone = f"{s[p + 'ipc_alone']:>8.4f} {s[p + 'speedup']:>8.4f}" if p + "ipc_alone" in s else f"{'-':>8} {'-':>8}"
+        lines.append(
+            f"  {c:<5} {str(s[p + 'workload'])[:14]:<14} {s[p + 'instructions']:>13,} {s[p + 'ipc']:>8.4f} {alone} "
+            f"{s[p + 'l2.miss_rate'] * 100:>7.2f}% {s[p + 'l2.meta_hit_rate'] * 100:>8.2f}% {s[p + 'mem.reads']:>10,} "
+            f"{s[p + 'mem.queue_cycles_per_read']:>10.1f}"
+        )
+    mism = sum(int(s.get(f"core{c}.trace.value_mismatches", 0)) for c in range(k))
+    if mism:
+        lines.append(f"\n  warning: {mism:,} loads returned a value other than the trace's")
+    lines.append("")
+    lines.append(f"  simulated at {s['sim.instructions_per_second'] / 1e6:.2f} M instr/s (all cores), {s['sim.wall_seconds']:.2f} s wall")
+    if s.get("interrupted"):
+        lines.insert(1, f"  INTERRUPTED by {s['interrupted']}: the statistics measured until then")
+    return "\n".join(lines)
+
+
 #: Fewer sampled windows than this and a summary warns that the intervals may not hold.
 FEW_WINDOWS = 30
 
