@@ -5,6 +5,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use secmem_core::encryption::Seed;
 use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
 use std::sync::{Mutex, MutexGuard};
@@ -370,15 +371,14 @@ impl SecureMemory {
     #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=None))]
     fn new(py: Python<'_>, size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: Option<u64>) -> PyResult<Self> {
         sets.insert(0, format!("memory.size={}", size));
-        // The keys derive from the seed: one the caller did not choose comes from the OS's
-        // random source, so nobody can derive them offline. A given seed is for reproducible
-        // experiments only.
+        // Without a seed the keys come from 128 bits of the OS's random source, so nobody can
+        // derive them offline. A given seed is for reproducible experiments only.
         let seed = match seed {
-            Some(s) => s,
-            None => os_random_u64()?,
+            Some(s) => Seed::fixed(s),
+            None => Seed::secret(os_random_key()?),
         };
         let p = secmem_sim::configure(preset, Some(integrity), Some(encryption), &sets).map_err(cfg_err)?;
-        let mut eng = py.detach(|| Engine::new(&p, seed)).map_err(cfg_err)?;
+        let mut eng = py.detach(|| Engine::with_keys(&p, seed)).map_err(cfg_err)?;
         Ok(SecureMemory {
             size: eng.data_size(),
             raw_size: eng.untrusted().size(),
@@ -539,9 +539,9 @@ impl SecureMemory {
     }
 }
 
-/// 64 bits from the OS's random source (getrandom(2)).
-fn os_random_u64() -> PyResult<u64> {
-    let mut b = [0u8; 8];
+/// A 128-bit key from the OS's random source (getrandom(2)).
+fn os_random_key() -> PyResult<[u8; 16]> {
+    let mut b = [0u8; 16];
     let mut got = 0;
     while got < b.len() {
         // SAFETY: the pointer and length describe the unfilled tail of `b`.
@@ -555,7 +555,7 @@ fn os_random_u64() -> PyResult<u64> {
         }
         got += n as usize;
     }
-    Ok(u64::from_le_bytes(b))
+    Ok(b)
 }
 
 fn range_in(addr: u64, n: u64, size: u64, what: &str) -> PyResult<()> {
