@@ -108,20 +108,30 @@ fn run(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>) -> PyResult<spec::RunOutc
     let plan = s.sample.as_deref().map(|x| secmem_sim::Sampling::parse(x, s.instructions)).transpose().map_err(cfg_err)?;
     let count = s.warmup.checked_add(s.instructions);
     let (skip, instructions) = (s.skip, s.instructions);
-    let mut src = source(
-        s.workload.as_deref(),
-        s.trace.as_deref(),
-        s.trace_format.as_deref(),
-        skip,
-        s.program,
-        s.program_env,
-        s.clear_env,
-        s.cwd,
-        s.stdin.as_deref(),
-        s.stdout.as_deref(),
-        count,
-        s.seed,
-    )?;
+    // Opening may wait (a FIFO's writer): without the GIL, and ended by Ctrl-C/SIGTERM.
+    let (workload, trace, trace_format, stdin, stdout) = (s.workload, s.trace, s.trace_format, s.stdin, s.stdout);
+    let (program, program_env, clear_env, cwd, seed) = (s.program, s.program_env, s.clear_env, s.cwd, s.seed);
+    let opened = {
+        let _signals = interrupt::Guard::install();
+        py.detach(|| {
+            source(
+                workload.as_deref(),
+                trace.as_deref(),
+                trace_format.as_deref(),
+                skip,
+                program,
+                program_env,
+                clear_env,
+                cwd,
+                stdin.as_deref(),
+                stdout.as_deref(),
+                count,
+                seed,
+            )
+        })
+    };
+    interrupt::check()?;
+    let mut src = opened?;
     let o = RunOptions { instructions, warmup: s.warmup, seed: s.seed, progress: s.progress };
     let r = py
         .detach(|| {
@@ -210,8 +220,11 @@ fn export<'py>(
         None => false,
     };
     let numbering = if champsim_in { Numbering::ChampSim } else { Numbering::X86 };
-    let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed)?;
+    // From the opening on (a FIFO's writer may keep it waiting), Ctrl-C/SIGTERM end the call.
     let _signals = interrupt::Guard::install();
+    let opened = py.detach(|| source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed));
+    interrupt::check()?;
+    let mut src = opened?;
     let e = py.detach(|| secmem_trace::export(&mut *src, path, format, records, numbering));
     interrupt::check()?;
     let e = e.map_err(cfg_err)?;
