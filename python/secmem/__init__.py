@@ -12,6 +12,10 @@ memory; the same operations are timed by a cycle-level model of the processor.
 
 from typing import TYPE_CHECKING, Any
 
+from . import _early
+
+_early.install()  # first: the imports below take a moment (the CLI's process only)
+
 from ._core import ConfigError, IntegrityError, __version__
 from .api import Interrupted, Result, SecureMemory, Untrusted, export, presets, run, workloads
 from .results import StoreError

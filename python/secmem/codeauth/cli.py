@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from . import BLOCKS, PADS, WIDTHS, fingerprint, keygen, load_keys, sign, tagfile_info, verify, write_file
+from . import BLOCKS, PADS, WIDTHS, CodeAuthError, check_program_id, fingerprint, keygen, load_keys, sign, tagfile_info, verify, write_file
 from . import cpi as cpi_model
 
 
@@ -19,6 +19,14 @@ def _addr(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative")
     return v
+
+
+def _id(text: str) -> int:
+    """argparse type of --id: a program id (codeauth.PROGRAM_IDS)."""
+    try:
+        return check_program_id(int(text, 0))
+    except (ValueError, CodeAuthError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a program id (a whole number from 1 to 2^32-1)") from None
 
 
 def _read(path: str) -> bytes:
@@ -124,10 +132,10 @@ def cmd_tsr_serve(a: argparse.Namespace) -> int:
 
     srv = Server(a.db, port=a.port)
     print(f"secmem TSR: database {a.db}, serving on {srv.url} (Ctrl-C stops)", flush=True)
+    # SIGINT and SIGTERM raise KeyboardInterrupt here (the CLI's handlers): the socket is
+    # closed, and the CLI says which signal stopped the server and exits 130 or 143.
     try:
         srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
     finally:
         srv.httpd.server_close()
     return 0
@@ -211,7 +219,7 @@ def add_parser(sub: Any) -> None:
     sg = s.add_parser("sign", help="tag the executable segments of an ELF program (the shared-key variant of §3)")
     sg.add_argument("program")
     sg.add_argument("--keys", required=True, help="key file")
-    sg.add_argument("--id", type=int, required=True, help="program id I (32 bits)")
+    sg.add_argument("--id", type=_id, required=True, help="program id I (32 bits)")
     sg.add_argument("-o", "--output", help="tag file (default PROGRAM.tags)")
     _sign_options(sg)
     sg.set_defaults(func=cmd_sign)
@@ -261,7 +269,7 @@ def add_parser(sub: Any) -> None:
     fe.add_argument("program")
     fe.add_argument("--url", required=True)
     fe.add_argument("--user", required=True)
-    fe.add_argument("--id", type=int, required=True, help="the program's id at the repository")
+    fe.add_argument("--id", type=_id, required=True, help="the program's id at the repository")
     fe.add_argument("--keys", required=True, help="the user's (processor's) key file")
     fe.add_argument("--digest-only", action="store_true", help="receive only the tags' hash and make the tags here")
     fe.add_argument("-o", "--output", help="tag file (default PROGRAM.tags)")
@@ -275,7 +283,7 @@ def add_parser(sub: Any) -> None:
     pn = ps.add_parser("sign", help="the owner signs a program")
     pn.add_argument("program")
     pn.add_argument("--key", required=True, help="the owner's private key")
-    pn.add_argument("--id", type=int, required=True, help="program id I (32 bits)")
+    pn.add_argument("--id", type=_id, required=True, help="program id I (32 bits)")
     pn.add_argument("-o", "--output", help="signature file (default PROGRAM.sig)")
     pn.set_defaults(func=cmd_pk_sign)
     pi = ps.add_parser("install", help="check the owner's signature, then make the tags with the local key")
