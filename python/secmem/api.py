@@ -18,7 +18,7 @@ DEFAULT_WORKLOAD = "mix"
 
 Size = Union[int, str]
 # A count: an int, or text such as "10M" (secmem._args.count).
-Count = Union[int, float, str]
+Count = Union[int, str]
 
 
 def _sets(params: Optional[Mapping[str, object]]) -> list[str]:
@@ -62,6 +62,9 @@ def _address(v: object, name: str = "addr") -> int:
         raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
     if i < 0:
         raise ValueError(f"{name} must not be negative (got {i})")
+    if i >= 2**64:
+        # the engine's addresses and lengths are 64-bit: this one is outside any memory
+        raise ValueError(f"{name} {i:#x} is outside the memory (addresses and lengths are below 2^64)")
     return i
 
 
