@@ -363,7 +363,7 @@ def test_run_stopped_during_warmup_reports_consistent_stats(stream_trace, tmp_pa
     cut = _cut(stream_trace, tmp_path / "early.trace", stream_trace.stat().st_size // 2)
     out = tmp_path / "early.json"
     p = cli("run", "--trace", cut, "-n", "50k", "--warmup", "10k", "--json", out)
-    assert p.returncode == 1
+    assert p.returncode == 2, "nothing measured: exit 2, as for any unusable input"
     s = json.loads(out.read_text())["stats"]
     assert s["instructions"] == 0
     assert s["mem.bus_busy_cycles"] <= s["cycles"]
@@ -420,7 +420,7 @@ def test_a_short_input_is_an_error(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "error: the input ended after 20,000 of the 100,000 instructions" in p.stderr
     p = cli("run", "--trace", str(t), "-n", "100k", "--warmup", "50k")
-    assert p.returncode == 1 and "before the warm-up" in p.stderr
+    assert p.returncode == 2 and "before the warm-up" in p.stderr
 
 
 def test_program_must_be_an_argv_list():
