@@ -63,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler
 from typing import Optional
 
-from . import BLOCKS, PADS, WIDTHS, CodeAuthError, fingerprint, keygen, load_keys, sign, tagfile_info, verify
+from . import BLOCKS, PADS, PROGRAM_IDS, WIDTHS, CodeAuthError, fingerprint, keygen, load_keys, sign, tagfile_info, verify
 
 HOST = "127.0.0.1"
 CHALLENGE_SECONDS = 120
@@ -80,8 +80,8 @@ MAX_PENDING = 1024
 BACKLOG = 1024
 #: Open (unused, unexpired) challenges at most: each is a row someone unauthenticated made.
 MAX_CHALLENGES = 10_000
-#: Program ids are 32 bits (the tags bind them); addresses 64.
-MAX_ID = 2**32 - 1
+#: Program ids (codeauth.PROGRAM_IDS: 32 bits, from 1); addresses 64.
+MAX_ID = PROGRAM_IDS[-1]
 MAX_ADDR = 2**64 - 1
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -390,6 +390,17 @@ def _field(body: dict, name: str, kind, lo=None, hi=None, choices=None, optional
     return v
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys are all different: with a repeated key, which value counts
+    depends on the parser (json keeps the last, others the first), so it is refused."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _Refused(400, f"field {str(dup)[:40]!r} given twice")
+    return d
+
+
 def _text(body: dict, name: str, pattern, what: str) -> str:
     v = body.get(name)
     if not isinstance(v, str) or not v.isascii() or not pattern.fullmatch(v):
@@ -417,6 +428,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _body(self, fields, limit: int = MAX_BODY) -> dict:
+        if len(self.headers.get_all("Content-Length") or []) > 1:
+            # Which one frames the body? A proxy and this server could disagree (smuggling).
+            raise _Refused(400, "more than one Content-Length header")
         n = (self.headers.get("Content-Length") or "").strip()
         if not (n.isascii() and n.isdigit()) or len(n) > 12:
             raise _Refused(400, "a request body needs a Content-Length")
@@ -433,7 +447,9 @@ class _Handler(BaseHTTPRequestHandler):
         if raw.count(b"{") + raw.count(b"[") > 1:
             raise _Refused(400, "request body must be one flat JSON object")
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, object_pairs_hook=_unique_keys)
+        except _Refused:
+            raise
         except (ValueError, RecursionError):  # also integers past Python's digit limit
             raise _Refused(400, "request body is not JSON") from None
         if not isinstance(body, dict):
