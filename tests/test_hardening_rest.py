@@ -230,3 +230,48 @@ def test_tsr_refuses_duplicate_content_lengths_and_duplicate_json_keys(tmp_path)
         p.terminate()
         p.wait(20)
     assert "Traceback" not in p.stderr.read()
+
+
+def test_many_stalled_connections_delay_an_honest_client_briefly(tmp_path):
+    # 200 stalled connections held an honest client 18 s (3 s per worker slot); now a
+    # connection that has not sent its request within BUSY_REQUEST_SECONDS while others wait
+    # is cut off (measured: 3.1 s).
+    p, port = _served(tmp_path)
+    stalled = []
+    try:
+        for _ in range(200):
+            c = socket.create_connection(("127.0.0.1", port), timeout=60)
+            c.sendall(b"P")
+            stalled.append(c)
+        t = time.monotonic()
+        body = b'{"program_id": 1, "user": "alice"}'
+        r = _raw(port, b"POST /challenge HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        waited = time.monotonic() - t
+        assert r.startswith(b"HTTP/1.0 404"), r
+        bound = 200 / tsr.WORKERS * (tsr.BUSY_REQUEST_SECONDS + 0.1) + 3
+        assert waited < bound, f"an honest client waited {waited:.1f} s behind 200 stalled ones (bound {bound:.1f} s)"
+    finally:
+        for c in stalled:
+            c.close()
+        p.terminate()
+        p.wait(20)
+
+
+def test_the_server_key_can_live_elsewhere_and_is_refused_if_others_may_read_it(tmp_path):
+    db, key = tmp_path / "t.sqlite", tmp_path / "keys" / "server.key"
+    key.parent.mkdir()
+    p = cli("codeauth", "tsr", "add-owner", "acme", "--db", db, "--key", key)
+    assert p.returncode == 0, p.stderr
+    assert key.stat().st_mode & 0o777 == 0o600 and not (tmp_path / "t.sqlite.key").exists()
+    alice = tmp_path / "alice.keys"
+    codeauth.keygen(str(alice), seed=b"alice")
+    assert cli("codeauth", "tsr", "add-user", "alice", "--db", db, "--key", key, "--keys", alice).returncode == 0
+    # the wrong key cannot open alice's stored key
+    with pytest.raises(tsr.RepositoryError, match="does not decrypt"):
+        tsr.Repository(str(db), str(tmp_path / "other.key")).user_keys("alice")
+    key.chmod(0o644)
+    assert_clean_error(cli("codeauth", "tsr", "add-owner", "globex", "--db", db, "--key", key), "mode 0644", "chmod 600")
+    key.chmod(0o600)
+    link = tmp_path / "link.key"
+    link.symlink_to(key)
+    assert_clean_error(cli("codeauth", "tsr", "add-owner", "globex", "--db", db, "--key", link), str(link))

@@ -29,6 +29,9 @@ def _id(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a program id (a whole number from 1 to 2^32-1)") from None
 
 
+_KEY_HELP = "the server key (default DB.key; created 0600 if missing, refused if others may read it)"
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
@@ -130,7 +133,7 @@ def cmd_cpi(a: argparse.Namespace) -> int:
 def cmd_tsr_serve(a: argparse.Namespace) -> int:
     from .tsr import Server
 
-    srv = Server(a.db, port=a.port)
+    srv = Server(a.db, port=a.port, key=a.key)
     print(f"secmem TSR: database {a.db}, serving on {srv.url} (Ctrl-C stops)", flush=True)
     # SIGINT and SIGTERM raise KeyboardInterrupt here (the CLI's handlers): the socket is
     # closed, and the CLI says which signal stopped the server and exits 130 or 143.
@@ -144,7 +147,7 @@ def cmd_tsr_serve(a: argparse.Namespace) -> int:
 def cmd_tsr_add_owner(a: argparse.Namespace) -> int:
     from .tsr import Repository
 
-    token = Repository(a.db).add_owner(a.name)
+    token = Repository(a.db, a.key).add_owner(a.name)
     print(f"owner {a.name} registered; token (shown once): {token}")
     return 0
 
@@ -152,7 +155,7 @@ def cmd_tsr_add_owner(a: argparse.Namespace) -> int:
 def cmd_tsr_add_user(a: argparse.Namespace) -> int:
     from .tsr import Repository
 
-    fp = Repository(a.db).add_user(a.name, _read(a.keys))
+    fp = Repository(a.db, a.key).add_user(a.name, _read(a.keys))
     print(f"user {a.name} registered with the processor key {fp}")
     return 0
 
@@ -247,15 +250,18 @@ def add_parser(sub: Any) -> None:
     ts = t.add_subparsers(dest="tsrcmd", metavar="ACTION", required=True)
     sv = ts.add_parser("serve", help="run the repository's HTTP service on 127.0.0.1")
     sv.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    sv.add_argument("--key", metavar="PATH", help=_KEY_HELP)
     sv.add_argument("--port", type=int, default=8731, help="port (default %(default)s; 0: any free port)")
     sv.set_defaults(func=cmd_tsr_serve)
     ao = ts.add_parser("add-owner", help="register a software owner; prints their token")
     ao.add_argument("name")
     ao.add_argument("--db", required=True)
+    ao.add_argument("--key", metavar="PATH", help=_KEY_HELP)
     ao.set_defaults(func=cmd_tsr_add_owner)
     au = ts.add_parser("add-user", help="enter a user's processor key (pre-distributed, §4)")
     au.add_argument("name")
     au.add_argument("--db", required=True)
+    au.add_argument("--key", metavar="PATH", help=_KEY_HELP)
     au.add_argument("--keys", required=True)
     au.set_defaults(func=cmd_tsr_add_user)
     rg = ts.add_parser("register", help="an owner registers a program with the repository")
