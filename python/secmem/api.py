@@ -359,8 +359,9 @@ class SecureMemory:
     Reads and writes go through the trusted cache; lines leave it encrypted and hashed into
     untrusted memory. A failed verification raises :class:`secmem.IntegrityError`.
 
-    Keys: without ``seed`` (the default) they derive from a 64-bit seed drawn from the OS's
-    random source, so nobody can compute them offline; with ``seed=N`` they are the same on every
+    Keys: without ``seed`` (the default) they come from 128 bits of the OS's random source
+    (each scheme key is AES of its purpose under them), so nobody can compute them offline;
+    with ``seed=N`` they derive from the seed and are the same on every
     run (for reproducible experiments and tests, not for protecting anything). Simulations
     (``secmem.run``) always use their ``seed``, default 1, so results are repeatable.
     """
