@@ -55,6 +55,11 @@ impl Guard {
                 let mut old: [libc::sigaction; 2] = std::mem::zeroed();
                 for (s, o) in SIGNALS.iter().zip(old.iter_mut()) {
                     libc::sigaction(*s, &new, o);
+                    if o.sa_sigaction == libc::SIG_IGN {
+                        // Ignored by whoever started us (nohup, a shell's background job):
+                        // it stays ignored, as Python's own handling leaves it.
+                        libc::sigaction(*s, o, std::ptr::null_mut());
+                    }
                 }
                 a.1 = Some(old);
             }

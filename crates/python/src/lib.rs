@@ -329,9 +329,14 @@ fn run_bench<'py>(
     let out = PyList::empty(py);
     for w in &workloads {
         for s in &schemes {
-            let rows = py
-                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), &sets, instructions, warmup, repeat, |_| {}))
-                .map_err(cfg_err)?;
+            // Ctrl-C/SIGTERM stop the run in progress (it returns, marked interrupted) and
+            // end the benchmark with KeyboardInterrupt.
+            let rows = {
+                let _signals = interrupt::Guard::install();
+                py.detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), &sets, instructions, warmup, repeat, |_| {}))
+            };
+            interrupt::check()?;
+            let rows = rows.map_err(cfg_err)?;
             for r in rows {
                 let d = PyDict::new(py);
                 d.set_item("workload", &r.workload)?;
