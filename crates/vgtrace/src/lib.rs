@@ -201,7 +201,8 @@ fn io_for(p: &ProgramIo, write: bool) -> Result<Stdio, String> {
         ProgramIo::Inherit => Stdio::inherit(),
         ProgramIo::Null => Stdio::null(),
         ProgramIo::File(f) => {
-            let r = if write { File::create(f) } else { File::open(f) };
+            // A FIFO waits for its other end: polled, so a stop request (Ctrl-C) ends the wait.
+            let r = if write { secmem_files::open_for_writing(f) } else { secmem_files::open_for_reading(f) };
             Stdio::from(r.map_err(|e| format!("{}: {e}", f.display()))?)
         }
     })
