@@ -88,7 +88,8 @@ impl Params {
                 let col = before.len() - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
                 format!("line {}, column {}: ", line, col)
             });
-            ConfigError(format!("{}: {}{}", origin, at.unwrap_or_default(), e.message().trim_end()))
+            let what = e.message().trim().replace('\n', "; ");
+            ConfigError(format!("{}: {}{}", origin, at.unwrap_or_default(), what))
         })?;
         let mut p = Params::default();
         flatten("", &table, &mut p.map, origin)?;
@@ -437,7 +438,9 @@ mod tests {
         std::fs::remove_file(&big).unwrap();
         assert!(e.ends_with(&format!("longer than {} bytes; a preset is a short TOML file", MAX_PRESET_BYTES)), "{}", e);
         let e = Params::from_toml("[l2]\nsize = 1\nroot:x:0:0:root:/root:/bin/bash\n", "p").unwrap_err().0;
-        assert!(e.starts_with("p: line 3, column "), "{}", e);
+        assert!(e.starts_with("p: line 3, column ") && !e.contains('\n'), "{}", e);
+        let e = Params::from_toml("[l2]\nsize = \n", "p").unwrap_err().0;
+        assert!(e.starts_with("p: line 2, column ") && !e.contains('\n'), "one line: {}", e);
     }
 
     #[test]
