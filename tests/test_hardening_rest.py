@@ -275,3 +275,54 @@ def test_the_server_key_can_live_elsewhere_and_is_refused_if_others_may_read_it(
     link = tmp_path / "link.key"
     link.symlink_to(key)
     assert_clean_error(cli("codeauth", "tsr", "add-owner", "globex", "--db", db, "--key", link), str(link))
+
+
+@pytest.mark.parametrize("flag", ["--stdin", "-o"])
+def test_trace_with_a_fifo_for_input_or_output_stops_on_ctrl_c(tmp_path, flag):
+    # `trace --stdin FIFO` (no writer) ignored SIGINT for good: the tracer's blocking open.
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    out = str(fifo) if flag == "-o" else str(tmp_path / "x.smt")
+    extra = ["--stdin", str(fifo)] if flag == "--stdin" else []
+    p = _start("trace", "-o", out, *extra, "--", "/bin/cat")
+    time.sleep(3.0)
+    assert p.poll() is None, p.stderr.read()
+    stopped, err = _stop(p, signal.SIGINT)
+    assert p.returncode == 130, err
+    assert stopped < 3.0, f"took {stopped:.1f} s"
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("secmem: error: interrupted by SIGINT"), err
+    assert os.path.exists(fifo) and not (tmp_path / "x.smt").exists()
+
+
+def test_a_signal_ignored_by_the_parent_stays_ignored_during_a_run():
+    # The run's own handlers replaced SIG_IGN (a nohup'd or background run stopped on SIGINT
+    # while Python, before and after the run, ignored it).
+    p = subprocess.Popen([sys.executable, "-m", "secmem", "run", "-w", "hot", "-n", "2G", "--warmup", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        time.sleep(4)
+        p.send_signal(signal.SIGINT)
+        time.sleep(2)
+        assert p.poll() is None, ("stopped by an ignored SIGINT", p.stderr.read())
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+        assert p.returncode == 143 and "interrupted by SIGTERM" in err, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_signal_stops_an_export_and_a_benchmark_midway(tmp_path):
+    # export wrote all its records and bench ran every scheme to the end before the signal
+    # was seen (no stop check in the export loop; no signal guard around bench).
+    for args in (["export", "hot", "-o", str(tmp_path / "e.smt"), "--records", "2G"], ["bench", "-n", "1G"]):
+        p = _start(*args)
+        time.sleep(4)
+        assert p.poll() is None, p.stderr.read()
+        stopped, err = _stop(p, signal.SIGINT)
+        assert p.returncode == 130, (args, err)
+        assert stopped < 3.0, f"{args[0]} took {stopped:.1f} s to stop"
+        assert "Traceback" not in err and "interrupted by SIGINT" in err, err
+    assert os.listdir(tmp_path) == [], "a partial export or its temporary was left"
