@@ -326,3 +326,10 @@ def test_a_signal_stops_an_export_and_a_benchmark_midway(tmp_path):
         assert stopped < 3.0, f"{args[0]} took {stopped:.1f} s to stop"
         assert "Traceback" not in err and "interrupted by SIGINT" in err, err
     assert os.listdir(tmp_path) == [], "a partial export or its temporary was left"
+
+
+def test_compare_refuses_an_empty_workload_name_before_running_the_others():
+    # `-w mix,,hot` ran 12 simulations (minutes), then failed on the empty name.
+    t = time.monotonic()
+    assert_clean_error(cli("compare", "-w", "mix,,hot", "-n", "1M"), "empty workload name")
+    assert time.monotonic() - t < 30
