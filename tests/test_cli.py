@@ -338,10 +338,10 @@ def test_trace_cut_in_the_middle_is_one_clean_error(stream_trace, tmp_path):
     cut = _cut(stream_trace, tmp_path / "cut.trace", stream_trace.stat().st_size // 2)
     out = tmp_path / "cut.json"
     p = cli("run", "--trace", cut, "-n", "50k", "--warmup", "10k", "--json", out)
-    line = assert_clean_error(p, "cut.trace", "truncated", code=1)
     # what was simulated is still reported in the JSON, with the error; the summary only if
-    # instructions were measured (no block of zeros after the error)
+    # instructions were measured (no block of zeros after the error); exit 1 then, 2 if not
     doc = json.loads(out.read_text())
+    line = assert_clean_error(p, "cut.trace", "truncated", code=1 if doc["stats"]["instructions"] > 0 else 2)
     assert ("IPC" in p.stdout) == (doc["stats"]["instructions"] > 0), p.stdout
     assert doc["error"] == line[len("secmem: error: "):]
     assert isinstance(doc["stats"], dict) and "instructions" in doc["stats"]
@@ -367,7 +367,7 @@ def test_run_stopped_during_warmup_reports_consistent_stats(stream_trace, tmp_pa
     cut = _cut(stream_trace, tmp_path / "early.trace", stream_trace.stat().st_size // 2)
     out = tmp_path / "early.json"
     p = cli("run", "--trace", cut, "-n", "50k", "--warmup", "10k", "--json", out)
-    assert p.returncode == 1
+    assert p.returncode == 2, "nothing measured: exit 2, as for any unusable input"
     s = json.loads(out.read_text())["stats"]
     assert s["instructions"] == 0
     assert s["mem.bus_busy_cycles"] <= s["cycles"]
@@ -424,7 +424,7 @@ def test_a_short_input_is_an_error(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "error: the input ended after 20,000 of the 100,000 instructions" in p.stderr
     p = cli("run", "--trace", str(t), "-n", "100k", "--warmup", "50k")
-    assert p.returncode == 1 and "before the warm-up" in p.stderr
+    assert p.returncode == 2 and "before the warm-up" in p.stderr
 
 
 def test_program_must_be_an_argv_list():

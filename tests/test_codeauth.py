@@ -121,7 +121,7 @@ def test_cli_round_trip_and_clear_errors(tmp_path, cli):
     assert_clean_error(cli("codeauth", "verify", prog, "--keys", tmp_path / "bad.keys"), "key file")
     (tmp_path / "script").write_text("#!/bin/sh\necho hi\n")
     assert_clean_error(cli("codeauth", "sign", tmp_path / "script", "--keys", keys, "--id", 1), "ELF")
-    assert_clean_error(cli("codeauth", "sign", prog, "--keys", keys, "--id", 2**32), "32 bits")
+    assert_clean_error(cli("codeauth", "sign", prog, "--keys", keys, "--id", 2**32), "is not a program id")
     # A changed program is refused (exit 1), the block named.
     elf = bytearray(prog.read_bytes())
     off, vaddr = code_offset(bytes(elf))

@@ -102,7 +102,7 @@ def test_a_signal_stops_tracing_promptly_and_writes_no_file(tracing, tmp_path, m
     p.wait(timeout=60)
     assert time.monotonic() - t0 < 10, "tracing did not stop promptly"
     assert p.returncode == 143, (p.returncode, stderr)
-    assert stderr.strip().splitlines()[-1] == "secmem: interrupted", stderr
+    assert stderr.strip().splitlines()[-1] == "secmem: error: interrupted by SIGTERM; no trace file written", stderr
     assert list(tmp_path.iterdir()) == [], "a partial trace file was left"
 
 

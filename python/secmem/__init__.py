@@ -10,6 +10,10 @@ memory; the same operations are timed by a cycle-level model of the processor.
     >>> df = secmem.sweep({"workload": ["stream", "chase"], "l2.size": ["256KiB", "1MiB"]})
 """
 
+from . import _early
+
+_early.install()  # first: the imports below take a moment (the CLI's process only)
+
 from typing import TYPE_CHECKING, Any
 
 from ._core import ConfigError, IntegrityError, __version__

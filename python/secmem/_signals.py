@@ -22,9 +22,16 @@ class _State:
 
 
 def _interrupt(name: str) -> KeyboardInterrupt:
-    e = KeyboardInterrupt()
+    e = KeyboardInterrupt(f"interrupted by {name}")
     setattr(e, "signal", name)  # read by the CLI's exit status
     return e
+
+
+def interruption(e: KeyboardInterrupt) -> str:
+    """The one wording of an interruption, "interrupted by SIGINT[…]", whoever raised ``e``
+    (Python's default handler raises a bare KeyboardInterrupt for Ctrl-C)."""
+    text = str(e)
+    return text if text.startswith("interrupted by ") else f"interrupted by {getattr(e, 'signal', 'SIGINT')}"
 
 
 def _on_signal(signum: int, frame: Optional[FrameType]) -> None:

@@ -18,7 +18,7 @@ DEFAULT_WORKLOAD = "mix"
 
 Size = Union[int, str]
 # A count: an int, or text such as "10M" (secmem._args.count).
-Count = Union[int, float, str]
+Count = Union[int, str]
 
 
 def _sets(params: Optional[Mapping[str, object]]) -> list[str]:
@@ -62,6 +62,9 @@ def _address(v: object, name: str = "addr") -> int:
         raise TypeError(f"{name} must be an int, not {type(v).__name__}") from None
     if i < 0:
         raise ValueError(f"{name} must not be negative (got {i})")
+    if i >= 2**64:
+        # the engine's addresses and lengths are 64-bit: this one is outside any memory
+        raise ValueError(f"{name} {i:#x} is outside the memory (addresses and lengths are below 2^64)")
     return i
 
 
@@ -473,8 +476,9 @@ class SecureMemory:
     Reads and writes go through the trusted cache; lines leave it encrypted and hashed into
     untrusted memory. A failed verification raises :class:`secmem.IntegrityError`.
 
-    Keys: without ``seed`` (the default) they derive from a 64-bit seed drawn from the OS's
-    random source, so nobody can compute them offline; with ``seed=N`` they are the same on every
+    Keys: without ``seed`` (the default) they come from 128 bits of the OS's random source
+    (each scheme key is AES of its purpose under them), so nobody can compute them offline;
+    with ``seed=N`` they derive from the seed and are the same on every
     run (for reproducible experiments and tests, not for protecting anything). Simulations
     (``secmem.run``) always use their ``seed``, default 1, so results are repeatable.
     """

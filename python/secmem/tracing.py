@@ -78,12 +78,9 @@ def trace(argv: Sequence[str], output: str, skip: int = 0, count: Optional[int] 
     ``progress`` draws instructions traced and the rate on stderr (a bar with an ETA when
     ``count`` is given). SIGINT/SIGTERM stop the tracing within a moment (the program is
     killed, no file is written) and raise ``KeyboardInterrupt``."""
-    try:
-        return _core.trace_program(list(argv), str(output), skip=skip, count=count, env=env,
-                                   clear_env=clear_env, cwd=cwd, stdin=stdin, stdout=stdout, progress=progress)
-    except KeyboardInterrupt as e:
-        e.signal = "SIGTERM" if "signal 15" in str(e) else "SIGINT"  # type: ignore[attr-defined]  # the CLI's exit code (143/130)
-        raise
+    # An interruption's KeyboardInterrupt carries ``signal`` (set by the glue).
+    return _core.trace_program(list(argv), str(output), skip=skip, count=count, env=env,
+                               clear_env=clear_env, cwd=cwd, stdin=stdin, stdout=stdout, progress=progress)
 
 
 def _per(n: float, d: float) -> float:

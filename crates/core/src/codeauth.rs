@@ -156,7 +156,7 @@ pub struct CodeAuth {
 impl CodeAuth {
     /// The unit `codeauth` names (none for `none`), its tag table placed in `m`'s layout
     /// after everything else; `seed` derives the processor's keys.
-    pub fn build(p: &Params, m: &mut Machine, data_size: u64, seed: u64) -> Result<Option<CodeAuth>, ConfigError> {
+    pub fn build(p: &Params, m: &mut Machine, data_size: u64, seed: crate::encryption::Seed) -> Result<Option<CodeAuth>, ConfigError> {
         let chosen = p.choice("codeauth", CODEAUTH_SCHEMES)?;
         let scheme = SCHEMES.iter().find(|s| s.decl.name == chosen).expect("a registered name");
         let (name, Some(pad)) = (scheme.decl.name, scheme.pad) else { return Ok(None) };
@@ -164,12 +164,12 @@ impl CodeAuth {
         let width = Width::from_bits(bits as u32).map_err(|e| ConfigError(format!("auth.width: {}", e)))?;
         let block = m.line() as u32;
         let tp_params = secmem_codeauth::Params::new(pad, width, block).map_err(|e| ConfigError(format!("l2.line: {}", e)))?;
-        let keys = Keys::derive(&seed.to_le_bytes());
+        let keys = Keys::derive(&seed.material());
         let tagger = Tagger::new(&keys, tp_params).map_err(|e| ConfigError(e.to_string()))?;
         let blocks = data_size / block as u64;
         let tp = m.layout.alloc(Role::CodeTags, "code authentication tags", blocks * width.slot() as u64);
         let layout = TagLayout::new(block, width.slot(), tp, &[(0, blocks)]).map_err(|e| ConfigError(format!("codeauth: {}", e)))?;
-        let pid = p.u64_min("auth.program_id", 0)?;
+        let pid = p.u64_min("auth.program_id", 1)?;
         let pid = u32::try_from(pid).map_err(|_| ConfigError(format!("auth.program_id: {} does not fit 32 bits", pid)))?;
         let entries = p.u64_min("auth.cache_entries", 1)? as usize;
         if entries > 1 << 16 {
@@ -557,6 +557,7 @@ mod tests {
         assert!(err(&["auth.cache_entries=0"]).starts_with("auth.cache_entries"));
         assert!(err(&["auth.cache_holds=words"]).starts_with("auth.cache_holds"));
         assert!(err(&["auth.program_id=5000000000"]).starts_with("auth.program_id"));
+        assert!(err(&["auth.program_id=0"]).starts_with("auth.program_id"), "0 is no program (codeauth.PROGRAM_IDS)");
         let mut p = params("none", "none", &[]);
         p.set("codeauth", "sha1").unwrap();
         assert!(Engine::new(&p, 1).err().unwrap().0.starts_with("codeauth: unknown value 'sha1'"));

@@ -5,7 +5,7 @@
 use crate::decl::Role;
 use crate::cache::{LineKind, TrustedCache};
 use crate::codeauth::CodeAuth;
-use crate::encryption::Encryption;
+use crate::encryption::{Encryption, Seed};
 use crate::integrity::Integrity;
 use crate::error::IntegrityError;
 use crate::layout::{Layout, Meta, MAX_LINE, MIN_LINE};
@@ -107,8 +107,13 @@ pub fn clock_hz(p: &Params) -> Result<f64, ConfigError> {
 }
 
 impl Engine {
-    /// Build from parameters; `seed` fixes keys and random vectors.
+    /// Build from parameters; `seed` fixes keys and random vectors (a simulation's seed).
     pub fn new(p: &Params, seed: u64) -> Result<Engine, ConfigError> {
+        Engine::with_keys(p, Seed::fixed(seed))
+    }
+
+    /// Build from parameters with keys from `seed`: a fixed seed or secret key material.
+    pub fn with_keys(p: &Params, seed: Seed) -> Result<Engine, ConfigError> {
         let hz = clock_hz(p)?;
         let data_size = p.size("memory.size")?;
         let line = p.size("l2.line")?;

@@ -79,8 +79,18 @@ impl Clone for Params {
 impl Params {
     /// Parse a preset's TOML text. Tables flatten to dotted keys.
     pub fn from_toml(text: &str, origin: &str) -> Result<Params, ConfigError> {
-        let table: toml::Table =
-            text.parse().map_err(|e: toml::de::Error| ConfigError(format!("{}: {}", origin, e.message())))?;
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            // Where: the line and column of the error's first byte (a file that is not a
+            // preset at all fails on its first line that is not TOML).
+            let at = e.span().map(|r| {
+                let before = &text.as_bytes()[..r.start.min(text.len())];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                let col = before.len() - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+                format!("line {}, column {}: ", line, col)
+            });
+            let what = e.message().trim().replace('\n', "; ");
+            ConfigError(format!("{}: {}{}", origin, at.unwrap_or_default(), what))
+        })?;
         let mut p = Params::default();
         flatten("", &table, &mut p.map, origin)?;
         Ok(p)
@@ -223,7 +233,13 @@ impl Params {
     pub fn read_file(path: &str) -> Result<String, ConfigError> {
         use std::io::Read;
         let err = |e: &dyn fmt::Display| ConfigError(format!("preset file '{}': {}", path, e));
-        let f = std::fs::File::open(path).map_err(|e| err(&e))?;
+        // Opened non-blocking: a FIFO would wait for a writer, deaf to Ctrl-C. A preset is a
+        // regular file; a FIFO or device is refused.
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| err(&e))?;
+        if !f.metadata().map_err(|e| err(&e))?.is_file() {
+            return Err(err(&"not a regular file; a preset is a short TOML file"));
+        }
         let mut bytes = Vec::new();
         f.take(MAX_PRESET_BYTES + 1).read_to_end(&mut bytes).map_err(|e| err(&e))?;
         if bytes.len() as u64 > MAX_PRESET_BYTES {
@@ -414,9 +430,17 @@ mod tests {
 
     #[test]
     fn a_preset_file_is_read_with_a_bound() {
-        let e = Params::read_file("/dev/zero").unwrap_err().0;
-        assert_eq!(e, format!("preset file '/dev/zero': longer than {} bytes; a preset is a short TOML file", MAX_PRESET_BYTES));
         assert!(Params::read_file("/nonexistent.toml").unwrap_err().0.starts_with("preset file '/nonexistent.toml': "));
+        assert_eq!(Params::read_file("/dev/zero").unwrap_err().0, "preset file '/dev/zero': not a regular file; a preset is a short TOML file");
+        let big = std::env::temp_dir().join(format!("secmem-big-preset-{}.toml", std::process::id()));
+        std::fs::write(&big, vec![b'#'; MAX_PRESET_BYTES as usize + 1]).unwrap();
+        let e = Params::read_file(big.to_str().unwrap()).unwrap_err().0;
+        std::fs::remove_file(&big).unwrap();
+        assert!(e.ends_with(&format!("longer than {} bytes; a preset is a short TOML file", MAX_PRESET_BYTES)), "{}", e);
+        let e = Params::from_toml("[l2]\nsize = 1\nroot:x:0:0:root:/root:/bin/bash\n", "p").unwrap_err().0;
+        assert!(e.starts_with("p: line 3, column ") && !e.contains('\n'), "{}", e);
+        let e = Params::from_toml("[l2]\nsize = \n", "p").unwrap_err().0;
+        assert!(e.starts_with("p: line 2, column ") && !e.contains('\n'), "one line: {}", e);
     }
 
     #[test]

@@ -167,6 +167,39 @@ pub fn open_for_writing(p: &Path) -> io::Result<File> {
     }
 }
 
+/// `File::open` for an input that may be a FIFO: a FIFO's blocking open waits in the kernel
+/// for a writer, deaf to a stop request (Ctrl-C). It is opened non-blocking instead and
+/// polled until a writer has sent something or hung up, or a stop is asked for
+/// (ErrorKind::Interrupted), then made blocking for the reads. Anything else opens as usual.
+pub fn open_for_reading(p: &Path) -> io::Result<File> {
+    if !std::fs::metadata(p).is_ok_and(|m| m.file_type().is_fifo()) {
+        return File::open(p);
+    }
+    use std::os::fd::AsRawFd;
+    let f = OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK).open(p)?;
+    loop {
+        let mut pfd = libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd for a descriptor this function owns. A FIFO that never had a
+        // writer reports nothing (Linux), so the wait lasts until one comes.
+        let n = unsafe { libc::poll(&mut pfd, 1, 50) };
+        if n > 0 {
+            break;
+        }
+        if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return Err(io::Error::last_os_error());
+        }
+        if STOP_CHECK.get().is_some_and(|stop| stop()) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted while waiting for a writer"));
+        }
+    }
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this function owns.
+    unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    Ok(f)
+}
+
 /// Open a FIFO or device in place. A FIFO's blocking open waits for a reader in the kernel,
 /// deaf to a stop request (its EINTR is retried): opened non-blocking instead, polled until a
 /// reader comes or a stop is asked for, then made blocking for the writes.

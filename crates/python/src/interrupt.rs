@@ -20,9 +20,21 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// error, e.g. a wait for a FIFO's reader cut short, is then beside the point).
 pub fn check() -> pyo3::PyResult<()> {
     match secmem_sim::run::stop_requested() {
-        Some(sig) => Err(pyo3::exceptions::PyKeyboardInterrupt::new_err(format!("interrupted by signal {}", sig))),
+        Some(sig) => Err(keyboard_interrupt(sig, "")),
         None => Ok(()),
     }
+}
+
+/// KeyboardInterrupt("interrupted by SIGTERM…") with `.signal` set to the signal's name, as
+/// Python's own handler (secmem._signals) makes it: the CLI's exit status reads it.
+pub fn keyboard_interrupt(sig: i32, detail: &str) -> pyo3::PyErr {
+    let name = secmem_sim::run::signal_name(sig);
+    let e = pyo3::exceptions::PyKeyboardInterrupt::new_err(format!("interrupted by {}{}", name, detail));
+    pyo3::Python::attach(|py| {
+        use pyo3::types::PyAnyMethods;
+        let _ = e.value(py).setattr("signal", name);
+    });
+    e
 }
 
 /// Keeps SIGINT and SIGTERM routed to the run loop while alive.
@@ -43,6 +55,11 @@ impl Guard {
                 let mut old: [libc::sigaction; 2] = std::mem::zeroed();
                 for (s, o) in SIGNALS.iter().zip(old.iter_mut()) {
                     libc::sigaction(*s, &new, o);
+                    if o.sa_sigaction == libc::SIG_IGN {
+                        // Ignored by whoever started us (nohup, a shell's background job):
+                        // it stays ignored, as Python's own handling leaves it.
+                        libc::sigaction(*s, o, std::ptr::null_mut());
+                    }
                 }
                 a.1 = Some(old);
             }

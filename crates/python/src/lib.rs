@@ -5,6 +5,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use secmem_core::encryption::Seed;
 use secmem_core::{Engine, Snapshot as CoreSnapshot, Stat, Stats};
 use secmem_sim::RunOptions;
 use std::sync::{Mutex, MutexGuard};
@@ -199,20 +200,30 @@ fn run(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>) -> PyResult<spec::RunOutc
     let plan = s.sample.as_deref().map(|x| secmem_sim::Sampling::parse(x, s.instructions)).transpose().map_err(cfg_err)?;
     let count = s.warmup.checked_add(s.instructions);
     let (skip, instructions) = (s.skip, s.instructions);
-    let mut src = source(
-        s.workload.as_deref(),
-        s.trace.as_deref(),
-        s.trace_format.as_deref(),
-        skip,
-        s.program,
-        s.program_env,
-        s.clear_env,
-        s.cwd,
-        s.stdin.as_deref(),
-        s.stdout.as_deref(),
-        count,
-        s.seed,
-    )?;
+    // Opening may wait (a FIFO's writer): without the GIL, and ended by Ctrl-C/SIGTERM.
+    let (workload, trace, trace_format, stdin, stdout) = (s.workload, s.trace, s.trace_format, s.stdin, s.stdout);
+    let (program, program_env, clear_env, cwd, seed) = (s.program, s.program_env, s.clear_env, s.cwd, s.seed);
+    let opened = {
+        let _signals = interrupt::Guard::install();
+        py.detach(|| {
+            source(
+                workload.as_deref(),
+                trace.as_deref(),
+                trace_format.as_deref(),
+                skip,
+                program,
+                program_env,
+                clear_env,
+                cwd,
+                stdin.as_deref(),
+                stdout.as_deref(),
+                count,
+                seed,
+            )
+        })
+    };
+    interrupt::check()?;
+    let mut src = opened?;
     let o = RunOptions { instructions, warmup: s.warmup, seed: s.seed, progress: s.progress };
     let r = py
         .detach(|| {
@@ -307,8 +318,11 @@ fn export<'py>(
         None => false,
     };
     let numbering = if champsim_in { Numbering::ChampSim } else { Numbering::X86 };
-    let mut src = source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed)?;
+    // From the opening on (a FIFO's writer may keep it waiting), Ctrl-C/SIGTERM end the call.
     let _signals = interrupt::Guard::install();
+    let opened = py.detach(|| source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed));
+    interrupt::check()?;
+    let mut src = opened?;
     let e = py.detach(|| secmem_trace::export(&mut *src, path, format, records, numbering));
     interrupt::check()?;
     let e = e.map_err(cfg_err)?;
@@ -413,9 +427,14 @@ fn run_bench<'py>(
     let out = PyList::empty(py);
     for w in &workloads {
         for s in &schemes {
-            let rows = py
-                .detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), &sets, instructions, warmup, repeat, |_| {}))
-                .map_err(cfg_err)?;
+            // Ctrl-C/SIGTERM stop the run in progress (it returns, marked interrupted) and
+            // end the benchmark with KeyboardInterrupt.
+            let rows = {
+                let _signals = interrupt::Guard::install();
+                py.detach(|| secmem_sim::bench::bench(preset, std::slice::from_ref(w), std::slice::from_ref(s), &sets, instructions, warmup, repeat, |_| {}))
+            };
+            interrupt::check()?;
+            let rows = rows.map_err(cfg_err)?;
             for r in rows {
                 let d = PyDict::new(py);
                 d.set_item("workload", &r.workload)?;
@@ -468,15 +487,14 @@ impl SecureMemory {
     #[pyo3(signature = (size, integrity="chash", encryption="otp", preset="suh2003", sets=Vec::new(), seed=None))]
     fn new(py: Python<'_>, size: &str, integrity: &str, encryption: &str, preset: &str, mut sets: Vec<String>, seed: Option<u64>) -> PyResult<Self> {
         sets.insert(0, format!("memory.size={}", size));
-        // The keys derive from the seed: one the caller did not choose comes from the OS's
-        // random source, so nobody can derive them offline. A given seed is for reproducible
-        // experiments only.
+        // Without a seed the keys come from 128 bits of the OS's random source, so nobody can
+        // derive them offline. A given seed is for reproducible experiments only.
         let seed = match seed {
-            Some(s) => s,
-            None => os_random_u64()?,
+            Some(s) => Seed::fixed(s),
+            None => Seed::secret(os_random_key()?),
         };
         let p = secmem_sim::configure(preset, Some(integrity), Some(encryption), &sets).map_err(cfg_err)?;
-        let mut eng = py.detach(|| Engine::new(&p, seed)).map_err(cfg_err)?;
+        let mut eng = py.detach(|| Engine::with_keys(&p, seed)).map_err(cfg_err)?;
         Ok(SecureMemory {
             size: eng.data_size(),
             raw_size: eng.untrusted().size(),
@@ -637,9 +655,9 @@ impl SecureMemory {
     }
 }
 
-/// 64 bits from the OS's random source (getrandom(2)).
-fn os_random_u64() -> PyResult<u64> {
-    let mut b = [0u8; 8];
+/// A 128-bit key from the OS's random source (getrandom(2)).
+fn os_random_key() -> PyResult<[u8; 16]> {
+    let mut b = [0u8; 16];
     let mut got = 0;
     while got < b.len() {
         // SAFETY: the pointer and length describe the unfilled tail of `b`.
@@ -653,7 +671,7 @@ fn os_random_u64() -> PyResult<u64> {
         }
         got += n as usize;
     }
-    Ok(u64::from_le_bytes(b))
+    Ok(b)
 }
 
 fn range_in(addr: u64, n: u64, size: u64, what: &str) -> PyResult<()> {

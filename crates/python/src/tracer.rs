@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use secmem_trace::TraceSource;
@@ -111,7 +111,7 @@ fn trace_program<'py>(
         })
     });
     if let Some(sig) = stopped {
-        return Err(PyKeyboardInterrupt::new_err(format!("tracing stopped by signal {sig}; no trace file written")));
+        return Err(crate::interrupt::keyboard_interrupt(sig, "; no trace file written"));
     }
     let s = s.map_err(trace_err)?;
     let d = PyDict::new(py);

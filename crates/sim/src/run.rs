@@ -10,15 +10,7 @@ use std::time::Instant;
 
 // The stop request lives with the trace sources (a fast-forward stops on it too); runs look
 // every 256 instructions, stop, and keep what they measured, marked `interrupted`.
-pub use secmem_trace::stop::{clear_stop, request_stop, stop_requested};
-
-pub(crate) fn signal_name(sig: i32) -> String {
-    match sig {
-        2 => "SIGINT".into(),
-        15 => "SIGTERM".into(),
-        _ => format!("signal {}", sig),
-    }
-}
+pub use secmem_trace::stop::{clear_stop, request_stop, signal_name, stop_requested};
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {

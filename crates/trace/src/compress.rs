@@ -2,7 +2,6 @@
 //! a file is read raw, or through xz, gzip or zstd, chosen by its first bytes (never by its
 //! name). Every error names the file and an offset in the *decompressed* stream.
 
-use std::fs::File;
 use std::io::{BufReader, Cursor, ErrorKind, Read};
 use std::path::Path;
 
@@ -69,7 +68,7 @@ pub(crate) struct Decoded {
 impl Decoded {
     /// Open `path`, recognise its compression from its first bytes and start decoding.
     pub fn open(path: &str) -> Result<Decoded, TraceError> {
-        let f = File::open(Path::new(path)).map_err(|e| io_err(path, e))?;
+        let f = secmem_files::open_for_reading(Path::new(path)).map_err(|e| io_err(path, e))?;
         let mut f = BufReader::with_capacity(1 << 16, f);
         let mut head = [0u8; 6];
         let n = read_full(&mut f, &mut head).map_err(|e| io_err(path, e))?;

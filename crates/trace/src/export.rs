@@ -27,6 +27,16 @@ pub struct Exported {
     pub lossy_instructions: u64,
 }
 
+/// A stop request (Ctrl-C, SIGTERM) ends an export within 4096 instructions; the partial
+/// file is dropped with its temporary.
+#[inline]
+fn stop_check(n: u64) -> Result<(), TraceError> {
+    match (n & 0xFFF == 0).then(crate::stop::stop_requested).flatten() {
+        Some(sig) => Err(crate::stop::interrupted(sig)),
+        None => Ok(()),
+    }
+}
+
 /// Write the first `limit` instructions of `src` (with the external records among them) to
 /// `path` in `format` (one of [`EXPORT_FORMATS`]); `numbering` says how `src` numbers its
 /// registers (ChampSim traces keep ChampSim's ids). The file appears only when complete.
@@ -40,6 +50,7 @@ pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, n
                 while out.instructions < limit && src.next_into(&mut ins)? {
                     w.write(&ins)?;
                     count(&mut out, &ins);
+                    stop_check(out.instructions)?;
                 }
                 w.finish()
             })?;
@@ -48,6 +59,7 @@ pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, n
             let mut w = ChampSimWriter::create(path)?;
             while out.instructions < limit && src.next_into(&mut ins)? {
                 count(&mut out, &ins);
+                stop_check(out.instructions)?;
                 if ins.external {
                     continue;
                 }

@@ -1214,7 +1214,7 @@ impl NativeReader {
     pub fn open(path: impl AsRef<Path>) -> Result<NativeReader, TraceError> {
         let p = path.as_ref();
         let path = p.display().to_string();
-        let f = File::open(p).map_err(|source| TraceError::Io {
+        let f = secmem_files::open_for_reading(p).map_err(|source| TraceError::Io {
             path: path.clone(),
             source,
         })?;

@@ -55,14 +55,15 @@ pub fn check_format(f: &str) -> Result<&'static str, TraceError> {
 ///    lackey if the first lines are lackey lines or `==PID==` messages, champsim if the first
 ///    64-byte records are plausible ChampSim records.
 pub fn detect_format(path: &str) -> Result<&'static str, TraceError> {
-    let mut f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-    if f.metadata().map(|m| !m.is_file() && !m.is_dir()).unwrap_or(false) {
+    // Looked at before opening: a FIFO's open would wait for a writer.
+    if std::fs::metadata(path).map(|m| !m.is_file() && !m.is_dir()).unwrap_or(false) {
         // A pipe or device can be read only once: detection would eat the first bytes.
         return Err(TraceError::Other(format!(
             "{path}: not a regular file, so its format cannot be detected; name it with --trace-format {{{}}}",
             FORMATS.join(",")
         )));
     }
+    let mut f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
     let mut head = [0u8; 8];
     let n = read_full(&mut f, &mut head).map_err(|e| io_err(path, e))?;
     if head[..n] == MAGIC {

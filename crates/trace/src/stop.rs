@@ -24,8 +24,17 @@ pub fn stop_requested() -> Option<i32> {
     Some(STOP.load(Ordering::Relaxed)).filter(|&s| s != 0)
 }
 
+/// The signal's name as every message of an interruption gives it ("interrupted by SIGINT").
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        2 => "SIGINT".into(),
+        15 => "SIGTERM".into(),
+        _ => format!("signal {}", sig),
+    }
+}
+
 /// The error a source returns when a stop request ended it (the run loop reports the
 /// signal itself, as an interruption, not as a damaged trace).
 pub fn interrupted(signal: i32) -> crate::TraceError {
-    crate::TraceError::Other(format!("stopped by signal {signal}"))
+    crate::TraceError::Other(format!("interrupted by {}", signal_name(signal)))
 }

@@ -15,7 +15,7 @@ pub mod raw;
 pub mod transcode;
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -201,7 +201,8 @@ fn io_for(p: &ProgramIo, write: bool) -> Result<Stdio, String> {
         ProgramIo::Inherit => Stdio::inherit(),
         ProgramIo::Null => Stdio::null(),
         ProgramIo::File(f) => {
-            let r = if write { File::create(f) } else { File::open(f) };
+            // A FIFO waits for its other end: polled, so a stop request (Ctrl-C) ends the wait.
+            let r = if write { secmem_files::open_for_writing(f) } else { secmem_files::open_for_reading(f) };
             Stdio::from(r.map_err(|e| format!("{}: {e}", f.display()))?)
         }
     })
@@ -554,25 +555,36 @@ fn start_with(cmd: &TraceCommand, discard: bool, marks: bool) -> Result<(Tracee,
 /// record decoder, say) and for timing them on the same bytes. Returns its length; a run
 /// whose stream does not end (Valgrind failed) is an error that says why.
 pub fn save_raw_stream(cmd: &TraceCommand, path: &Path) -> Result<u64, TraceError> {
-    let io = |e: std::io::Error| TraceError::Io { path: path.display().to_string(), source: e };
-    let mut out = File::create(path).map_err(io)?;
-    let (mut proc, mut pipe) = start(cmd).map_err(TraceError::Other)?;
-    let n = std::io::copy(&mut pipe, &mut out).map_err(io)?;
-    out.flush().map_err(io)?;
-    // A stream ends with END, or with EXEC when the program replaced itself; anything else
-    // is a failed run, which Valgrind's log explains.
-    let mut tail = [0u8; 22];
-    let ended = n >= 22 && {
-        let mut f = File::open(path).map_err(io)?;
-        f.seek(std::io::SeekFrom::End(-22)).map_err(io)?;
-        f.read_exact(&mut tail).map_err(io)?;
-        tail[0] == raw::T_END || tail[21] == raw::T_EXEC
-    };
-    if !ended {
-        return Err(TraceError::Other(proc.explain(&TraceError::Other("the raw stream ended without an END record".into()))));
-    }
-    proc.reap();
-    Ok(n)
+    // The output rule: a temporary file renamed over `path` once complete (a FIFO or device
+    // is written in place), never a half-written file under the final name.
+    secmem_trace::native::write_atomically(path, |tmp| {
+        let io = |e: std::io::Error| TraceError::Io { path: path.display().to_string(), source: e };
+        let mut out = secmem_files::open_for_writing(tmp).map_err(io)?;
+        let (mut proc, mut pipe) = start(cmd).map_err(TraceError::Other)?;
+        // Copied with the last 22 bytes kept as they pass (a FIFO cannot be read back).
+        let (mut buf, mut tail, mut n) = (vec![0u8; 1 << 16], Vec::with_capacity(1 << 16), 0u64);
+        loop {
+            let k = match pipe.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(io(e)),
+            };
+            out.write_all(&buf[..k]).map_err(io)?;
+            n += k as u64;
+            tail.extend_from_slice(&buf[..k]);
+            tail.drain(..tail.len().saturating_sub(22));
+        }
+        out.flush().map_err(io)?;
+        // A stream ends with END, or with EXEC when the program replaced itself; anything
+        // else is a failed run, which Valgrind's log explains.
+        let ended = tail.len() == 22 && (tail[0] == raw::T_END || tail[21] == raw::T_EXEC);
+        if !ended {
+            return Err(TraceError::Other(proc.explain(&TraceError::Other("the raw stream ended without an END record".into()))));
+        }
+        proc.reap();
+        Ok(n)
+    })
 }
 
 /// What [`trace_to_file`] wrote.

@@ -7,20 +7,31 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from .. import _core, cli_sweep, tracing
 from ..codeauth import cli as codeauth_cli
 from . import attack, bench, compare, export, presets, run, schemes, workloads
 from .bench import _bench_codeauth, _bench_sampled
+from .. import _early
+from .._signals import interruption, sigterm_as_interrupt
 from .common import DEFAULT_SCHEMES, SIGNAL_EXIT, BadArgument
 from .summary import summary
 
 __all__ = ["DEFAULT_SCHEMES", "SIGNAL_EXIT", "build_parser", "main", "summary", "_bench_codeauth", "_bench_sampled"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own refusals (a bad value, a missing or unknown argument) as one line,
+    like every other bad input: ``main`` prints it with exit status 2. argparse would print
+    its whole usage first. Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise BadArgument(f"{self.prog.removeprefix('secmem ').strip()}: {message}" if self.prog != "secmem" else message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="secmem",
         description="Simulate and execute secure-processor memory protection (integrity trees, encryption) "
         "with real cryptography, timed by a cycle-level model.",
@@ -57,11 +68,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         k = args.index("--")
         args, program = args[:k], args[k:]
     try:
-        a = parser.parse_args(args)
-        if program is not None:
-            a.program = program
-        code: int = a.func(a)
-        return code
+        # From here on SIGINT and SIGTERM raise KeyboardInterrupt (with its signal) wherever
+        # the command is, so every phase ends through the handlers below; a run's own
+        # handlers (the glue's) replace these while it runs.
+        with sigterm_as_interrupt():
+            a = parser.parse_args(args)
+            if program is not None:
+                a.program = program
+            code: int = a.func(a)
+            return code
     except (BadArgument, _core.ConfigError, ValueError, OSError, OverflowError) as e:
         print(f"secmem: error: {e}", file=sys.stderr)
         return 2
@@ -69,8 +84,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"secmem: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
-        print("secmem: interrupted", file=sys.stderr)
+        print(f"secmem: error: {interruption(e)}", file=sys.stderr)
         return SIGNAL_EXIT.get(getattr(e, "signal", "SIGINT"), 130)
+    finally:
+        _early.release()  # the early handlers, put back by the block's end, give way to Python's
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ def cmd(a: argparse.Namespace) -> int:
     if ("none", "none") not in schemes:
         schemes.insert(0, ("none", "none"))
     workloads = [w.strip() for w in a.workload.split(",")] if a.workload else [None]
+    if a.workload is not None and not all(workloads):
+        # an empty name would run the default workload after minutes of the others
+        raise _core.ConfigError(f"--workload '{a.workload}': an empty workload name (give names separated by commas)")
     prog = program(a.program)
     kwargs: dict[str, Any] = dict(
         trace=a.trace,

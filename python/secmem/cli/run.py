@@ -39,11 +39,15 @@ def cmd(a: argparse.Namespace) -> int:
         sample=a.sample,
         cores=a.cores,
     )
-    # A failure is said first; statistics follow only if something was measured.
+    # A failure is said first; statistics follow only if something was measured. The exit
+    # status: a signal's (130, 143); 2 if nothing was measured (the input is unusable: a
+    # damaged trace fails on its first record as a bad magic fails at its opening); 1 if the
+    # statistics measured until the failure are shown.
+    measured = bool(r.stats.get("instructions", 0))
     if r.error:
         print(f"secmem: error: {r.error}", file=sys.stderr, flush=True)
     mix = "cores" in r.stats
-    if a.json != "-" and (r.stats.get("instructions", 0) or not r.error):
+    if a.json != "-" and (measured or not r.error):
         print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
     if mix:
         # A mix: the identity of each different input, in the order given.
@@ -55,4 +59,6 @@ def cmd(a: argparse.Namespace) -> int:
         doc = provenance.document(r, r.stats.get("sim.wall_seconds"), **ident)
     doc["interrupted"] = r.interrupted
     write_json(a.json, doc, out)
-    return SIGNAL_EXIT.get(r.interrupted, 130) if r.interrupted else 1 if r.error else 0
+    if r.interrupted:
+        return SIGNAL_EXIT.get(r.interrupted, 130)
+    return 0 if not r.error else 1 if measured else 2

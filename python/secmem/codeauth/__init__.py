@@ -30,6 +30,16 @@ PADS = ("pr-trivium", "pr-aes")
 WIDTHS = (64, 80, 128)
 #: Block (cache line) sizes a program can be signed for (§8 Table 3).
 BLOCKS = (16, 32, 64, 128, 256)
+#: Program ids I: tags bind 32 bits, and the repository numbers programs from 1, so 0 is no
+#: program (``auth.program_id`` is refused at 0 too).
+PROGRAM_IDS = range(1, 2**32)
+
+
+def check_program_id(program_id: object) -> int:
+    """``program_id`` if it is a valid id (an int in :data:`PROGRAM_IDS`), else CodeAuthError."""
+    if isinstance(program_id, bool) or not isinstance(program_id, int) or program_id not in PROGRAM_IDS:
+        raise CodeAuthError(f"program id {program_id!r} is not from 1 to 2^32-1")
+    return program_id
 
 
 def _bytes(x: PathOrBytes) -> bytes:
@@ -82,9 +92,7 @@ def sign(
 
     ``tp`` is where the tag table goes (default: the first block after the data segment);
     ``base`` the load address of a position-independent program (tags bind addresses)."""
-    if not 0 <= program_id < 2**32:
-        raise CodeAuthError(f"program id {program_id} does not fit in 32 bits")
-    return _core.codeauth_sign(_bytes(keys), _bytes(program), program_id, block, width, pad, tp, base)
+    return _core.codeauth_sign(_bytes(keys), _bytes(program), check_program_id(program_id), block, width, pad, tp, base)
 
 
 def verify(program: PathOrBytes, keys: PathOrBytes, tags: PathOrBytes) -> int:

@@ -7,7 +7,7 @@ import argparse
 import os
 from typing import Any
 
-from . import BLOCKS, PADS, WIDTHS, fingerprint, keygen, load_keys, sign, tagfile_info, verify, write_file
+from . import BLOCKS, PADS, WIDTHS, CodeAuthError, check_program_id, fingerprint, keygen, load_keys, sign, tagfile_info, verify, write_file
 from . import cpi as cpi_model
 
 
@@ -19,6 +19,17 @@ def _addr(text: str) -> int:
     if v < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative")
     return v
+
+
+def _id(text: str) -> int:
+    """argparse type of --id: a program id (codeauth.PROGRAM_IDS)."""
+    try:
+        return check_program_id(int(text, 0))
+    except (ValueError, CodeAuthError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a program id (a whole number from 1 to 2^32-1)") from None
+
+
+_KEY_HELP = "the server key (default DB.key; created 0600 if missing, refused if others may read it)"
 
 
 def _read(path: str) -> bytes:
@@ -122,12 +133,12 @@ def cmd_cpi(a: argparse.Namespace) -> int:
 def cmd_tsr_serve(a: argparse.Namespace) -> int:
     from .tsr import Server
 
-    srv = Server(a.db, port=a.port)
+    srv = Server(a.db, port=a.port, key=a.key)
     print(f"secmem TSR: database {a.db}, serving on {srv.url} (Ctrl-C stops)", flush=True)
+    # SIGINT and SIGTERM raise KeyboardInterrupt here (the CLI's handlers): the socket is
+    # closed, and the CLI says which signal stopped the server and exits 130 or 143.
     try:
         srv.serve_forever()
-    except KeyboardInterrupt:
-        pass
     finally:
         srv.httpd.server_close()
     return 0
@@ -136,7 +147,7 @@ def cmd_tsr_serve(a: argparse.Namespace) -> int:
 def cmd_tsr_add_owner(a: argparse.Namespace) -> int:
     from .tsr import Repository
 
-    token = Repository(a.db).add_owner(a.name)
+    token = Repository(a.db, a.key).add_owner(a.name)
     print(f"owner {a.name} registered; token (shown once): {token}")
     return 0
 
@@ -144,7 +155,7 @@ def cmd_tsr_add_owner(a: argparse.Namespace) -> int:
 def cmd_tsr_add_user(a: argparse.Namespace) -> int:
     from .tsr import Repository
 
-    fp = Repository(a.db).add_user(a.name, _read(a.keys))
+    fp = Repository(a.db, a.key).add_user(a.name, _read(a.keys))
     print(f"user {a.name} registered with the processor key {fp}")
     return 0
 
@@ -211,7 +222,7 @@ def add_parser(sub: Any) -> None:
     sg = s.add_parser("sign", help="tag the executable segments of an ELF program (the shared-key variant of §3)")
     sg.add_argument("program")
     sg.add_argument("--keys", required=True, help="key file")
-    sg.add_argument("--id", type=int, required=True, help="program id I (32 bits)")
+    sg.add_argument("--id", type=_id, required=True, help="program id I (32 bits)")
     sg.add_argument("-o", "--output", help="tag file (default PROGRAM.tags)")
     _sign_options(sg)
     sg.set_defaults(func=cmd_sign)
@@ -239,15 +250,18 @@ def add_parser(sub: Any) -> None:
     ts = t.add_subparsers(dest="tsrcmd", metavar="ACTION", required=True)
     sv = ts.add_parser("serve", help="run the repository's HTTP service on 127.0.0.1")
     sv.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    sv.add_argument("--key", metavar="PATH", help=_KEY_HELP)
     sv.add_argument("--port", type=int, default=8731, help="port (default %(default)s; 0: any free port)")
     sv.set_defaults(func=cmd_tsr_serve)
     ao = ts.add_parser("add-owner", help="register a software owner; prints their token")
     ao.add_argument("name")
     ao.add_argument("--db", required=True)
+    ao.add_argument("--key", metavar="PATH", help=_KEY_HELP)
     ao.set_defaults(func=cmd_tsr_add_owner)
     au = ts.add_parser("add-user", help="enter a user's processor key (pre-distributed, §4)")
     au.add_argument("name")
     au.add_argument("--db", required=True)
+    au.add_argument("--key", metavar="PATH", help=_KEY_HELP)
     au.add_argument("--keys", required=True)
     au.set_defaults(func=cmd_tsr_add_user)
     rg = ts.add_parser("register", help="an owner registers a program with the repository")
@@ -261,7 +275,7 @@ def add_parser(sub: Any) -> None:
     fe.add_argument("program")
     fe.add_argument("--url", required=True)
     fe.add_argument("--user", required=True)
-    fe.add_argument("--id", type=int, required=True, help="the program's id at the repository")
+    fe.add_argument("--id", type=_id, required=True, help="the program's id at the repository")
     fe.add_argument("--keys", required=True, help="the user's (processor's) key file")
     fe.add_argument("--digest-only", action="store_true", help="receive only the tags' hash and make the tags here")
     fe.add_argument("-o", "--output", help="tag file (default PROGRAM.tags)")
@@ -275,7 +289,7 @@ def add_parser(sub: Any) -> None:
     pn = ps.add_parser("sign", help="the owner signs a program")
     pn.add_argument("program")
     pn.add_argument("--key", required=True, help="the owner's private key")
-    pn.add_argument("--id", type=int, required=True, help="program id I (32 bits)")
+    pn.add_argument("--id", type=_id, required=True, help="program id I (32 bits)")
     pn.add_argument("-o", "--output", help="signature file (default PROGRAM.sig)")
     pn.set_defaults(func=cmd_pk_sign)
     pi = ps.add_parser("install", help="check the owner's signature, then make the tags with the local key")

@@ -20,7 +20,7 @@ import hashlib
 import json
 from typing import Tuple, Union
 
-from . import CodeAuthError, sign, write_file
+from . import CodeAuthError, check_program_id, sign, write_file
 from .. import IntegrityError
 
 DOMAIN = b"secmem-codeauth-install-v1\0"
@@ -67,8 +67,7 @@ def _load(path: str, private: bool):
 
 def sign_program(program: bytes, program_id: int, private_key_path: str) -> bytes:
     """The owner's signature file for ``program`` under id ``program_id``."""
-    if not 0 <= program_id < 2**32:
-        raise CodeAuthError(f"program id {program_id} does not fit in 32 bits")
+    check_program_id(program_id)
     key = _load(private_key_path, private=True)
     sig = key.sign(statement(program, program_id))
     doc = {

@@ -63,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler
 from typing import Optional
 
-from . import BLOCKS, PADS, WIDTHS, CodeAuthError, fingerprint, keygen, load_keys, sign, tagfile_info, verify
+from . import BLOCKS, PADS, PROGRAM_IDS, WIDTHS, CodeAuthError, fingerprint, keygen, load_keys, sign, tagfile_info, verify
 
 HOST = "127.0.0.1"
 CHALLENGE_SECONDS = 120
@@ -74,14 +74,18 @@ MAX_PROGRAM_BODY = 64 << 20
 #: registration gets one more second per MiB once its token checks out): a stalled client
 #: holds a worker no longer.
 REQUEST_SECONDS = 3.0
+#: ... and within this many while connections wait for a worker (every worker busy): a local
+#: or LAN client sends its few hundred bytes in milliseconds, so stalled connections hold
+#: the honest ones behind them this long per worker slot, not REQUEST_SECONDS.
+BUSY_REQUEST_SECONDS = 0.5
 #: Worker threads, connections accepted but waiting for one, and the kernel's listen backlog.
 WORKERS = 32
 MAX_PENDING = 1024
 BACKLOG = 1024
 #: Open (unused, unexpired) challenges at most: each is a row someone unauthenticated made.
 MAX_CHALLENGES = 10_000
-#: Program ids are 32 bits (the tags bind them); addresses 64.
-MAX_ID = 2**32 - 1
+#: Program ids (codeauth.PROGRAM_IDS: 32 bits, from 1); addresses 64.
+MAX_ID = PROGRAM_IDS[-1]
 MAX_ADDR = 2**64 - 1
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -180,10 +184,12 @@ def _create_private(path: str) -> None:
 
 
 class Repository:
-    """The TSR's on-disk database and its server key (``DB.key``)."""
+    """The TSR's on-disk database and its server key (``key``, default ``DB.key``: keep it
+    off the database's disk or backups with ``--key PATH``)."""
 
-    def __init__(self, db: str):
+    def __init__(self, db: str, key: Optional[str] = None):
         self.db = os.fspath(db)
+        self.key_path = os.fspath(key) if key is not None else self.db + ".key"
         self._local = threading.local()
         d = os.path.dirname(os.path.abspath(self.db))
         if os.path.isdir(self.db):
@@ -215,12 +221,25 @@ class Repository:
             raise RepositoryError(f"--db {self.db}: {e.strerror or e}") from None
 
     def _server_key(self) -> bytes:
-        path = self.db + ".key"
+        path = self.key_path
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except FileExistsError:
-            with open(path, "rb") as f:
-                key = f.read()
+            try:
+                rfd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as e:
+                raise RepositoryError(f"server key {path}: {e.strerror or e}") from None
+            with os.fdopen(rfd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise RepositoryError(f"server key {path}: not a regular file") from None
+                if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                    # Anyone else who can read it can decrypt every user's key in the database.
+                    raise RepositoryError(
+                        f"server key {path}: mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}: others may have "
+                        f"read it; it must be yours and 0600 (chmod 600 it, and consider it exposed)"
+                    ) from None
+                key = f.read(33)
             if len(key) != 32:
                 raise RepositoryError(f"{path}: damaged server key ({len(key)} bytes, not 32)") from None
             return key
@@ -246,7 +265,7 @@ class Repository:
         try:
             return AESGCM(self._key).decrypt(blob[4:16], blob[16:], b"secmem-tsr-user\0" + name.encode())
         except InvalidTag:
-            raise RepositoryError(f"user {name!r}: stored key does not decrypt under {self.db}.key (another server key?)") from None
+            raise RepositoryError(f"user {name!r}: stored key does not decrypt under {self.key_path} (another server key?)") from None
 
     def _seal_plain_keys(self, c) -> None:
         """Encrypt keys a database from before encryption at rest holds in plain form."""
@@ -390,6 +409,17 @@ def _field(body: dict, name: str, kind, lo=None, hi=None, choices=None, optional
     return v
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys are all different: with a repeated key, which value counts
+    depends on the parser (json keeps the last, others the first), so it is refused."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _Refused(400, f"field {str(dup)[:40]!r} given twice")
+    return d
+
+
 def _text(body: dict, name: str, pattern, what: str) -> str:
     v = body.get(name)
     if not isinstance(v, str) or not v.isascii() or not pattern.fullmatch(v):
@@ -417,6 +447,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _body(self, fields, limit: int = MAX_BODY) -> dict:
+        if len(self.headers.get_all("Content-Length") or []) > 1:
+            # Which one frames the body? A proxy and this server could disagree (smuggling).
+            raise _Refused(400, "more than one Content-Length header")
         n = (self.headers.get("Content-Length") or "").strip()
         if not (n.isascii() and n.isdigit()) or len(n) > 12:
             raise _Refused(400, "a request body needs a Content-Length")
@@ -433,7 +466,9 @@ class _Handler(BaseHTTPRequestHandler):
         if raw.count(b"{") + raw.count(b"[") > 1:
             raise _Refused(400, "request body must be one flat JSON object")
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, object_pairs_hook=_unique_keys)
+        except _Refused:
+            raise
         except (ValueError, RecursionError):  # also integers past Python's digit limit
             raise _Refused(400, "request body is not JSON") from None
         if not isinstance(body, dict):
@@ -563,6 +598,7 @@ class _PooledServer(socketserver.TCPServer):
         self.shed = 0
         self.lock = threading.Lock()
         self.deadlines: dict = {}
+        self.started: dict = {}  # when each request not yet received began (unauthenticated)
         self._reaper = threading.Thread(target=self._reap, daemon=True)
         self._reaper.start()
 
@@ -577,7 +613,9 @@ class _PooledServer(socketserver.TCPServer):
 
     def _work(self, request, client_address):
         with self.lock:
-            self.deadlines[request] = time.monotonic() + REQUEST_SECONDS
+            now = time.monotonic()
+            self.deadlines[request] = now + REQUEST_SECONDS
+            self.started[request] = now
         try:
             self.finish_request(request, client_address)
         except Exception:
@@ -585,6 +623,7 @@ class _PooledServer(socketserver.TCPServer):
         finally:
             with self.lock:
                 self.deadlines.pop(request, None)
+                self.started.pop(request, None)
                 self.pending -= 1
             self.shutdown_request(request)
 
@@ -593,18 +632,23 @@ class _PooledServer(socketserver.TCPServer):
         large program may take a while)."""
         with self.lock:
             self.deadlines.pop(request, None)
+            self.started.pop(request, None)
 
     def extend(self, request, seconds: float) -> None:
-        """Give ``request`` ``seconds`` more (an authenticated owner's large body)."""
+        """Give ``request`` ``seconds`` more (an authenticated owner's large body, which the
+        busy deadline does not cut short)."""
         with self.lock:
             if request in self.deadlines:
                 self.deadlines[request] += seconds
+                self.started.pop(request, None)
 
     def _reap(self):
-        while not self._closing.wait(0.25):
+        while not self._closing.wait(0.1):
             now = time.monotonic()
             with self.lock:
-                late = [s for s, t in self.deadlines.items() if t < now]
+                busy = self.pending > WORKERS  # connections wait for a worker
+                late = [s for s, t in self.deadlines.items()
+                        if t < now or busy and self.started.get(s, now) + BUSY_REQUEST_SECONDS < now]
             for s in late:
                 try:
                     s.shutdown(socket.SHUT_RDWR)
@@ -623,8 +667,8 @@ class _PooledServer(socketserver.TCPServer):
 class Server:
     """The repository's HTTP service on 127.0.0.1 (``port`` 0: any free port)."""
 
-    def __init__(self, db: str, port: int = 0):
-        self.repo = Repository(db)
+    def __init__(self, db: str, port: int = 0, key: Optional[str] = None):
+        self.repo = Repository(db, key)
         handler = type("Handler", (_Handler,), {"repo": self.repo})
         if not 0 <= port <= 65535:
             raise RepositoryError(f"--port {port}: not a TCP port (0 to 65535; 0: any free one)")

@@ -13,7 +13,7 @@
 //! Memory is all-zero plaintext at power-on: a line whose RV is 0 and whose bytes are all zero
 //! is that initial state (fresh RVs are never 0).
 
-use super::{Encryption, EncryptionScheme, Rng, derive_key};
+use super::{Encryption, EncryptionScheme, Rng, derive_key, Seed};
 use crate::error::IntegrityError;
 use crate::layout::{is_initial, Meta, MetaKind, PerLine, MAX_LINE};
 use crate::machine::Machine;
@@ -60,7 +60,7 @@ pub struct Direct {
 }
 
 impl Direct {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Direct, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Direct, ConfigError> {
         let rv_bytes = p.u64_min("direct.rv_bytes", 1)?;
         if !matches!(rv_bytes, 1 | 2 | 4 | 8) {
             return Err(ConfigError(format!("direct.rv_bytes: {} is not 1, 2, 4 or 8", rv_bytes)));
@@ -69,7 +69,7 @@ impl Direct {
         let rvs = m.layout.per_line(Role::Vectors, "direct random vectors", covered, rv_bytes);
         Ok(Direct {
             aes: aes::Aes128::new(&derive_key(seed, 0xd1ec7).into()),
-            rng: Rng::new(seed, 0xd1ec7),
+            rng: Rng::new(seed.value(), 0xd1ec7),
             rv_bytes,
             rv_mask: if rv_bytes == 8 { u64::MAX } else { (1u64 << (8 * rv_bytes)) - 1 },
             rvs,

@@ -32,7 +32,7 @@
 //! Memory is all-zero plaintext at power-on: a line whose block stamp is 0 and whose bytes are
 //! all zero is that initial state.
 
-use super::{OfflineView, PowerManaged, Encryption, EncryptionScheme, PowerEvent, derive_key};
+use super::{OfflineView, PowerManaged, Encryption, EncryptionScheme, PowerEvent, derive_key, Seed};
 use crate::error::IntegrityError;
 use crate::layout::{is_initial, MAX_LINE};
 use crate::machine::Machine;
@@ -126,7 +126,7 @@ enum Port {
 }
 
 pub struct Mecu {
-    seed: u64,
+    seed: Seed,
     boot: u64,
     /// The removable device's key.
     device_key: [u8; 16],
@@ -182,7 +182,7 @@ pub struct Mecu {
 }
 
 impl Mecu {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Mecu, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Mecu, ConfigError> {
         let line = m.line();
         let n = p.u64_min("mecu.lines_per_block", 1)?;
         let state_bits = p.u64_min("mecu.state_bits", 1)?;

@@ -181,7 +181,7 @@ pub struct EncryptionScheme {
     pub coverage: Coverage,
     /// Build it over the lines of [0, `covered`) (data and whatever metadata it carries),
     /// placing its metadata in `m`'s layout; `seed` fixes keys and random vectors.
-    pub build: fn(&Params, &mut Machine, u64, u64) -> Result<Box<dyn Encryption>, ConfigError>,
+    pub build: fn(&Params, &mut Machine, u64, Seed) -> Result<Box<dyn Encryption>, ConfigError>,
 }
 
 /// What optional per-chunk MACs (004 §3.3; otp's and tdes's `chunk_mac_bytes`) add to an
@@ -247,9 +247,64 @@ pub fn xor_counter_pads(aes: &Aes128, addr: u64, counter: u64, buf: &mut [u8]) {
     }
 }
 
-/// Deterministic key material from a seed (splitmix64), so runs are reproducible.
-pub fn derive_key(seed: u64, purpose: u64) -> [u8; 16] {
-    let mut x = seed ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// Where a scheme's keys come from. A simulation's seed (`Seed::fixed`) gives the same keys on
+/// every run, for reproducible statistics: anyone who knows the seed knows the keys. Key
+/// material from the OS (`Seed::secret`, the functional engine without a seed) is a 128-bit
+/// AES key, and every scheme key is that key's encryption of its purpose: full 128-bit keys
+/// that cannot be derived offline.
+#[derive(Clone, Copy)]
+pub struct Seed {
+    value: u64,
+    secret: Option<[u8; 16]>,
+}
+
+impl Seed {
+    pub fn fixed(value: u64) -> Seed {
+        Seed { value, secret: None }
+    }
+
+    /// Secret key material; `value` (for random vectors that are not keys, such as initial
+    /// nonces) is its first 8 bytes' hash, so it reveals nothing of the key.
+    pub fn secret(key: [u8; 16]) -> Seed {
+        let mut b = [0xa5u8; 16];
+        Aes128::new(&key).encrypt(&mut b);
+        Seed { value: u64::from_le_bytes(b[..8].try_into().unwrap()), secret: Some(key) }
+    }
+
+    /// The 64-bit value for what is not a key (random vectors, a multiset hash's nonce).
+    pub fn value(&self) -> u64 {
+        self.value
+    }
+
+    /// Bytes that identify the key material, for a derivation with its own function
+    /// (code authentication's keys).
+    pub fn material(&self) -> Vec<u8> {
+        match self.secret {
+            Some(k) => k.to_vec(),
+            None => self.value.to_le_bytes().to_vec(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Seed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.secret {
+            Some(_) => f.write_str("Seed(secret)"),
+            None => write!(f, "Seed({})", self.value),
+        }
+    }
+}
+
+/// A scheme's key for `purpose`: from a fixed seed, splitmix64 (reproducible); from secret
+/// material, AES_K(purpose) (a PRF, so keys of different purposes are independent).
+pub fn derive_key(seed: Seed, purpose: u64) -> [u8; 16] {
+    if let Some(k) = seed.secret {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&purpose.to_le_bytes());
+        Aes128::new(&k).encrypt(&mut b);
+        return b;
+    }
+    let mut x = seed.value ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut next = || {
         x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = x;

@@ -58,7 +58,7 @@
 //!
 //! A line whose counter, tag and bytes are all zero is the all-zero initial memory.
 
-use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, NonceCounter, derive_key};
+use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, NonceCounter, derive_key, Seed};
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::error::IntegrityError;
@@ -110,7 +110,7 @@ struct ChunkMacs {
 }
 
 impl ChunkMacs {
-    fn new(seed: u64, bytes: usize, store: PerLine) -> ChunkMacs {
+    fn new(seed: Seed, bytes: usize, store: PerLine) -> ChunkMacs {
         let key = Aes128::new(&derive_key(seed, 0x0cb5));
         let enc = |v: u128| {
             let mut b = v.to_be_bytes();
@@ -252,7 +252,7 @@ pub struct Ocb {
 }
 
 impl Ocb {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Ocb, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Ocb, ConfigError> {
         let tag_bytes = p.u64_min("ocb.tag_bytes", 1)?;
         let cipher = OcbAes::new(&derive_key(seed, 0x0cb3), tag_bytes as usize)
             .ok_or_else(|| ConfigError(format!("ocb.tag_bytes: {} is not 8 or 16", tag_bytes)))?;
@@ -984,7 +984,7 @@ mod tests {
         // The MACs alone (RustCrypto's OCB3 tag also fails on most of these, so the engine
         // tests below cannot tell which check caught a change).
         let store = crate::layout::Layout::new(1 << 20, 64).per_line(crate::decl::Role::Macs, "MACs", 1 << 20, 32);
-        let c = super::ChunkMacs::new(3, 8, store);
+        let c = super::ChunkMacs::new(super::Seed::fixed(3), 8, store);
         let line = crate::testutil::pattern(9, 64);
         let mac = |addr: u64, ctr: u32, bm: u32, l: &[u8]| {
             let mut o = [0u8; 32];

@@ -36,7 +36,7 @@
 //! whose time stamp is 0 and whose bytes are all zero is that initial state (TIMER starts at
 //! 1, so no write-back ever produces time stamp 0).
 
-use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, chunk_macs, derive_key};
+use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, chunk_macs, derive_key, Seed};
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::error::IntegrityError;
@@ -210,7 +210,7 @@ pub struct Otp {
     mac: Option<ChunkMacs>,
     /// When the last line read was verified (its chunk MACs), for `take_checked`.
     checked: Option<Cycle>,
-    seed: u64,
+    seed: Seed,
     key_epoch: u64,
     v: u32,
     timer: u64,
@@ -239,7 +239,7 @@ pub struct Otp {
 }
 
 impl Otp {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Otp, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Otp, ConfigError> {
         let ts_bits = p.u64_min("otp.ts_bits", 2)?;
         if ts_bits > 32 {
             return Err(ConfigError(format!("otp.ts_bits: {} exceeds the 32-bit time-stamp field", ts_bits)));

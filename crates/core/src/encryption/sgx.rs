@@ -25,7 +25,7 @@
 //! Never-written memory is all zero: a node whose bytes and parent counter are all zero, and
 //! a line whose version, bytes and MAC are zero, are that initial state.
 
-use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme};
+use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme, Seed};
 use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
@@ -132,7 +132,7 @@ pub struct Sgx {
 }
 
 impl Sgx {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Sgx, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Sgx, ConfigError> {
         let alg = HashAlg::parse(&p.choice("sgx.hash", &["md5", "md5-rfc1321", "sha1", "sha256"])?).expect("a listed choice");
         let hasher = Hasher::new(alg, MAC).map_err(|e| ConfigError(format!("sgx.hash: {}", e)))?;
         let bytes = p.size("sgx.cache_bytes")?;

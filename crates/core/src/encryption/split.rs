@@ -25,7 +25,7 @@
 //! the counter-tree family puts a tree over the counters. A tree over the data (chash) still
 //! notices any read garbled by a changed counter.
 
-use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme};
+use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme, Seed};
 use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, MAX_LINE};
@@ -132,7 +132,7 @@ pub struct Split {
 }
 
 impl Split {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Split, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Split, ConfigError> {
         let arity = p.choice("split.arity", &["8", "16", "32", "64", "128"])?.parse::<u64>().expect("a listed choice");
         let minor_bits = ((BLOCK as u32 * 8 - MAJOR_BITS) as u64 / arity) as u32;
         let line = m.line();

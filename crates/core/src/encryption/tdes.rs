@@ -40,7 +40,7 @@
 //!
 //! A line whose counter is 0 and whose bytes are all zero is the all-zero initial memory.
 
-use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, NonceCounter, chunk_macs, derive_key};
+use super::{Boot, BootLines, ChunkMacCounts, Encryption, EncryptionScheme, NonceCounter, chunk_macs, derive_key, Seed};
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::error::IntegrityError;
@@ -150,7 +150,7 @@ pub struct Tdes {
     macs: ChunkMacCounts,
 }
 
-fn key24(seed: u64, purpose: u64) -> [u8; 24] {
+fn key24(seed: Seed, purpose: u64) -> [u8; 24] {
     let (a, b) = (derive_key(seed, purpose), derive_key(seed, purpose + 1));
     let mut k = [0u8; 24];
     k[..16].copy_from_slice(&a);
@@ -159,7 +159,7 @@ fn key24(seed: u64, purpose: u64) -> [u8; 24] {
 }
 
 impl Tdes {
-    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: u64) -> Result<Tdes, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, covered: u64, seed: Seed) -> Result<Tdes, ConfigError> {
         let hz = p.freq("core.clock")?;
         let engines = p.u64_min("tdes.engines", 1)? as f64;
         let engine = Pipe::new(p.u64_min("tdes.latency", 1)?, engines * p.rate("tdes.throughput")? / hz, CHUNK);

@@ -26,7 +26,7 @@ use super::tree::{Tree, H};
 use super::{Integrity, IntegrityScheme, Verified};
 use crate::cache::LineKind;
 use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role};
-use crate::encryption::{derive_key, Encryption};
+use crate::encryption::{derive_key, Encryption, Seed};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
 use crate::machine::{Guard, Machine, Victim};
@@ -259,7 +259,7 @@ pub struct Bonsai {
 }
 
 impl Bonsai {
-    pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Bonsai, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, seed: Seed) -> Result<Bonsai, ConfigError> {
         let hasher = hasher_from(p, "bonsai")?;
         let mac_bytes = p.u64_min("bonsai.mac_bytes", 1)? as usize;
         let mac_hasher = Hasher::new(hasher.alg(), mac_bytes).map_err(|e| ConfigError(format!("bonsai.mac_bytes: {}", e)))?;

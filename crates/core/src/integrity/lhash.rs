@@ -24,7 +24,7 @@
 
 use super::{Integrity, IntegrityScheme, Verified};
 use crate::error::IntegrityError;
-use crate::encryption::{derive_key, Encryption};
+use crate::encryption::{derive_key, Encryption, Seed};
 use crate::layout::{Meta, MetaKind, PerLine, B_TS, MAX_LINE};
 use crate::machine::{Machine, Victim};
 use crate::mem::PAGE;
@@ -85,10 +85,10 @@ pub struct Lhash {
 }
 
 impl Lhash {
-    pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Lhash, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, seed: Seed) -> Result<Lhash, ConfigError> {
         let name = p.choice("lhash.multiset", MULTISET_HASHES)?;
         let key = derive_key(seed, 0x1a54);
-        let hash = Multiset::by_name(&name, key, seed).map_err(|e| ConfigError(format!("lhash.multiset: {}", e)))?;
+        let hash = Multiset::by_name(&name, key, seed.value()).map_err(|e| ConfigError(format!("lhash.multiset: {}", e)))?;
         let ts_bits = p.u64_min("lhash.ts_bits", 2)?;
         if ts_bits > 32 {
             return Err(ConfigError(format!("lhash.ts_bits: {} exceeds the 32-bit time-stamp field", ts_bits)));

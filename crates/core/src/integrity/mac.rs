@@ -8,7 +8,7 @@
 use super::chash::hasher_from;
 use super::{Integrity, IntegrityScheme, Verified};
 use crate::error::IntegrityError;
-use crate::encryption::{derive_key, Encryption};
+use crate::encryption::{derive_key, Encryption, Seed};
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
 use crate::mem::same_bytes;
 use crate::machine::{Machine, Victim};
@@ -48,7 +48,7 @@ pub struct Mac {
 }
 
 impl Mac {
-    pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Mac, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, seed: Seed) -> Result<Mac, ConfigError> {
         let hasher = hasher_from(p, "mac")?;
         let data = m.layout.data_size;
         let macs = m.layout.per_line(Role::Macs, "mac", data, hasher.len() as u64);

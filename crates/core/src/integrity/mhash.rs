@@ -14,7 +14,7 @@ use super::tree::{Tree, H};
 use super::{Integrity, IntegrityScheme, Verified};
 use crate::error::IntegrityError;
 use crate::cache::LineKind;
-use crate::encryption::{derive_key, Encryption};
+use crate::encryption::{derive_key, Encryption, Seed};
 use crate::layout::{Meta, MAX_LINE};
 use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
@@ -65,7 +65,7 @@ pub struct Mhash {
 }
 
 impl Mhash {
-    pub fn new(p: &Params, m: &mut Machine, seed: u64) -> Result<Mhash, ConfigError> {
+    pub fn new(p: &Params, m: &mut Machine, seed: Seed) -> Result<Mhash, ConfigError> {
         let hasher = hasher_from(p, "mhash")?;
         if hasher.len() != 16 {
             return Err(ConfigError(format!(

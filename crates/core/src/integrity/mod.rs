@@ -102,7 +102,7 @@ pub struct IntegrityScheme {
     pub guarantees: fn(&Params) -> Result<Guarantees, ConfigError>,
     pub coverage: Coverage,
     /// Build it from its parameters, placing its metadata in `m`'s layout; `seed` fixes keys.
-    pub build: fn(&Params, &mut Machine, u64) -> Result<Box<dyn Integrity>, ConfigError>,
+    pub build: fn(&Params, &mut Machine, crate::encryption::Seed) -> Result<Box<dyn Integrity>, ConfigError>,
 }
 
 /// Conclude a check that took read-buffer entry `slot` at `t_start`: on a match the entry is
