@@ -4,6 +4,7 @@
 //! behaviour of every scheme is one code path.
 
 use crate::cache::{LineKind, TrustedCache};
+use crate::keyid::KeyIds;
 use crate::layout::Layout;
 use crate::port::Port;
 use crate::speculation::Speculation;
@@ -154,6 +155,9 @@ pub struct Machine {
     /// loader built, handed over as external records): a scheme's one-time set-up of it
     /// belongs before the run and is done untimed (`untimed`). Set by `Engine::set_predating`.
     pub predating: bool,
+    /// The KeyID of each page (on chip: the request carries it); one key unless the
+    /// encryption scheme has a key table (xts).
+    pub key_ids: KeyIds,
     pending: Vec<Victim>,
     spare: Vec<Vec<u8>>,
     evicted_data: Vec<u64>,
@@ -187,6 +191,7 @@ impl Machine {
             keep_clean_victims: false,
             counters: L2Counters::default(),
             predating: false,
+            key_ids: KeyIds::single(),
             pending: Vec::new(),
             spare: Vec::new(),
             evicted_data: Vec::new(),

@@ -17,6 +17,7 @@ pub const INTEGRITY: &[&IntegrityScheme] = &[
     &integrity::chash::SCHEME,
     &integrity::mhash::SCHEME,
     &integrity::lhash::SCHEME,
+    &integrity::tdx::SCHEME,
 ];
 
 /// Every encryption scheme, in the order they are listed.
@@ -29,6 +30,7 @@ pub const ENCRYPTION: &[&EncryptionScheme] = &[
     &encryption::mecu::SCHEME,
     &encryption::split::SCHEME,
     &encryption::sgx::SCHEME,
+    &encryption::xts::SCHEME,
 ];
 
 const INTEGRITY_NAMES: [&str; INTEGRITY.len()] = registry_names!(INTEGRITY);
