@@ -201,3 +201,56 @@ impl Integrity for Tdx {
         out.float("tdx.space_overhead", self.space_overhead());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::params;
+    use crate::Engine;
+
+    const A: u64 = 0x10_0000;
+
+    #[test]
+    fn a_td_owned_line_read_under_a_shared_key_id_is_refused_and_under_another_private_one_fails_its_mac() {
+        let mut e = Engine::new(&params("tdx", "xts", &["xts.key_map=0x100000+4KiB:3"]), 1).unwrap();
+        e.write(A, &[7u8; 64], 0).unwrap();
+        e.flush(0).unwrap();
+        e.set_key_id(A, 4096, 0).unwrap();
+        let mut b = [0u8; 64];
+        let err = e.read(A, &mut b, 0).unwrap_err();
+        assert!(!err.is_tamper() && err.what.contains("TD-owned line read under shared key ID 0"), "{}", err);
+        e.set_key_id(A, 4096, 5).unwrap();
+        let err = e.read(A, &mut b, 0).unwrap_err();
+        assert!(err.is_tamper() && err.what.contains("key ID 5"), "{}", err);
+        e.set_key_id(A, 4096, 3).unwrap();
+        e.read(A, &mut b, 0).unwrap();
+        assert_eq!(b, [7u8; 64]);
+        // Shared lines carry no owner bit: the platform key reads its own.
+        e.write(A + 4096, &[9u8; 64], 0).unwrap();
+        e.flush(0).unwrap();
+        e.read(A + 4096, &mut b, 0).unwrap();
+        assert_eq!(b, [9u8; 64]);
+    }
+
+    #[test]
+    fn the_mac_and_owner_bit_must_fit_the_ecc_bits_of_a_line() {
+        let err = Engine::new(&params("tdx", "xts", &["l2.line=16B"]), 1).err().unwrap().0;
+        assert!(err.contains("tdx.mac_bits: 29 bits per line exceed the 16 ECC bits of a 16-B line"), "{}", err);
+        let err = Engine::new(&params("tdx", "xts", &["tdx.mac_bits=64"]), 1).err().unwrap().0;
+        assert!(err.contains("exceeds 63"), "{}", err);
+        assert!(Engine::new(&params("tdx", "xts", &["l2.line=32B", "tdx.mac_bits=31"]), 1).is_ok());
+    }
+
+    #[test]
+    fn the_mac_comes_with_the_line_at_no_extra_transfer() {
+        let mut e = Engine::new(&params("tdx", "xts", &[]), 1).unwrap();
+        e.write(A, &[1u8; 64], 0).unwrap();
+        e.flush(0).unwrap();
+        e.reset_stats();
+        let mut b = [0u8; 64];
+        e.read(A, &mut b, 0).unwrap();
+        let mut s = crate::Stats::default();
+        e.stats(&mut s);
+        assert_eq!(s.get_f64("mem.read_bytes"), Some(64.0));
+        assert_eq!(s.get_f64("tdx.checks"), Some(1.0));
+    }
+}
