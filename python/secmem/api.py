@@ -521,6 +521,19 @@ class SecureMemory:
         """Verify every touched chunk; returns how many were checked."""
         return self._m.check()
 
+    def set_key_id(self, addr: int, size: int, key_id: int) -> None:
+        """Give the pages of ``[addr, addr + size)`` key ID ``key_id`` (encryption "xts": a key
+        per key ID, as MKTME's KeyID in the page tables). Cached lines are written back first,
+        under the key ID they were written with; the bytes stay, so a line written under another
+        key ID reads as garbage (and fails integrity "tdx"). ValueError for an ID beyond
+        ``xts.key_ids``, a range of partial pages, or a scheme without key IDs. The map can also
+        be given up front: ``params={"xts.key_map": "0x100000+1MiB:2"}``."""
+        self._m.set_key_id(_address(addr), _address(size, "size"), _address(key_id, "key_id"))
+
+    def key_id(self, addr: int) -> int:
+        """The key ID of the page holding ``addr`` (0 without a key table)."""
+        return self._m.key_id(_address(addr))
+
     def stats(self) -> dict[str, Any]:
         return self._m.stats()
 

@@ -10,6 +10,7 @@
 //! (`registry::guarantees`), never from their names: a new scheme is attacked as it declares.
 
 use crate::decl::{Detection, Guarantees, Role};
+use crate::keyid::KEYID_PAGE;
 use crate::layout::MetaKind;
 use crate::params::{ConfigError, Params};
 use crate::registry;
@@ -51,6 +52,8 @@ pub const ATTACKS: &[&str] = &[
     "page table: add a page twice",
     "page table: skip a page",
     "tamper with the DMA region",
+    "read a line under another key ID",
+    "put back a line written under another key ID",
 ];
 
 const PAGES: u64 = 16;
@@ -73,7 +76,15 @@ fn value(k: u64, round: u64) -> Vec<u8> {
 
 /// A fresh engine holding known data, flushed to memory.
 fn prepared(p: &Params, seed: u64) -> Result<Engine, ConfigError> {
+    prepared_keyed(p, seed, 0)
+}
+
+/// The same, the victim's page under key ID `key` from the start (0: the platform key).
+fn prepared_keyed(p: &Params, seed: u64, key: u32) -> Result<Engine, ConfigError> {
     let mut e = Engine::new(p, seed)?;
+    if key != 0 {
+        e.set_key_id(VICTIM & !(KEYID_PAGE - 1), KEYID_PAGE, key).map_err(|x| ConfigError(x.to_string()))?;
+    }
     for k in 0..PAGES * 64 {
         e.write(BASE + k * 64, &value(k, 0), 0).map_err(|x| ConfigError(x.to_string()))?;
     }
@@ -261,6 +272,44 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
     let r = if ok { (d, why) } else { (Some(Detection::Access), "ReadWithoutChecking did not return the device's data".into()) };
     cell(ATTACKS[10], true, Detection::Never, Some(r));
 
+    // Key IDs (MKTME, TDX): the victim's page is key ID 1's. Its owner (the page tables are
+    // software's, not the adversary's) maps it under key ID 2, which reads it; or the
+    // adversary copies the line written under key ID 1, with its per-line metadata, to the
+    // same address of a machine where key ID 2 wrote that page.
+    let keyed = g.key_domains;
+    let io = |x: crate::IntegrityError| ConfigError(x.to_string());
+    let page = VICTIM & !(KEYID_PAGE - 1);
+    let r = if keyed {
+        let mut e = prepared_keyed(p, seed, 1)?;
+        let v = value((VICTIM - BASE) / 64, 0);
+        e.set_key_id(page, KEYID_PAGE, 2).map_err(io)?;
+        let mut got = [0u8; 64];
+        Some(match e.read(VICTIM, &mut got, 0) {
+            Err(x) => (Some(Detection::Access), x.to_string()),
+            Ok(_) => {
+                let what = if got[..] == v[..] { "the plaintext" } else { "garbage" };
+                let (d, why) = checked(&mut e);
+                (d, format!("key ID 2 read {}; {}", what, why))
+            }
+        })
+    } else {
+        None
+    };
+    cell(ATTACKS[11], keyed, g.cross_domain, r);
+    let r = if keyed {
+        let from = prepared_keyed(p, seed, 1)?;
+        let mut e = prepared_keyed(p, seed, 2)?;
+        let mut pieces = vec![(VICTIM, e.line())];
+        pieces.extend(from.metadata_of(VICTIM).into_iter().filter(|m| !matches!(m.kind, MetaKind::TreeLevel(_) | MetaKind::PageTable)).map(|m| (m.addr, m.len)));
+        for (a, n) in pieces {
+            copy_raw(&mut e, Some(&from), a, a, n);
+        }
+        Some(noticed(&mut e, &[VICTIM]))
+    } else {
+        None
+    };
+    cell(ATTACKS[12], keyed, g.cross_domain, r);
+
     Ok(out)
 }
 
@@ -274,6 +323,7 @@ pub const ENCRYPTION_ATTACKS: &[&str] = &[
     "roll back s kept on the removable device (mecu)",
     "roll back s kept on the MECU: pad reuse (mecu)",
     "roll back a line's counters in memory, then rewrite it: pad reuse",
+    "read another key ID's line and get its plaintext",
 ];
 
 /// The first registered integrity scheme that notices every attack at the access (a hash
@@ -317,6 +367,7 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
         let applicable = match i {
             5..=7 => alone.at_rest,
             8 => alone.confidential && alone.hides_rewrites,
+            9 => alone.key_domains,
             _ => true,
         };
         // Rows 0-3 and 5-7: the attack succeeds (a leak, a chosen plaintext, a reused pad);
@@ -330,7 +381,9 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
             5 => !alone.confidential,
             6 => rollback[0],
             7 => rollback[1],
-            _ => alone.stale_counters_reuse_pads,
+            8 => alone.stale_counters_reuse_pads,
+            // A key per key ID: never the plaintext.
+            _ => !alone.key_domains,
         };
         let declared = if i == 4 { under_tree.tamper } else { Detection::Never };
         let when = (i == 4 && happened).then_some(Detection::Access);
@@ -443,6 +496,25 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
         (reuse, why)
     };
 
+    // Another key ID reads a line (its page handed over by the software owning the page
+    // tables): the plaintext, or garbage?
+    let cross = if alone.key_domains {
+        let mut e = with("none")?;
+        let page = VICTIM & !(KEYID_PAGE - 1);
+        e.set_key_id(page, KEYID_PAGE, 1).map_err(io)?;
+        e.write(VICTIM, &secret, 0).map_err(io)?;
+        e.flush(0).map_err(io)?;
+        e.set_key_id(page, KEYID_PAGE, 2).map_err(io)?;
+        let mut got = [0u8; 64];
+        match e.read(VICTIM, &mut got, 0) {
+            Ok(_) if got[..] == secret[..] => (true, "key ID 2 read key ID 1's plaintext".into()),
+            Ok(_) => (false, "key ID 2 read garbage".into()),
+            Err(x) => (false, format!("refused: {}", x)),
+        }
+    } else {
+        (false, "not applicable".into())
+    };
+
     // Non-volatile memory (002): what an adversary holding the machine while suspended sees,
     // and a rollback of the global state counter s.
     if !alone.at_rest {
@@ -450,6 +522,7 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
             cell(i, false, "not applicable".into());
         }
         cell(8, stale.0, stale.1);
+        cell(9, cross.0, cross.1);
         return Ok(out);
     }
     let pw = |x: crate::power::PowerError| ConfigError(x.to_string());
@@ -491,6 +564,7 @@ pub fn attack_encryption(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigEr
         cell(i, rolled.is_ok() && reuse, why);
     }
     cell(8, stale.0, stale.1);
+    cell(9, cross.0, cross.1);
     Ok(out)
 }
 
@@ -622,12 +696,58 @@ mod tests {
                     assert!(c.ok(), "{}+{}: {}: noticed {:?}, declared {:?}: {}", integ, enc, c.attack, c.when, c.declared, c.detail);
                 }
                 if enc == "none" {
-                    // The seeds' own statement, independent of the declarations.
+                    // The seeds' own statement, independent of the declarations (and Intel's
+                    // for TDX's MACs: no replay protection).
                     let replay = cells.iter().find(|c| c.attack == "replay a block with its metadata").unwrap();
-                    assert_eq!(replay.detected, integ != "mac" && integ != "none", "{}", integ);
+                    assert_eq!(replay.detected, !matches!(integ, "mac" | "none" | "tdx"), "{}", integ);
                 }
             }
         }
+    }
+
+    #[test]
+    fn memory_protection_as_shipped_does_what_the_vendors_document() {
+        // Independent of the declarations: MKTME/SEV (AES-XTS, a key per key ID) leave replay,
+        // splicing and tampering unnoticed and leak rewrites; TDX's MAC notices tampering,
+        // splicing and key-ID mix-ups, not replay (Intel's TDX white paper).
+        let row = |cells: &[Outcome], attack: &str| cells.iter().find(|c| c.attack == attack).unwrap().clone();
+        let alone = attack_all(&params("none", "xts"), 3).unwrap();
+        for a in ["flip a data bit", "replay a block with its metadata", "splice a block to another address", "read a line under another key ID", "put back a line written under another key ID"] {
+            let c = row(&alone, a);
+            assert!(c.applicable && !c.detected, "xts: {}: {}", a, c.detail);
+        }
+        assert!(row(&alone, "read a line under another key ID").detail.contains("read garbage"));
+        let tdx = attack_all(&params("tdx", "xts"), 3).unwrap();
+        for (a, noticed) in [
+            ("flip a data bit", true),
+            ("flip a MAC bit", true),
+            ("splice a block to another address", true),
+            ("read a line under another key ID", true),
+            ("put back a line written under another key ID", true),
+            ("replay a block with its metadata", false),
+            ("replay all of memory", false),
+        ] {
+            let c = row(&tdx, a);
+            assert_eq!(c.detected, noticed, "tdx+xts: {}: {}", a, c.detail);
+            assert!(c.ok(), "tdx+xts: {}", a);
+        }
+        // Without the key ID in the MAC, a line of another key ID passes: its ciphertext and
+        // address are unchanged.
+        let mut p = params("tdx", "xts");
+        p.set("tdx.bind_key_id", "false").unwrap();
+        let unbound = attack_all(&p, 3).unwrap();
+        for a in ["read a line under another key ID", "put back a line written under another key ID"] {
+            let c = row(&unbound, a);
+            assert!(c.applicable && !c.detected && c.ok(), "unbound: {}: {}", a, c.detail);
+        }
+        let enc = attack_encryption(&params("none", "xts"), 5).unwrap();
+        assert!(row(&enc, "equal plaintexts give equal ciphertexts on a rewrite").detected, "XTS is deterministic per address");
+        assert!(!row(&enc, "equal plaintexts give equal ciphertexts at two addresses").detected);
+        let cross = row(&enc, "read another key ID's line and get its plaintext");
+        assert!(cross.applicable && !cross.detected && cross.ok(), "{}", cross.detail);
+        // With one key ID there are no domains: the rows do not apply.
+        let one = attack_all(&crate::testutil::params("tdx", "xts", &["l2.size=32KiB", "xts.key_ids=1"]), 3).unwrap();
+        assert!(!row(&one, "read a line under another key ID").applicable);
     }
 
     #[test]

@@ -166,6 +166,12 @@ pub struct Guarantees {
     /// A line's counters set back in memory make its next write-back reuse a pad (counters
     /// kept in memory with nothing on chip or in a tree to tell).
     pub stale_counters_reuse_pads: bool,
+    /// Pages carry key IDs, each with its own key (MKTME, SEV): a line read under another
+    /// key ID than it was written with decrypts to garbage.
+    pub key_domains: bool,
+    /// A line read under another key ID, or put back from another key ID's write at the same
+    /// address (a splice across key IDs), is noticed (TDX's MAC binds the key ID).
+    pub cross_domain: Detection,
 }
 
 impl Guarantees {
@@ -181,11 +187,16 @@ impl Guarantees {
         at_rest: false,
         rollback_reuses_pads: false,
         stale_counters_reuse_pads: false,
+        key_domains: false,
+        cross_domain: Detection::Never,
     };
 
-    /// An integrity scheme's promise: detection of each attack, nothing about privacy.
+    /// An integrity scheme's promise: detection of each attack, nothing about privacy. A line
+    /// read under the wrong key ID decrypts to garbage, so a scheme that checks what the
+    /// processor reads notices it as it notices tampering (one that checks ciphertext, like
+    /// TDX's MAC, must bind the key ID to say so).
     pub const fn detecting(tamper: Detection, splice: Detection, replay: Detection) -> Guarantees {
-        Guarantees { tamper, splice, replay, malleable: matches!(tamper, Detection::Never), ..Guarantees::NONE }
+        Guarantees { tamper, splice, replay, malleable: matches!(tamper, Detection::Never), cross_domain: tamper, ..Guarantees::NONE }
     }
 
     /// What a pair of schemes promises together: each attack is noticed as soon as either
@@ -204,6 +215,8 @@ impl Guarantees {
             at_rest: self.at_rest || o.at_rest,
             rollback_reuses_pads: self.rollback_reuses_pads || o.rollback_reuses_pads,
             stale_counters_reuse_pads: self.stale_counters_reuse_pads || o.stale_counters_reuse_pads,
+            key_domains: self.key_domains || o.key_domains,
+            cross_domain: self.cross_domain.min(o.cross_domain),
         }
     }
 
@@ -221,6 +234,8 @@ impl Guarantees {
             ("private while suspended or off", yes(self.at_rest)),
             ("rollback of the state counter reuses pads", yes(self.rollback_reuses_pads)),
             ("stale counters in memory reuse pads", yes(self.stale_counters_reuse_pads)),
+            ("key IDs per page (other domains read garbage)", yes(self.key_domains)),
+            ("cross-key-ID reads and splices noticed", self.cross_domain.name().into()),
         ]
     }
 }

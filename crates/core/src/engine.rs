@@ -510,6 +510,28 @@ impl Engine {
         Ok(done)
     }
 
+    /// Give the pages of [addr, addr + size) key ID `id` (the page tables' KeyID, MKTME): what
+    /// the software owning them does, not the adversary of memory. Every cached line is
+    /// written back first, under the key ID it was written with, as MKTME requires of software
+    /// that changes a page's KeyID. An error names an ID beyond the key table or a range that
+    /// is not whole pages of program memory.
+    pub fn set_key_id(&mut self, addr: u64, size: u64, id: u32) -> Result<(), IntegrityError> {
+        let refused = |what: String| IntegrityError::refused(addr, what);
+        if addr.checked_add(size).is_none_or(|end| end > self.data_size) {
+            return Err(refused(format!("key IDs are set within program memory (0x{:x} B)", self.data_size)));
+        }
+        if self.m.key_ids.count() == 1 {
+            return Err(refused(format!("encryption {} has one key: no key IDs to set", self.enc.name())));
+        }
+        self.flush(0)?;
+        self.m.key_ids.set(addr, size, id).map_err(refused)
+    }
+
+    /// The key ID of the page holding `addr` (0 without a key table).
+    pub fn key_id(&self, addr: u64) -> u32 {
+        self.m.key_ids.of(addr)
+    }
+
     /// Verify every chunk of touched program memory against the trusted state. Returns the
     /// number of chunks checked.
     pub fn check(&mut self, t: Cycle) -> Result<u64, IntegrityError> {

@@ -18,6 +18,9 @@ pub const MIN_LINE: usize = 16;
 pub const B_TS: u64 = 4;
 /// Bytes of a per-line counter (ocb's and tdes's nonce counters).
 pub const B_CTR: u64 = 4;
+/// Check bits an ECC DIMM carries per data byte (8 per 64-bit beat, 72-bit DIMMs): the budget
+/// of side bits that travel with a line (`Port::attach_side`).
+pub const ECC_BITS_PER_BYTE: u64 = 1;
 
 /// Memory is all-zero plaintext at power-on. Instead of encrypting (or hashing) it all up
 /// front, a line whose metadata word is zero and whose bytes are all zero *is* that initial
@@ -161,6 +164,16 @@ impl Layout {
         debug_assert!(self.line.is_power_of_two());
         let base = self.alloc(role, name, covered.div_ceil(self.line) * bytes);
         PerLine { base, line_log: self.line.trailing_zeros(), bytes }
+    }
+
+    /// Side bits of `bits` per line of [0, `covered`), kept in the ECC lanes (`Port::attach_side`):
+    /// a per-line store of whole bytes, refused if the bits exceed a line's ECC budget.
+    pub fn ecc_per_line(&mut self, role: Role, name: &str, covered: u64, bits: u64) -> Result<PerLine, String> {
+        let budget = self.line * ECC_BITS_PER_BYTE;
+        if bits > budget {
+            return Err(format!("{} bits per line exceed the {} ECC bits of a {}-B line", bits, budget, self.line));
+        }
+        Ok(self.per_line(role, &format!("{} (ECC bits)", name), covered, bits.div_ceil(8)))
     }
 
     /// The regions that hold `role`, in the order they were placed.

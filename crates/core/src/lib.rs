@@ -10,6 +10,7 @@ pub mod encryption;
 pub mod engine;
 pub mod error;
 pub mod integrity;
+pub mod keyid;
 pub mod layout;
 pub mod machine;
 pub mod mem;

@@ -5,6 +5,7 @@
 
 use crate::cache::{LineKind, TrustedCache};
 use crate::error::IntegrityError;
+use crate::keyid::KeyIds;
 use crate::layout::Layout;
 use crate::port::Port;
 use crate::speculation::Speculation;
@@ -173,6 +174,9 @@ pub struct Machine {
     /// installed by the integrity scheme that covers it (a tree over counters); none by
     /// default, and then the hooks below cost nothing.
     guard: Option<Box<dyn Guard>>,
+    /// The KeyID of each page (on chip: the request carries it); one key unless the
+    /// encryption scheme has a key table (xts).
+    pub key_ids: KeyIds,
     pending: Vec<Victim>,
     spare: Vec<Vec<u8>>,
     evicted_data: Vec<u64>,
@@ -207,6 +211,7 @@ impl Machine {
             counters: L2Counters::default(),
             predating: false,
             guard: None,
+            key_ids: KeyIds::single(),
             pending: Vec::new(),
             spare: Vec::new(),
             evicted_data: Vec::new(),

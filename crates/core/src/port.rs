@@ -9,7 +9,7 @@
 //! The raw memory is reachable only with an [`Adversary`] token, which only the engine can
 //! make: it is the adversary's view (`Engine::untrusted`), never a scheme's.
 
-use crate::layout::MAX_LINE;
+use crate::layout::{PerLine, MAX_LINE};
 use crate::mem::UntrustedMemory;
 use secmem_timing::{Beat, Cycle, MemCounters, MemoryModel, Transfer};
 
@@ -22,11 +22,28 @@ pub struct Port {
     model: Box<dyn MemoryModel>,
     /// Set-up outside the timed run (`Machine::untimed`): bytes move, nothing is booked.
     untimed: bool,
+    side: Option<Box<Side>>,
+}
+
+/// Side bits: a few bits kept beside each line in the memory's ECC lanes (an ECC DIMM has 8
+/// check bits per 64 data bits, `layout::ECC_BITS_PER_BYTE`), as Intel TDX keeps its MACs
+/// and TD-owner bits. They live at addresses of their own (a `PerLine` store) so the adversary
+/// reads and flips them like any memory, but they travel on the ECC lanes of the line's own
+/// beats: moving them books nothing. So they can be read or written only together with their
+/// line: right after the port moved it (`read_side`, `write_side`).
+struct Side {
+    store: PerLine,
+    /// Lines of [0, covered) have side bits.
+    covered: u64,
+    line: usize,
+    /// The line last moved (u64::MAX: none) and its bytes as they crossed the bus.
+    last: u64,
+    bytes: [u8; MAX_LINE],
 }
 
 impl Port {
     pub fn new(mem: UntrustedMemory, model: Box<dyn MemoryModel>) -> Port {
-        Port { mem, model, untimed: false }
+        Port { mem, model, untimed: false, side: None }
     }
 
     /// Untrusted memory spanning the whole layout, never written (once the layout is complete).
@@ -45,6 +62,7 @@ impl Port {
     #[inline]
     pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Transfer {
         self.mem.read(addr, out);
+        self.moved(addr, out);
         if self.untimed {
             return Transfer { first: t, last: t };
         }
@@ -57,6 +75,8 @@ impl Port {
     pub fn read_pair(&mut self, a: u64, first: &mut [u8], b: u64, second: &mut [u8], t: Cycle) -> (Transfer, Transfer) {
         self.mem.read(a, first);
         self.mem.read(b, second);
+        self.moved(a, first);
+        self.moved(b, second);
         if self.untimed {
             return (Transfer { first: t, last: t }, Transfer { first: t, last: t });
         }
@@ -71,6 +91,7 @@ impl Port {
     pub fn read_beside(&mut self, addr: u64, out: &mut [u8], meta_addr: u64, meta: &mut [u8], t: Cycle) -> (Transfer, Transfer) {
         self.mem.read(addr, out);
         self.mem.read(meta_addr, meta);
+        self.moved(addr, out);
         if self.untimed {
             return (Transfer { first: t, last: t }, Transfer { first: t, last: t });
         }
@@ -86,6 +107,7 @@ impl Port {
     pub fn read_lines(&mut self, addrs: &[u64], out: &mut [[u8; MAX_LINE]], n: usize, t: Cycle, arrive: &mut dyn FnMut(Transfer)) {
         for (&a, buf) in addrs.iter().zip(out.iter_mut()) {
             self.mem.read(a, &mut buf[..n]);
+            self.moved(a, &buf[..n]);
         }
         if self.untimed {
             addrs.iter().for_each(|_| arrive(Transfer { first: t, last: t }));
@@ -98,6 +120,7 @@ impl Port {
     #[inline]
     pub fn write(&mut self, addr: u64, data: &[u8], t: Cycle) -> Cycle {
         self.mem.write(addr, data);
+        self.moved(addr, data);
         if self.untimed {
             return t;
         }
@@ -110,6 +133,7 @@ impl Port {
     pub fn write_beside(&mut self, addr: u64, data: &[u8], meta_addr: u64, meta: &[u8], t: Cycle) -> Cycle {
         self.mem.write(addr, data);
         self.mem.write(meta_addr, meta);
+        self.moved(addr, data);
         if self.untimed {
             return t;
         }
@@ -121,6 +145,8 @@ impl Port {
     pub fn write_pair(&mut self, a: u64, first: &[u8], b: u64, second: &[u8], t: Cycle) -> Cycle {
         self.mem.write(a, first);
         self.mem.write(b, second);
+        self.moved(a, first);
+        self.moved(b, second);
         if self.untimed {
             return t;
         }
@@ -132,11 +158,50 @@ impl Port {
     pub fn write_lines(&mut self, addrs: &[u64], lines: &[[u8; MAX_LINE]], n: usize, t: Cycle) -> Cycle {
         for (&a, l) in addrs.iter().zip(lines) {
             self.mem.write(a, &l[..n]);
+            self.moved(a, &l[..n]);
         }
         if self.untimed {
             return t;
         }
         self.model.write_many(addrs, n as u64, t)
+    }
+
+    /// Give the lines of [0, `covered`) side bits in `store` (one entry per `line`-byte line).
+    pub fn attach_side(&mut self, store: PerLine, covered: u64, line: u64) {
+        self.side = Some(Box::new(Side { store, covered, line: line as usize, last: u64::MAX, bytes: [0; MAX_LINE] }));
+    }
+
+    /// Remember the line a transfer moved, for its side bits.
+    #[inline]
+    fn moved(&mut self, addr: u64, bytes: &[u8]) {
+        if let Some(s) = &mut self.side {
+            if bytes.len() == s.line && addr < s.covered {
+                s.last = addr;
+                s.bytes[..s.line].copy_from_slice(bytes);
+            }
+        }
+    }
+
+    /// The bytes of the line at `addr` as they crossed the bus (ciphertext), if it is the line
+    /// the port moved last: what a unit beside the memory controller computes its side bits on.
+    pub fn moved_line(&self, addr: u64) -> Option<&[u8]> {
+        self.side.as_ref().filter(|s| s.last == addr).map(|s| &s.bytes[..s.line])
+    }
+
+    /// The side bits of the line at `addr` into `out`, which arrived with it: only right after
+    /// the port moved that line (false otherwise, nothing read).
+    pub fn read_side(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        let Some(a) = self.side.as_ref().filter(|s| s.last == addr).map(|s| s.store.addr(addr)) else { return false };
+        self.mem.read(a, out);
+        true
+    }
+
+    /// Write the side bits of the line at `addr`, which go out with it: only right after the
+    /// port moved that line (false otherwise, nothing written).
+    pub fn write_side(&mut self, addr: u64, bits: &[u8]) -> bool {
+        let Some(a) = self.side.as_ref().filter(|s| s.last == addr).map(|s| s.store.addr(addr)) else { return false };
+        self.mem.write(a, bits);
+        true
     }
 
     /// A host-side hint, no simulated effect: the line at `addr` will soon be read.

@@ -18,6 +18,7 @@ pub const INTEGRITY: &[&IntegrityScheme] = &[
     &integrity::mhash::SCHEME,
     &integrity::lhash::SCHEME,
     &integrity::bonsai::SCHEME,
+    &integrity::tdx::SCHEME,
 ];
 
 /// Every encryption scheme, in the order they are listed.
@@ -30,6 +31,7 @@ pub const ENCRYPTION: &[&EncryptionScheme] = &[
     &encryption::mecu::SCHEME,
     &encryption::split::SCHEME,
     &encryption::sgx::SCHEME,
+    &encryption::xts::SCHEME,
 ];
 
 const INTEGRITY_NAMES: [&str; INTEGRITY.len()] = registry_names!(INTEGRITY);

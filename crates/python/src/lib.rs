@@ -540,6 +540,19 @@ impl SecureMemory {
         Ok(())
     }
 
+    /// Give the pages of [addr, addr + size) key ID `key_id` (xts's key table); cached lines
+    /// are written back first.
+    fn set_key_id(&self, py: Python<'_>, addr: u64, size: u64, key_id: u32) -> PyResult<()> {
+        self.bounds(addr, size)?;
+        py.detach(|| self.lock().set_key_id(addr, size, key_id)).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// The key ID of the page holding `addr`.
+    fn key_id(&self, py: Python<'_>, addr: u64) -> PyResult<u32> {
+        self.bounds(addr, 1)?;
+        Ok(py.detach(|| self.lock().key_id(addr)))
+    }
+
     /// Verify all touched memory; returns the number of chunks checked.
     fn check(&self, py: Python<'_>) -> PyResult<u64> {
         py.detach(|| self.lock().check(0)).map_err(integrity_err)

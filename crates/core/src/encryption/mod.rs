@@ -21,6 +21,7 @@ pub mod otp;
 pub mod sgx;
 pub mod split;
 pub mod tdes;
+pub mod xts;
 
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,7 @@ pub mod mac;
 pub mod mhash;
 pub mod naive;
 pub mod none;
+pub mod tdx;
 pub mod tree;
 
 /// When a fetched line may be used and when its check is complete.
