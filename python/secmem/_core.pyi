@@ -25,6 +25,8 @@ __all__ = [
     "attack_encryption",
     "bench",
     "bench_schemes",
+    "build_commit",
+    "build_id",
     "codeauth_derive_keys",
     "codeauth_fingerprint",
     "codeauth_keys",
@@ -44,6 +46,7 @@ __all__ = [
     "presets",
     "run",
     "trace_formats",
+    "trace_length",
     "trace_program",
     "trace_stage",
     "tracer_unavailable",
@@ -52,6 +55,10 @@ __all__ = [
 ]
 
 __version__: str
+# A hash of the engine's sources (build.rs): part of every results-store key.
+build_id: str
+# The git commit built (``+dirty`` with uncommitted changes), None outside a repository.
+build_commit: Optional[str]
 CODEAUTH_KEY_BYTES: int
 
 class ConfigError(ValueError):
@@ -202,6 +209,7 @@ def params(
 
 # --- traces, export, attacks, bench ------------------------------------------------------
 
+def trace_length(trace: str, trace_format: Optional[str] = None, skip: int = 0, limit: int = ...) -> Optional[int]: ...
 def export_workload(workload: str, path: str, records: int, seed: int) -> int: ...
 def export(
     path: str,
