@@ -238,3 +238,44 @@ def test_a_sweep_says_it_waits_for_workers(tmp_path):
             p.send_signal(signal.SIGTERM)
             p.communicate(timeout=60)
 
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Statistics declared like parameters
+
+
+def test_every_key_of_a_run_is_declared_with_unit_and_meaning(run_cached):
+    # The Rust test runs every registered pair; this checks the Python side's view of it.
+    for integ, enc in [("chash", "otp"), ("lhash", "mecu")]:
+        for k in run_cached("mix", integ, enc).stats:
+            d = _core.stat_declaration(k)
+            assert d is not None, k
+            owner, key, unit, meaning = d
+            assert owner and unit and meaning, k
+    assert _core.stat_declaration("chash.arity")[0] == "chash"  # a parameter's value, declared by the parameter
+    assert _core.stat_declaration("ci95.l2.miss_rate")[1] == "ci95.*"
+    assert _core.stat_declaration("no.such_statistic") is None
+
+
+def test_secmem_stats_prints_the_declarations():
+    p = cli("stats", "chash.")
+    assert p.returncode == 0, p.stderr
+    assert "chash.root_updates" in p.stdout and "writes of the on-chip root registers" in p.stdout
+    assert "otp." not in p.stdout
+    p = cli("stats", "otp.pad_early_fraction")
+    assert p.returncode == 0 and "fraction" in p.stdout and "otp" in p.stdout
+    p = cli("stats", "mecu.lines_per_block")  # reported under a parameter's key
+    assert p.returncode == 0 and "mecu" in p.stdout
+    from conftest import assert_clean_error
+
+    assert_clean_error(cli("stats", "nosuch"), "no statistic starts with 'nosuch'")
+
+
+def test_docs_statistics_md_is_generated_from_the_declarations():
+    from secmem.cli.stats import markdown
+
+    doc = (ROOT / "docs" / "statistics.md").read_text()
+    assert doc == markdown(), "docs/statistics.md is stale: secmem stats --markdown > docs/statistics.md"
+    for c in _core.components():
+        for k, _, _ in c.stats:
+            assert f"`{k}`" in doc

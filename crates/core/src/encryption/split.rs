@@ -25,7 +25,7 @@
 //! notices any read garbled by a changed counter.
 
 use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme};
-use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role};
+use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role, stat};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, MAX_LINE};
 use crate::machine::Machine;
@@ -43,6 +43,18 @@ pub const DECL: Component = Component {
     params: &[
         param("split.arity", Def::Int(64), "lines", "lines one 64-B counter block covers: 16, 32, 64 or 128 (minors of 28, 14, 7 or 3 bits)"),
         param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, 8-way, written through); 0: none"),
+    ],
+    stats: &[
+        stat("split.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("split.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("split.minor_bits", "bits", "bits of each minor counter"),
+        stat("split.counter_reads", "blocks", "counter blocks read from memory"),
+        stat("split.cache_hits", "accesses", "counter lookups served by the counter cache"),
+        stat("split.cache_hit_rate", "fraction", "split.cache_hits over reads and writes"),
+        stat("split.minor_overflows", "events", "minor counters that overflowed (their block re-encrypted)"),
+        stat("split.reencrypted_lines", "lines", "lines re-encrypted after overflows"),
+        stat("split.pad_exposed_cycles", "cycles", "pad cycles after the data arrived, summed"),
+        stat("split.space_overhead", "fraction", "memory the counter blocks take, per byte of data"),
     ],
 };
 
