@@ -97,6 +97,7 @@ def scheduler():
     from dask.distributed import LocalCluster
 
     with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR,
+        scheduler_kwargs={"dashboard_address": ":0"},  # not 8787: no warning when another Dask has it
     ) as c:
         yield c.scheduler_address

@@ -25,6 +25,8 @@ __all__ = [
     "attack_encryption",
     "bench",
     "bench_schemes",
+    "build_commit",
+    "build_id",
     "codeauth_derive_keys",
     "codeauth_fingerprint",
     "codeauth_keys",
@@ -45,7 +47,9 @@ __all__ = [
     "run",
     "run_mix",
     "scheme_pairs",
+    "stat_declaration",
     "trace_formats",
+    "trace_length",
     "trace_program",
     "trace_stage",
     "tracer_unavailable",
@@ -54,6 +58,10 @@ __all__ = [
 ]
 
 __version__: str
+# A hash of the engine's sources (build.rs): part of every results-store key.
+build_id: str
+# The git commit built (``+dirty`` with uncommitted changes), None outside a repository.
+build_commit: Optional[str]
 CODEAUTH_KEY_BYTES: int
 
 class ConfigError(ValueError):
@@ -182,6 +190,8 @@ class Component:
     @property
     def guarantees(self) -> list[tuple[str, str]]: ...
     @property
+    def stats(self) -> list[tuple[str, str, str]]: ...
+    @property
     def lays_out(self) -> list[str]: ...
     @property
     def protects(self) -> list[str]: ...
@@ -196,6 +206,7 @@ def run_mix(
 def components() -> list[Component]: ...
 def parse_count(text: str) -> Optional[int]: ...
 def parse_size(text: str) -> Optional[int]: ...
+def stat_declaration(key: str) -> Optional[tuple[str, str, str, str]]: ...
 
 # --- the registry and presets ------------------------------------------------------------
 
@@ -211,6 +222,7 @@ def params(
 
 # --- traces, export, attacks, bench ------------------------------------------------------
 
+def trace_length(trace: str, trace_format: Optional[str] = None, skip: int = 0, limit: int = ...) -> Optional[int]: ...
 def export_workload(workload: str, path: str, records: int, seed: int) -> int: ...
 def export(
     path: str,

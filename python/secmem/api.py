@@ -20,6 +20,44 @@ Size = Union[int, str]
 # A count: an int, or text such as "10M" (secmem._args.count).
 Count = Union[int, str]
 
+# What a run measures and warms up when not told. A trace file is different: it runs to its
+# end, and its warm-up is at most a tenth of it (`_fit_counts`).
+DEFAULT_INSTRUCTIONS = 10_000_000
+DEFAULT_WARMUP = 1_000_000
+# "To the input's end", as the core counts (its progress then shows no ETA).
+TO_END = 2**64 - 1
+# A trace file is counted before its run when it is this short: longer ones take the default
+# warm-up (at most a tenth of them anyway) and run to their end uncounted.
+_COUNT_LIMIT = 10 * DEFAULT_WARMUP
+# What `export` writes of a workload or program when not told.
+DEFAULT_EXPORT = 1_000_000
+
+
+@dataclass
+class _Counts:
+    instructions: int
+    warmup: int
+    to_end: bool  # measure up to the input's end: its ending is not an error
+
+
+def _fit_counts(inp: "_Input", trace_format: Optional[str], skip: int, instructions: Optional[Count], warmup: Optional[Count]) -> _Counts:
+    """The counts of a run, fitted to its input when not given: a trace file runs to its
+    end, with a warm-up of at most a tenth of it (never all of it); anything else measures
+    ``DEFAULT_INSTRUCTIONS`` after ``DEFAULT_WARMUP``. A short regular trace file is counted
+    first (one quick read) so that its run has an exact length."""
+    n = None if instructions is None else count(instructions, "instructions")
+    warm = None if warmup is None else count(warmup, "warmup")
+    if inp.trace is None or (n is not None and warm is not None):
+        return _Counts(DEFAULT_INSTRUCTIONS if n is None else n, DEFAULT_WARMUP if warm is None else warm, False)
+    length = _core.trace_length(inp.trace, trace_format, skip, _COUNT_LIMIT) if os.path.isfile(inp.trace) else None
+    if warm is None:
+        warm = DEFAULT_WARMUP if length is None else min(DEFAULT_WARMUP, length // 10)
+    if n is not None:
+        return _Counts(n, warm, False)
+    if length is None:
+        return _Counts(TO_END - warm, warm, True)
+    return _Counts(max(length - warm, 0), warm, True)
+
 
 def _sets(params: Optional[Mapping[str, object]]) -> list[str]:
     """``params`` as ``key=value`` assignments (Python's True/False as true/false)."""
@@ -189,8 +227,8 @@ def run(
     preset: str = DEFAULT_PRESET,
     params: Optional[Mapping[str, object]] = None,
     sets: Sequence[str] = (),
-    instructions: Count = 10_000_000,
-    warmup: Count = 1_000_000,
+    instructions: Optional[Count] = None,
+    warmup: Optional[Count] = None,
     seed: int = 1,
     progress: bool = False,
     trace_format: Optional[str] = None,
@@ -215,7 +253,9 @@ def run(
       (``env``: its complete environment, default inherited; ``cwd``; ``stdin`` a file).
 
     Counts (``instructions``, ``warmup``, ``skip``) are ints or text as the command line
-    takes them (``"10M"``, ``"500k"``).
+    takes them (``"10M"``, ``"500k"``). Not given, a run measures 10M instructions after a
+    warm-up of 1M; a trace file runs to its end after a warm-up of 1M or a tenth of the trace,
+    whichever is shorter.
 
     ``skip`` fast-forwards that many instructions before the warm-up (for programs, the
     tracer skips them natively fast); memory they wrote still reaches later loads.
@@ -243,7 +283,7 @@ def run(
     integrity failure, SIGINT/SIGTERM) returns what it measured and says why in ``error``;
     ``interrupted`` names the signal if one stopped it.
     """
-    n, warm, skip_n = count(instructions, "instructions"), count(warmup, "warmup"), count(skip, "skip")
+    skip_n = count(skip, "skip")
     spec_seed = _seed(seed)
     plan = _sample_plan(sample)
     all_sets = list(sets) + _sets(params)
@@ -268,6 +308,10 @@ def run(
             inputs = [_input(w, t, program, env, cwd, stdin, trace_format) for w, t in given]
             return _run_mix(spec, inputs, trace_format, alone)
     inp = _input(workload, trace, program, env, cwd, stdin, trace_format)
+    fit = _fit_counts(inp, trace_format, skip_n, instructions, warmup)
+    n, warm = fit.instructions, fit.warmup
+    if plan is not None and n >= TO_END - DEFAULT_WARMUP:
+        raise _core.ConfigError("--sample of a trace longer than 10M instructions needs -n (the plan is chosen from it)")
     out = _core.run(
         _core.RunSpec(
             preset=preset,
@@ -295,7 +339,7 @@ def run(
         stats["workload"] = inp.suite_name
     # A sampled run measured its windows of the instructions it went through.
     measured = stats.get("sampling.instructions", stats.get("instructions", 0))
-    if error is None and measured < n:
+    if error is None and measured < n and not fit.to_end:
         after = f", after skipping {skip_n:,}" if skip_n else ""
         error = f"the input ended after {measured:,} of the {n:,} instructions asked for{after}"
     return Result(stats=stats, error=error, config=dict(out.config))
@@ -401,7 +445,7 @@ def export(
     workload: Optional[str] = None,
     *,
     format: str = "native",
-    records: Count = 1_000_000,
+    records: Optional[Count] = None,
     trace: Optional[str] = None,
     trace_format: Optional[str] = None,
     program: Optional[Sequence[str]] = None,
@@ -411,7 +455,8 @@ def export(
     cwd: Optional[str] = None,
     stdin: Optional[str] = None,
 ) -> dict[str, Any]:
-    """Write ``records`` instructions of any input ``run`` takes (after ``skip``) to ``path``
+    """Write ``records`` instructions (default: a trace file whole, 1M of anything else) of
+    any input ``run`` takes (after ``skip``) to ``path``
     as a ``native`` or ``champsim`` trace (ChampSim's: raw, or ``.xz``/``.gz`` compressed by
     the name), so another simulator can run exactly these instructions. Returns what was
     written (``instructions``, ``external_records``: written to native traces, left out of
@@ -421,7 +466,7 @@ def export(
     return _core.export(
         str(path),
         format,
-        count(records, "records"),
+        (TO_END if inp.trace is not None else DEFAULT_EXPORT) if records is None else count(records, "records"),
         inp.workload,
         inp.trace,
         trace_format,

@@ -181,8 +181,9 @@ def _write_csv(df, path: str) -> None:
 def add_results_parser(sub) -> None:
     r = sub.add_parser("results", help="list, filter and export a results store")
     r.add_argument("--store", default=None, help=f"results store directory (default $SECMEM_RESULTS or {default_path()})")
-    r.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                   help="keep rows whose COLUMN equals VALUE (or COLUMN~TEXT: contains); parameters by name, e.g. l2.size=256KiB")
+    r.add_argument("--where", action="append", default=[], metavar="CONDITION",
+                   help="keep rows where COLUMN=VALUE, COLUMN!=VALUE, COLUMN~TEXT (contains) or COLUMN<VALUE (<=, >, >=: "
+                   "numbers, sizes in bytes); parameters by name, e.g. l2.size=256KiB, 'ipc>0.1' (repeatable: all must hold)")
     r.add_argument("--columns", "-c", help="columns to print, comma-separated (default: a summary)")
     r.add_argument("--csv", metavar="PATH", help="write the selected rows, every column, as CSV ('-' for stdout)")
     r.add_argument("--compact", action="store_true", help="merge the store's point files into one Parquet file")
@@ -196,6 +197,10 @@ def cmd_results(a) -> int:
         print(f"{store.path}: {n} points in {len(store.files())} file(s)")
         return 0
     df = filter_frame(store.frame(), a.where)
+    # Listed in a stable order: by what a point is, then when it was run.
+    order = [c for c in ("workload", "scheme", "preset", "sets", "requested_instructions", "warmup", "seed", "date") if c in df.columns]
+    if order:
+        df = df.sort_values(order, kind="stable", na_position="last").reset_index(drop=True)
     if a.csv == "-":
         for_csv(df).to_csv(sys.stdout, index=False)
         return 0

@@ -125,7 +125,13 @@ def workload_identity(
 @functools.lru_cache(maxsize=1)
 def git_commit() -> Optional[str]:
     """The commit of the checkout secmem's Python sources come from (editable installs and
-    source trees), with ``+dirty`` when they have uncommitted changes; None otherwise."""
+    source trees), with ``+dirty`` when they have uncommitted changes; else the commit the
+    engine was built from (``pip install .`` of a checkout: build.rs asked git); None when
+    neither is known (an sdist built without git)."""
+    return _checkout_commit() or _core.build_commit
+
+
+def _checkout_commit() -> Optional[str]:
     here = Path(__file__).resolve().parent
     try:
         top = subprocess.run(
@@ -164,6 +170,7 @@ def block(wall_seconds: Optional[float] = None, date: Optional[str] = None) -> d
     """The provenance block: the same keys in every saved result."""
     return {
         "secmem_version": _core.__version__,
+        "build_id": _core.build_id,
         "git_commit": git_commit(),
         "command": command_line(),
         "host": platform.node(),

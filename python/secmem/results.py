@@ -8,7 +8,9 @@ A store is a directory::
 
 A point's KEY is a sha256 of its full resolved configuration (every parameter of the
 machine, after preset, schemes and ``--set``), the identity of its workload or trace (a
-content digest), its seed, its instruction counts and secmem's version (``point_key``).
+content digest), its seed, its instruction counts, secmem's version and the engine's build identity
+(``_core.build_id``, a hash of the Rust sources compiled: a changed engine computes its points
+again instead of reading back the old engine's) (``point_key``).
 Each point file is written to a temporary name, flushed to disk and renamed, so a sweep
 killed at any moment (even by SIGKILL) leaves only whole points behind; the points it
 finished are not run again. Compaction writes the merged file the same way before it
@@ -26,7 +28,7 @@ Each row holds: ``key``, ``checksum``, ``status`` (``ok`` or ``failed``), ``erro
 ``encryption``, ``seed``, ``requested_instructions``, ``warmup``, ``skip``, ``sets`` (the
 point's overrides as JSON), ``config_digest`` and the whole configuration as ``config.*``
 columns (text, as ``secmem presets`` prints it); the provenance (``secmem_version``,
-``git_commit``, ``command``, ``host``, ``date``, ``wall_seconds``, ``python``); and every
+``build_id``, ``git_commit``, ``command``, ``host``, ``date``, ``wall_seconds``, ``python``); and every
 statistic of the run under its own name (``ipc``, ``l2.miss_rate``, ``chash.…``; series
 such as ``mecu.ipc_per_resume_cycle`` as lists).
 """
@@ -55,6 +57,11 @@ class StoreError(ValueError):
     The message is one line naming the path."""
 
 
+def build_identity() -> str:
+    """The engine build the store's keys belong to (one place, so a test can change it)."""
+    return _core.build_id
+
+
 def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int, sample: Optional[str] = None) -> str:
     """The store key of one simulated point (see the module docstring). A sampled point's
     plan is part of it (full runs keep the keys they had)."""
@@ -67,6 +74,7 @@ def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup
         "warmup": int(warmup),
         "skip": int(skip),
         "secmem_version": _core.__version__,
+        "build_id": build_identity(),
     }
     if sample is not None:
         doc["sample"] = sample
@@ -325,23 +333,57 @@ def for_csv(df):
     return out
 
 
+# `--where` operators, longest first where one starts another.
+_OPS = ("<=", ">=", "!=", "<", ">", "=", "~")
+
+
+def _number(v) -> Optional[float]:
+    """A cell or a `--where` value as a number: numbers as they are, text as a number, a count
+    ("10M") or a size ("256KiB", in bytes); None when it is none of them."""
+    if v is None or isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return None if v != v else float(v)
+    text = str(v).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    for parse in (_core.parse_size, _core.parse_count):
+        n = parse(text)
+        if n is not None:
+            return float(n)
+    return None
+
+
 def filter_frame(df, where: Iterable[str]):
-    """Rows of ``df`` matching every ``COLUMN=VALUE`` (compared as text; ``COLUMN~TEXT``
-    keeps rows whose text contains TEXT). Unknown columns raise StoreError."""
+    """Rows of ``df`` matching every condition: ``COLUMN=VALUE`` and ``COLUMN!=VALUE``
+    (compared as text), ``COLUMN~TEXT`` (contains), ``COLUMN<VALUE`` (also ``<=``, ``>``,
+    ``>=``: compared as numbers, sizes such as 256KiB in bytes; rows without a number are
+    left out). Unknown columns raise StoreError."""
     for cond in where:
-        op = "~" if "~" in cond and ("=" not in cond or cond.index("~") < cond.index("=")) else "="
-        col, _, val = cond.partition(op)
+        at = [(cond.find(o), -len(o), o) for o in _OPS if o in cond]
+        op = min(at)[2] if at else None
+        col, _, val = cond.partition(op) if op else (cond, "", "")
         col = col.strip()
-        if not col or not _:
-            raise StoreError(f"--where '{cond}': expected COLUMN=VALUE or COLUMN~TEXT")
+        if not col or op is None:
+            raise StoreError(f"--where '{cond}': expected COLUMN=VALUE, COLUMN!=VALUE, COLUMN~TEXT or COLUMN<VALUE (<=, >, >=)")
         if col not in df.columns:
             cfg = f"config.{col}"
             if cfg in df.columns:
                 col = cfg
             else:
                 raise StoreError(f"--where '{cond}': no column '{col}' in the store")
+        if op in ("<", "<=", ">", ">="):
+            x = _number(val)
+            if x is None:
+                raise StoreError(f"--where '{cond}': '{val.strip()}' is not a number (nor a count or size such as 10M or 256KiB)")
+            nums = df[col].map(_number).astype("float64")
+            keep = {"<": nums < x, "<=": nums <= x, ">": nums > x, ">=": nums >= x}[op]
+            df = df[keep]
+            continue
         text = df[col].map(lambda v: "" if v is None else (f"{v:g}" if isinstance(v, float) else str(v)))
-        df = df[text.str.contains(val, regex=False)] if op == "~" else df[text == val]
+        df = df[text.str.contains(val, regex=False)] if op == "~" else df[text == val] if op == "=" else df[text != val]
     return df
 
 

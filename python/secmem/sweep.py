@@ -319,14 +319,15 @@ def row(pl: Planned, result: dict[str, Any], command: Optional[str] = None) -> d
 
 
 def _versions_match(client: Any) -> None:
-    mine = _core.__version__
+    """Every worker runs this engine build: its points are stored under this build's keys."""
+    mine = f"{_core.__version__} (build {_core.build_id})"
 
     def theirs() -> str:
         # Imports the package on the worker: that is what is checked. Only its core is named,
         # so sweep (which the package imports) does not import the package back.
         from secmem import _core
 
-        return _core.__version__
+        return f"{_core.__version__} (build {getattr(_core, 'build_id', 'unknown')})"
 
     try:
         got = client.run(theirs)
@@ -335,7 +336,26 @@ def _versions_match(client: Any) -> None:
     bad = {w: v for w, v in got.items() if v != mine}
     if bad:
         w, v = next(iter(bad.items()))
-        raise RuntimeError(f"Dask worker {w} runs secmem {v}, this is secmem {mine}: install the same version on every worker")
+        raise RuntimeError(f"Dask worker {w} runs secmem {v}, this is secmem {mine}: install the same build on every worker")
+
+
+def _reachable(address: str, seconds: float = 5.0) -> None:
+    """A TCP scheduler's port answers, or OSError at once: Dask's own connect retries a
+    refused or unroutable address for its whole timeout (30 s) before saying so."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if "://" in address and not address.startswith(("tcp://", "tls://")):
+        return  # another transport (inproc, ucx): Dask's connect judges it
+    u = urlsplit(address if "://" in address else "tcp://" + address)
+    try:
+        host, port = u.hostname, u.port
+    except ValueError as e:
+        raise OSError(f"bad address ({e})") from None
+    if not host or not port:
+        raise OSError("expected tcp://HOST:PORT")
+    with socket.create_connection((host, port), timeout=seconds):
+        pass
 
 
 @contextmanager
@@ -350,6 +370,7 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
         raise _core.ConfigError(f"--workers: {workers} (at least one)")
     if scheduler:
         try:
+            _reachable(scheduler)
             client = Client(scheduler, timeout="30s")
         except (OSError, TimeoutError) as e:
             raise OSError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
@@ -372,6 +393,9 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
+                    # No dashboard, and the scheduler's HTTP server on a free port: its
+                    # default, 8787, warns "Port 8787 is already in use" when another Dask runs.
+                    scheduler_kwargs={"dashboard_address": ":0"},
                     memory_limit=0,
                     silence_logs=logging.CRITICAL,
                 )
@@ -455,6 +479,9 @@ def execute(
         from dask.distributed import as_completed
 
         s.workers = _nworkers(client)
+        if s.workers == 0 and progress:
+            # A cluster whose workers have not joined yet (a batch job queued): said, not silent.
+            print(f"secmem: waiting for Dask workers to join the scheduler at {scheduler}; {len(todo)} point{'s' if len(todo) != 1 else ''} queued", file=sys.stderr, flush=True)
         futures = {}
         for pl in todo:
             f = client.submit(simulate, pl.point.run_kwargs(), key=f"secmem-{pl.key}", pure=False)

@@ -34,7 +34,7 @@
 //! then are not charged, as installation happens before the run). From then on every fetch of
 //! it is checked; `codeauth.sign_unsigned = false` refuses unsigned lines instead.
 
-use crate::decl::{Component, Def, Kind, Param, Role, param};
+use crate::decl::{Component, Def, Kind, Param, Role, param, stat};
 use crate::error::IntegrityError;
 use crate::layout::{Meta, MetaKind, MAX_LINE};
 use crate::machine::Machine;
@@ -62,6 +62,18 @@ pub const UNIT: Component = Component {
         param("auth.program_id", Def::Int(1), "id", "the program id I bound into every tag (32 bits)"),
         param("auth.sign_unsigned", Def::Bool(true), "bool", "a line fetched before anything signed it is signed then (a trace has no program image; install-time variant of §3); false: refused"),
     ],
+    stats: &[
+        stat("codeauth.checks", "lines", "instruction lines whose tag was checked"),
+        stat("codeauth.cache_hits", "checks", "checks whose tag was in the tag cache"),
+        stat("codeauth.cache_misses", "checks", "checks that read their tag from memory"),
+        stat("codeauth.cache_miss_rate", "fraction", "codeauth.cache_misses / codeauth.checks"),
+        stat("codeauth.tag_bytes", "B", "tag bytes read from memory"),
+        stat("codeauth.cache_bytes", "B", "bytes the tag cache holds: its entries times a tag (auth.cache_holds = tags) or a tag line (lines)"),
+        stat("codeauth.wait_cycles", "cycles", "cycles fetches waited for their check, summed"),
+        stat("codeauth.wait_per_check", "cycles", "codeauth.wait_cycles / codeauth.checks"),
+        stat("codeauth.signed_lazily", "lines", "code lines signed on first use (not in a signed image)"),
+        stat("codeauth.space_overhead", "fraction", "memory the tags take, per byte of code"),
+    ],
 };
 
 const TRIVIUM_PARAMS: &[Param] = &[param(
@@ -83,6 +95,7 @@ pub const NONE: Component = Component {
     summary: "instruction fetches are not authenticated",
     source: "—",
     params: &[],
+    stats: &[],
 };
 pub const PR_TRIVIUM: Component = Component {
     name: "pr-trivium",
@@ -90,6 +103,7 @@ pub const PR_TRIVIUM: Component = Component {
     summary: "PR-hash tags with a Trivium pad: T = PR_KU(L‖I‖A) ⊕ Trivium(K_T, A‖I), checked on every fetch miss",
     source: "001 §4, §6, Table 4",
     params: TRIVIUM_PARAMS,
+    stats: &[],
 };
 pub const PR_AES: Component = Component {
     name: "pr-aes",
@@ -97,6 +111,7 @@ pub const PR_AES: Component = Component {
     summary: "PR-hash tags with an AES-CTR pad (001 §8.2's alternative)",
     source: "001 §4, §8.2, Table 4",
     params: AES_PARAMS,
+    stats: &[],
 };
 
 /// A registered code authentication choice: its declaration and the pad generator it uses

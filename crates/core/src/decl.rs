@@ -36,6 +36,56 @@ pub const fn param(key: &'static str, default: Def, unit: &'static str, meaning:
     Param { key, default, unit, meaning }
 }
 
+/// One statistic a component reports: `key` (dotted, under the component's prefix), its unit
+/// and what it means. A key may be a pattern for keys named at run time: in a segment, `*`
+/// stands for any text and `#` for a number (`ptw.reads_from_*`, `core#.ipc`); a last segment
+/// `*` alone stands for any rest (`ci95.*`). A statistic that reports a parameter's value
+/// under the parameter's own key is declared by the parameter.
+#[derive(Clone, Copy, Debug)]
+pub struct Statistic {
+    pub key: &'static str,
+    pub unit: &'static str,
+    pub meaning: &'static str,
+}
+
+/// A statistic's declaration.
+pub const fn stat(key: &'static str, unit: &'static str, meaning: &'static str) -> Statistic {
+    Statistic { key, unit, meaning }
+}
+
+/// Whether one dotted segment matches a pattern segment (`*`: any text, `#`: digits).
+fn segment_matches(pat: &str, seg: &str) -> bool {
+    let Some(i) = pat.find(['*', '#']) else { return pat == seg };
+    let (head, wild, tail) = (&pat[..i], &pat[i..i + 1], &pat[i + 1..]);
+    let Some(rest) = seg.strip_prefix(head) else { return false };
+    (1..=rest.len()).any(|n| {
+        rest.is_char_boundary(n)
+            && (wild == "*" || rest[..n].bytes().all(|b| b.is_ascii_digit()))
+            && segment_matches(tail, &rest[n..])
+    })
+}
+
+impl Statistic {
+    /// Whether this statistic is a pattern standing for keys named at run time.
+    pub fn is_pattern(&self) -> bool {
+        self.key.contains(['*', '#'])
+    }
+
+    /// Whether `key` is this statistic (or one of the keys its pattern stands for).
+    pub fn matches(&self, key: &str) -> bool {
+        let mut want = self.key.split('.').peekable();
+        let mut got = key.split('.');
+        loop {
+            match (want.next(), got.next()) {
+                (None, None) => return true,
+                (Some("*"), Some(_)) if want.peek().is_none() => return true,
+                (Some(w), Some(g)) if segment_matches(w, g) => {}
+                _ => return false,
+            }
+        }
+    }
+}
+
 /// What a component is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -59,7 +109,7 @@ impl Kind {
 }
 
 /// A component's declaration: its name, what it is, a summary, the seed section it
-/// implements and its parameters.
+/// implements, its parameters and the statistics it reports.
 #[derive(Clone, Copy, Debug)]
 pub struct Component {
     pub name: &'static str,
@@ -67,6 +117,7 @@ pub struct Component {
     pub summary: &'static str,
     pub source: &'static str,
     pub params: &'static [Param],
+    pub stats: &'static [Statistic],
 }
 
 impl Def {
@@ -98,6 +149,23 @@ pub fn defaults<'a>(components: impl IntoIterator<Item = &'a Component>) -> Para
 /// The declaration of `key` among `components`.
 pub fn find<'a>(components: impl IntoIterator<Item = &'a Component>, key: &str) -> Option<(&'a Component, &'a Param)> {
     components.into_iter().find_map(|c| c.params.iter().find(|p| p.key == key).map(|p| (c, p)))
+}
+
+/// The declaration of statistic `key` among `components`, as (component, declared key, unit,
+/// meaning): a statistic declared by that key, else the parameter of that key (a statistic
+/// reporting a parameter's value), else a pattern that stands for it.
+pub fn find_stat<'a>(
+    components: impl IntoIterator<Item = &'a Component> + Clone,
+    key: &str,
+) -> Option<(&'a Component, &'static str, &'static str, &'static str)> {
+    let exact = |c: &'a Component| c.stats.iter().find(|s| s.key == key).map(|s| (c, s.key, s.unit, s.meaning));
+    let pattern = |c: &'a Component| c.stats.iter().find(|s| s.is_pattern() && s.matches(key)).map(|s| (c, s.key, s.unit, s.meaning));
+    components
+        .clone()
+        .into_iter()
+        .find_map(exact)
+        .or_else(|| find(components.clone(), key).map(|(c, p)| (c, p.key, p.unit, p.meaning)))
+        .or_else(|| components.into_iter().find_map(pattern))
 }
 
 /// The names of a scheme registry (a list of entries holding a `decl: &Component`), in

@@ -10,7 +10,7 @@ use crate::layout::Layout;
 use crate::port::Port;
 use crate::speculation::Speculation;
 use secmem_timing::{Cycle, Pipe, Slots};
-use crate::decl::{param, Component, Def, Kind};
+use crate::decl::{param, Component, Def, Kind, stat};
 
 /// The parts of the machine the engine reads, declared like the schemes.
 pub const MACHINE: &[Component] = &[
@@ -25,6 +25,12 @@ pub const MACHINE: &[Component] = &[
             param("codeauth", Def::Str("none"), "scheme", "code authentication of instruction fetches: none, pr-trivium or pr-aes (seed 001)"),
             param("description", Def::Str(""), "text", "what the preset is"),
         ],
+        stats: &[
+            stat("integrity.space_overhead", "fraction", "untrusted memory the integrity scheme's metadata takes, per byte of protected data"),
+            stat("encryption.space_overhead", "fraction", "untrusted memory the encryption scheme's metadata takes, per byte of protected data"),
+            stat("integrity.final_check_cycles", "cycles", "the verification a scheme does at the end of the run (lhash's certified execution), after the measured statistics"),
+            stat("integrity.final_check_bytes", "B", "bytes that end-of-run verification moved to and from memory"),
+        ],
     },
     Component {
         name: "l2",
@@ -36,6 +42,25 @@ pub const MACHINE: &[Component] = &[
             param("l2.ways", Def::Preset, "ways", "associativity (LRU)"),
             param("l2.line", Def::Preset, "B", "line = tree chunk: a power of two from 16 B to 256 B"),
             param("l2.latency", Def::Preset, "cycles", "hit latency"),
+        ],
+        stats: &[
+            stat("l2.accesses", "accesses", "program-data accesses to the L2 (the protected level: what misses here goes through the schemes)"),
+            stat("l2.misses", "misses", "program-data accesses that missed in the L2"),
+            stat("l2.miss_rate", "fraction", "l2.misses / l2.accesses"),
+            stat("l2.meta_accesses", "accesses", "accesses to metadata lines (tree chunks) cached in the L2"),
+            stat("l2.meta_misses", "misses", "metadata accesses that missed in the L2"),
+            stat("l2.meta_miss_rate", "fraction", "l2.meta_misses / l2.meta_accesses"),
+            stat("l2.fetch_accesses", "accesses", "L2 accesses by instruction fetches"),
+            stat("l2.fetch_misses", "misses", "instruction fetches that missed in the L2"),
+            stat("l2.load_accesses", "accesses", "L2 accesses by loads"),
+            stat("l2.load_misses", "misses", "loads that missed in the L2"),
+            stat("l2.store_accesses", "accesses", "L2 accesses by stores"),
+            stat("l2.store_misses", "misses", "stores that missed in the L2"),
+            stat("l2.walk_accesses", "accesses", "L2 accesses by page-table walks"),
+            stat("l2.walk_misses", "misses", "page-table walk reads that missed in the L2"),
+            stat("l2.data_writebacks", "lines", "dirty program-data lines written back from the L2 to memory"),
+            stat("l2.meta_writebacks", "lines", "dirty metadata lines (tree chunks) written back from the L2"),
+            stat("l2.mshr_full_cycles", "cycles", "cycles misses waited for a free L2 miss-status register"),
         ],
     },
     Component {
@@ -55,6 +80,19 @@ pub const MACHINE: &[Component] = &[
             param("memory.boot_encrypted", Def::Bool(false), "bool", "never-written program memory holds zeros encrypted under counter or stamp 0 with their MACs or tags, as a secure boot would leave it (none, otp, ocb, tdes); false: raw zeros, taken as the initial state"),
             param("memory.huge_pages", Def::Bool(false), "bool", "host huge pages for the simulated memory (not a machine parameter): faster on scattered lines, but one touched byte commits 2 MiB of host memory instead of 4 KiB"),
         ],
+        stats: &[
+            stat("mem.read_bytes", "B", "bytes read from untrusted memory (data and every scheme's metadata)"),
+            stat("mem.write_bytes", "B", "bytes written to untrusted memory"),
+            stat("mem.reads", "transfers", "read transfers on the memory bus"),
+            stat("mem.writes", "transfers", "write transfers on the memory bus"),
+            stat("mem.bus_busy_cycles", "cycles", "cycles the memory bus was moving data"),
+            stat("mem.bus_queue_cycles", "cycles", "cycles transfers waited for the bus, summed over transfers"),
+            stat("mem.resident_bytes", "B", "host memory the simulated untrusted memory holds (pages touched)"),
+            stat("mem.model", "name", "the memory timing model: fixed latency or dram"),
+            stat("mem.pages_mapped", "pages", "virtual pages the run mapped to simulated physical memory"),
+            stat("mem.write_queue_full_waits", "writes", "write-backs that found the write queue full"),
+            stat("mem.write_queue_wait_cycles", "cycles", "cycles write-backs waited for room in the write queue, summed"),
+        ],
     },
     Component {
         name: "dram",
@@ -70,6 +108,11 @@ pub const MACHINE: &[Component] = &[
             param("dram.tRCD", Def::Int(7), "memory clocks", "activate to column command"),
             param("dram.tCAS", Def::Int(20), "memory clocks", "column command to the first beat"),
         ],
+        stats: &[
+            stat("mem.dram_row_hits", "accesses", "DRAM accesses to the open row of their bank"),
+            stat("mem.dram_row_misses", "accesses", "DRAM accesses to a bank with no open row"),
+            stat("mem.dram_row_conflicts", "accesses", "DRAM accesses that closed another open row first"),
+        ],
     },
     Component {
         name: "aes",
@@ -82,6 +125,10 @@ pub const MACHINE: &[Component] = &[
             param("aes.engines", Def::Int(1), "engines", "replicated AES pipelines: the throughput is this many times aes.throughput (004 §3.2: \"pipelined and replicated\")"),
             param("aes.xor_latency", Def::Preset, "cycles", "XOR of a pad or IV with a chunk"),
         ],
+        stats: &[
+            stat("aes.units", "units", "pipelined AES units the encryption engine has"),
+            stat("aes.wait_cycles", "cycles", "cycles AES operations waited for a free unit, summed"),
+        ],
     },
     Component {
         name: "hash",
@@ -93,6 +140,10 @@ pub const MACHINE: &[Component] = &[
             param("hash.throughput", Def::Preset, "B/s", "pipelined throughput"),
             param("hash.read_buffer", Def::Preset, "entries", "fetched chunks waiting for their check"),
             param("hash.write_buffer", Def::Preset, "entries", "evicted chunks waiting to be hashed and written"),
+        ],
+        stats: &[
+            stat("hash.ops", "operations", "hash operations booked on the hash engine"),
+            stat("hash.wait_cycles", "cycles", "cycles hash operations waited for the engine, summed"),
         ],
     },
     Component {
@@ -107,6 +158,22 @@ pub const MACHINE: &[Component] = &[
             param("speculation.engines", Def::Int(0), "engines", "dedicated pipelines of the scheme's cipher for frequent value speculation (004 Fig. 2's \"Pipelined Encryption Engines\"), each at the cipher's throughput; 0: speculation shares the scheme's engine with demand work"),
             param("speculation.at_fetch", Def::Bool(true), "bool", "frequent value speculation is posted with the fetch request (004 §3.2 ①-②, Fig. 3): its engine derives the line's whitening (tdes) or MAC inputs from the nonce or time stamp at the request, taken as on chip then; false: it starts once the scheme has read the line's counter (tdes) or time stamp (otp)"),
             param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
+        ],
+        stats: &[
+            stat("speculation.fv_entries", "entries", "entries of the frequent-value table (seed 004)"),
+            stat("speculation.fv_lines", "lines", "missed data lines speculated on"),
+            stat("speculation.fv_chunks", "chunks", "their 64-bit chunks"),
+            stat("speculation.fv_frequent_chunks", "chunks", "chunks whose plaintext was in the table when the line was missed (004 Fig. 5)"),
+            stat("speculation.fv_frequent_fraction", "fraction", "speculation.fv_frequent_chunks / speculation.fv_chunks"),
+            stat("speculation.fv_paired_fraction", "fraction", "of the frequent chunks, those a 128-bit cipher could predict (both chunks of their 16-B block frequent; 004 Fig. 6)"),
+            stat("speculation.fv_reordered_fraction", "fraction", "the same once frequent chunks are grouped together (004 §3.2.2)"),
+            stat("speculation.fv_hits", "chunks", "chunks whose fetched ciphertext matched a speculated one"),
+            stat("speculation.fv_hit_fraction", "fraction", "speculation.fv_hits / speculation.fv_chunks"),
+            stat("speculation.fv_early_hits", "chunks", "hit chunks usable before their decryption would have been"),
+            stat("speculation.fv_encryptions", "operations", "speculative encryptions booked on the engine"),
+            stat("speculation.engine_wait_cycles", "cycles", "cycles speculative encryptions waited for their engine, summed"),
+            stat("speculation.fv_saved_cycles", "cycles", "cycles by which lines were usable earlier than without speculation, summed"),
+            stat("speculation.fv_saved_per_line", "cycles", "speculation.fv_saved_cycles / speculation.fv_lines"),
         ],
     },
 ];

@@ -236,6 +236,33 @@ fn run(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>) -> PyResult<spec::RunOutc
     Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error, config: config.unbind() })
 }
 
+/// The instructions of a trace file after `skip`, counted by reading it, if it ends within
+/// `limit` of them; None when it is longer, or cannot be read (the run then says why). Runs
+/// use it to fit their defaults to a short trace (`-n` to its end, a warm-up within it).
+#[pyfunction]
+#[pyo3(signature = (trace, trace_format=None, skip=0, limit=u64::MAX))]
+fn trace_length(py: Python<'_>, trace: &str, trace_format: Option<&str>, skip: u64, limit: u64) -> PyResult<Option<u64>> {
+    let mut src = source(None, Some(trace), trace_format, skip, None, None, false, None, None, None, None, 1)?;
+    let _signals = interrupt::Guard::install();
+    let n = py.detach(|| {
+        let mut ins = secmem_trace::Instr::default();
+        let mut n = 0u64;
+        while n <= limit {
+            match src.next_into(&mut ins) {
+                Ok(true) => n += u64::from(!ins.external),
+                Ok(false) => return Some(n),
+                Err(_) => return None,
+            }
+            if n & 0xFFFF == 0 && secmem_trace::stop::stop_requested().is_some() {
+                return None;
+            }
+        }
+        None
+    });
+    interrupt::check()?;
+    Ok(n)
+}
+
 /// The built-in workloads as (name, description).
 #[pyfunction]
 fn workloads() -> Vec<(String, String)> {
@@ -709,6 +736,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(params, m)?)?;
     m.add_function(wrap_pyfunction!(export_workload, m)?)?;
     m.add_function(wrap_pyfunction!(export, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_length, m)?)?;
     m.add_function(wrap_pyfunction!(run_bench, m)?)?;
     m.add_function(wrap_pyfunction!(attack, m)?)?;
     m.add_function(wrap_pyfunction!(attack_encryption, m)?)?;
@@ -722,5 +750,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IntegrityError", m.py().get_type::<IntegrityError>())?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // build.rs: a hash of the engine's sources, and the commit built when git knew it.
+    m.add("build_id", env!("SECMEM_BUILD_ID"))?;
+    let commit = env!("SECMEM_BUILD_COMMIT");
+    m.add("build_commit", (!commit.is_empty()).then_some(commit))?;
     Ok(())
 }

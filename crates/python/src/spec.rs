@@ -143,6 +143,9 @@ pub struct ComponentDecl {
     /// The roles of the regions it lays out and of those it protects (schemes only).
     pub lays_out: Vec<String>,
     pub protects: Vec<String>,
+    /// The statistics it reports, as (key, unit, meaning); a key may be a pattern (`*`: any
+    /// text, `#`: a number), see `secmem_core::decl::Statistic`.
+    pub stats: Vec<(String, String, String)>,
 }
 
 #[pymethods]
@@ -175,6 +178,7 @@ impl From<&secmem_core::decl::Component> for ComponentDecl {
             guarantees: declared.map_or_else(Vec::new, |(_, g, _)| g.describe().into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
             lays_out: declared.map_or_else(Vec::new, |(_, _, cov)| roles(cov.lays_out)),
             protects: declared.map_or_else(Vec::new, |(_, _, cov)| roles(cov.protects)),
+            stats: c.stats.iter().map(|d| (d.key.to_string(), d.unit.to_string(), d.meaning.to_string())).collect(),
         }
     }
 }
@@ -184,6 +188,14 @@ impl From<&secmem_core::decl::Component> for ComponentDecl {
 #[pyfunction]
 pub fn components() -> Vec<ComponentDecl> {
     secmem_sim::components().into_iter().map(ComponentDecl::from).collect()
+}
+
+/// The declaration of statistic `key`: (component, declared key, unit, meaning), or None
+/// when no component declares it (the same lookup the Rust test of every run's keys uses).
+#[pyfunction]
+pub fn stat_declaration(key: &str) -> Option<(String, String, String, String)> {
+    let comps = secmem_sim::components();
+    secmem_core::decl::find_stat(comps.iter().copied(), key).map(|(c, k, u, m)| (c.name.to_string(), k.to_string(), u.to_string(), m.to_string()))
 }
 
 /// A count as every command and the Python API take it ("10M", "1.5k", "2_000_000"), or
@@ -206,6 +218,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ComponentDecl>()?;
     m.add_function(wrap_pyfunction!(components, m)?)?;
     m.add_function(wrap_pyfunction!(parse_count, m)?)?;
+    m.add_function(wrap_pyfunction!(stat_declaration, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The core model's parameters, declared like the schemes' (see `secmem_core::decl`): the
 //! out-of-order core, its L1s and TLBs, and the run loop's sampling.
 
-use secmem_core::decl::{param, Component, Def, Kind};
+use secmem_core::decl::{param, Component, Def, Kind, stat};
 use secmem_core::{ConfigError, Params};
 
 /// Most cores a run may have (each holds its own caches and TLBs).
@@ -23,6 +23,16 @@ pub const CORE: &[Component] = &[
         summary: "cores sharing the protected last level, the memory controller and the engine (`multi`)",
         source: "ChampSim's multi-core runs (rate mode: one trace on every core)",
         params: &[param("cores", Def::Int(1), "cores", "out-of-order cores, each with its own trace, L1s, private levels and TLBs (at most 64; docs/multicore.md)")],
+        stats: &[
+            stat("mix.throughput", "instructions/cycle", "the sum of the cores' IPCs over their own windows (also `ipc` of a mix)"),
+            stat("mix.weighted_speedup", "ratio", "sum over cores of IPC in the mix / IPC alone"),
+            stat("mix.harmonic_speedup", "ratio", "cores / sum over cores of IPC alone / IPC in the mix"),
+            stat("core#.workload", "name", "the program core K ran"),
+            stat("core#.ipc_alone", "instructions/cycle", "core K's program alone on the same machine (results store, else a run alone)"),
+            stat("core#.speedup", "ratio", "core K's IPC in the mix / alone"),
+            stat("core#.replays", "times", "times core K's trace was replayed after it ended, to keep contention until every core finished"),
+            stat("core#.*", "as unprefixed", "core K's own statistics over its window: instructions, cycles, ipc, the core model's, and its share of the shared L2 and memory (docs/multicore.md)"),
+        ],
     },
     Component {
         name: "pages",
@@ -30,6 +40,7 @@ pub const CORE: &[Component] = &[
         summary: "physical frames for the programs' pages (one pool for every core)",
         source: "ChampSim's VirtualMemory (first touch); an OS's scattered free list (random)",
         params: &[param("pages.order", Def::Str("first_touch"), "first_touch|random", "frames given out in first-touch order, or in an order drawn from the seed (spreads copies of one program over the last level's sets)")],
+        stats: &[],
     },
     Component {
         name: "core",
@@ -60,6 +71,37 @@ pub const CORE: &[Component] = &[
             param("core.taken_ends_fetch", Def::Bool(false), "bool", "a taken branch ends its fetch cycle (ChampSim's front end: the next instruction comes from the target, a cycle later)"),
             param("core.syscall_barriers", Def::Bool(false), "bool", "the trace's barrier instructions (the tracer's system calls) are signing barriers: they commit once every pending check is done, and lhash checks all memory at each (003 §4.7); false: ordinary instructions, so lhash checks at the end or every lhash.check_period accesses (000 §6.2.3)"),
         ],
+        stats: &[
+            stat("core.loads", "instructions", "loads committed"),
+            stat("core.stores", "instructions", "stores committed"),
+            stat("core.branches", "instructions", "branches committed"),
+            stat("core.branch_mispredict_rate", "fraction", "mispredicted branches (direction, or target with a BTB) per branch"),
+            stat("core.rob_full_stall_cycles", "cycles", "cycles dispatch stalled on a full reorder buffer"),
+            stat("core.barriers", "instructions", "barriers (fences, system calls) committed"),
+            stat("core.barrier_stall_cycles", "cycles", "cycles barriers waited for pending integrity checks (003 §4.7)"),
+            stat("cpi.base", "cycles", "CPI stack: cycles of commits nothing held up (the commit width)"),
+            stat("cpi.icache", "cycles", "CPI stack: instruction fetches that missed the L1I"),
+            stat("cpi.tlb", "cycles", "CPI stack: TLB misses and page walks"),
+            stat("cpi.branch", "cycles", "CPI stack: refetch after mispredicted branches"),
+            stat("cpi.execute", "cycles", "CPI stack: multi-cycle operations"),
+            stat("cpi.memdep", "cycles", "CPI stack: loads waiting for older stores"),
+            stat("cpi.rob_full", "cycles", "CPI stack: dispatch waiting for a ROB entry"),
+            stat("cpi.lsq_full", "cycles", "CPI stack: dispatch waiting for a load/store queue entry"),
+            stat("cpi.sq_full", "cycles", "CPI stack: dispatch waiting for a store queue entry"),
+            stat("cpi.regs_full", "cycles", "CPI stack: dispatch waiting for a register"),
+            stat("cpi.integrity", "cycles", "CPI stack: barriers waiting for integrity checks"),
+            stat("cpi.scheme", "cycles", "CPI stack: waiting for a scheme's own events (MECU suspend/resume, periodic checks)"),
+            stat("cpi.l1d", "cycles", "CPI stack: loads served by the L1D"),
+            stat("cpi.l2", "cycles", "CPI stack: loads served by the L2"),
+            stat("cpi.mem", "cycles", "CPI stack: loads served by memory"),
+            stat("cpi.*", "cycles", "CPI stack: loads served by the private cache level named (caches.private)"),
+            stat("lsq.forwarded_loads", "loads", "loads served by an older store's data"),
+            stat("lsq.partial_overlap_loads", "loads", "loads partly overlapping an older store (waited for it)"),
+            stat("lsq.dependence_waits", "loads", "loads held back by the dependence predictor"),
+            stat("lsq.order_violations", "loads", "loads that ran before an older store to the same bytes"),
+            stat("trace.value_mismatches", "accesses", "trace values that differ from what the simulated memory holds (should be 0)"),
+            stat("trace.external_bytes", "B", "bytes written by external records (memory changed outside the program)"),
+        ],
     },
     Component {
         name: "btb",
@@ -71,6 +113,10 @@ pub const CORE: &[Component] = &[
             param("btb.ways", Def::Int(8), "ways", "BTB associativity (LRU)"),
             param("btb.ras_entries", Def::Int(64), "calls", "return stack depth (the oldest call is dropped beyond it)"),
             param("btb.indirect_entries", Def::Int(4096), "targets", "indirect-target predictor, a power of two, indexed by pc/4 xor the last log2(entries) conditional outcomes"),
+        ],
+        stats: &[
+            stat("btb.misses", "branches", "taken branches whose target the BTB did not hold"),
+            stat("branch.*", "branches", "branches of one ChampSim type (branch.TYPE), and their mispredictions (branch.TYPE_mispredicts)"),
         ],
     },
     Component {
@@ -87,6 +133,11 @@ pub const CORE: &[Component] = &[
             param("l1i.mshrs", Def::Int(0), "misses", "misses in flight at once (0: no limit)"),
             param("l1i.replacement", Def::Str("lru"), "lru|fifo|random", "replacement policy"),
         ],
+        stats: &[
+            stat("l1i.accesses", "accesses", "accesses to the L1 instruction cache"),
+            stat("l1i.miss_rate", "fraction", "misses per access of the L1 instruction cache"),
+            stat("l1i.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 instruction cache miss-status register"),
+        ],
     },
     Component {
         name: "l1d",
@@ -102,6 +153,11 @@ pub const CORE: &[Component] = &[
             param("l1d.mshrs", Def::Int(0), "misses", "misses in flight at once (0: no limit)"),
             param("l1d.replacement", Def::Str("lru"), "lru|fifo|random", "replacement policy"),
         ],
+        stats: &[
+            stat("l1d.accesses", "accesses", "accesses to the L1 data cache"),
+            stat("l1d.miss_rate", "fraction", "misses per access of the L1 data cache"),
+            stat("l1d.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 data cache miss-status register"),
+        ],
     },
     Component {
         name: "tlb",
@@ -115,6 +171,10 @@ pub const CORE: &[Component] = &[
             param("tlb.miss_latency", Def::Preset, "cycles", "fixed cost of a miss (without tlb.walk)"),
             param("tlb.walk", Def::Bool(false), "bool", "walk the page table through the caches ([ptw]) instead of tlb.miss_latency"),
         ],
+        stats: &[
+            stat("tlb.itlb_misses", "misses", "instruction TLB misses"),
+            stat("tlb.dtlb_misses", "misses", "data TLB misses"),
+        ],
     },
     Component {
         name: "caches",
@@ -127,6 +187,11 @@ pub const CORE: &[Component] = &[
             param("l2.mshrs", Def::Int(0), "misses", "misses in flight at the protected level (0: no limit)"),
             param("l2.replacement", Def::Str("lru"), "lru", "the protected level is the engine's trusted cache: LRU only"),
         ],
+        stats: &[
+            stat("*.accesses", "accesses", "accesses to a private cache level named in caches.private"),
+            stat("*.miss_rate", "fraction", "misses per access of that level"),
+            stat("*.mshr_full_cycles", "cycles", "cycles its misses waited for a free miss-status register"),
+        ],
     },
     Component {
         name: "stlb",
@@ -137,6 +202,9 @@ pub const CORE: &[Component] = &[
             param("stlb.entries", Def::Int(0), "entries", "translations held (0: no STLB)"),
             param("stlb.ways", Def::Int(1), "ways", "associativity"),
             param("stlb.latency", Def::Int(0), "cycles", "an L1 TLB miss spends in it, hit or miss"),
+        ],
+        stats: &[
+            stat("stlb.misses", "misses", "second-level TLB misses (each a page walk)"),
         ],
     },
     Component {
@@ -152,6 +220,16 @@ pub const CORE: &[Component] = &[
             param("ptw.fault_latency", Def::Int(0), "cycles", "filling a page-table entry the first time (a minor fault)"),
             param("ptw.layout", Def::Str("radix"), "radix|champsim", "page-table layout: x86-64 radix tables, or ChampSim's (an entry per table, docs/core-model.md)"),
         ],
+        stats: &[
+            stat("ptw.walks", "walks", "page-table walks"),
+            stat("ptw.psc_hits", "lookups", "walk steps served by the page-structure caches"),
+            stat("ptw.reads", "reads", "page-table entries read through the cache hierarchy"),
+            stat("ptw.reads_from_*", "reads", "of them, those served by the level named (l1d, l2, mem, ...)"),
+            stat("ptw.cycles", "cycles", "cycles walks took, summed"),
+            stat("ptw.mshr_full_cycles", "cycles", "cycles walks waited for a free walker"),
+            stat("ptw.faults", "walks", "walks that found no mapping (the page was mapped then)"),
+            stat("ptw.pte_mismatches", "reads", "entries read whose value differs from the page map's (should be 0)"),
+        ],
     },
     Component {
         name: "sample",
@@ -159,5 +237,33 @@ pub const CORE: &[Component] = &[
         summary: "series sampled during a run",
         source: "002 Fig. 4",
         params: &[param("sample.ipc_period", Def::Int(0), "cycles", "cycles per IPC sample (the series sample.ipc); 0: off")],
+        stats: &[
+            stat("sample.ipc", "series", "IPC of every sample.ipc_period cycles"),
+        ],
+    },    Component {
+        name: "run",
+        kind: Kind::Machine,
+        summary: "one simulation: what it measured, what ran, and its sampling plan (--sample)",
+        source: "the run loop (run.rs, sample.rs)",
+        params: &[],
+        stats: &[
+            stat("instructions", "instructions", "instructions measured (after the warm-up)"),
+            stat("cycles", "cycles", "cycles they took"),
+            stat("ipc", "instructions/cycle", "instructions / cycles"),
+            stat("workload", "name", "what ran: a built-in or suite workload, a trace file or a program"),
+            stat("warmup", "instructions", "instructions simulated before measuring"),
+            stat("seed", "number", "the seed of keys and workload data"),
+            stat("interrupted", "name", "the signal that stopped the run (SIGINT, SIGTERM), when one did"),
+            stat("sim.wall_seconds", "s", "host time the whole run took"),
+            stat("sim.instructions_per_second", "instructions/s", "measured instructions simulated per host second"),
+            stat("sim.detailed_seconds", "s", "sampled run: host time in detailed windows"),
+            stat("sim.functional_seconds", "s", "sampled run: host time warming functionally between windows"),
+            stat("sampling.period", "instructions", "sampled run: instructions from one window's start to the next"),
+            stat("sampling.window", "instructions", "sampled run: instructions measured in each window"),
+            stat("sampling.warming", "instructions", "sampled run: detailed warm-up before each window"),
+            stat("sampling.windows", "windows", "sampled run: windows measured"),
+            stat("sampling.instructions", "instructions", "sampled run: instructions gone through after the warm-up"),
+            stat("ci95.*", "as the key", "sampled run: half-width of the 95% confidence interval of the statistic named after ci95."),
+        ],
     },
 ];

@@ -64,7 +64,8 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     let mut measure_wall = Instant::now();
     let mut error = None;
     let label = format!("{} {}+{}", src.name(), p.str("integrity")?, p.str("encryption")?);
-    let mut bar = Progress::new(o.progress, total, label);
+    // A run to the input's end (`instructions` = u64::MAX) shows its count and rate, no ETA.
+    let mut bar = Progress::new(o.progress, if total == u64::MAX { 0 } else { total }, label);
     src.show_progress(o.progress);
     let mut interrupted = None;
     let mut sampler = if plan.is_some() { None } else { IpcSampler::new(p)? };

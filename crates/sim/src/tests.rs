@@ -328,6 +328,14 @@ fn declarations_have_units_and_meanings_and_each_key_is_declared_once() {
             assert!(!d.unit.is_empty() && d.meaning.len() > 3, "{}: unit and meaning", d.key);
         }
     }
+    // Statistics too: once each (a parameter's own key is the parameter's), with unit and meaning.
+    let mut stats = std::collections::BTreeSet::new();
+    for c in crate::components() {
+        for d in c.stats {
+            assert!(stats.insert(d.key) && !seen.contains(d.key), "statistic '{}' is declared twice", d.key);
+            assert!(!d.unit.is_empty() && d.meaning.len() > 3, "{}: unit and meaning", d.key);
+        }
+    }
 }
 
 #[test]
@@ -388,4 +396,58 @@ fn aes_speculation_with_reordered_chunks_keeps_the_data_of_real_runs() {
     assert!(f(&on, "speculation.fv_hits") > 0.0);
     let bitmap_reads = f(&on, "ocb.bitmap_bus_reads") + f(&on, "ocb.bitmap_prefetches");
     assert_eq!(f(&on, "mem.reads") - f(&off, "mem.reads"), bitmap_reads);
+}
+
+/// Every statistic a run reports is declared by its owner, next to its parameters (issue
+/// 34): every registered scheme pair (from the registry, so a new scheme is checked from its
+/// registration on), plus the runs that report more — a sampled run, the champsim machine
+/// (private levels, BTB, page walker, DRAM), shi2007's DRAM, code authentication, time-stamp
+/// speculation and the IPC series. A key that fails here needs a `stat(...)` in the
+/// `stats` list of the component that reports it.
+#[test]
+fn every_statistic_a_run_reports_is_declared() {
+    use secmem_core::decl::find_stat;
+    let comps = crate::components();
+    let mut undeclared = std::collections::BTreeSet::new();
+    let mut runs: Vec<(&str, String, String, Vec<String>, Option<&str>)> = Vec::new();
+    for (i, e) in secmem_core::registry::pair_names() {
+        runs.push(("suh2003", i.to_string(), e.to_string(), vec![], None));
+    }
+    // A counter cache (write-back) reports its own keys.
+    runs.push(("suh2003", "bonsai".into(), "split".into(), vec!["split.cache_blocks=16".into()], None));
+    let sets = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    runs.push(("suh2003", "chash".into(), "otp".into(), sets(&["speculation.stamps=true", "sample.ipc_period=5000"]), None));
+    runs.push(("suh2003", "chash".into(), "otp".into(), sets(&["codeauth=pr-aes", "memory.write_delay=200"]), None));
+    runs.push(("suh2003", "none".into(), "ocb".into(), sets(&["speculation.frequent_values=16"]), None));
+    runs.push(("suh2003", "chash".into(), "otp".into(), vec![], Some("2000:500:500")));
+    runs.push(("champsim", "none".into(), "none".into(), vec![], None));
+    runs.push(("shi2007", "none".into(), "tdes".into(), vec![], None));
+    for (preset, i, e, sets, sample) in runs {
+        let p = configure(preset, Some(&i), Some(&e), &sets).unwrap_or_else(|err| panic!("{preset} {i}+{e} {sets:?}: {err}"));
+        let mut src = builtin("mix", 1).unwrap();
+        let o = RunOptions { instructions: 8_000, warmup: 2_000, seed: 1, progress: false };
+        let plan = sample.map(|s| crate::Sampling::parse(s, o.instructions).unwrap());
+        let r = crate::run_sampled(&p, &mut *src, &o, plan).unwrap();
+        assert_eq!(r.error, None, "{preset} {i}+{e} {sets:?}");
+        for (k, _) in &r.stats.0 {
+            if find_stat(comps.iter().copied(), k).is_none() {
+                undeclared.insert(format!("{k} ({preset} {i}+{e} {})", sets.join(" ")));
+            }
+        }
+    }
+    assert!(undeclared.is_empty(), "statistics no component declares:\n{}", undeclared.into_iter().collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn statistic_patterns_stand_for_the_keys_named_at_run_time() {
+    use secmem_core::decl::stat;
+    assert!(stat("ci95.*", "", "").matches("ci95.l2.miss_rate"));
+    assert!(!stat("ci95.*", "", "").matches("ci95"));
+    assert!(stat("ptw.reads_from_*", "", "").matches("ptw.reads_from_l1d"));
+    assert!(!stat("ptw.reads_from_*", "", "").matches("ptw.reads_from_"));
+    assert!(stat("*.accesses", "", "").matches("l2c.accesses"));
+    assert!(!stat("*.accesses", "", "").matches("core0.l2c.accesses"));
+    assert!(stat("core#.ipc", "", "").matches("core12.ipc"));
+    assert!(!stat("core#.ipc", "", "").matches("corex.ipc"));
+    assert!(stat("l2.misses", "", "").matches("l2.misses") && !stat("l2.misses", "", "").matches("l2.misses_x"));
 }

@@ -11,7 +11,7 @@ from typing import NoReturn, Optional, Sequence
 
 from .. import _core, cli_sweep, tracing
 from ..codeauth import cli as codeauth_cli
-from . import attack, bench, compare, export, presets, run, schemes, workloads
+from . import attack, bench, compare, export, presets, run, schemes, stats, workloads
 from .bench import _bench_codeauth, _bench_sampled
 from .. import _early
 from .._signals import interruption, sigterm_as_interrupt
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     tracing.add_trace_parser(sub)
     presets.add_parser(sub)
     schemes.add_parser(sub)
+    stats.add_parser(sub)
     export.add_parser(sub)
     attack.add_parser(sub)
     bench.add_parser(sub)

@@ -47,8 +47,10 @@ def add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
     p.add_argument("--preset", "-p", default=DEFAULT_PRESET, help="machine preset or a .toml file (default %(default)s)")
     add_sets(p, help="override a parameter, e.g. l2.size=256KiB (repeatable)")
     p.add_argument("--skip", type=counts("--skip"), default="0", help="fast-forward this many instructions first (default %(default)s)")
-    p.add_argument("--instructions", "-n", type=counts("--instructions"), default="10M", help="instructions to measure (default %(default)s)")
-    p.add_argument("--warmup", type=counts("--warmup"), default="1M", help="instructions simulated before measuring (default %(default)s)")
+    p.add_argument("--instructions", "-n", type=counts("--instructions"), help="instructions to measure (default: a --trace file to its end, else 10M)")
+    p.add_argument(
+        "--warmup", type=counts("--warmup"), help="instructions simulated before measuring (default 1M, at most a tenth of a --trace file)"
+    )
     p.add_argument("--seed", type=seed, default=1, help="keys and workload data (default %(default)s)")
     p.add_argument(
         "--sample",

@@ -55,6 +55,9 @@ def cmd(a: argparse.Namespace) -> int:
         if a.json == "-":
             return 0
     name = a.trace or ", ".join(w or DEFAULT_WORKLOAD for w in workloads) if not prog else " ".join(prog)
-    print(f"secmem compare — {name} on {a.preset}, {a.instructions:,} instructions\n")
+    # What was measured: a trace file runs to its end unless -n says otherwise.
+    counts = sorted({int(v) for v in df["instructions"].dropna()})
+    what = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}" if counts else "no"
+    print(f"secmem compare — {name} on {a.preset}, {what} instructions\n")
     print(comparison.render(df))
     return 0

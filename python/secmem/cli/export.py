@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--trace", help="read this trace file (native, ChampSim or lackey)")
     e.add_argument("--trace-format", choices=["auto", "native", "champsim", "lackey"], default="auto", help="format of --trace")
     e.add_argument("--skip", type=counts("--skip"), default="0", help="leave out the first N instructions (their memory is kept as external records)")
-    e.add_argument("--records", type=counts("--records"), default="1M", help="instructions to write (default %(default)s)")
+    e.add_argument("--records", type=counts("--records"), help="instructions to write (default: a --trace file whole, 1M of anything else)")
     e.add_argument("--seed", type=seed, default=1)
     # `-- PROGRAM ARGS` is split off before parsing (main): a REMAINDER after the optional
     # workload would swallow `-o FILE` in `export hot -o FILE`.
@@ -57,6 +57,6 @@ def cmd(a: argparse.Namespace) -> int:
                 f"  {e['lossy_instructions']:,} instructions had more than a record holds: "
                 f"{e['lost_registers']:,} registers (4 sources, 2 destinations) and {e['lost_accesses']:,} accesses (4 loads, 2 stores) left out"
             )
-    if e["instructions"] < n:
+    if n is not None and e["instructions"] < n:
         print(f"secmem: note: the input ended after {e['instructions']:,} of the {n:,} instructions asked for", file=sys.stderr)
     return 0

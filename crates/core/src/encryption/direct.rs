@@ -24,7 +24,7 @@ use crate::stats::Stats;
 use aes::cipher::KeyInit;
 use secmem_crypto::modes::{cbc_decrypt, cbc_encrypt};
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param, stat};
 
 /// direct's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -35,6 +35,15 @@ pub const DECL: Component = Component {
     params: &[
         param("direct.rv_bytes", Def::Int(4), "B", "random vector per line in IV = (address, RV): 1, 2, 4 or 8 (000 §4.2, §6.3.1)"),
         param("direct.rv_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of random vectors, like the time-stamp buffer"),
+    ],
+    stats: &[
+        stat("direct.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("direct.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("direct.rv_bus_reads", "reads", "random-vector reads from memory (buffer misses)"),
+        stat("direct.rv_buffer_hit_rate", "fraction", "random-vector reads served by the on-chip buffer"),
+        stat("direct.decrypt_exposed_cycles", "cycles", "decryption cycles after the data arrived (not hidden), summed"),
+        stat("direct.decrypt_exposed_per_read", "cycles", "direct.decrypt_exposed_cycles / direct.reads"),
+        stat("direct.space_overhead", "fraction", "memory the random vectors take, per byte of data"),
     ],
 };
 

@@ -40,7 +40,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param, stat};
 
 /// mecu's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -55,6 +55,32 @@ pub const DECL: Component = Component {
         param("mecu.s_on_device", Def::Bool(true), "bool", "s kept on the removable key device (false: on the MECU, 002 §4.3)"),
         param("mecu.capacitor", Def::Bool(true), "bool", "capacitors finish a block re-encryption on power failure (002 §6.4)"),
         param("mecu.resume_period", Def::Int(0), "cycles", "between simulated suspend/resume cycles in timed runs (0: never; 002 §5.2: 100 M)"),
+    ],
+    stats: &[
+        stat("mecu.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("mecu.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("mecu.read_delay_per_read", "cycles", "cycles the unit added to a read (stamp lookup, XOR), on average"),
+        stat("mecu.state", "count", "the global state counter s at the end of the run (incremented on every resume)"),
+        stat("mecu.state_storage_bytes", "B", "bytes the per-block stamps s_a take in the MECU (002 §4.2)"),
+        stat("mecu.resumes", "events", "resumes from suspension"),
+        stat("mecu.suspends", "events", "suspensions"),
+        stat("mecu.reboots", "events", "reboots"),
+        stat("mecu.resumes_refused", "events", "resumes the unit refused (e.g. without the removable device's key)"),
+        stat("mecu.reencryptions", "blocks", "lazy re-encryptions of a block under the new s (a write to a block with an older stamp, 002 §4.2)"),
+        stat("mecu.reencrypted_lines", "lines", "lines those re-encryptions read, re-enciphered and wrote"),
+        stat("mecu.stall_cycles", "cycles", "cycles the processor stalled for re-encryption (overlapping ones counted once)"),
+        stat("mecu.stall_cycles_per_resume", "cycles", "mecu.stall_cycles / mecu.resumes"),
+        stat("mecu.saturated_resume_cycles", "resume cycles", "resume cycles stalled for re-encryption most of the time: never quiescent (002 §5.2.2)"),
+        stat("mecu.ipc_per_resume_cycle", "series", "IPC in each resume period (002 Fig. 4)"),
+        stat("mecu.stall_cycles_per_resume_cycle", "series", "stall cycles in each resume period"),
+        stat("mecu.quiescence_cycles_per_resume_cycle", "series", "cycles to quiescence in each resume period"),
+        stat("mecu.time_to_quiescence_cycles", "cycles", "mean cycles from a resume to the end of its last re-encryption (002 §5.2.2)"),
+        stat("mecu.time_to_quiescence_seconds", "s", "the same in seconds at the core's clock"),
+        stat("mecu.power_cuts", "events", "power cuts"),
+        stat("mecu.lost_writes", "lines", "dirty lines lost with the power (in the volatile cache at a power cut)"),
+        stat("mecu.dma_reads", "lines", "reads through the second (DMA) port (002 §6.3)"),
+        stat("mecu.dma_writes", "lines", "writes through the second (DMA) port"),
+        stat("mecu.table_lock_wait_cycles", "cycles", "cycles accesses waited for the stamp table's single port, shared by the two ports (002 §6.3)"),
     ],
 };
 

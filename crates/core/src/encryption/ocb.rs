@@ -71,7 +71,7 @@ use crate::wordbuf::WordBuffer;
 use secmem_crypto::modes::OcbAes;
 use secmem_crypto::{Aes128, Field};
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param, stat};
 use crate::speculation::reorder::{bitmap_bytes, frequent_blocks, pair_blocks, permute, unpermute, BitmapSeal, Bitmaps};
 
 /// ocb's declaration: its parameters with defaults, units and meanings.
@@ -88,6 +88,25 @@ pub const DECL: Component = Component {
         param("ocb.reorder_chunks", Def::Bool(true), "bool", "with speculation.frequent_values: re-order each line's chunks by its frequent value bitmap so frequent chunks fill whole AES blocks (004 §3.2.2, Fig. 4); false: speculate every block in place"),
         param("ocb.bitmap_cache_entries", Def::Int(1024), "entries", "on-chip write-back cache of 8-B words of re-ordering bitmaps, in 8-way sets (more than 8 entries: 8 × a power of two; up to 8: one fully associative set): 1024 = 8 KB, the bitmaps of a 128-entry TLB's 4-KB pages (004 §3.2.2); 0: none, each bitmap read and written in memory"),
         param("ocb.bitmap_prefetch", Def::Int(1), "words", "bitmap words fetched after each missed one (004 §3.2.2: \"simple hardware prefetch\"); 0: none"),
+    ],
+    stats: &[
+        stat("ocb.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("ocb.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("ocb.tag_failures", "lines", "lines whose tag did not match (tampering noticed)"),
+        stat("ocb.counter_bus_reads", "reads", "counter words read from memory (buffer misses)"),
+        stat("ocb.counter_buffer_hit_rate", "fraction", "counter reads served by the on-chip buffer"),
+        stat("ocb.decrypt_exposed_cycles", "cycles", "decryption cycles after the data arrived, summed"),
+        stat("ocb.decrypt_exposed_per_read", "cycles", "ocb.decrypt_exposed_cycles / ocb.reads"),
+        stat("ocb.check_cycles_per_read", "cycles", "tag-check cycles per read"),
+        stat("ocb.space_overhead", "fraction", "memory the counters and tags take, per byte of data"),
+        stat("ocb.bitmap_reads", "reads", "reads of the written-lines bitmap"),
+        stat("ocb.bitmap_writes", "writes", "writes of the bitmap"),
+        stat("ocb.bitmap_bus_reads", "reads", "bitmap blocks read from memory"),
+        stat("ocb.bitmap_prefetches", "reads", "bitmap blocks prefetched"),
+        stat("ocb.bitmap_bus_writes", "writes", "bitmap blocks written to memory"),
+        stat("ocb.bitmap_cache_hit_rate", "fraction", "bitmap reads served on chip"),
+        stat("ocb.bitmap_wait_cycles", "cycles", "cycles reads waited for the bitmap, summed"),
+        stat("ocb.bitmap_wait_per_read", "cycles", "ocb.bitmap_wait_cycles / ocb.bitmap_reads"),
     ],
 };
 

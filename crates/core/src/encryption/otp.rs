@@ -48,7 +48,7 @@ use crate::stats::Stats;
 use crate::wordbuf::TsBuffer;
 use secmem_crypto::Aes128;
 use secmem_timing::{Cycle, Tags, Transfer};
-use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param, stat};
 
 /// otp's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -61,6 +61,26 @@ pub const DECL: Component = Component {
         param("otp.ts_buffer_entries", Def::Int(32), "entries", "time-stamp buffer of 8-B words (000 Table 1: 32 entries)"),
         param("otp.ts_cache_entries", Def::Int(0), "entries", "on-chip cache of time-stamp values (000 §4.4, Fig. 7c); 0: none"),
         param("otp.chunk_mac_bytes", Def::Int(0), "B", "a MAC of this many bytes (1 to 8) per 64-bit chunk, checked on every read and speculated with speculation.frequent_values (004 §3.3, Fig. 8); 0: none"),
+    ],
+    stats: &[
+        stat("otp.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("otp.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("otp.timer", "ticks", "the time-stamp counter at the end of the run"),
+        stat("otp.ts_reads", "reads", "time-stamp reads"),
+        stat("otp.ts_bus_reads", "reads", "time-stamp words read from memory (buffer misses)"),
+        stat("otp.ts_buffer_hit_rate", "fraction", "time-stamp reads served by the on-chip buffer"),
+        stat("otp.pad_hidden_cycles", "cycles", "pad-generation cycles hidden under the data's memory access, summed"),
+        stat("otp.pad_exposed_cycles", "cycles", "pad-generation cycles after the data arrived, summed"),
+        stat("otp.pad_hidden_fraction", "fraction", "otp.pad_hidden_cycles over all pad cycles"),
+        stat("otp.reencryptions", "events", "whole-memory re-encryptions (the time stamp wrapped)"),
+        stat("otp.reencrypted_lines", "lines", "lines re-encrypted by them"),
+        stat("otp.space_overhead", "fraction", "memory the time stamps take, per byte of data"),
+        stat("otp.ts_cache_hits", "reads", "reads whose time stamp was in the on-chip time-stamp cache (pad started at once)"),
+        stat("otp.ts_cache_hit_rate", "fraction", "otp.ts_cache_hits / otp.reads"),
+        stat("otp.spec_predictions", "reads", "reads whose time stamp was predicted (speculation.stamps)"),
+        stat("otp.spec_hits", "reads", "predictions that were right"),
+        stat("otp.spec_hit_rate", "fraction", "otp.spec_hits / otp.spec_predictions"),
+        stat("otp.pad_early_fraction", "fraction", "reads whose pad could start before their time stamp arrived (cache hits and right predictions)"),
     ],
 };
 

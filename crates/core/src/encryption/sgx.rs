@@ -26,7 +26,7 @@
 //! a line whose version, bytes and MAC are zero, are that initial state.
 
 use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme, Seed};
-use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role};
+use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role, stat};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
 use crate::machine::Machine;
@@ -44,6 +44,22 @@ pub const DECL: Component = Component {
     params: &[
         param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, 8-way, LRU, write-back); at least 512 B"),
         param("sgx.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of the node and line MACs (truncated to 56 bits), on the hash engine"),
+    ],
+    stats: &[
+        stat("sgx.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("sgx.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("sgx.levels", "levels", "levels of the counter tree"),
+        stat("sgx.node_reads", "nodes", "tree nodes read from memory"),
+        stat("sgx.node_writes", "nodes", "tree nodes written to memory"),
+        stat("sgx.cache_hits", "nodes", "node lookups served by the on-chip node cache"),
+        stat("sgx.cache_misses", "nodes", "node lookups that missed it"),
+        stat("sgx.cache_hit_rate", "fraction", "sgx.cache_hits over lookups"),
+        stat("sgx.node_reads_per_read", "nodes", "sgx.node_reads / sgx.reads"),
+        stat("sgx.mac_failures", "checks", "MAC checks that failed (tampering noticed)"),
+        stat("sgx.pad_exposed_cycles", "cycles", "pad cycles after the data arrived, summed"),
+        stat("sgx.check_exposed_cycles", "cycles", "MAC-check cycles after the data arrived, summed"),
+        stat("sgx.refetches", "paths", "tree paths read again because write-backs met them while being placed"),
+        stat("sgx.space_overhead", "fraction", "memory the tree and MACs take, per byte of data"),
     ],
 };
 

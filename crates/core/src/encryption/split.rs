@@ -26,7 +26,7 @@
 //! notices any read garbled by a changed counter.
 
 use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme, Seed};
-use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role};
+use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role, stat};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, MAX_LINE};
 use crate::machine::Machine;
@@ -44,6 +44,19 @@ pub const DECL: Component = Component {
     params: &[
         param("split.arity", Def::Int(64), "lines", "lines one 64-B counter block covers: 16, 32, 64 or 128 (minors of 28, 14, 7 or 3 bits); 8: monolithic 56-bit counters, as SGX keeps 8 to a line"),
         param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, 8-way, written back); 0: none, every block read and written with its line"),
+    ],
+    stats: &[
+        stat("split.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("split.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("split.minor_bits", "bits", "bits of each minor counter"),
+        stat("split.counter_reads", "blocks", "counter blocks read from memory"),
+        stat("split.counter_writes", "blocks", "counter blocks written to memory (each write-back without a counter cache; evictions and flushes with one)"),
+        stat("split.cache_hits", "accesses", "counter lookups served by the counter cache"),
+        stat("split.cache_hit_rate", "fraction", "split.cache_hits over reads and writes"),
+        stat("split.minor_overflows", "events", "minor counters that overflowed (their block re-encrypted)"),
+        stat("split.reencrypted_lines", "lines", "lines re-encrypted after overflows"),
+        stat("split.pad_exposed_cycles", "cycles", "pad cycles after the data arrived, summed"),
+        stat("split.space_overhead", "fraction", "memory the counter blocks take, per byte of data"),
     ],
 };
 

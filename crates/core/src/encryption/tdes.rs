@@ -52,7 +52,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_timing::{Cycle, Pipe};
 use secmem_crypto::tdes::{agrees_with_rustcrypto, FastTdes};
-use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Guarantees, Kind, Role, param, stat};
 
 /// tdes's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -67,6 +67,17 @@ pub const DECL: Component = Component {
         param("tdes.engines", Def::Int(1), "engines", "replicated TDES pipelines: the throughput is this many times tdes.throughput (004 §3.2, §4)"),
         param("tdes.counter_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of per-line counters"),
         param("tdes.counter_bits", Def::Int(32), "bits", "width of the on-chip sequence nonce counters are drawn from"),
+    ],
+    stats: &[
+        stat("tdes.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("tdes.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("tdes.counter_bus_reads", "reads", "counter words read from memory (buffer misses)"),
+        stat("tdes.counter_buffer_hit_rate", "fraction", "counter reads served by the on-chip buffer"),
+        stat("tdes.engine_units", "units", "TDES engine units"),
+        stat("tdes.engine_wait_cycles", "cycles", "cycles operations waited for a TDES unit, summed"),
+        stat("tdes.decrypt_exposed_cycles", "cycles", "decryption cycles after the data arrived, summed"),
+        stat("tdes.decrypt_exposed_per_read", "cycles", "tdes.decrypt_exposed_cycles / tdes.reads"),
+        stat("tdes.space_overhead", "fraction", "memory the counters take, per byte of data"),
     ],
 };
 

@@ -29,7 +29,7 @@
 //! initial state (as every scheme here takes zeros with zero metadata; XTS has no metadata).
 
 use super::{derive_key, Encryption, EncryptionScheme, Seed};
-use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role};
+use crate::decl::{param, Component, Coverage, Def, Guarantees, Kind, Role, stat};
 use crate::error::IntegrityError;
 use crate::keyid::KeyIds;
 use crate::layout::{all_zero, MAX_LINE};
@@ -52,6 +52,15 @@ pub const DECL: Component = Component {
         param("xts.key_ids", Def::Int(64), "key IDs", "keys in the on-chip key table, a power of two: log2 of it is the physical address bits the KeyID takes (MKTME)"),
         param("xts.address_bits", Def::Int(46), "bits", "physical address width the KeyID bits are taken from (MKTME: MAX_PA); what is left must hold memory.size"),
         param("xts.key_map", Def::Str(""), "START+SIZE:ID,...", "key ID of address ranges (whole pages; later ranges win; others KeyID 0), e.g. 0x100000+1MiB:2; the Python API also sets it (SecureMemory.set_key_id)"),
+    ],
+    stats: &[
+        stat("xts.reads", "lines", "lines decrypted on their way in (L2 misses)"),
+        stat("xts.writes", "lines", "lines encrypted on their way out (write-backs)"),
+        stat("xts.keyid_address_bits", "bits", "upper physical address bits the key ID takes"),
+        stat("xts.keys_used", "keys", "key IDs some line was written under"),
+        stat("xts.decrypt_exposed_cycles", "cycles", "decryption cycles after the line arrived, summed (nothing is precomputed)"),
+        stat("xts.decrypt_exposed_per_read", "cycles", "xts.decrypt_exposed_cycles / xts.reads"),
+        stat("xts.space_overhead", "fraction", "memory its metadata takes, per byte of data (none)"),
     ],
 };
 

@@ -25,7 +25,7 @@ use super::chash::{hash, hasher_from};
 use super::tree::{Tree, H};
 use super::{Integrity, IntegrityScheme, Verified};
 use crate::cache::LineKind;
-use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role};
+use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role, stat};
 use crate::encryption::{derive_key, Encryption, Seed};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
@@ -48,6 +48,19 @@ pub const DECL: Component = Component {
         param("bonsai.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent tree node (128-bit hashes)"),
         param("bonsai.arity", Def::Int(0), "children", "hashes per tree node; 0: as many as fit a node (64 B / 16 B = 4)"),
         param("bonsai.mac_bytes", Def::Int(8), "B", "bytes of each line's MAC (64-bit, in its own region beside the data)"),
+    ],
+    stats: &[
+        stat("bonsai.levels", "levels", "levels of the tree over the counter blocks"),
+        stat("bonsai.counter_checks", "checks", "counter blocks read from memory by the encryption scheme and checked against the tree"),
+        stat("bonsai.counter_updates", "updates", "counter blocks written by the encryption scheme whose hash was stored in the tree"),
+        stat("bonsai.node_loads", "nodes", "tree nodes read from memory (and checked)"),
+        stat("bonsai.node_loads_per_miss", "nodes", "bonsai.node_loads / l2.misses"),
+        stat("bonsai.node_stores", "nodes", "dirty tree nodes written back to memory"),
+        stat("bonsai.root_updates", "updates", "writes of the on-chip root registers"),
+        stat("bonsai.mac_checks", "checks", "line MACs checked (reads, and lines re-enciphered after an overflow)"),
+        stat("bonsai.mac_stores", "MACs", "line MACs written"),
+        stat("bonsai.rebound_macs", "lines", "lines re-bound to a new counter after a counter overflow re-enciphered them"),
+        stat("bonsai.space_overhead", "fraction", "memory the MACs and tree nodes take, per byte of data"),
     ],
 };
 

@@ -24,7 +24,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{HashAlg, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param, stat};
 
 /// chash's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -36,6 +36,17 @@ pub const DECL: Component = Component {
         param("chash.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the tree hash (md5: the seeds' one-block MD5 compression over the 64-B chunk)"),
         param("chash.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent (128-bit hashes)"),
         param("chash.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk (64 B / 16 B = 4)"),
+    ],
+    stats: &[
+        stat("chash.levels", "levels", "levels of the tree over the protected memory"),
+        stat("chash.hash_loads", "chunks", "tree chunks read from memory to check data"),
+        stat("chash.hash_loads_per_miss", "chunks", "chash.hash_loads / l2.misses (the seeds' hash loads per miss)"),
+        stat("chash.checks", "checks", "chunks brought in and checked against their parent"),
+        stat("chash.space_overhead", "fraction", "memory the tree takes, per byte of data"),
+        stat("chash.hash_stores", "chunks", "tree chunks written back to memory"),
+        stat("chash.root_updates", "updates", "writes of the on-chip root registers"),
+        stat("chash.read_buffer_full_cycles", "cycles", "cycles checks waited for a free read buffer entry (003 §4.7)"),
+        stat("chash.write_buffer_full_cycles", "cycles", "cycles write-backs waited for a free write buffer entry"),
     ],
 };
 

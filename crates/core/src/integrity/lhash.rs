@@ -33,7 +33,7 @@ use crate::stats::Stats;
 use crate::wordbuf::{TsBuffer, WordBuffer};
 use secmem_crypto::multiset::{Multiset, MultisetHash, MULTISET_HASHES};
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param, stat};
 
 /// lhash's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -47,6 +47,20 @@ pub const DECL: Component = Component {
         param("lhash.ts_bits", Def::Int(32), "bits", "time-stamp width; TIMER nearing its limit forces a check"),
         param("lhash.ts_buffer_entries", Def::Int(32), "entries", "on-chip buffer of 8-B words of time stamps (000 Table 1)"),
         param("lhash.pt_buffer_entries", Def::Int(16), "entries", "on-chip 8-B words of the untrusted page table (not in 000: a page's entry comes with its translation)"),
+    ],
+    stats: &[
+        stat("lhash.read_chunks", "chunks", "chunks added to the read multiset hash (each read from memory)"),
+        stat("lhash.write_chunks", "chunks", "chunks added to the write multiset hash (each written to memory)"),
+        stat("lhash.added_chunks", "chunks", "chunks added to the log when their page was first used"),
+        stat("lhash.pages_added", "pages", "pages added to the log"),
+        stat("lhash.pages_predating", "pages", "of lhash.pages_added, those set up untimed: memory from before the trace"),
+        stat("lhash.checks", "checks", "integrity checks (each reads every logged chunk)"),
+        stat("lhash.check_cycles", "cycles", "cycles the checks took"),
+        stat("lhash.checked_chunks", "chunks", "chunks read by the checks"),
+        stat("lhash.timer", "ticks", "the TIMER at the end of the run"),
+        stat("lhash.ts_bus_reads", "reads", "time-stamp words read from memory (buffer misses)"),
+        stat("lhash.ts_buffer_hit_rate", "fraction", "time-stamp reads served by the on-chip buffer"),
+        stat("lhash.space_overhead", "fraction", "memory the time stamps and page table take, per byte of data"),
     ],
 };
 

@@ -16,7 +16,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param, stat};
 
 /// mac's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -27,6 +27,12 @@ pub const DECL: Component = Component {
     params: &[
         param("mac.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of (key ‖ address ‖ block)"),
         param("mac.hash_bytes", Def::Int(16), "B", "bytes of each MAC kept (truncated hash)"),
+    ],
+    stats: &[
+        stat("mac.checks", "lines", "lines checked against their MAC"),
+        stat("mac.mac_loads", "MACs", "MACs read from memory"),
+        stat("mac.mac_stores", "MACs", "MACs written to memory"),
+        stat("mac.space_overhead", "fraction", "memory the MACs take, per byte of data"),
     ],
 };
 

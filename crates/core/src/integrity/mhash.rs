@@ -21,7 +21,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::{Aes128, Hasher, MAX_HASH_BYTES};
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param, stat};
 
 /// mhash's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -34,6 +34,16 @@ pub const DECL: Component = Component {
         param("mhash.hash_bytes", Def::Int(16), "B", "bytes of each MAC: one AES block, 16"),
         param("mhash.blocks_per_chunk", Def::Int(2), "blocks", "L2 blocks per tree chunk (003 Fig. 8: two 64-B blocks per 128-B chunk)"),
         param("mhash.arity", Def::Int(0), "children", "MACs per tree chunk; 0: as many as fit a chunk"),
+    ],
+    stats: &[
+        stat("mhash.levels", "levels", "levels of the tree over the protected memory"),
+        stat("mhash.hash_loads", "chunks", "tree chunks read from memory to check data"),
+        stat("mhash.hash_loads_per_miss", "chunks", "mhash.hash_loads / l2.misses (the seeds' hash loads per miss)"),
+        stat("mhash.checks", "checks", "chunks brought in and checked against their parent"),
+        stat("mhash.space_overhead", "fraction", "memory the tree takes, per byte of data"),
+        stat("mhash.block_reads", "blocks", "sibling blocks read to recompute a chunk's MAC"),
+        stat("mhash.old_block_reads", "blocks", "old contents read back to update a MAC incrementally"),
+        stat("mhash.mac_updates", "updates", "MACs updated in a parent chunk"),
     ],
 };
 

@@ -15,7 +15,7 @@ use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use secmem_crypto::Hasher;
 use secmem_timing::Cycle;
-use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param};
+use crate::decl::{Component, Coverage, Def, Detection, Guarantees, Kind, Role, param, stat};
 
 /// naive's declaration: its parameters with defaults, units and meanings.
 pub const DECL: Component = Component {
@@ -27,6 +27,14 @@ pub const DECL: Component = Component {
         param("naive.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the tree hash (md5: the seeds' one-block MD5 compression)"),
         param("naive.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent"),
         param("naive.arity", Def::Int(0), "children", "hashes per tree chunk; 0: as many as fit a chunk"),
+    ],
+    stats: &[
+        stat("naive.levels", "levels", "levels of the tree over the protected memory"),
+        stat("naive.hash_loads", "chunks", "tree chunks read from memory to check data"),
+        stat("naive.hash_loads_per_miss", "chunks", "naive.hash_loads / l2.misses (the seeds' hash loads per miss)"),
+        stat("naive.checks", "checks", "chunks brought in and checked against their parent"),
+        stat("naive.space_overhead", "fraction", "memory the tree takes, per byte of data"),
+        stat("naive.hash_stores", "chunks", "tree chunks written to memory (every write-back updates its path to the root)"),
     ],
 };
 

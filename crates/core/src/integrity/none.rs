@@ -16,6 +16,7 @@ pub const DECL: Component = Component {
     source: "—",
     params: &[
     ],
+    stats: &[],
 };
 
 /// none's registration. No integrity: nothing is noticed.

@@ -25,7 +25,7 @@
 //! decryption's.
 
 use super::{Integrity, IntegrityScheme, Verified};
-use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role};
+use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role, stat};
 use crate::encryption::{derive_key, Encryption, Seed};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
@@ -45,6 +45,12 @@ pub const DECL: Component = Component {
         param("tdx.mac_bits", Def::Int(28), "bits", "MAC width kept per line (TDX: 28); with the owner bit it must fit the line's ECC bits (8 per 64 data bits)"),
         param("tdx.bind_key_id", Def::Bool(true), "bool", "the MAC covers the key ID; false: ciphertext and address only, so a line read or put back under another key ID passes (the MAC is over ciphertext, which the wrong key does not change)"),
         param("tdx.private_key_ids", Def::Int(1), "key ID", "the first TD-private key ID: lines written under it or above get the TD-owner bit, and a read of them under a lower (shared) key ID is refused"),
+    ],
+    stats: &[
+        stat("tdx.checks", "checks", "line MACs checked on reads"),
+        stat("tdx.mac_writes", "MACs", "line MACs (and owner bits) written with their lines"),
+        stat("tdx.ecc_bits_per_line", "bits", "ECC side bits used per line: the MAC and the owner bit"),
+        stat("tdx.space_overhead", "fraction", "memory its metadata takes outside ECC bits, per byte of data"),
     ],
 };
 
