@@ -300,6 +300,9 @@ def run(
         if ncores > 1:
             if plan is not None:
                 raise _core.ConfigError("--sample runs one core: it cannot sample a mix")
+            # A mix measures what it is asked (cores replay their traces until all are done).
+            n = DEFAULT_INSTRUCTIONS if instructions is None else count(instructions, "instructions")
+            warm = DEFAULT_WARMUP if warmup is None else count(warmup, "warmup")
             spec = _core.RunSpec(
                 preset=preset, integrity=integrity, encryption=encryption, sets=all_sets, instructions=n, warmup=warm,
                 skip=skip_n, seed=spec_seed, progress=bool(progress),
