@@ -217,17 +217,24 @@ impl Split {
             return Ok(t);
         }
         let s = c.tags.victim(ca);
-        let mut done = t;
-        if let (Some(old), true) = (c.tags.addr_of(s), c.dirty[s as usize]) {
-            let b = c.blocks[s as usize];
-            done = m.update_meta(old, &b.0, t)?.max(m.port.write(old, &b.0, t));
-            self.counter_writes += 1;
-        }
+        let victim = c.tags.addr_of(s).filter(|_| c.dirty[s as usize]).map(|old| (old, c.blocks[s as usize]));
+        let done = match victim {
+            Some((old, b)) => self.write_block(m, old, &b, t)?,
+            None => t,
+        };
         let c = self.cache.as_mut().expect("checked above");
         c.tags.install(s, ca);
         c.blocks[s as usize] = block;
         c.dirty[s as usize] = dirty;
         Ok(done)
+    }
+
+    /// Write counter block `b` to `a` at `t`, bound first by whatever protects counters: when
+    /// both are done.
+    fn write_block(&mut self, m: &mut Machine, a: u64, b: &Counters, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let bound = m.update_meta(a, &b.0, t)?;
+        self.counter_writes += 1;
+        Ok(bound.max(m.port.write(a, &b.0, t)))
     }
 
     /// The counter block at `ca` for a write-back at `t`: when it is known (and checked, if
@@ -350,9 +357,7 @@ impl Encryption for Split {
             // The block stays on chip, newer than memory, until it leaves the cache.
             done = done.max(self.keep(m, ca, block, true, t_x)?);
         } else {
-            done = done.max(m.update_meta(ca, &block.0, t_x)?);
-            done = done.max(m.port.write(ca, &block.0, t_x));
-            self.counter_writes += 1;
+            done = done.max(self.write_block(m, ca, &block, t_x)?);
         }
         Ok(done.max(m.port.write(addr, ct, t_x)))
     }
