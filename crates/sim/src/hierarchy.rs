@@ -400,6 +400,12 @@ impl Hierarchy {
         l1.latency + self.private.iter().map(|l| l.latency).sum::<Cycle>()
     }
 
+    /// Whether any level here holds `pa`'s line (tests of inclusion).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, pa: u64) -> bool {
+        [&self.l1i, &self.l1d].into_iter().chain(self.private.iter()).any(|l| l.tags.find(pa).is_some())
+    }
+
     /// Drop every copy of the protected level's line at `addr` (it left the protected level).
     #[inline]
     pub fn evicted(&mut self, addr: u64) {

@@ -412,8 +412,10 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     Ok(RunResult { stats: s, error })
 }
 
-/// Inclusion: what left the protected level during core `c`'s work leaves every other
-/// core's levels above it too (`c`'s own were cleared as it happened).
+/// Inclusion: what left the protected level during core `c`'s work leaves the levels above
+/// it of the core it belongs to (`c`'s own were cleared as it happened). Cores share no
+/// frames, so a line can only be in its owner's levels: telling only that core keeps this at
+/// one lookup per eviction, not one per level of every core.
 #[inline]
 fn propagate(cores: &mut [Core], c: usize, log: &mut Vec<u64>) {
     let Some(ev) = cores[c].hier.evictions.as_mut() else { return };
@@ -421,11 +423,10 @@ fn propagate(cores: &mut [Core], c: usize, log: &mut Vec<u64>) {
         return;
     }
     std::mem::swap(ev, log);
-    for (i, other) in cores.iter_mut().enumerate() {
-        if i != c {
-            for &a in log.iter() {
-                other.hier.evicted(a);
-            }
+    for &a in log.iter() {
+        let o = cores[c].pm.owner(a);
+        if o != c {
+            cores[o].hier.evicted(a);
         }
     }
     log.clear();
@@ -489,9 +490,35 @@ pub fn alone_ipc(p: &Params, input: &mut MixInput, o: &RunOptions) -> Result<f64
 mod tests {
     use super::*;
     use crate::configure;
+    use secmem_core::AccessKind;
     use crate::run::simulated;
     use secmem_trace::workloads::builtin;
     use secmem_trace::TraceError;
+
+    #[test]
+    fn an_eviction_reaches_the_private_levels_of_the_core_that_owns_the_line() {
+        let p = configure("suh2003", Some("none"), Some("none"), &[]).unwrap();
+        let mut eng = Engine::new(&p, 1).unwrap();
+        let mut cores = vec![Core::new(&p, &eng).unwrap(), Core::new(&p, &eng).unwrap(), Core::new(&p, &eng).unwrap()];
+        cores[1].pm = cores[0].pm.sharing();
+        cores[2].pm = cores[0].pm.sharing();
+        let mut pa = Vec::new();
+        for (c, core) in cores.iter_mut().enumerate() {
+            core.hier.evictions = Some(Vec::new());
+            let a = core.pm.translate(0x4000).unwrap();
+            core.hier.access(AccessKind::Load, a, 0, &mut eng).unwrap();
+            assert!(core.hier.holds(a), "core {} holds its line", c);
+            pa.push(a);
+        }
+        assert_eq!(pa.iter().collect::<std::collections::HashSet<_>>().len(), 3, "one virtual page, three frames");
+        // Core 0's work pushed core 2's line and its own out of the shared level.
+        cores[0].hier.evictions.as_mut().unwrap().extend([pa[2], pa[0]]);
+        let mut log = Vec::new();
+        propagate(&mut cores, 0, &mut log);
+        assert!(!cores[2].hier.holds(pa[2]), "the owner drops it");
+        assert!(cores[1].hier.holds(pa[1]), "a core whose line stayed keeps it");
+        assert!(cores[0].hier.evictions.as_ref().unwrap().is_empty() && log.is_empty(), "the log is spent");
+    }
 
     /// A built-in workload cut after `left` instructions (external records aside).
     struct Cut(Box<dyn TraceSource>, u64);

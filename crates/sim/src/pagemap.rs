@@ -22,6 +22,12 @@ pub struct Frames {
     frames: u64,
     /// `pages.order = "random"`: the n-th frame given out is `order(n)`, not n.
     order: Option<Order>,
+    /// Maps drawing from the pool (the cores of a mix).
+    maps: u8,
+    /// Which map each frame went to, recorded once a second map shares the pool (a frame
+    /// without an entry went to map 0 before that): a line leaving the shared last level
+    /// can then only be in its owner's private levels.
+    owners: FxHashMap<u64, u8>,
 }
 
 impl Frames {
@@ -90,6 +96,8 @@ pub struct PageMap {
     /// Recent translations, direct mapped by virtual page: a program streams through a few
     /// arrays at once, and each lookup in `map` is a host cache miss.
     recent: Box<[(u64, u64); RECENT]>,
+    /// This map's number among those sharing the pool (0: the first).
+    id: u8,
 }
 
 const RECENT: usize = 256;
@@ -97,8 +105,8 @@ const RECENT: usize = 256;
 impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
-        let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None };
-        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None, maps: 1, owners: FxHashMap::default() };
+        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]), id: 0 }
     }
 
     /// Frames in the order `pages.order` says (random: drawn from `seed`); before any is given out.
@@ -110,9 +118,23 @@ impl PageMap {
         Ok(())
     }
 
-    /// A map of its own (another core's) drawing frames from the same pool as `self`.
+    /// A map of its own (another core's) drawing frames from the same pool as `self`; it is
+    /// the pool's next map (`owner` names it by that number).
     pub fn sharing(&self) -> PageMap {
-        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        let id = {
+            let mut pool = self.pool.borrow_mut();
+            let id = pool.maps;
+            pool.maps = pool.maps.checked_add(1).expect("at most 255 maps share a pool");
+            id
+        };
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id }
+    }
+
+    /// The number of the map (core) whose program or page tables physical address `pa` was
+    /// given to (0 for a frame nobody took).
+    #[inline]
+    pub fn owner(&self, pa: u64) -> usize {
+        self.pool.borrow().owners.get(&(pa >> self.shift)).map_or(0, |&o| o as usize)
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -133,6 +155,9 @@ impl PageMap {
                 }
                 let f = pool.frame(pool.next);
                 pool.next += 1;
+                if pool.maps > 1 {
+                    pool.owners.insert(f, self.id);
+                }
                 self.map.insert(vp, f);
                 f
             }
@@ -149,7 +174,11 @@ impl PageMap {
             return None;
         }
         pool.top -= 1;
-        Some(pool.frame(pool.top) << self.shift)
+        let f = pool.frame(pool.top);
+        if pool.maps > 1 {
+            pool.owners.insert(f, self.id);
+        }
+        Some(f << self.shift)
     }
 
     /// Frames given out from the pool, the program's and the system's (every core's).
@@ -225,6 +254,9 @@ mod tests {
         assert_eq!(a.translate(0x1010), Some(16), "each keeps its own");
         assert_eq!(a.translate(0x5000), Some(2 * 4096));
         assert_eq!((a.pages(), b.pages(), a.own_pages(), b.own_pages()), (4, 4, 2, 1));
+        let owners: Vec<usize> = (0..4).map(|f| a.owner(f * 4096 + 100)).collect();
+        assert_eq!(owners, [0, 1, 0, 1], "each frame names the map it went to, page tables too");
+        assert_eq!(b.owner(4096), 1, "every map sees the same owners");
         assert_eq!(b.translate(0x9000), None, "the pool is exhausted for both");
     }
 }
