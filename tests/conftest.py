@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import secmem
-from secmem.comparison import DEFAULT_SCHEMES
+from secmem.api import DEFAULT_SCHEMES
 
 # Small runs: long enough for every workload to miss in the L2 and write back, short enough
 # for the whole suite to stay well under a minute on two cores.

@@ -46,8 +46,10 @@ __all__ = [
     "presets",
     "run",
     "run_mix",
+    "sample_plan",
     "scheme_pairs",
     "stat_declaration",
+    "t95",
     "trace_formats",
     "trace_length",
     "trace_program",
@@ -223,6 +225,8 @@ def params(
 # --- traces, export, attacks, bench ------------------------------------------------------
 
 def trace_length(trace: str, trace_format: Optional[str] = None, skip: int = 0, limit: int = ...) -> Optional[int]: ...
+def sample_plan(spec: str, instructions: int) -> tuple[int, int, int]: ...
+def t95(df: int) -> float: ...
 def export_workload(workload: str, path: str, records: int, seed: int) -> int: ...
 def export(
     path: str,

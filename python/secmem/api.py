@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
 DEFAULT_PRESET = "suh2003"
 DEFAULT_WORKLOAD = "mix"
+# The pairs `secmem.compare` and `secmem compare` run by default (here, not in comparison.py, so
+# that the CLI can name them without importing pandas).
+DEFAULT_SCHEMES = (("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp"))
 
 Size = Union[int, str]
 # A count: an int, or text such as "10M" (secmem._args.count).

@@ -54,6 +54,9 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--seed", help="seeds, comma-separated (default 1)")
     s.add_argument("--sample", nargs="?", const="default", metavar="U:W:D", help="sampled runs (docs/sampling.md); alone: the default plan")
     _add_exec(s)
+    s.add_argument("--checkpoints", action=argparse.BooleanOptionalAction, default=None,
+                   help="points with --skip read their window from a checkpoint in the store, made once per window "
+                   "(default: with a local cluster; a --scheduler's workers must see the store's directory)")
     s.add_argument("--dry-run", action="store_true", help="list the points and which are in the store; run nothing")
     s.add_argument("--csv", metavar="PATH", help="write every point's row (config, provenance, statistics) as CSV")
     s.set_defaults(func=cmd_sweep)
@@ -147,7 +150,7 @@ def cmd_sweep(a) -> int:
         return 0
     # The CSV's destination is checked before any point is simulated.
     csv_out = Output(a.csv, "--csv") if a.csv is not None else None
-    s = execute(planned, store, scheduler=a.scheduler, workers=a.workers, progress=True, recompute=a.recompute)
+    s = execute(planned, store, scheduler=a.scheduler, workers=a.workers, progress=True, recompute=a.recompute, checkpoint=a.checkpoints)
     df = frame(planned, store)
     print_points(points, df)
     where = f"on {s.workers} Dask worker{'s' if s.workers != 1 else ''}" if s.computed else ""

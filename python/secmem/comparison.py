@@ -11,11 +11,9 @@ import pandas as pd
 
 from . import provenance, table
 from ._args import scheme_pair
-from .api import Interrupted, configuration, run
+from .api import DEFAULT_SCHEMES, Interrupted, configuration, run
 from .progress import Progress
 
-# The one list of the pairs compared by default (the CLI's --schemes default is made from it).
-DEFAULT_SCHEMES = (("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp"))
 GEOMEAN = "geomean"
 # Columns averaged (geometrically) across workloads in the geomean rows: ratios to a baseline.
 NORMALIZED = ("normalized_ipc", "normalized_traffic")

@@ -32,9 +32,10 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
-from . import _core, provenance
+from . import _core, checkpoints, provenance
 from ._args import count as _count
 from ._args import scheme_pair
 from .api import DEFAULT_PRESET
@@ -271,17 +272,43 @@ def plan(points: Iterable[Point]) -> list[Planned]:
 # Running
 
 
-def simulate(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one point (on a Dask worker): its statistics and error, never an exception."""
+def simulate(kwargs: dict[str, Any], checkpoint: Optional[str] = None) -> dict[str, Any]:
+    """Run one point (on a Dask worker): its statistics and error, never an exception.
+    ``checkpoint``: the point's window saved (``checkpoints``), read instead of fast-forwarding."""
     from . import api
 
     t = time.perf_counter()
     try:
-        r = api.run(**kwargs)
+        r = api.run(**(kwargs if checkpoint is None else dict(kwargs, workload=None, trace=checkpoint, skip=0)))
+        if checkpoint is not None and r.error is not None:
+            # Run again as asked, so that the error reads as it does for the point alone
+            # (the statistics are the same; the message names the fast-forward).
+            r = api.run(**kwargs)
         stats, error = r.stats, r.error
     except Exception as e:  # recorded with the point; the sweep goes on
         stats, error = {}, f"{type(e).__name__}: {e}"
     return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
+
+
+def make_checkpoint(path: str, records: int, workload: Optional[str], trace: Optional[str], skip: int, seed: int) -> Optional[str]:
+    """Save a window for the points over it (on a Dask worker); None if it cannot be made:
+    its points then fast-forward themselves and report what is wrong."""
+    try:
+        return checkpoints.make(Path(path), records, workload, trace, skip, seed)
+    except Exception:
+        return None
+
+
+def _windows(todo: Sequence[Planned], store: Store) -> dict[str, tuple[str, int, Point]]:
+    """The checkpoints ``todo`` can share: key -> (path, instructions to hold, a point)."""
+    out: dict[str, tuple[str, int, Point]] = {}
+    for pl in todo:
+        p = pl.point
+        if checkpoints.usable(pl.identity, p.skip, p.instructions):
+            k = checkpoints.key(pl.identity, p.skip, p.seed)
+            held = out[k][1] if k in out else 0
+            out[k] = (os.path.abspath(checkpoints.path(store.path, k)), max(held, p.warmup + p.instructions), p)
+    return out
 
 
 def row(pl: Planned, result: dict[str, Any], command: Optional[str] = None) -> dict[str, Any]:
@@ -458,9 +485,13 @@ def execute(
     progress: bool = False,
     recompute: bool = False,
     what: str = "sweep",
+    checkpoint: Optional[bool] = None,
 ) -> Summary:
     """Simulate every planned point not already in the store (ok), each written to the
-    store as it finishes. Failed points are run again."""
+    store as it finishes. Failed points are run again. ``checkpoint``: points that skip
+    (fast-forward) read their window from a checkpoint in the store, made once per window
+    (``secmem.checkpoints``); None: when the cluster is local (a given scheduler's workers
+    may not see the store's directory)."""
     t0 = time.monotonic()
     uniq = list({pl.key: pl for pl in planned}.values())
     have = {} if recompute else store.status()
@@ -483,8 +514,14 @@ def execute(
             # A cluster whose workers have not joined yet (a batch job queued): said, not silent.
             print(f"secmem: waiting for Dask workers to join the scheduler at {scheduler}; {len(todo)} point{'s' if len(todo) != 1 else ''} queued", file=sys.stderr, flush=True)
         futures = {}
+        saved: dict[str, Any] = {}
+        if (checkpoint if checkpoint is not None else scheduler is None):
+            for k, (path, records, p) in _windows(todo, store).items():
+                saved[k] = client.submit(make_checkpoint, path, records, p.workload, p.trace, p.skip, p.seed, key=f"secmem-checkpoint-{k}", pure=False)
         for pl in todo:
-            f = client.submit(simulate, pl.point.run_kwargs(), key=f"secmem-{pl.key}", pure=False)
+            p = pl.point
+            ck = saved.get(checkpoints.key(pl.identity, p.skip, p.seed)) if checkpoints.usable(pl.identity, p.skip, p.instructions) else None
+            f = client.submit(simulate, p.run_kwargs(), ck, key=f"secmem-{pl.key}", pure=False)
             futures[f] = pl
             if len(futures) <= max(s.workers, 1):
                 bar.running(pl.point.label())
@@ -532,6 +569,7 @@ def sweep(
     workers: Optional[int] = None,
     progress: bool = False,
     recompute: bool = False,
+    checkpoint: Optional[bool] = None,
     **fixed: Any,
 ) -> "pd.DataFrame":
     """Run a grid (``axes``: a mapping of axis → values, or the path of a TOML sweep file)
@@ -539,7 +577,8 @@ def sweep(
     workload identity, provenance and statistics (see :mod:`secmem.results`). Points already
     in ``store`` (default ``$SECMEM_RESULTS`` or ``./secmem-results``) are not run again.
     ``fixed`` gives single values: ``instructions``, ``warmup``, ``skip``, ``seed``,
-    ``preset``, ``workload``, ``params`` (a dict of parameters).
+    ``preset``, ``workload``, ``params`` (a dict of parameters). ``checkpoint``: points
+    that skip read their window from a checkpoint made once (see ``execute``).
 
     The local cluster's workers are new Python processes that import the calling script: in
     a script, call ``sweep`` under ``if __name__ == "__main__":``."""
@@ -547,7 +586,7 @@ def sweep(
     points = grid(grid_axes, **fixed)  # bad axes fail before the store is opened (or created)
     st = open_store(store)
     planned = plan(points)
-    summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute)
+    summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, checkpoint=checkpoint)
     df = frame(planned, st)
     df.attrs["summary"] = summary
     return df

@@ -285,6 +285,22 @@ fn scheme_pairs() -> Vec<(String, String)> {
     secmem_core::registry::pair_names().into_iter().map(|(i, e)| (i.to_string(), e.to_string())).collect()
 }
 
+/// `--sample`'s plan for `instructions` measured instructions: (period U, window W,
+/// detailed warm-up D), as a run resolves it (a run split into parts gives each the whole
+/// run's plan).
+#[pyfunction]
+fn sample_plan(spec: &str, instructions: u64) -> PyResult<(u64, u64, u64)> {
+    let s = secmem_sim::Sampling::parse(spec, instructions).map_err(cfg_err)?;
+    Ok((s.period, s.window, s.warming))
+}
+
+/// Student's t quantile of a two-sided 95% interval with `df` degrees of freedom (the one
+/// sampled runs use).
+#[pyfunction]
+fn t95(df: u64) -> f64 {
+    secmem_sim::sample::t95(df)
+}
+
 /// The (integrity, encryption) pairs `secmem bench` runs by default.
 #[pyfunction]
 fn bench_schemes() -> Vec<(String, String)> {
@@ -726,6 +742,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // A wait for a FIFO's reader ends on the stop request SIGINT/SIGTERM make during a call.
     secmem_files::set_stop_check(|| secmem_trace::stop::stop_requested().is_some());
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(sample_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(t95, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(run_mix, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;

@@ -11,7 +11,7 @@ from .. import _core
 from .._args import BadArgument, SetAction, counts, positive_int, scheme_list, seed
 from .._files import Output
 from ..api import DEFAULT_PRESET, DEFAULT_WORKLOAD, configuration
-from ..comparison import DEFAULT_SCHEMES as DEFAULT_PAIRS
+from ..api import DEFAULT_SCHEMES as DEFAULT_PAIRS
 
 # `--schemes`'s default, made from the one list the Python API compares by default.
 DEFAULT_SCHEMES = ",".join(f"{i}+{e}" for i, e in DEFAULT_PAIRS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import _core, comparison, provenance
+from .. import _core, provenance
 from .common import DEFAULT_SCHEMES, DEFAULT_WORKLOAD, add_common, codeauth_sets, output, program, scheme_list, write_json
 
 
@@ -18,6 +18,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd(a: argparse.Namespace) -> int:
+    from .. import comparison  # pandas: loaded by the commands that make a table, not by `secmem run`
+
     schemes = list(a.schemes)
     if ("none", "none") not in schemes:
         schemes.insert(0, ("none", "none"))

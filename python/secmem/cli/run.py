@@ -7,7 +7,8 @@ import sys
 from typing import Any
 
 from .. import provenance
-from ..api import run
+from ..api import DEFAULT_WARMUP, run
+from .._args import BadArgument, counts, positive_int
 from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, write_json
 from .summary import mix_summary, summary
 
@@ -16,10 +17,55 @@ def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="one simulation (the default command)")
     add_common(r)
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and simulate it")
+    par = r.add_argument_group("a sampled run in parallel parts (docs/sampling.md)")
+    par.add_argument("--parallel", type=positive_int("--parallel"), metavar="K",
+                     help="with --sample: cut the run into K parts of consecutive periods, each warmed on its own, run as Dask tasks")
+    par.add_argument("--part-warmup", type=counts("--part-warmup"), metavar="N",
+                     help="instructions warmed functionally before each later part (default: --warmup, at least one period)")
+    par.add_argument("--check-warmup", action="store_true",
+                     help="also run the whole sampled run in one piece (one more task) and report the parts' warm-up error")
+    g = par.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=positive_int("--workers"), help="local Dask worker processes (default: every core)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster, e.g. tcp://head:8786 (docs/sweeps.md)")
     r.set_defaults(func=cmd)
 
 
+def _parallel(a: argparse.Namespace) -> int:
+    """`run --sample --parallel K`: the parts on Dask, then one combined summary."""
+    from ..windows import run_parallel
+
+    if a.sample is None:
+        raise BadArgument("--parallel splits a sampled run: give --sample too")
+    if program(a.program) or a.cores:
+        raise BadArgument("--parallel runs a built-in workload or a trace file on one core")
+    if a.instructions is None:
+        raise BadArgument("--parallel needs -n (the parts are cut from it)")
+    out = output(a.json)
+    r = run_parallel(
+        a.workload, trace=a.trace, integrity=a.integrity, encryption=a.encryption, preset=a.preset, sets=codeauth_sets(a),
+        instructions=a.instructions, warmup=DEFAULT_WARMUP if a.warmup is None else a.warmup, seed=a.seed, sample=a.sample,
+        k=a.parallel, part_warmup=a.part_warmup, scheduler=a.scheduler, workers=a.workers, reference=a.check_warmup,
+    )
+    if r["error"]:
+        print(f"secmem: error: {r['error']}", file=sys.stderr, flush=True)
+    s = r["stats"]
+    if s and a.json != "-":
+        print(f"secmem {a.workload or a.trace or 'mix'}: {s['parallel.parts']} parts in parallel, sampled "
+              f"{s['sampling.period']}:{s['sampling.window']}:{s['sampling.warming']}, {s['parallel.part_warmup']:,} instructions warmed before each later part")
+        print(f"  IPC {s['ipc']:.4f} ± {s['ci95.ipc']:.4f} (95%, {s['sampling.windows']:,} windows)   parts: "
+              + ", ".join(f"{x:.4f}" for x in s["parallel.part_ipc"]))
+        print(f"  wall {s['parallel.wall_seconds']:.1f} s (parts: " + ", ".join(f"{x:.1f}" for x in s["parallel.part_seconds"]) + " s)")
+        if "parallel.reference_ipc" in s:
+            print(f"  whole run in one piece: IPC {s['parallel.reference_ipc']:.4f} ± {s['parallel.reference_ci95_ipc']:.4f}, "
+                  f"{s['parallel.reference_seconds']:.1f} s; warm-up error of the parts {100 * s['parallel.warmup_error']:+.2f}%")
+    if a.json is not None:
+        write_json(a.json, {"stats": s, "parts": [p["stats"] for p in r["parts"]], "error": r["error"]}, out)
+    return 0 if not r["error"] else 1
+
+
 def cmd(a: argparse.Namespace) -> int:
+    if a.parallel is not None:
+        return _parallel(a)
     prog = program(a.program)
     out = output(a.json)
     r = run(
@@ -49,6 +95,18 @@ def cmd(a: argparse.Namespace) -> int:
     mix = "cores" in r.stats
     if a.json != "-" and (measured or not r.error):
         print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
+    if a.json is not None:
+        # Only for --json: a built-in workload's identity hashes the start of its trace (its
+        # memory image), which costs more than a short run.
+        write_json(a.json, _document(a, r, prog, mix), out)
+    if r.interrupted:
+        return SIGNAL_EXIT.get(r.interrupted, 130)
+    return 0 if not r.error else 1 if measured else 2
+
+
+def _document(a: argparse.Namespace, r: Any, prog: Any, mix: bool) -> dict[str, Any]:
+    """What --json writes: the statistics with the run's provenance and input identity."""
+    doc: dict[str, Any]
     if mix:
         # A mix: the identity of each different input, in the order given.
         names = (a.workload or "").split(",") if a.workload and "," in a.workload else [a.workload]
@@ -58,7 +116,4 @@ def cmd(a: argparse.Namespace) -> int:
         ident = dict(workload=a.workload, trace=a.trace, program=prog, seed=a.seed)
         doc = provenance.document(r, r.stats.get("sim.wall_seconds"), **ident)
     doc["interrupted"] = r.interrupted
-    write_json(a.json, doc, out)
-    if r.interrupted:
-        return SIGNAL_EXIT.get(r.interrupted, 130)
-    return 0 if not r.error else 1 if measured else 2
+    return doc

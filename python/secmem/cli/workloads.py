@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from .. import _core, suite
+from .. import _core
 
 
 def add_parser(sub: Any) -> None:
@@ -23,10 +23,14 @@ def add_parser(sub: Any) -> None:
 
 def _sizes() -> list[str]:
     """Every input size some suite workload has, the default first."""
+    from .. import suite  # the suite's tables: loaded by this command, not by `secmem run`
+
     return list(dict.fromkeys(s for n in suite.names() for s in suite.sizes(n)))
 
 
 def install(a: argparse.Namespace) -> int:
+    from .. import suite  # the suite's tables: loaded by this command, not by `secmem run`
+
     if a.all and a.size is not None and a.size not in _sizes():
         # With --all an unknown size selects no workload: say what is wrong, the size.
         raise suite.SuiteError(f"unknown input size {a.size!r} (sizes: {', '.join(_sizes())})")
@@ -52,6 +56,8 @@ def install(a: argparse.Namespace) -> int:
 
 
 def cmd(a: argparse.Namespace) -> int:
+    from .. import suite  # the suite's tables: loaded by this command, not by `secmem run`
+
     if getattr(a, "wcmd", None) == "install":
         return install(a)
     print("built-in workloads (no files needed; deterministic by --seed):")

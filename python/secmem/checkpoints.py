@@ -1,0 +1,79 @@
+"""Checkpoints of a window (issue 35): what a run that fast-forwards (``skip``) reads, saved
+once and read back by every scheme and parameter point of a sweep over that window.
+
+A run with ``skip = N`` reads the memory image the first N instructions built (external
+records of its final contents, ``secmem_trace::Skip``), the records ``Consistent`` supplies
+for memory the trace never showed, then the window's instructions. A checkpoint is those
+records written to a native trace (``_core.export`` of the same input with the same skip):
+a run of the checkpoint file with no skip reads the same records, so every statistic of
+the simulated machine is the same, and the fast-forward — decoding or generating N
+instructions — is paid once per window instead of once per point. The engine state at the
+window (warmed caches, trees) is not saved: each point warms its own, as a skipping run
+does.
+
+Checkpoints live in the results store (``<store>/checkpoints/<key>.smt``), keyed like its
+points by the input's identity, the skip, the seed and the engine's build identity
+(``results.build_identity``): a rebuilt engine makes its own. A checkpoint holds at least
+the instructions its points read; a longer one serves shorter points."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from . import _core, results
+
+DIRECTORY = "checkpoints"
+
+
+def key(identity: dict[str, Any], skip: int, seed: int) -> str:
+    """The key of the window after ``skip`` instructions of the input ``identity``
+    (``provenance.workload_identity``) generated with ``seed``, for this engine build."""
+    doc = {
+        "workload_digest": identity["digest"],
+        "workload_kind": identity["kind"],
+        "workload": identity["name"],
+        "skip": skip,
+        "seed": seed,
+        "build_id": results.build_identity(),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def path(store: "os.PathLike[str] | str", k: str) -> Path:
+    return Path(store) / DIRECTORY / f"{k}.smt"
+
+
+def usable(identity: dict[str, Any], skip: int, instructions: Optional[int]) -> bool:
+    """Whether a point can run from a checkpoint: a fast-forward of a built-in workload or a
+    trace file (live programs skip in the tracer) over a known number of instructions."""
+    return skip > 0 and identity["kind"] in ("builtin", "trace") and identity["digest"] is not None and instructions is not None
+
+
+def instructions_held(p: Path) -> int:
+    """Instructions a checkpoint file holds (its name's side file, written after it)."""
+    try:
+        return int(json.loads(p.with_suffix(".json").read_text())["instructions"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -1
+
+
+def make(p: Path, records: int, workload: Optional[str], trace: Optional[str], skip: int, seed: int) -> str:
+    """Write the checkpoint ``p`` holding ``records`` instructions after ``skip`` of the
+    input (unless one holding at least as many is there); returns its path. A side file
+    ``<key>.json`` says what it holds; it is written last, so a checkpoint whose writing was
+    cut short is never used (the trace itself is renamed into place only when complete)."""
+    if instructions_held(p) >= records and p.exists():
+        return str(p)
+    from ._files import write_file
+
+    p.parent.mkdir(parents=True, exist_ok=True)
+    done = _core.export(str(p), "native", records, workload, trace, None, skip, seed=seed)
+    # A trace that ends inside the window holds fewer: it serves every point all the same
+    # (each reads to the same end), so it counts as holding what was asked.
+    held = records if int(done["instructions"]) < records else int(done["instructions"])
+    write_file(str(p.with_suffix(".json")), json.dumps({"instructions": held, "skip": skip, "written": int(done["instructions"])}) + "\n", "checkpoint")
+    return str(p)

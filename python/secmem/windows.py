@@ -1,0 +1,126 @@
+"""A sampled run split into parts run in parallel (issue 35): ``secmem run --sample
+--parallel K``.
+
+The measured instructions of a sampled run (docs/sampling.md) are periods of U instructions,
+each ending in a detailed window. Cut into K parts of consecutive periods, each part is a
+sampled run of its own — with the whole run's plan, so its windows are the same instructions
+as the whole run's — that fast-forwards (``skip``: the memory image the skipped part built is
+handed over) to ``part_warmup`` instructions before its first period and warms functionally
+from there. The parts are independent Dask tasks (a local cluster by default, any scheduler as
+sweeps take). The first part starts where the whole run does, so it is the whole run's own
+first part; the others start from caches, trees and counters warmed over ``part_warmup``
+instructions instead of everything before: the error from that finite warm-up is what
+``reference=True`` measures (the whole run sampled in one piece, as one more task).
+
+The parts combine as strata: IPC is Σ instructions / Σ cycles of every part's windows, and
+its 95% interval combines the parts' standard errors (each from its own windows' spread),
+weighted by their cycles (a separate-ratio estimator, Cochran §6.11). Only IPC and the counts
+are combined: the parts' other rates are in ``parts``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+from . import _core
+
+__all__ = ["parts", "combine", "run_parallel"]
+
+
+def parts(instructions: int, warmup: int, period: int, k: int, part_warmup: int) -> list[tuple[int, int, int]]:
+    """(skip, warmup, instructions) of each of the ``k`` parts of a sampled run measuring
+    ``instructions`` after ``warmup``, in periods of ``period``."""
+    periods = instructions // period
+    if k < 1:
+        raise _core.ConfigError(f"--parallel: {k} (at least one part)")
+    if periods < 2 * k:
+        raise _core.ConfigError(f"--parallel: {k} parts of {periods} sampling periods (each part needs at least 2 windows)")
+    bounds = [periods * j // k for j in range(k + 1)]
+    out = []
+    for j in range(k):
+        start = warmup + bounds[j] * period  # the part's first period, in the whole run
+        w = warmup if j == 0 else min(part_warmup, start)
+        n = (bounds[j + 1] - bounds[j]) * period if j < k - 1 else instructions - bounds[j] * period
+        out.append((start - w, w, n))
+    return out
+
+
+def combine(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The parts' sampled statistics as one run's: counts summed, IPC over every window,
+    its interval from the parts' standard errors (see the module)."""
+    instr = sum(int(s["instructions"]) for s in stats)
+    cycles = sum(int(s["cycles"]) for s in stats)
+    n = sum(int(s["sampling.windows"]) for s in stats)
+    var = 0.0
+    for s in stats:
+        # the part's standard error of its IPC, from its own interval and degrees of freedom
+        se = float(s.get("ci95.ipc", 0.0)) / _core.t95(max(int(s["sampling.windows"]) - 1, 1))
+        var += (int(s["cycles"]) * se) ** 2
+    ipc = instr / cycles if cycles else 0.0
+    half = _core.t95(max(n - len(stats), 1)) * math.sqrt(var) / cycles if cycles else 0.0
+    return {"instructions": instr, "cycles": cycles, "ipc": ipc, "ci95.ipc": half, "sampling.windows": n}
+
+
+def run_parallel(
+    workload: Optional[str] = None,
+    *,
+    trace: Optional[str] = None,
+    integrity: Optional[str] = None,
+    encryption: Optional[str] = None,
+    preset: str = "suh2003",
+    sets: Sequence[str] = (),
+    instructions: int,
+    warmup: int = 0,
+    seed: int = 1,
+    sample: str = "",
+    k: int = 2,
+    part_warmup: Optional[int] = None,
+    scheduler: Optional[str] = None,
+    workers: Optional[int] = None,
+    reference: bool = False,
+) -> dict[str, Any]:
+    """Run a sampled run as ``k`` parts on Dask (``scheduler``, or a local cluster of
+    ``workers``); ``part_warmup`` (default: ``warmup``, at least one period) instructions
+    are warmed functionally before each later part. Returns ``{"stats", "parts",
+    "reference", "error"}``: the combined statistics (with ``parallel.*``: the parts, their
+    warm-up, the wall time; with ``reference``: ``parallel.reference_ipc`` and
+    ``parallel.warmup_error``, the combined IPC's relative difference from the whole run
+    sampled in one piece), each part's own statistics, the reference run's."""
+    import time
+
+    from .sweep import dask_client, simulate
+
+    period, window, warming = _core.sample_plan(sample, instructions)
+    plan = f"{period}:{window}:{warming}"
+    pw = max(warmup, period) if part_warmup is None else part_warmup
+    cut = parts(instructions, warmup, period, k, pw)
+    base = dict(workload=workload, trace=trace, integrity=integrity, encryption=encryption, preset=preset, sets=list(sets), seed=seed, sample=plan)
+    t = time.perf_counter()
+    with dask_client(scheduler, workers) as client:
+        futures = [client.submit(simulate, dict(base, skip=s, warmup=w, instructions=n), key=f"secmem-part-{j}-{time.time_ns()}", pure=False) for j, (s, w, n) in enumerate(cut)]
+        ref = client.submit(simulate, dict(base, skip=0, warmup=warmup, instructions=instructions), key=f"secmem-whole-{time.time_ns()}", pure=False) if reference else None
+        done = [f.result() for f in futures]
+        # the parts' wall time: the reference (one piece) may still be running
+        wall = time.perf_counter() - t
+        whole = ref.result() if ref is not None else None
+    errors = [f"part {j + 1}: {d['error']}" for j, d in enumerate(done) if d["error"]]
+    if errors:
+        return {"stats": {}, "parts": done, "reference": whole, "error": "; ".join(errors)}
+    stats = combine([d["stats"] for d in done])
+    stats.update({
+        "integrity": done[0]["stats"].get("integrity"),
+        "encryption": done[0]["stats"].get("encryption"),
+        "sampling.period": period, "sampling.window": window, "sampling.warming": warming,
+        "parallel.parts": k, "parallel.part_warmup": pw,
+        "parallel.part_ipc": [d["stats"]["ipc"] for d in done],
+        "parallel.part_ci95_ipc": [d["stats"].get("ci95.ipc", 0.0) for d in done],
+        "parallel.wall_seconds": wall,
+        "parallel.part_seconds": [d["wall_seconds"] for d in done],
+    })
+    if whole is not None and not whole["error"]:
+        r = float(whole["stats"]["ipc"])
+        stats["parallel.reference_ipc"] = r
+        stats["parallel.reference_ci95_ipc"] = whole["stats"].get("ci95.ipc", 0.0)
+        stats["parallel.reference_seconds"] = whole["wall_seconds"]
+        stats["parallel.warmup_error"] = (stats["ipc"] - r) / r if r else 0.0
+    return {"stats": stats, "parts": done, "reference": whole, "error": whole["error"] if whole is not None and whole["error"] else None}

@@ -1,0 +1,73 @@
+"""A run's fixed cost (issue 35): what a short `secmem run` loads and computes besides the
+simulation. Speeds themselves are measured by `secmem bench`, never here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from conftest import _env
+
+from secmem.cli import bench
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    """The modules a fresh process has loaded after ``secmem ARGV`` (its output dropped)."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from secmem.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main({argv!r})\n"
+        "sys.stderr.write(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    assert p.returncode == 0, p.stderr
+    code, mods = json.loads(p.stderr.splitlines()[-1])
+    assert code == 0
+    return set(mods)
+
+
+def test_a_single_run_loads_neither_pandas_nor_the_suite_nor_the_sweep_machinery():
+    mods = _modules_after(["run", "-w", "hot", "-n", "2k", "--warmup", "0", "-i", "chash", "-e", "otp"])
+    assert "secmem._core" in mods
+    for heavy in ("pandas", "numpy", "pyarrow", "dask", "distributed", "secmem.comparison", "secmem.suite"):
+        assert heavy not in mods, f"`secmem run` imported {heavy}"
+
+
+def test_a_run_without_json_does_not_fingerprint_its_workload(monkeypatch, capsys):
+    # The identity of a built-in workload exports and hashes the start of its trace (its
+    # memory image): only --json documents need it.
+    from secmem import _core, provenance
+    from secmem.cli import main
+
+    calls: list[str] = []
+
+    def export_workload(name: str, path: str, *rest: object) -> int:
+        calls.append(name)
+        open(path, "wb").close()
+        return 0
+
+    monkeypatch.setattr(_core, "export_workload", export_workload)
+    provenance._builtin_digest.cache_clear()
+    assert main(["run", "-w", "hot", "-n", "2k", "--warmup", "0", "-i", "none", "-e", "none"]) == 0
+    assert calls == []
+    provenance._builtin_digest.cache_clear()
+    assert main(["run", "-w", "hot", "-n", "2k", "--warmup", "0", "-i", "none", "-e", "none", "--json", "-"]) == 0
+    assert calls == ["hot"]
+    provenance._builtin_digest.cache_clear()
+    capsys.readouterr()
+
+
+def test_compare_still_tabulates_with_pandas_loaded_on_demand():
+    mods = _modules_after(["compare", "-w", "hot", "-n", "2k", "--warmup", "0", "--schemes", "chash+otp"])
+    assert "pandas" in mods and "secmem.comparison" in mods
+
+
+def test_the_fixed_cost_bench_rows_time_fresh_processes(capsys):
+    rows = bench._bench_fixed_cost(argparse.Namespace(repeat=1))
+    assert [r["command"] for r in rows] == ["secmem --version", "secmem run -n 10k --warmup 0 -i chash -e otp"]
+    assert all(r["seconds"] > 0 for r in rows)
+    out = capsys.readouterr().out
+    assert "fixed cost" in out and "target: under 0.25 s" in out
