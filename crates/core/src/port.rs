@@ -39,6 +39,8 @@ struct Side {
     /// The line last moved (u64::MAX: none) and its bytes as they crossed the bus.
     last: u64,
     bytes: [u8; MAX_LINE],
+    /// When the last line read on its own (`read`) was all on chip; None after other moves.
+    arrived: Option<Cycle>,
 }
 
 impl Port {
@@ -63,10 +65,13 @@ impl Port {
     pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Transfer {
         self.mem.read(addr, out);
         self.moved(addr, out);
-        if self.untimed {
-            return Transfer { first: t, last: t };
+        let tr = if self.untimed { Transfer { first: t, last: t } } else { self.model.read(addr, out.len() as u64, t) };
+        if let Some(s) = &mut self.side {
+            if s.last == addr {
+                s.arrived = Some(tr.last);
+            }
         }
-        self.model.read(addr, out.len() as u64, t)
+        tr
     }
 
     /// Read two pieces back to back in one transfer (a time stamp and the line after it,
@@ -168,7 +173,7 @@ impl Port {
 
     /// Give the lines of [0, `covered`) side bits in `store` (one entry per `line`-byte line).
     pub fn attach_side(&mut self, store: PerLine, covered: u64, line: u64) {
-        self.side = Some(Box::new(Side { store, covered, line: line as usize, last: u64::MAX, bytes: [0; MAX_LINE] }));
+        self.side = Some(Box::new(Side { store, covered, line: line as usize, last: u64::MAX, bytes: [0; MAX_LINE], arrived: None }));
     }
 
     /// Remember the line a transfer moved, for its side bits.
@@ -178,6 +183,7 @@ impl Port {
             if bytes.len() == s.line && addr < s.covered {
                 s.last = addr;
                 s.bytes[..s.line].copy_from_slice(bytes);
+                s.arrived = None;
             }
         }
     }
@@ -186,6 +192,13 @@ impl Port {
     /// the port moved last: what a unit beside the memory controller computes its side bits on.
     pub fn moved_line(&self, addr: u64) -> Option<&[u8]> {
         self.side.as_ref().filter(|s| s.last == addr).map(|s| &s.bytes[..s.line])
+    }
+
+    /// When the line at `addr` was all on chip, if it is the line the port moved last and it
+    /// was read on its own (`read`): when a unit beside the memory controller can start on
+    /// its ciphertext.
+    pub fn moved_line_arrived(&self, addr: u64) -> Option<Cycle> {
+        self.side.as_ref().filter(|s| s.last == addr).and_then(|s| s.arrived)
     }
 
     /// The side bits of the line at `addr` into `out`, which arrived with it: only right after
