@@ -237,6 +237,11 @@ pub struct Machine {
     /// loader built, handed over as external records): a scheme's one-time set-up of it
     /// belongs before the run and is done untimed (`untimed`). Set by `Engine::set_predating`.
     pub predating: bool,
+    /// 4 KiB pages (by number) holding memory from before the trace that the trace does not
+    /// carry (pages a program touched while a tracer's `--skip` fast-forwarded), each named
+    /// when it gets its frame: set up untimed on first use like `predating` memory, then
+    /// forgotten (`Engine::mark_predating`).
+    pub predated: std::collections::HashSet<u64>,
     /// What protects the metadata the encryption scheme keeps itself (its counter blocks),
     /// installed by the integrity scheme that covers it (a tree over counters); none by
     /// default, and then the hooks below cost nothing.
@@ -277,6 +282,7 @@ impl Machine {
             keep_clean_victims: false,
             counters: L2Counters::default(),
             predating: false,
+            predated: Default::default(),
             guard: None,
             key_ids: KeyIds::single(),
             pending: Vec::new(),

@@ -10,7 +10,7 @@
 //! `VirtualMemory` does: copies of one program get distinct frames, and the order frames
 //! are given out follows the deterministic order the cores run in.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -90,6 +90,11 @@ pub struct PageMap {
     /// Recent translations, direct mapped by virtual page: a program streams through a few
     /// arrays at once, and each lookup in `map` is a host cache miss.
     recent: Box<[(u64, u64); RECENT]>,
+    /// Virtual 4 KiB pages (by number) the program touched before the trace
+    /// (`Instr::set_pages`) that have no frame yet, and the physical pages (by address)
+    /// that got one since the last `drain_predated`.
+    predating: FxHashSet<u64>,
+    predated: Vec<u64>,
 }
 
 const RECENT: usize = 256;
@@ -98,7 +103,7 @@ impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
         let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None };
-        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]), predating: FxHashSet::default(), predated: Vec::new() }
     }
 
     /// Frames in the order `pages.order` says (random: drawn from `seed`); before any is given out.
@@ -112,7 +117,7 @@ impl PageMap {
 
     /// A map of its own (another core's) drawing frames from the same pool as `self`.
     pub fn sharing(&self) -> PageMap {
-        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]) }
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), predating: FxHashSet::default(), predated: Vec::new() }
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -133,12 +138,51 @@ impl PageMap {
                 }
                 let f = pool.frame(pool.next);
                 pool.next += 1;
+                drop(pool);
                 self.map.insert(vp, f);
+                if !self.predating.is_empty() {
+                    self.got_frame(vp, f);
+                }
                 f
             }
         };
         self.recent[vp as usize % RECENT] = (vp, pf);
         Some(pf << self.shift | off)
+    }
+
+    /// The 4 KiB pages of virtual page `vp`, just given frame `f`, that predate the trace.
+    #[cold]
+    fn got_frame(&mut self, vp: u64, f: u64) {
+        let sub = self.shift.saturating_sub(12);
+        for k in 0..1u64 << sub {
+            if self.predating.remove(&((vp << sub) + k)) {
+                self.predated.push((f << self.shift) + (k << 12));
+            }
+        }
+    }
+
+    /// The 4 KiB page at `va` was touched before the trace (`Instr::set_pages`): when it
+    /// gets its frame, [`PageMap::drain_predated`] names that frame.
+    pub fn add_predating(&mut self, va: u64) {
+        let vp = va >> self.shift;
+        match self.map.get(&vp) {
+            Some(&f) => self.predated.push((f << self.shift) + (va & ((1 << self.shift) - 1) & !4095)),
+            None => {
+                self.predating.insert(va >> 12);
+            }
+        }
+    }
+
+    /// Whether pages that predate the trace got frames since the last drain.
+    #[inline(always)]
+    pub fn has_predated(&self) -> bool {
+        !self.predated.is_empty()
+    }
+
+    /// The physical pages (by address) that predate the trace and got frames since the last
+    /// call.
+    pub fn drain_predated(&mut self) -> std::vec::Drain<'_, u64> {
+        self.predated.drain(..)
     }
 
     /// A frame for the system's own use (page tables), from the top of the same pool;
