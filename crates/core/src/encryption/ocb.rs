@@ -517,6 +517,15 @@ impl Ocb {
                 }
             }
         }
+        // Posted at the fetch, the engine goes on through the blocks after those the bitmap
+        // marks until the bitmap says where they end: work it had started by then is done for
+        // nothing (re-ordering puts the frequent blocks first, so it is never the other way).
+        let mut wasted = 0u64;
+        if at_fetch && self.bitmaps.is_some() {
+            for _ in positions..n {
+                wasted += engine.run_by(start, pairs * 16, t_bm + lat).is_some() as u64;
+            }
+        }
         let cam = hits;
         hits &= launched;
         // A hit block is known when it and its speculation are in: usable then (its place is
@@ -540,7 +549,7 @@ impl Ocb {
         c.line(out.len() / 8, frequent);
         c.hits += 2 * hits.count_ones() as u64;
         c.early += 2 * early;
-        c.encryptions += pairs * (launched.count_ones() + mac_launched.count_ones()) as u64;
+        c.encryptions += pairs * (launched.count_ones() as u64 + mac_launched.count_ones() as u64 + wasted);
         c.saved_cycles += base - ready;
         if self.macs.is_some() {
             // A pair block whose speculated MAC matches is verified when it is known (matched
