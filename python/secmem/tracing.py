@@ -95,6 +95,7 @@ def format_summary(s: dict[str, Any], native_seconds: Optional[float] = None) ->
         f"  static instructions {s['static_instructions']:>16,}",
         f"  external bytes      {s['external_bytes']:>16,}   ({s['syscall_bytes']:,} from system calls, "
         f"{s['supplied_bytes']:,} supplied for consistency)",
+        *([f"  pages before window {s['skipped_pages']:>16,}   (touched during --skip: set up before the window)"] if s.get("skipped_pages") else []),
         f"  raw record stream   {s['raw_bytes']:>16,} B ({_per(s['raw_bytes'], n):.2f} B/instr)",
         f"  file (zstd)         {s['compressed_bytes']:>16,} B ({_per(s['compressed_bytes'], n):.2f} B/instr)",
         f"  traced in           {s['wall_seconds']:>16.2f} s ({_per(n, s['wall_seconds']) / 1e6:.1f} M instr/s)",

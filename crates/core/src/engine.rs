@@ -590,6 +590,13 @@ impl Engine {
         self.m.predating = on;
     }
 
+    /// The 4 KiB page at `addr` holds memory from before the trace that the trace does not
+    /// carry (`Instr::set_pages`: a tracer's `--skip`): a scheme that sets a page up on its
+    /// first use (lhash) does so for it untimed, as for the rest of a memory image.
+    pub fn mark_predating(&mut self, addr: u64) {
+        self.m.predated.insert(addr / PAGE);
+    }
+
     /// A crypto/sign instruction at `now` may commit from the returned cycle on (003 §4.7).
     pub fn barrier(&mut self, now: Cycle) -> Result<Cycle, IntegrityError> {
         let t = self.integ.barrier(&mut self.m, &mut *self.enc, now)?;

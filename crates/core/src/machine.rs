@@ -156,7 +156,7 @@ pub const MACHINE: &[Component] = &[
             param("speculation.stamps", Def::Bool(false), "bool", "start otp's pad at request time on a predicted time stamp (000 §4.4, Fig. 7c)"),
             param("speculation.frequent_values", Def::Int(0), "entries", "Frequent Value Table size for ciphertext and MAC speculation of tdes, ocb (with chunk re-ordering) and otp's chunk MACs (004 §3.2–3.3: 8, 16 or 32); 0: off"),
             param("speculation.engines", Def::Int(0), "engines", "dedicated pipelines of the scheme's cipher for frequent value speculation (004 Fig. 2's \"Pipelined Encryption Engines\"), each at the cipher's throughput; 0: speculation shares the scheme's engine with demand work"),
-            param("speculation.at_fetch", Def::Bool(true), "bool", "frequent value speculation is posted with the fetch request (004 §3.2 ①-②, Fig. 3): its engine derives the line's whitening (tdes) or MAC inputs from the nonce or time stamp at the request, taken as on chip then; false: it starts once the scheme has read the line's counter (tdes) or time stamp (otp)"),
+            param("speculation.at_fetch", Def::Bool(true), "bool", "frequent value speculation is posted with the fetch request (004 §3.2 ①-②, Fig. 3): its engine derives the line's whitening (tdes), offsets (ocb) or MAC inputs from the nonce or time stamp at the request, taken as on chip then; false: it starts once the scheme has read the line's counter (tdes, ocb) or time stamp (otp)"),
             param("speculation.match_latency", Def::Int(1), "cycles", "matching an arrived chunk against the speculated ciphertexts (the CAM; assumed, 004 gives none)"),
         ],
         stats: &[
@@ -237,6 +237,11 @@ pub struct Machine {
     /// loader built, handed over as external records): a scheme's one-time set-up of it
     /// belongs before the run and is done untimed (`untimed`). Set by `Engine::set_predating`.
     pub predating: bool,
+    /// 4 KiB pages (by number) holding memory from before the trace that the trace does not
+    /// carry (pages a program touched while a tracer's `--skip` fast-forwarded), each named
+    /// when it gets its frame: set up untimed on first use like `predating` memory, then
+    /// forgotten (`Engine::mark_predating`).
+    pub predated: std::collections::HashSet<u64>,
     /// What protects the metadata the encryption scheme keeps itself (its counter blocks),
     /// installed by the integrity scheme that covers it (a tree over counters); none by
     /// default, and then the hooks below cost nothing.
@@ -277,6 +282,7 @@ impl Machine {
             keep_clean_victims: false,
             counters: L2Counters::default(),
             predating: false,
+            predated: Default::default(),
             guard: None,
             key_ids: KeyIds::single(),
             pending: Vec::new(),

@@ -121,6 +121,7 @@ fn trace_program<'py>(
     d.set_item("supplied_bytes", s.supplied_bytes)?;
     d.set_item("external_bytes", s.syscall_bytes + s.supplied_bytes)?;
     d.set_item("external_records", s.external_records)?;
+    d.set_item("skipped_pages", s.skipped_pages)?;
     d.set_item("static_instructions", s.static_instructions)?;
     d.set_item("raw_bytes", s.raw_bytes)?;
     d.set_item("compressed_bytes", s.compressed_bytes)?;

@@ -154,6 +154,9 @@ impl Mmu {
             tlb.last = (u64::MAX, 0);
             return Err(StepError::OutOfMemory(va));
         };
+        if pm.has_predated() {
+            predated(pm, eng);
+        }
         tlb.frames[slot as usize] = pa - off;
         *misses += 1;
         if self.stlb.is_none() && self.walker.is_none() {
@@ -440,6 +443,15 @@ impl Walker {
         out.int("ptw.mshr_full_cycles", self.mshr.wait_cycles);
         out.int("ptw.faults", self.faults);
         out.int("ptw.pte_mismatches", self.mismatches);
+    }
+}
+
+/// Pages that predate the trace (`Instr::set_pages`) just got frames: the engine sets them up
+/// as memory from before the trace when first used.
+#[cold]
+pub(crate) fn predated(pm: &mut PageMap, eng: &mut Engine) {
+    for pa in pm.drain_predated() {
+        eng.mark_predating(pa);
     }
 }
 

@@ -371,6 +371,17 @@ impl Core {
     /// (ChampSim's format) time alike. Long runs of them (a fast-forward's memory image) are
     /// applied as they come, from the current fetch cycle.
     pub fn external(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        if ins.is_pages() {
+            // Pages the program touched before the trace, contents not carried: each is set up
+            // as memory from before the trace when it gets its frame (`mmu::predated`).
+            for a in &ins.accesses {
+                self.pm.add_predating(a.addr);
+            }
+            if self.pm.has_predated() {
+                crate::mmu::predated(&mut self.pm, eng);
+            }
+            return Ok(());
+        }
         if self.pending.len() == self.pending_n {
             self.pending.push(Instr::default());
         }
@@ -398,6 +409,9 @@ impl Core {
                     let va = a.addr + off;
                     let n = (line - (va & (line - 1))).min(a.size as u64 - off);
                     let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+                    if self.pm.has_predated() {
+                        crate::mmu::predated(&mut self.pm, eng);
+                    }
                     let cached = eng.machine().l2.tags.find(pa).is_some();
                     eng.write(pa, &val[off as usize..(off + n) as usize], t)?;
                     if demand && !cached {

@@ -10,7 +10,7 @@
 //! `VirtualMemory` does: copies of one program get distinct frames, and the order frames
 //! are given out follows the deterministic order the cores run in.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -98,6 +98,11 @@ pub struct PageMap {
     recent: Box<[(u64, u64); RECENT]>,
     /// This map's number among those sharing the pool (0: the first).
     id: u8,
+    /// Virtual 4 KiB pages (by number) the program touched before the trace
+    /// (`Instr::set_pages`) that have no frame yet, and the physical pages (by address)
+    /// that got one since the last `drain_predated`.
+    predating: FxHashSet<u64>,
+    predated: Vec<u64>,
 }
 
 const RECENT: usize = 256;
@@ -106,7 +111,15 @@ impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
         let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None, maps: 1, owners: FxHashMap::default() };
-        PageMap { map: FxHashMap::default(), pool: Rc::new(RefCell::new(pool)), shift, recent: Box::new([(u64::MAX, 0); RECENT]), id: 0 }
+        PageMap {
+            map: FxHashMap::default(),
+            pool: Rc::new(RefCell::new(pool)),
+            shift,
+            recent: Box::new([(u64::MAX, 0); RECENT]),
+            id: 0,
+            predating: FxHashSet::default(),
+            predated: Vec::new(),
+        }
     }
 
     /// Frames in the order `pages.order` says (random: drawn from `seed`); before any is given out.
@@ -127,7 +140,7 @@ impl PageMap {
             pool.maps = pool.maps.checked_add(1).expect("at most 255 maps share a pool");
             id
         };
-        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id }
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id, predating: FxHashSet::default(), predated: Vec::new() }
     }
 
     /// The number of the map (core) whose program or page tables physical address `pa` was
@@ -158,12 +171,51 @@ impl PageMap {
                 if pool.maps > 1 {
                     pool.owners.insert(f, self.id);
                 }
+                drop(pool);
                 self.map.insert(vp, f);
+                if !self.predating.is_empty() {
+                    self.got_frame(vp, f);
+                }
                 f
             }
         };
         self.recent[vp as usize % RECENT] = (vp, pf);
         Some(pf << self.shift | off)
+    }
+
+    /// The 4 KiB pages of virtual page `vp`, just given frame `f`, that predate the trace.
+    #[cold]
+    fn got_frame(&mut self, vp: u64, f: u64) {
+        let sub = self.shift.saturating_sub(12);
+        for k in 0..1u64 << sub {
+            if self.predating.remove(&((vp << sub) + k)) {
+                self.predated.push((f << self.shift) + (k << 12));
+            }
+        }
+    }
+
+    /// The 4 KiB page at `va` was touched before the trace (`Instr::set_pages`): when it
+    /// gets its frame, [`PageMap::drain_predated`] names that frame.
+    pub fn add_predating(&mut self, va: u64) {
+        let vp = va >> self.shift;
+        match self.map.get(&vp) {
+            Some(&f) => self.predated.push((f << self.shift) + (va & ((1 << self.shift) - 1) & !4095)),
+            None => {
+                self.predating.insert(va >> 12);
+            }
+        }
+    }
+
+    /// Whether pages that predate the trace got frames since the last drain.
+    #[inline(always)]
+    pub fn has_predated(&self) -> bool {
+        !self.predated.is_empty()
+    }
+
+    /// The physical pages (by address) that predate the trace and got frames since the last
+    /// call.
+    pub fn drain_predated(&mut self) -> std::vec::Drain<'_, u64> {
+        self.predated.drain(..)
     }
 
     /// A frame for the system's own use (page tables), from the top of the same pool;

@@ -91,6 +91,8 @@ pub struct Skip<S> {
     inner: S,
     left: u64,
     image: consistent::Shadow,
+    /// Pages named by the records of [`Instr::set_pages`] it skipped: handed out again first.
+    pages: Vec<u64>,
     /// Emitting the image: (page index, byte offset) of the next run.
     cursor: Option<(usize, usize)>,
     progress: bool,
@@ -98,7 +100,7 @@ pub struct Skip<S> {
 
 impl<S: TraceSource> Skip<S> {
     pub fn new(inner: S, n: u64) -> Skip<S> {
-        Skip { inner, left: n, image: consistent::Shadow::default(), cursor: None, progress: false }
+        Skip { inner, left: n, image: consistent::Shadow::default(), pages: Vec::new(), cursor: None, progress: false }
     }
 
     /// Fast-forward; a stop request (SIGINT/SIGTERM) ends it within a few thousand
@@ -120,6 +122,10 @@ impl<S: TraceSource> Skip<S> {
                 break;
             }
             self.left -= !out.external as u64;
+            if out.is_pages() {
+                self.pages.extend(out.accesses.iter().map(|a| a.addr >> 12));
+                continue;
+            }
             for a in &out.accesses {
                 self.image.store(a.addr, out.value(a));
             }
@@ -135,6 +141,11 @@ impl<S: TraceSource> TraceSource for Skip<S> {
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if self.left > 0 {
             self.skip(out)?;
+        }
+        if self.cursor.is_some() && !self.pages.is_empty() {
+            let n = self.pages.len().min(native::MAX_ACCESSES);
+            out.set_pages(self.pages.drain(..n));
+            return Ok(true);
         }
         while let Some((k, from)) = self.cursor {
             if k >= self.image.pages() {

@@ -75,6 +75,9 @@ pub struct Instr {
     /// Memory written by the environment rather than by this program's instructions
     /// (loader image, read() buffers, initial heap contents): the accesses are stores applied
     /// functionally before the next instruction, not timed and not counted as instructions.
+    /// An external record whose accesses are loads of no bytes names pages (one per access,
+    /// at its first byte) that the program touched before the trace began — while a tracer's
+    /// `--skip` fast-forwarded — whose contents the trace does not carry ([`Instr::set_pages`]).
     pub external: bool,
     /// The thread that executed it (0 for single-threaded traces). A trace is one
     /// interleaving of all threads; the timing model runs it as one instruction stream.
@@ -100,6 +103,21 @@ impl Instr {
         self.thread = 0;
         self.accesses.clear();
         self.data.clear();
+    }
+
+    /// Make this the external record naming 4 KiB pages (by number) the program touched
+    /// before the trace began (see [`Instr::external`]).
+    pub fn set_pages(&mut self, pages: impl Iterator<Item = u64>) {
+        self.clear();
+        self.external = true;
+        for p in pages {
+            self.accesses.push(Access { store: false, addr: p << 12, size: 0, off: 0 });
+        }
+    }
+
+    /// Whether this is a record of [`Instr::set_pages`].
+    pub fn is_pages(&self) -> bool {
+        self.external && self.accesses.first().is_some_and(|a| !a.store && a.size == 0)
     }
 
     #[inline]

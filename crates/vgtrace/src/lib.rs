@@ -601,6 +601,9 @@ pub struct Summary {
     pub supplied_bytes: u64,
     /// External records in the file (both kinds).
     pub external_records: u64,
+    /// Pages (4 KiB) the program touched while `skip` fast-forwarded, named in the file so
+    /// that schemes set them up before the window (`Instr::set_pages`).
+    pub skipped_pages: u64,
     /// Distinct static instructions.
     pub static_instructions: u64,
     /// The native record stream, uncompressed.
@@ -662,6 +665,7 @@ fn trace_to_file_inner(cmd: &TraceCommand, path: &Path, watch: &Watch) -> Result
         syscall_bytes: c.syscall_bytes,
         supplied_bytes: c.supplied_bytes,
         external_records: c.external_records,
+        skipped_pages: c.skipped_pages,
         static_instructions: t.static_count() as u64,
         raw_bytes: done.raw_bytes,
         compressed_bytes: std::fs::metadata(path).map_err(io)?.len(),

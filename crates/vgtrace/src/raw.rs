@@ -5,7 +5,7 @@
 //! Native traces on disk are [`secmem_trace::NativeWriter`]'s business.
 //!
 //! ```text
-//! header   "SMTRAW\0" u8 version = 2
+//! header   "SMTRAW\0" u8 version = 3
 //! 0x01 INSTR   u32 id                       one executed instruction
 //! 0x02 LOAD    u16 size, u64 addr, value    an access of the last INSTR, in program order
 //! 0x03 STORE   u16 size, u64 addr, value
@@ -22,7 +22,15 @@
 //!              not traced); any later record means the exec failed and tracing goes on
 //! 0x09 LOAD_NEW u16 size, u64 addr, value   a LOAD some of whose bytes the trace had not
 //!                                           seen there (never, or with another value)
+//! 0x0A PAGES   u32 n, n × u64 page number     pages (4 KiB) the program ran code from or
+//!                                           accessed (the kernel's writes included) while --skip
+//!                                           fast-forwarded, in order of first touch (n ≤ 1024),
+//!                                           before the window's first INSTR
 //! ```
+//!
+//! PAGES becomes an external record whose accesses are loads of no bytes, one per page
+//! ([`Instr::set_pages`]): memory from before the trace whose contents the trace does not
+//! carry, which a scheme that sets pages up on first touch sets up before the window.
 //!
 //! LOAD_NEW is the tool's answer to what [`crate::Consistent`] asks of each load (the tool
 //! keeps what the trace has seen of memory, by the same rule as `Shadow::reconcile`): the
@@ -42,7 +50,7 @@ use secmem_trace::{Branch, Instr, OpClass, Reg, TraceError, TraceSource};
 
 use crate::decode::{Decoded, Flow, X86Decoder};
 
-pub const MAGIC: [u8; 8] = *b"SMTRAW\x00\x02";
+pub const MAGIC: [u8; 8] = *b"SMTRAW\x00\x03";
 pub const T_INSTR: u8 = 0x01;
 pub const T_LOAD: u8 = 0x02;
 pub const T_STORE: u8 = 0x03;
@@ -52,6 +60,7 @@ pub const T_EXT: u8 = 0x06;
 pub const T_END: u8 = 0x07;
 pub const T_EXEC: u8 = 0x08;
 pub const T_LOAD_NEW: u8 = 0x09;
+pub const T_PAGES: u8 = 0x0A;
 
 /// Bytes of an access record before its value (kind, size, address).
 pub(crate) const ACCESS_HEAD: usize = 11;
@@ -310,6 +319,22 @@ pub(crate) fn read_ext<R: Read>(inp: &mut RawInput<R>, at: u64, thread: u32, e: 
     Ok(())
 }
 
+/// A PAGES record at `inp`'s position (starting at `at`) as the external record of
+/// [`Instr::set_pages`] in `e`.
+pub(crate) fn read_pages<R: Read>(inp: &mut RawInput<R>, at: u64, thread: u32, e: &mut Instr) -> Result<(), TraceError> {
+    inp.fill(5)?;
+    let n = inp.u32_at(1) as usize;
+    if n == 0 || n > secmem_trace::native::MAX_ACCESSES {
+        return Err(inp.corrupt(at, format!("a PAGES record of {n} pages")));
+    }
+    inp.fill(5 + 8 * n)?;
+    e.clear();
+    e.set_pages((0..n).map(|k| inp.u64_at(5 + 8 * k)));
+    e.thread = thread;
+    inp.pos += 5 + 8 * n;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Records.
 
@@ -500,9 +525,13 @@ impl<R: Read> RawDecoder<R> {
                         self.thread = tid;
                     }
                 }
-                T_EXT => {
+                T_EXT | T_PAGES => {
                     let mut e = self.take_spare();
-                    read_ext(&mut self.inp, at, self.thread, &mut e)?;
+                    if kind == T_EXT {
+                        read_ext(&mut self.inp, at, self.thread, &mut e)?;
+                    } else {
+                        read_pages(&mut self.inp, at, self.thread, &mut e)?;
+                    }
                     if self.has_pending {
                         self.after_pending.push(e);
                     } else {

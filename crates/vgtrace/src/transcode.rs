@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use secmem_trace::{Access, Consistent, Instr, NativeWriter, TraceError, TraceSource};
 
-use crate::raw::{read_ext, EndInfo, RawDecoder, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_LOAD_NEW, T_STORE, T_THREAD};
+use crate::raw::{read_ext, read_pages, EndInfo, RawDecoder, RawInput, Statics, ACCESS_HEAD, T_DEF, T_END, T_EXEC, T_EXT, T_INSTR, T_LOAD, T_LOAD_NEW, T_PAGES, T_STORE, T_THREAD};
 
 /// What the transcoder equals, record for record, in three layers: the record decoder, the
 /// consistency adapter (the Rust shadow: the tool's LOAD_NEW marks are read as plain loads)
@@ -64,6 +64,8 @@ pub struct Counts {
     pub syscall_bytes: u64,
     /// Bytes the consistency adapter supplied.
     pub supplied_bytes: u64,
+    /// Pages the program touched while `--skip` fast-forwarded (PAGES records).
+    pub skipped_pages: u64,
 }
 
 /// A transcoding seen from another thread: the instructions recorded so far (updated every
@@ -420,6 +422,16 @@ impl<R: Read> Transcoder<R> {
                         self.supply.clear();
                     }
                 }
+                T_PAGES => {
+                    // The tool sends them before the window's first instruction.
+                    if self.has_pending {
+                        return Err(self.inp.corrupt(at, "a PAGES record after the first instruction").into());
+                    }
+                    read_pages(&mut self.inp, at, self.thread, &mut self.supply)?;
+                    self.counts.skipped_pages += self.supply.accesses.len() as u64;
+                    w.write(&self.supply).map_err(Failure::Write)?;
+                    self.supply.clear();
+                }
                 T_END => {
                     self.inp.fill(22)?;
                     let end = EndInfo::read(&self.inp);
@@ -613,13 +625,13 @@ mod tests {
     #[test]
     fn a_stream_of_another_version_is_refused_in_one_line() {
         let mut raw = program().0;
-        raw[7] = 1;
-        let mut w = NativeWriter::create(tmp("v1.smt")).unwrap();
+        raw[7] = 2;
+        let mut w = NativeWriter::create(tmp("v2.smt")).unwrap();
         let e = match Transcoder::new("raw", Cursor::new(raw)).run(&mut w) {
             Err(Failure::Stream(e)) => e.to_string(),
             r => panic!("{r:?}"),
         };
-        assert!(e.contains("raw stream version 1, this build reads 2") && !e.contains('\n'), "{e}");
+        assert!(e.contains("raw stream version 2, this build reads 3") && !e.contains('\n'), "{e}");
     }
 
     #[test]

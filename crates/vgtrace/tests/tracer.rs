@@ -257,6 +257,49 @@ fn skip_and_count_windows_are_exact() {
     }
 }
 
+#[test]
+fn pages_touched_during_skip_are_named_before_the_window() {
+    if !available() {
+        return;
+    }
+    let p = program();
+    let out = workdir().join("pages.out");
+    let all = collect(&mut spawn(&command(p, &out)).unwrap());
+    assert!(!all.iter().any(|r| r.is_pages()), "no skip, no pages record");
+    for skip in [5000u64, 20_000] {
+        // Every page the code before instruction `skip` ran from or an access (the kernel's
+        // writes included) touched, from the whole trace.
+        let mut want: Vec<u64> = Vec::new();
+        let mut n = 0;
+        for r in &all {
+            if !r.external {
+                if n == skip {
+                    break;
+                }
+                n += 1;
+                want.extend((r.pc >> 12)..=((r.pc + r.len.max(1) as u64 - 1) >> 12));
+            }
+            for a in &r.accesses {
+                want.extend((a.addr >> 12)..=((a.addr + a.size.max(1) as u64 - 1) >> 12));
+            }
+        }
+        want.sort_unstable();
+        want.dedup();
+        let mut c = command(p, &out);
+        c.skip = skip;
+        c.count = Some(100);
+        let w = collect(&mut spawn(&c).unwrap());
+        let named = w.iter().take_while(|r| r.is_pages()).count();
+        assert!(named >= 1 && !w[named..].iter().any(|r| r.is_pages()), "skip {skip}: pages records come first");
+        let mut got: Vec<u64> = w[..named].iter().flat_map(|r| r.accesses.iter().map(|a| a.addr >> 12)).collect();
+        let listed = got.len();
+        got.sort_unstable();
+        got.dedup();
+        assert_eq!(got.len(), listed, "skip {skip}: each page once");
+        assert_eq!(got, want, "skip {skip}");
+    }
+}
+
 fn sim_mismatches(src: &mut dyn TraceSource) -> (f64, f64) {
     let p = secmem_sim::configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
     let o = secmem_sim::RunOptions { instructions: u64::MAX / 2, warmup: 0, seed: 1, progress: false };

@@ -10,7 +10,7 @@
    the access.
 
    Raw stream (little-endian; decoded by crates/vgtrace/src/raw.rs, which documents it):
-     header  "SMTRAW\0" u8 version=2
+     header  "SMTRAW\0" u8 version=3
      0x01 INSTR   u32 id                      one executed instruction (static id)
      0x02 LOAD    u16 size, u64 addr, value   belongs to the last INSTR
      0x03 STORE   u16 size, u64 addr, value
@@ -21,7 +21,10 @@
      0x08 EXEC    the program is about to exec: the stream may end after it without END
      0x09 LOAD_NEW u16 size, u64 addr, value  a LOAD some of whose bytes the trace had not
                                               seen there (never, or with another value; see
-                                              "what the trace has seen") */
+                                              "what the trace has seen")
+     0x0A PAGES   u32 n, n x u64 page number  pages (4 KiB) the program touched while --skip
+                                              fast-forwarded, in order of first touch, n <= 1024;
+                                              sent when recording starts, before its first INSTR */
 
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
@@ -61,6 +64,7 @@ extern SysRes VG_(do_syscall)(UWord sysno, UWord, UWord, UWord, UWord, UWord, UW
 #define T_END 0x07
 #define T_EXEC 0x08
 #define T_LOAD_NEW 0x09
+#define T_PAGES 0x0A
 
 #define MAX_CODE 32
 /* Records are written out in chunks of at most this much: well under the pipe's 1 MiB (see
@@ -200,6 +204,9 @@ typedef struct Code {
 #define CODE_BUCKETS (1u << 16)
 static Code** code_table;
 static UInt next_id = 0;
+/* Static instructions by id (--skip notes the pages of the code it runs). */
+static Code** code_by_id;
+static UInt code_by_id_cap = 0;
 
 /* The id of the instruction at pc with these bytes: one per distinct (pc, encoding), so
    code that is retranslated keeps its id and code that is rewritten (JITs) gets a new one.
@@ -220,6 +227,11 @@ static UInt code_id(Addr pc, UInt len)
    VG_(memcpy)(c->bytes, bytes, n);
    c->next = code_table[h];
    code_table[h] = c;
+   if (c->id >= code_by_id_cap) {
+      code_by_id_cap = code_by_id_cap ? 2 * code_by_id_cap : 4096;
+      code_by_id = VG_(realloc)("smtrace.codeids", code_by_id, code_by_id_cap * sizeof(Code*));
+   }
+   code_by_id[c->id] = c;
    if (out_fd < 0)
       return c->id;
    need(1 + 4 + 8 + 1 + MAX_CODE);
@@ -410,6 +422,90 @@ static inline UChar acc_kind(Bool store, Bool fresh)
    return store ? T_STORE : fresh ? T_LOAD_NEW : T_LOAD;
 }
 
+/* ---------------------------------------------------------------- pages touched while skipping */
+
+/* The pages the program ran code from, loaded from, stored to or had written by the kernel
+   while --skip fast-forwarded, in order of first touch. When recording starts they are sent as PAGES
+   records, so that a scheme which sets memory up on its first touch (lhash adds a page to
+   its log hash) does so for them before the window, as for the rest of the program's image,
+   instead of charging the window for pages the program had long been using. A set (open
+   addressing on page number + 1) and the list in order; the page of the last access is
+   remembered, so most accesses cost one compare. */
+#define PG_RECORD 1024 /* pages per PAGES record: the native format's accesses per record */
+static Bool pg_on = False;
+static Addr pg_last = ~(Addr)0;
+static Addr* pg_set;
+static UInt pg_bits = 12;
+static Addr* pg_list;
+static ULong pg_n = 0, pg_cap = 0;
+
+static void pg_insert(Addr pn)
+{
+   UInt mask = (1u << pg_bits) - 1;
+   UInt h = (UInt)((pn * 0x9e3779b97f4a7c15ULL) >> (64 - pg_bits));
+   while (pg_set[h] && pg_set[h] != pn + 1)
+      h = (h + 1) & mask;
+   pg_set[h] = pn + 1;
+}
+
+static void pg_add(Addr pn)
+{
+   UInt mask = (1u << pg_bits) - 1;
+   UInt h = (UInt)((pn * 0x9e3779b97f4a7c15ULL) >> (64 - pg_bits));
+   while (pg_set[h]) {
+      if (pg_set[h] == pn + 1)
+         return;
+      h = (h + 1) & mask;
+   }
+   if (pg_n == pg_cap) {
+      pg_cap = pg_cap ? 2 * pg_cap : 4096;
+      pg_list = VG_(realloc)("smtrace.pages", pg_list, pg_cap * sizeof(Addr));
+   }
+   pg_list[pg_n++] = pn;
+   if (2 * pg_n >= (1ULL << pg_bits)) {
+      /* At most half full: rebuild twice as large from the list. */
+      VG_(free)(pg_set);
+      pg_bits++;
+      pg_set = VG_(calloc)("smtrace.pageset", 1u << pg_bits, sizeof(Addr));
+      for (ULong i = 0; i < pg_n; i++)
+         pg_insert(pg_list[i]);
+   } else {
+      pg_set[h] = pn + 1;
+   }
+}
+
+static inline void pg_touch(Addr a, SizeT n)
+{
+   if (!pg_on || n == 0)
+      return;
+   for (Addr pn = a >> 12; pn <= (a + n - 1) >> 12; pn++) {
+      if (pn != pg_last)
+         pg_add(pn);
+      pg_last = pn;
+   }
+}
+
+/* Recording starts: send the pages and forget them. */
+static void pg_send(void)
+{
+   pg_on = False;
+   for (ULong i = 0; i < pg_n; i += PG_RECORD) {
+      UInt k = pg_n - i < PG_RECORD ? (UInt)(pg_n - i) : PG_RECORD;
+      need(1 + 4 + 8 * (SizeT)k);
+      put8(T_PAGES);
+      put32(k);
+      for (UInt j = 0; j < k; j++)
+         put64(pg_list[i + j]);
+   }
+   if (pg_set)
+      VG_(free)(pg_set);
+   if (pg_list)
+      VG_(free)(pg_list);
+   pg_set = NULL;
+   pg_list = NULL;
+   pg_n = pg_cap = 0;
+}
+
 /* ---------------------------------------------------------------- run-time helpers */
 
 static void finish(UChar reason, Int exitcode)
@@ -434,9 +530,13 @@ static VG_REGPARM(1) void h_instr(ULong id)
    }
    executed++;
    if (UNLIKELY(!recording)) {
-      if (executed <= skip)
+      if (executed <= skip) {
+         pg_touch(code_by_id[id]->pc, code_by_id[id]->len);
          return;
+      }
       recording = True;
+      if (out_fd >= 0)
+         pg_send();
    }
    need(5);
    put8(T_INSTR);
@@ -446,9 +546,11 @@ static VG_REGPARM(1) void h_instr(ULong id)
 /* sk: bit 0 store, bits 8.. size */
 static VG_REGPARM(3) void h_acc8(ULong addr, ULong sk, ULong v)
 {
-   if (!recording)
-      return;
    UInt size = (UInt)(sk >> 8);
+   if (!recording) {
+      pg_touch(addr, size);
+      return;
+   }
    Bool store = sk & 1;
    Bool fresh = sh_word(addr, size, v, store);
    need(1 + 2 + 8 + 8);
@@ -462,8 +564,10 @@ static VG_REGPARM(3) void h_acc8(ULong addr, ULong sk, ULong v)
 
 static void h_acc16(ULong addr, ULong sk, ULong lo, ULong hi)
 {
-   if (!recording)
+   if (!recording) {
+      pg_touch(addr, 16);
       return;
+   }
    ULong w[2] = { lo, hi };
    Bool fresh = sh_vec(addr, 16, w, sk & 1);
    need(1 + 2 + 8 + 16);
@@ -476,8 +580,10 @@ static void h_acc16(ULong addr, ULong sk, ULong lo, ULong hi)
 
 static void h_acc32(ULong addr, ULong sk, ULong a, ULong b, ULong c, ULong d)
 {
-   if (!recording)
+   if (!recording) {
+      pg_touch(addr, 32);
       return;
+   }
    ULong w[4] = { a, b, c, d };
    Bool fresh = sh_vec(addr, 32, w, sk & 1);
    need(1 + 2 + 8 + 32);
@@ -493,9 +599,11 @@ static void h_acc32(ULong addr, ULong sk, ULong a, ULong b, ULong c, ULong d)
 /* Accesses whose value is not in an IR temporary: read guest memory. */
 static VG_REGPARM(2) void h_accmem(ULong addr, ULong sk)
 {
-   if (!recording)
-      return;
    UInt size = (UInt)(sk >> 8);
+   if (!recording) {
+      pg_touch(addr, size);
+      return;
+   }
    need(1 + 2 + 8 + size);
    UChar* kind = cur;
    put8(0);
@@ -540,7 +648,11 @@ static void on_post_mem_write(CorePart part, ThreadId tid, Addr a, SizeT size)
          ((UChar*)a)[i] = (UChar)((random_state * 2685821657736338717ULL) >> 56);
       }
    }
-   if (!recording || out_fd < 0)
+   if (!recording) {
+      pg_touch(a, size);
+      return;
+   }
+   if (out_fd < 0)
       return;
    while (size > 0) {
       UInt n = size > EXT_CHUNK ? EXT_CHUNK : (UInt)size;
@@ -565,6 +677,7 @@ static void on_fork_child(ThreadId tid)
    out_fd = -1;
    cur = buf;
    recording = False;
+   pg_on = False;
    skip = ~0ULL;
    stop_at = ~0ULL;
 }
@@ -847,6 +960,10 @@ static void smt_post_clo_init(void)
    out_fd = fd;
    skip = (ULong)clo_skip;
    recording = skip == 0;
+   if (!recording) {
+      pg_on = True;
+      pg_set = VG_(calloc)("smtrace.pageset", 1u << pg_bits, sizeof(Addr));
+   }
    if (clo_count >= 0)
       stop_at = skip + (ULong)clo_count;
    /* vmsplice into a pipe (see MAX_NBUF); anything else (a file, /dev/null) gets copies. */
@@ -868,7 +985,7 @@ static void smt_post_clo_init(void)
    sh_table = VG_(calloc)("smtrace.shadowtable", 1u << sh_bits, sizeof(ShPage*));
    for (UInt k = 0; k < SH_RECENT; k++)
       sh_recent[k].pn = ~(Addr)0;
-   static const UChar header[8] = { 'S', 'M', 'T', 'R', 'A', 'W', 0, 2 };
+   static const UChar header[8] = { 'S', 'M', 'T', 'R', 'A', 'W', 0, 3 };
    VG_(memcpy)(cur, header, 8);
    cur += 8;
 }

@@ -114,7 +114,8 @@ def run(
     their CSVs, plots and the HTML report into ``out``; return their :class:`Outcome`\\ s.
     ``not_run`` lists ``(id, reason)`` of figures left out, which the report names. With
     ``docs`` (a Markdown file such as docs/sweeps.md), its generated block becomes this run's
-    verdict table (``verdicts.md`` in ``out`` has it either way)."""
+    verdict table, or, when the run covers only some figures, keeps the others' rows with theirs
+    replaced (``verdicts.md`` in ``out`` has this run's table either way)."""
     if scale not in SCALES:
         raise _core.ConfigError(f"unknown scale '{scale}' (choose from {', '.join(SCALES)})")
     sc = SCALES[scale]
@@ -156,7 +157,9 @@ def run(
     table = verdict_table(outcomes, sc, prov, wall, not_run)
     write_file(outdir / "verdicts.md", table.encode("utf-8"), "reproduce")
     if docs is not None:
-        update_docs(Path(docs), table)
+        # A run of some figures updates their rows and keeps the others'.
+        all_ids = [f.id for f in figures()]
+        update_docs(Path(docs), table, () if {f.id for f in figs} >= set(all_ids) else all_ids)
     for o in outcomes:
         o.files["HTML report"] = str(report)
     return outcomes

@@ -331,10 +331,90 @@ def _spec_points(schemes, configs=({},)):
     return lambda paper, scale: product_points(paper, scale, _names(paper, SPEC), schemes, configs)
 
 
+# Fig. 8: the baseline at the L2 sizes of Figs. 9 and Table 2, and at twice each (§6.1's "L2
+# caches that are twice as large").
+_FIG8_SIZES = [("256KiB", "512KiB"), ("4MiB", "8MiB")]
+_FIG8_CONFIGS = [{"l2.size": s} for pair in _FIG8_SIZES for s in pair]
+
+
+def _bandwidth(d: Data, w: str, sets: dict) -> Optional[float]:
+    """Off-chip bytes per core cycle."""
+    r, wr, c = (d.get(w, "none+none", k, sets) for k in ("mem.read_bytes", "mem.write_bytes", "cycles"))
+    return None if r is None or wr is None or not c else (r + wr) / c
+
+
+def _fig8_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    gains = _all(None if (a := d.get(w, "none+none", "ipc", {"l2.size": s})) is None
+                 or (b := d.get(w, "none+none", "ipc", {"l2.size": t})) is None else b / a - 1
+                 for w in ws for s, t in _FIG8_SIZES)
+    cells = [f"{w} {s.replace('i', '')}" for w in ws for s, _ in _FIG8_SIZES]
+    got = None if gains is None else mean(gains)
+    rows = [Row("a baseline with an L2 twice as large is faster by (mean over stand-ins and sizes)", paper.value("000-fig8", "twice_l2"),
+                got, "-" if gains is None else f"{_pct(got)} ({', '.join(f'{c}: {_pct(g)}' for c, g in zip(cells, gains))})",
+                _trend(lambda: got >= 0, got), cause="footprint")]
+    big = {"l2.size": "4MiB"}
+    miss = {w: d.get(w, "none+none", "l2.miss_rate", big) for w in ws}
+    bw = {w: _bandwidth(d, w, big) for w in ws}
+    sens = [paper.stand_in(b).workload for b in ("mcf", "swim")]
+    cache = paper.stand_in("gzip").workload
+    ok = _trend(lambda: all(miss[w] > miss[cache] and bw[w] > bw[cache] for w in sens), *miss.values(), *bw.values())
+    rows.append(Row("mcf and swim miss in the L2 and use the bus heavily; gzip is cache-sensitive (4 MB L2: miss rate, B/cycle)",
+                    paper.value("000-fig8", "bandwidth_sensitive"), None,
+                    "-" if ok is None else " / ".join(f"{w} {_pct(miss[w])}, {bw[w]:.2f} B/cycle" for w in ws), ok))
+    return rows
+
+
+def _fig8_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    sizes = [c["l2.size"] for c in _FIG8_CONFIGS]
+    ax = fig.add_subplot(1, 2, 1)
+    plots.bars(ax, [_label(paper, w) for w in ws], {s.replace("i", ""): [d.get(w, "none+none", "ipc", {"l2.size": s}) for w in ws]
+               for s in sizes}, "baseline IPC", "IPC")
+    ax = fig.add_subplot(1, 2, 2)
+    plots.bars(ax, [_label(paper, w) for w in ws], {s.replace("i", ""): [_bandwidth(d, w, {"l2.size": s}) for w in ws]
+               for s in sizes}, "off-chip bytes / cycle", "bandwidth")
+
+
+def _wb_interval(d: Data, w: str) -> Optional[float]:
+    """Core cycles per write-back under OTP (each write-back advances the time stamp)."""
+    c, n = d.get(w, "none+otp", "cycles"), d.get(w, "none+otp", "otp.writes")
+    return None if c is None or n is None else (c / n if n else math.inf)
+
+
+def _reenc_rows(d: Data, paper: Paper, scale: Scale):
+    ws = _names(paper, SPEC)
+    iv = _all(_wb_interval(d, w) for w in ws)
+    none = [] if iv is None else [w for w, x in zip(ws, iv) if math.isinf(x)]
+    pinned = (f"{', '.join(none)} wrote nothing back in the window: its interval is longer than the run, not measured"
+              if none else None)
+    got = None if iv is None or none else mean(iv)
+    text = "-" if iv is None else ", ".join(f"{w}: " + ("none written" if math.isinf(x) else f"{x:,.0f} cycles") for w, x in zip(ws, iv))
+    swim = paper.stand_in("swim").workload
+    s = _wb_interval(d, swim)
+    worst = None if iv is None else min(iv)
+    return [
+        Row("cycles between write-backs under OTP, mean of the stand-ins' intervals (1 MB L2)", paper.value("000-reenc", "mean_interval"),
+            got, text, _trend(lambda: got > s, got, s), cause="footprint", pinned=pinned),
+        Row(f"the same for swim ({swim}), the worst case", paper.value("000-reenc", "swim_interval"), s,
+            "-" if s is None else f"{s:,.0f} cycles", _trend(lambda: s == worst, s, worst), cause="footprint"),
+    ]
+
+
+def _reenc_plot(d, paper, fig):
+    ws = _names(paper, SPEC)
+    ax = fig.add_subplot(111)
+    iv = [_wb_interval(d, w) for w in ws]
+    plots.bars(ax, [_label(paper, w) for w in ws], {"secmem": [None if x is None or math.isinf(x) else x for x in iv]},
+               "cycles between write-backs", refs=[(4800, "paper: mean 4,800"), (131, "paper: swim 131")], log=True)
+
+
 FIGURES_000 = [
     Figure("000-space", "000", "Memory space overhead of integrity checking and encryption", "§6.2.1, §6.3.1",
            lambda paper, scale: _space_points(paper, scale, _SPACE_000), _space_rows_000, _space_plot_000,
            lambda paper, scale: "one tiny run per scheme (space overhead is a property of the layout)", size=(5, 3)),
+    Figure("000-fig8", "000", "Baseline IPC and off-chip bandwidth, 256 KB/4 MB L2 and twice each (64-B blocks)", "Figure 8, §6.1",
+           _spec_points(["none+none"], _FIG8_CONFIGS), _fig8_rows, _fig8_plot, size=(10, 3.2)),
     Figure("000-fig9", "000", "Run-time overhead of CHTree and LHash (checked at the end), 256 KB/4 MB L2, 64/128-B blocks",
            "Figure 9, §6.2.2", _spec_points(["none+none", "chash+none", "lhash+none"], _FIG9_CONFIGS), _fig9_rows, _fig9_plot,
            size=(12, 3.2)),
@@ -347,6 +427,8 @@ FIGURES_000 = [
            _fig11_points, _fig11_rows, _fig11_plot, size=(10, 3.4)),
     Figure("000-fig12", "000", "Direct (AES-CBC) and one-time-pad encryption, normalized IPC (64-B blocks)", "Figure 12, §6.3.2",
            _spec_points(["none+none", "none+otp", "none+direct"]), _enc_rows, _enc_plot, size=(6, 3.2)),
+    Figure("000-reenc", "000", "Re-encryption period: cycles between write-backs under OTP", "§6.3.3",
+           _spec_points(["none+otp"]), _reenc_rows, _reenc_plot, size=(6, 3.2)),
     Figure("000-fig13", "000", "PTR processing: CHTree + direct encryption against LHash + OTP", "Figure 13, §6.4",
            _spec_points(["none+none", "chash+direct", "lhash+otp"]), _ptr_rows, _ptr_plot, size=(6, 3.2)),
 ]

@@ -24,10 +24,13 @@
 //! line's chunks by their bitmap (`speculation::reorder`: frequent chunks first, in whole
 //! blocks) before OCB, passes the bitmap as OCB's associated data (a changed or replayed
 //! bitmap fails the tag) and stores it encrypted in its own per-line region, read through a
-//! bitmap cache (`ocb.bitmap_cache_entries`, `ocb.bitmap_prefetch`). On a miss, once the
-//! offsets and the bitmap are known, the speculation engine encrypts every ordered pair of
-//! table values (N² blocks) for each of the ⌊f/2⌋ blocks the bitmap says hold two frequent
-//! chunks; an arriving block equal to one of them (the CAM) needs no decryption. OCB's block
+//! bitmap cache (`ocb.bitmap_cache_entries`, `ocb.bitmap_prefetch`). On a miss the speculation
+//! is posted with the fetch request (`speculation.at_fetch`, as tdes's): its engine computes
+//! the line's offsets from the nonce at the request and encrypts every ordered pair of table
+//! values (N² blocks) for each of the ⌊f/2⌋ blocks the bitmap says hold two frequent chunks
+//! (with `at_fetch` off, from once the demand path's offsets and the bitmap are known); an
+//! arriving block equal to one of them (the CAM) needs no decryption, and is placed once the
+//! bitmap is in. OCB's block
 //! C_j = Δ_j ⊕ AES_K(P_j ⊕ Δ_j) is a permutation of P_j under the line's offsets, so a block
 //! matches exactly when it deciphers to a pair of table values: the decision is taken on the
 //! plaintext, and test builds compare it with the real OCB encryptions of every pair
@@ -339,6 +342,8 @@ impl Ocb {
 /// A speculated read's times and facts, up to the offsets (see `Ocb::read_speculated`).
 struct Speculated<'a> {
     addr: u64,
+    /// When the miss was requested (speculation posted with the fetch starts then).
+    t_req: Cycle,
     ctr: u32,
     /// The bitmap and when it is known (re-ordering on).
     bitmap: Option<(u32, Cycle)>,
@@ -481,7 +486,20 @@ impl Ocb {
         let mut spec_mac = [0; MAX_LINE / 16];
         let mut launched = 0u64;
         let lat = m.aes.latency();
+        let at_fetch = fv.at_fetch && k > 0;
         let engine = fv.engine.as_mut().unwrap_or(&mut m.aes);
+        // Posted with the fetch (004 §3.2 ①-②, Fig. 3), the speculation's engine computes the
+        // line's offsets (and R') from the nonce at the request, as tdes's does; the blocks'
+        // places still come from the bitmap, which a hit waits for. Otherwise it starts from
+        // the demand path's offsets and the bitmap, known once counter and bitmap are read.
+        let (start, s_rm) = if at_fetch {
+            let s_off = engine.run(sp.t_req, 16);
+            let s_rm = if self.macs.is_some() { (engine.run(sp.t_req, 16) + xor).max(t_bm) } else { 0 };
+            (s_off, s_rm)
+        } else {
+            (start, t_rm)
+        };
+        let t_place = if self.bitmaps.is_some() { t_bm } else { 0 };
         // With per-block MACs, each speculated block's N² MACs follow its ciphertexts, from when
         // R' and the bitmap are known, not started unless they beat the block's own MAC. They
         // are launched whether or not the ciphertexts were: a block deciphered the ordinary way
@@ -493,10 +511,19 @@ impl Ocb {
                 launched |= 1 << j;
             }
             if self.macs.is_some() {
-                if let Some(d) = engine.run_by(t_rm, pairs * 16, plain_at[j] + lat) {
+                if let Some(d) = engine.run_by(s_rm, pairs * 16, plain_at[j] + lat) {
                     spec_mac[j] = d;
                     mac_launched |= 1 << j;
                 }
+            }
+        }
+        // Posted at the fetch, the engine goes on through the blocks after those the bitmap
+        // marks until the bitmap says where they end: work it had started by then is done for
+        // nothing (re-ordering puts the frequent blocks first, so it is never the other way).
+        let mut wasted = 0u64;
+        if at_fetch && self.bitmaps.is_some() {
+            for _ in positions..n {
+                wasted += engine.run_by(start, pairs * 16, t_bm + lat).is_some() as u64;
             }
         }
         let cam = hits;
@@ -508,7 +535,7 @@ impl Ocb {
         for j in 0..n {
             let (mut r, mut p) = (slow[j], plain_at[j]);
             if hits >> j & 1 == 1 {
-                let fast = sp.arrive[j].max(spec[j]) + fv.match_latency;
+                let fast = sp.arrive[j].max(spec[j]).max(t_place) + fv.match_latency;
                 early += (fast < slow[j]) as u64;
                 (r, p) = (fast.min(r), fast.min(p));
             }
@@ -522,7 +549,7 @@ impl Ocb {
         c.line(out.len() / 8, frequent);
         c.hits += 2 * hits.count_ones() as u64;
         c.early += 2 * early;
-        c.encryptions += pairs * (launched.count_ones() + mac_launched.count_ones()) as u64;
+        c.encryptions += pairs * (launched.count_ones() as u64 + mac_launched.count_ones() as u64 + wasted);
         c.saved_cycles += base - ready;
         if self.macs.is_some() {
             // A pair block whose speculated MAC matches is verified when it is known (matched
@@ -535,7 +562,7 @@ impl Ocb {
                 }
                 if mac_launched >> j & 1 == 1 {
                     self.mac_counts.speculated += 1;
-                    let at = if hits >> j & 1 == 1 { sp.arrive[j].max(spec[j]) } else { known[j] };
+                    let at = if hits >> j & 1 == 1 { sp.arrive[j].max(spec[j]).max(t_place) } else { known[j] };
                     done = done.max(at.max(spec_mac[j]).max(sp.t_macs) + match_latency);
                 } else {
                     done = done.max(m.aes.run(known[j].max(t_rm), 16).max(sp.t_macs) + 1);
@@ -624,7 +651,7 @@ impl Encryption for Ocb {
         // Never-written memory is raw zeros unless it starts encrypted (the boot image).
         let initial = addr >= self.boot_end && ctr == 0 && all_zero(tag) && all_zero(out);
         if m.spec.fv.is_some() {
-            let sp = Speculated { addr, ctr, bitmap, t_ctr, t_off, t_tag, macs, t_macs, last: tr.last, arrive: &arrive[..n], initial };
+            let sp = Speculated { addr, t_req: t, ctr, bitmap, t_ctr, t_off, t_tag, macs, t_macs, last: tr.last, arrive: &arrive[..n], initial };
             return self.read_speculated(m, sp, tag, out);
         }
         if self.macs.is_some() {
@@ -818,6 +845,24 @@ mod tests {
 
     fn bitmap_addr(e: &Engine, addr: u64) -> u64 {
         e.metadata_of(addr).iter().find(|m| m.kind == MetaKind::FvBitmap).expect("bitmap listed").addr
+    }
+
+    #[test]
+    fn speculation_posted_with_the_fetch_does_not_wait_for_the_counter() {
+        // No counter buffer: every counter comes from memory with its line. Posted with the
+        // fetch (004 §3.2 ①-②) the speculation computes its own offsets from the request on
+        // and is in when the blocks arrive; waiting for the demand path's offsets it cannot
+        // beat the decryption. (The bitmap word is on chip: the neighbour's read brought it.)
+        let mut t = Vec::new();
+        for at_fetch in ["true", "false"] {
+            let at = format!("speculation.at_fetch={at_fetch}");
+            let mut e = engine("none", &[FV, "speculation.engines=4", "memory.latency=250", "ocb.counter_buffer_entries=0", "speculation.use_before_verify=false", &at]);
+            let o = frequent_line_miss(&mut e);
+            t.push((o.ready, stat(&e, "speculation.fv_early_hits")));
+        }
+        assert_eq!(t[0].1, 16.0, "both lines' chunks: {:?}", t);
+        assert_eq!(t[1].1, 0.0, "{:?}", t);
+        assert!(t[0].0 < t[1].0, "ready after {:?} cycles (at the fetch, after the counter)", t);
     }
 
     #[test]
@@ -1089,7 +1134,9 @@ mod tests {
             let e = frequent_reads(&[&fv, &mb]);
             let (spec, hits) = (stat(&e, "ocb.mac_speculated"), stat(&e, "speculation.fv_hits"));
             let freq = stat(&e, "speculation.fv_frequent_chunks");
-            assert!(spec > 0.0 && 2.0 * spec >= hits && 2.0 * spec <= freq, "{} MACs speculated, {} chunk hits, {} frequent", spec, hits, freq);
+            // (Posted with the fetch, a block's ciphertexts start at the request while its MACs
+            // wait for the bitmap, so a block can match without its MACs speculated in time.)
+            assert!(spec > 0.0 && 2.0 * spec <= freq && hits <= freq, "{} MACs speculated, {} chunk hits, {} frequent", spec, hits, freq);
             assert_eq!(stat(&e, "ocb.mac_checks"), 4.0 * 300.0);
         }
     }

@@ -15,8 +15,10 @@
 //! skipped at the check leaves READHASH ≠ WRITEHASH.
 //!
 //! Pages of memory from before the trace (what a fast-forwarded program or the loader built,
-//! handed over as external records: `Machine::predating`) are added the same way but untimed,
-//! as they were when allocated, before the measured window (`lhash.pages_predating`).
+//! handed over as external records: `Machine::predating`; pages a tracer's `--skip` saw the
+//! program touch, named without their contents: `Machine::predated`) are added the same way
+//! but untimed, as they were when allocated, before the measured window
+//! (`lhash.pages_predating`).
 //!
 //! Checks run every `lhash.check_period` off-chip accesses, or (`end`, the default) once when
 //! the run finishes, as in certified execution; a signing barrier checks first (which trace
@@ -276,7 +278,7 @@ impl Integrity for Lhash {
             // before is not this program's data: the chunk is the zero just added. A page of
             // memory from before the trace (a fast-forward's, the loader's) was allocated, and
             // so added, back then: the same work, untimed (000 §3.2 adds at allocation).
-            if m.predating {
+            if m.predating || (!m.predated.is_empty() && m.predated.remove(&page)) {
                 m.untimed(|m| self.add_page(m, enc, page, t_pt))?;
                 self.pages_predating += 1;
             } else {
