@@ -46,6 +46,7 @@ pub const DECL: Component = Component {
     params: &[
         param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, 8-way, LRU, write-back); at least 512 B"),
         param("sgx.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of the node and line MACs (truncated to 56 bits), on the hash engine"),
+        param("sgx.mac_place", Def::Str("memory"), "memory|ecc", "where each line's 56-bit MAC is kept: memory (its own region, read beside the line) or ecc (the line's ECC bits: no transfer of its own, as Synergy, HPCA 2018)"),
         param("sgx.counters", Def::Str("mono"), "mono|vault|morphable", "counter organisation of the nodes: mono (8 56-bit counters a node, SGX), vault (split counters, arity 64/32/16 by level, 6/12/24-bit minors; Taassori 2018), morphable (128 counters a node, zero-counter-compressed or uncompressed, rebased; Saileshwar 2018)"),
     ],
     stats: &[
@@ -155,6 +156,8 @@ pub struct Sgx {
     levels: Vec<Level>,
     roots: Vec<u64>,
     macs: PerLine,
+    /// The line MACs are in the lines' ECC bits (`sgx.mac_place`): they arrive with the line.
+    in_ecc: bool,
     cache: NodeCache,
     covered: u64,
     /// When the last line read was verified, for `take_checked`.
@@ -192,7 +195,14 @@ impl Sgx {
         let tags = Tags::new(bytes, WAYS as usize, NODE).map_err(|e| ConfigError(format!("sgx.cache_bytes: {}", e)))?;
         let slots = tags.slots();
         let line = m.line();
-        let macs = m.layout.per_line(Role::Macs, "sgx MACs", covered, 8);
+        let in_ecc = p.choice("sgx.mac_place", &["memory", "ecc"])? == "ecc";
+        let macs = if in_ecc {
+            let side = m.layout.ecc_per_line(Role::Macs, "sgx MACs", covered, MAC as u64 * 8).map_err(|e| ConfigError(format!("sgx.mac_place: {}", e)))?;
+            m.port.attach_side(side, covered, line).map_err(|e| ConfigError(format!("sgx.mac_place=ecc: {}", e)))?;
+            side
+        } else {
+            m.layout.per_line(Role::Macs, "sgx MACs", covered, 8)
+        };
         let mut levels = Vec::new();
         let mut n = covered.div_ceil(line).div_ceil(format_of(&counters, 0).arity());
         loop {
@@ -218,6 +228,7 @@ impl Sgx {
             levels,
             covered,
             macs,
+            in_ecc,
             cache: NodeCache { tags, nodes: vec![Node([0; NODE as usize]); slots], dirty: vec![false; slots] },
             checked: None,
             reads: 0,
@@ -559,14 +570,33 @@ impl Sgx {
         Ok(m.port.write(a, &n.0, t_mac))
     }
 
-    /// Line `a` and its MAC from memory into `out` and `mac`: when both have arrived.
-    fn fetch_line(&mut self, m: &mut Machine, a: u64, out: &mut [u8], mac: &mut [u8; MAC], t: Cycle) -> Result<Cycle, IntegrityError> {
+    /// Line `a` and its MAC from memory into `out` and `mac`: when the line and when the MAC
+    /// arrived (with the line's own beats when it is in the ECC bits).
+    fn fetch(&mut self, m: &mut Machine, a: u64, out: &mut [u8], mac: &mut [u8; MAC], t: Cycle) -> Result<(Cycle, Cycle), IntegrityError> {
+        if self.in_ecc {
+            let tr = m.port.read(a, out, t);
+            if !m.port.read_side(a, mac) {
+                return Err(IntegrityError::refused(a, "sgx: the line's ECC bits are not beside it"));
+            }
+            return Ok((tr.last, tr.last));
+        }
         let (tr, tm) = m.port.read_beside(a, out, self.macs.addr(a), mac, t);
-        Ok(tr.last.max(tm.last))
+        Ok((tr.last, tm.last))
+    }
+
+    fn fetch_line(&mut self, m: &mut Machine, a: u64, out: &mut [u8], mac: &mut [u8; MAC], t: Cycle) -> Result<Cycle, IntegrityError> {
+        let (tr, tm) = self.fetch(m, a, out, mac, t)?;
+        Ok(tr.max(tm))
     }
 
     /// Line `a` (ciphertext) and its MAC to memory at `t`: when written.
     fn store_line(&mut self, m: &mut Machine, a: u64, ct: &[u8], mac: &[u8; MAC], t: Cycle) -> Cycle {
+        if self.in_ecc {
+            let done = m.port.write(a, ct, t);
+            let sent = m.port.write_side(a, mac);
+            debug_assert!(sent, "the line just written carries its side bits");
+            return done;
+        }
         m.port.write_beside(a, ct, self.macs.addr(a), mac, t)
     }
 
@@ -602,11 +632,11 @@ impl Encryption for Sgx {
         self.reads += 1;
         self.checked = None;
         let mut mac = [0u8; MAC];
-        let (tr, tm) = m.port.read_beside(addr, out, self.macs.addr(addr), &mut mac, t);
+        let (tr_last, tm_last) = self.fetch(m, addr, out, &mut mac, t)?;
         let (j, i) = self.version_of(addr);
         let (s, t_version, t_tree) = self.obtain(m, 0, j, t)?;
         let version = self.ctr(0, &self.cache.nodes[s as usize], i);
-        let t_mac = m.hash.run(tr.last.max(t_version), out.len() as u64);
+        let t_mac = m.hash.run(tr_last.max(t_version), out.len() as u64);
         let initial = version == 0 && all_zero(out) && all_zero(&mac);
         if !initial && mac != self.line_mac(out, addr, version) {
             self.mac_failures += 1;
@@ -616,9 +646,9 @@ impl Encryption for Sgx {
         if !initial {
             self.apply_pad(addr, version, out);
         }
-        let ready = tr.last.max(t_pad) + m.xor_latency;
-        let checked = t_tree.max(t_mac.max(tm.last) + 1).max(ready);
-        self.pad_exposed += t_pad.saturating_sub(tr.last);
+        let ready = tr_last.max(t_pad) + m.xor_latency;
+        let checked = t_tree.max(t_mac.max(tm_last) + 1).max(ready);
+        self.pad_exposed += t_pad.saturating_sub(tr_last);
         self.check_exposed += checked - ready;
         self.checked = Some(checked);
         Ok(ready)
@@ -705,7 +735,7 @@ impl Encryption for Sgx {
 
     fn space_overhead(&self) -> f64 {
         let nodes: u64 = self.levels.iter().map(|l| l.nodes).sum();
-        (nodes * NODE) as f64 / (self.levels[0].nodes * self.levels[0].arity * self.line) as f64 + self.macs.overhead()
+        (nodes * NODE) as f64 / (self.levels[0].nodes * self.levels[0].arity * self.line) as f64 + if self.in_ecc { 0.0 } else { self.macs.overhead() }
     }
 
     fn stats(&self, _m: &Machine, out: &mut Stats) {
@@ -745,6 +775,7 @@ impl Encryption for Sgx {
 mod tests {
     use super::*;
     use crate::testutil::{params, pattern, stat};
+    use crate::layout::MetaKind;
     use crate::Engine;
 
     fn engine(extra: &[&str]) -> Engine {
@@ -920,7 +951,11 @@ mod tests {
     /// Every line of the group at `base` written once, then its first line `hot` more times,
     /// each write flushed: the version node's counters overflow. Returns the engine.
     fn hot_group(counters: &str, group: u64, hot: u64) -> Engine {
-        let mut e = engine(&[&format!("sgx.counters={}", counters)]);
+        hot_group_with(counters, group, hot, "sgx.mac_place=memory")
+    }
+
+    fn hot_group_with(counters: &str, group: u64, hot: u64, extra: &str) -> Engine {
+        let mut e = engine(&[&format!("sgx.counters={}", counters), extra]);
         for k in 0..group {
             e.write(0x10_0000 + k * 64, &pattern(k, 64), 0).unwrap();
         }
@@ -1052,6 +1087,71 @@ mod tests {
             assert_eq!(stat(&e, "sgx.counter_bytes"), counter_bytes as f64, "{}", counters);
             assert_eq!(stat(&e, "sgx.tree_bytes"), (tree_nodes * 64) as f64, "{}", counters);
             assert_eq!(stat(&e, "sgx.root_counters"), roots, "{}", counters);
+        }
+    }
+
+    #[test]
+    fn line_macs_in_ecc_bits_still_catch_tampering_and_replay_and_cost_no_transfer() {
+        let a = 0x8_0040;
+        let mut traffic = Vec::new();
+        for place in ["memory", "ecc"] {
+            for counters in ["mono", "morphable"] {
+                let opt = [format!("sgx.mac_place={}", place), format!("sgx.counters={}", counters)];
+                let mk = || engine(&[&opt[0], &opt[1]]);
+                let mut e = mk();
+                for k in 0..256u64 {
+                    e.write(k * 64, &pattern(k, 64), 0).unwrap();
+                }
+                e.flush(0).unwrap();
+                e.reset_stats();
+                for k in 0..256u64 {
+                    assert_eq!(read(&mut e, k * 64).unwrap(), pattern(k, 64), "{} line {}", place, k);
+                }
+                if counters == "mono" {
+                    traffic.push((stat(&e, "mem.read_bytes"), stat(&e, "mem.reads")));
+                }
+                let mac = e.metadata_of(a).iter().find(|m| m.kind == MetaKind::Mac).unwrap().addr;
+                for (what, at) in [("line", a + 5), ("MAC", mac + 2)] {
+                    let mut e = mk();
+                    e.write(a, &pattern(1, 64), 0).unwrap();
+                    e.flush(0).unwrap();
+                    let mut b = [0u8; 1];
+                    e.untrusted().read(at, &mut b);
+                    e.untrusted().write(at, &[b[0] ^ 4]);
+                    assert!(read(&mut e, a).unwrap_err().is_tamper(), "{} {}: a changed {} was read", place, counters, what);
+                }
+                let mut e = mk();
+                e.write(a, &pattern(1, 64), 0).unwrap();
+                e.flush(0).unwrap();
+                let (mut old_line, mut old_mac) = ([0u8; 64], [0u8; 7]);
+                e.untrusted().read(a, &mut old_line);
+                e.untrusted().read(mac, &mut old_mac);
+                e.write(a, &pattern(2, 64), 0).unwrap();
+                e.flush(0).unwrap();
+                e.untrusted().write(a, &old_line);
+                e.untrusted().write(mac, &old_mac);
+                assert!(read(&mut e, a).unwrap_err().is_tamper(), "{} {}: a replayed line and MAC were read", place, counters);
+            }
+            // Overflows re-MAC the group's lines in the ECC bits too.
+            let mut e = hot_group_with("morphable", 128, 30, &format!("sgx.mac_place={}", place));
+            assert_eq!(stat(&e, "sgx.overflows"), 3.0);
+            for k in 1..128u64 {
+                assert_eq!(read(&mut e, 0x10_0000 + k * 64).unwrap(), pattern(k, 64), "{} line {}", place, k);
+            }
+        }
+        // Beside the line the MAC lengthens the line's burst by its 7 B (one more 8-B beat); in
+        // ECC bits it adds nothing.
+        let ((mem_bytes, mem_reads), (ecc_bytes, ecc_reads)) = (traffic[0], traffic[1]);
+        assert_eq!(mem_reads, ecc_reads);
+        assert_eq!(mem_bytes - ecc_bytes, 256.0 * 8.0, "{} vs {} B", mem_bytes, ecc_bytes);
+    }
+
+    #[test]
+    fn macs_in_ecc_bits_are_refused_beside_another_scheme_that_keeps_its_own_there() {
+        let p = params("tdx", "sgx", &["sgx.mac_place=ecc"]);
+        match Engine::new(&p, 1) {
+            Err(e) => assert!(e.0.contains("ECC bits"), "{}", e.0),
+            Ok(_) => {} // tdx does not pair with sgx: nothing to refuse
         }
     }
 }
