@@ -47,7 +47,7 @@ pub const DECL: Component = Component {
         param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, 8-way, LRU, write-back); at least 512 B"),
         param("sgx.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of the node and line MACs (truncated to 56 bits), on the hash engine"),
         param("sgx.mac_place", Def::Str("memory"), "memory|ecc", "where each line's 56-bit MAC is kept: memory (its own region, read beside the line) or ecc (the line's ECC bits: no transfer of its own, as Synergy, HPCA 2018)"),
-        param("sgx.counters", Def::Str("mono"), "mono|vault|morphable", "counter organisation of the nodes: mono (8 56-bit counters a node, SGX), vault (split counters, arity 64/32/16 by level, 6/12/24-bit minors; Taassori 2018), morphable (128 counters a node, zero-counter-compressed or uncompressed, rebased; Saileshwar 2018)"),
+        param("sgx.counters", Def::Str("mono"), "mono|split64|vault|morphable", "counter organisation of the nodes: mono (8 56-bit counters a node, SGX), split64 (SC-64 at every level: a 64-bit major, 64 6-bit minors), vault (split counters, arity 64/32/16 by level, 6/12/24-bit minors; Taassori 2018), morphable (128 counters a node, zero-counter-compressed or uncompressed, rebased; Saileshwar 2018)"),
     ],
     stats: &[
         stat("sgx.reads", "lines", "lines decrypted on their way in (L2 misses)"),
@@ -134,6 +134,7 @@ struct LevelStats {
 fn format_of(counters: &str, k: usize) -> Format {
     match counters {
         "vault" => Format::split([64, 32, 16][k.min(2)]),
+        "split64" => Format::split(64),
         "morphable" => Format::Morphable,
         _ => Format::Mono,
     }
@@ -191,7 +192,7 @@ impl Sgx {
         if bytes < WAYS * NODE {
             return Err(ConfigError(format!("sgx.cache_bytes: {} B holds fewer than {} nodes of {} B", bytes, WAYS, NODE)));
         }
-        let counters = p.choice("sgx.counters", &["mono", "vault", "morphable"])?;
+        let counters = p.choice("sgx.counters", &["mono", "split64", "vault", "morphable"])?;
         let tags = Tags::new(bytes, WAYS as usize, NODE).map_err(|e| ConfigError(format!("sgx.cache_bytes: {}", e)))?;
         let slots = tags.slots();
         let line = m.line();
@@ -715,6 +716,11 @@ impl Encryption for Sgx {
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {
+        if addr >= self.covered {
+            // A node of the tree: what protects it is on every path through it, which a
+            // line's metadata already lists.
+            return Vec::new();
+        }
         let mut v = vec![Meta::new(MetaKind::Mac, self.macs.addr(addr), MAC as u64)];
         let mut j = self.version_of(addr).0;
         for k in 0..self.levels.len() {
@@ -1076,10 +1082,13 @@ mod tests {
     fn tree_size_and_height_for_16_gib_follow_the_arities() {
         // 16 GiB = 2^28 lines. mono: 2^25 version nodes, then 2^22, 2^19, 2^16, 2^13, 2^10,
         // 2^7, 2^4, 2 nodes, 2 root registers. vault: 2^22 (64-ary), 2^17 (32), 2^13, 2^9,
-        // 2^5 (16), 2 nodes, 2 roots. morphable: 2^21, 2^14, 2^7 nodes, 128 roots.
+        // 2^5 (16), 2 nodes, 2 roots. split64: 2^22, 2^16, 2^10, 2^4 nodes, 16 roots.
+        // morphable: 2^21, 2^14, 2^7 nodes, 128 roots. Saileshwar et al. (MICRO 2018): the
+        // tree above the counters is 4 MB with SC-64 and 1 MB with morphable counters.
         for (counters, levels, counter_bytes, tree_nodes, roots) in [
             ("mono", 9.0, (1u64 << 25) * 64, (1u64 << 22) + (1 << 19) + (1 << 16) + (1 << 13) + (1 << 10) + (1 << 7) + (1 << 4) + 2, 2.0),
             ("vault", 6.0, (1 << 22) * 64, (1 << 17) + (1 << 13) + (1 << 9) + (1 << 5) + 2, 2.0),
+            ("split64", 4.0, (1 << 22) * 64, (1 << 16) + (1 << 10) + (1 << 4), 16.0),
             ("morphable", 3.0, (1 << 21) * 64, (1 << 14) + (1 << 7), 128.0),
         ] {
             let e = engine(&[&format!("sgx.counters={}", counters), "memory.size=16GiB"]);
