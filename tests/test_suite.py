@@ -45,6 +45,7 @@ SMALL = {
     "gen_graph": dict(nodes=60, edges=150),
     "gen_ppm": dict(width=40, height=24),
     "gen_wav": dict(seconds=0.05),
+    "gen_gapgraph": dict(scale=6, degree=4),
 }
 
 
@@ -78,9 +79,12 @@ def test_entry_is_well_formed(name):
     w = suite.get(name)
     assert w.name == name and re.fullmatch(r"[a-z0-9]+", name)
     assert w.description and w.stands_for
-    assert re.search(r"SPEC CPU2000|SPEC CPU2006|MiBench", w.stands_for), w.stands_for
+    assert re.search(r"SPEC CPU2000|SPEC CPU2006|MiBench|GAP Benchmark Suite", w.stands_for), w.stands_for
     assert w.packages and all(re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", p) for p in w.all_packages), w.packages
-    assert w.program.startswith("/"), "argv[0] must be absolute: the tracer gets no PATH search"
+    if w.builds_program:  # built in the data directory: argv[0] is made absolute there
+        assert "/" not in w.program and w.prepare is not None and suite.program_path(name).is_absolute()
+    else:
+        assert w.program.startswith("/"), "argv[0] must be absolute: the tracer gets no PATH search"
     assert all(isinstance(a, str) for a in w.args)
     assert callable(w.generate) and w.generate.func.__name__ in SMALL
     assert w.stdin is None or "/" not in w.stdin
@@ -91,7 +95,7 @@ def test_entry_is_well_formed(name):
     assert w.instructions > 10_000_000, "record the measured callgrind Ir total"
     assert 0 < w.native_seconds < 3
     d = suite.describe(name)
-    assert d["packages"] == list(w.all_packages) and d["program"] == w.program
+    assert d["packages"] == list(w.all_packages) and d["program"] == str(suite.program_path(name))
 
 
 def test_unknown_workload_is_a_clear_error():
@@ -461,3 +465,113 @@ def test_cli_runs_a_suite_workload(installed):
     p = cli("run", "-w", "sha", "-n", "200k", "--warmup", "20k", "--skip", "100k", "-i", "chash", "-e", "otp")
     assert p.returncode == 0, p.stderr
     assert "sha on suh2003" in p.stdout and "IPC" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# The graph workloads: secmem's own C program, compiled by the prepare step with gcc
+
+
+def _gcc_or_skip():
+    if not (os.access("/usr/bin/gcc", os.X_OK) and Path("/usr/include/stdio.h").exists()):
+        pytest.skip("gcc and libc6-dev are not installed")
+
+
+def _load_graph(path: Path):
+    import array
+    import struct
+
+    b = path.read_bytes()
+    assert b[:8] == b"SMGRAPH1"
+    n, m = struct.unpack_from("<QQ", b, 8)
+    off = array.array("Q")
+    off.frombytes(b[24:24 + 8 * (n + 1)])
+    adj = array.array("I")
+    adj.frombytes(b[24 + 8 * (n + 1):])
+    assert len(adj) == m == off[n]
+    return n, off, adj
+
+
+def test_graph_kernels_match_an_independent_bfs_and_pagerank(tmp_path):
+    """The C kernels checked against plain Python on a small Kronecker graph: the graph is
+    undirected and clean, every BFS reaches exactly the source's component at the right depth,
+    and PageRank's top vertices and scores agree."""
+    _gcc_or_skip()
+    from collections import deque
+
+    from secmem.suite.workloads import prepare_gapgraph
+
+    files = inputs.gen_gapgraph(tmp_path, 3, scale=10, degree=8)
+    files += prepare_gapgraph(tmp_path, suite.base_env(tmp_path))
+    assert files == ["gapgraph.c", "graph.params", "gapgraph", "graph.sg"]
+    n, off, adj = _load_graph(tmp_path / "graph.sg")
+    assert n == 1024 and len(adj) > 4 * 1024
+    nbrs = [adj[off[v]:off[v + 1]] for v in range(n)]
+    for v in range(n):
+        lst = list(nbrs[v])
+        assert lst == sorted(set(lst)) and v not in lst, "sorted, no duplicates, no self loops"
+        assert all(v in nbrs[u] for u in lst[:3]), "every edge is in both lists"
+    degrees = sorted((len(x) for x in nbrs), reverse=True)
+    assert degrees[0] > 10 * (len(adj) / n), "Kronecker graphs have hubs (power-law degrees)"
+
+    def run(*args):
+        p = subprocess.run([str(tmp_path / "gapgraph"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    out = run("bfs", "graph.sg", "5", "7")
+    trials = re.findall(r"source (\d+) reached (\d+) vertices in (\d+) levels", out)
+    assert len(trials) == 5 and run("bfs", "graph.sg", "5", "7") == out
+    for src, reached, levels in trials:
+        depth = {int(src): 0}
+        q = deque([int(src)])
+        while q:
+            u = q.popleft()
+            for v in nbrs[u]:
+                if v not in depth:
+                    depth[v] = depth[u] + 1
+                    q.append(v)
+        assert (int(reached), int(levels)) == (len(depth), max(depth.values()))
+
+    out = run("pr", "graph.sg", "20", "1e-4")
+    iters = int(re.search(r"pagerank: (\d+) iterations", out).group(1))
+    top = [(int(v), float(sc)) for v, sc in re.findall(r"vertex (\d+) score (\S+)", out)]
+    score = [1.0 / n] * n
+    for _ in range(iters):
+        contrib = [score[v] / len(nbrs[v]) if len(nbrs[v]) else 0.0 for v in range(n)]
+        score = [0.15 / n + 0.85 * sum(contrib[u] for u in nbrs[v]) for v in range(n)]
+    want = sorted(range(n), key=lambda v: (-score[v], v))[:5]
+    assert [v for v, _ in top] == want
+    assert all(abs(sc - score[v]) < 1e-4 * score[v] for v, sc in top)
+
+
+def test_graph_program_errors_are_one_line(tmp_path):
+    _gcc_or_skip()
+    from secmem.suite.workloads import prepare_gapgraph
+
+    inputs.gen_gapgraph(tmp_path, 1, scale=4, degree=2)
+    prepare_gapgraph(tmp_path, suite.base_env(tmp_path))
+    (tmp_path / "bad.sg").write_bytes(b"SMGRAPH1" + bytes(8))
+    for args, msg in ((["bfs", "nosuch.sg", "1", "1"], "cannot open: nosuch.sg"), (["pr", "bad.sg", "1", "1"], "truncated graph file"),
+                      (["gen", "40", "1", "1", "x.sg"], "scale must be"), (["bogus"], "usage:")):
+        p = subprocess.run([str(tmp_path / "gapgraph"), *args], cwd=tmp_path, capture_output=True, text=True)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and msg in p.stderr, (args, p.stderr)
+    with pytest.raises(ValueError, match="scale must be 1-28"):
+        inputs.gen_gapgraph(tmp_path, 1, scale=0)
+
+
+@pytest.mark.parametrize("name", ["bfs", "pr"])
+def test_graph_workload_installs_builds_and_runs_deterministically(name, empty_data):
+    """Installed as any workload (the prepare step compiles the program into the data
+    directory), its command's argv[0] is that absolute path, and two runs print the same."""
+    _gcc_or_skip()
+    assert suite.missing(name) == ["inputs"] or "packages" in suite.missing(name)[0]
+    assert suite.install(name, progress=lambda s: None) is True
+    assert suite.status(name) == "installed" and suite.install(name, progress=lambda s: None) is False
+    c = suite.command(name)
+    assert c.argv[0] == str(empty_data / name / "gapgraph") and c.cwd == str(empty_data / name)
+    p1, p2 = c.run(timeout=120), c.run(timeout=120)
+    assert p1.returncode == 0 and p1.stdout and p1.stdout == p2.stdout
+    assert (b"bfs 7: source" if name == "bfs" else b"pagerank:") in p1.stdout
+    (empty_data / name / "gapgraph").unlink()  # a lost program means not installed, and install rebuilds it
+    assert suite.missing(name) == ["inputs"]
+    assert suite.install(name, progress=lambda s: None) is True and suite.status(name) == "installed"

@@ -62,6 +62,7 @@ def cmd(a: argparse.Namespace) -> int:
     for name in suite.variants():
         w = suite.get(name)
         st = suite.status(name)
-        size = f"~{w.instructions / 1e9:.1f}G instr" if w.instructions else ""
+        ir = w.instructions
+        size = "" if not ir else f"~{ir / 1e9:.1f}G instr" if ir >= 100_000_000 else f"~{ir / 1e6:.0f}M instr"
         print(f"  {name:<12} {st:<14} {size:<13} {w.stands_for}: {w.description}")
     return 0

@@ -1,6 +1,7 @@
 """The workload suite: named real programs from Debian packages, with generated inputs.
 
-Each workload stands in for one of the seed papers' benchmarks (SPEC CPU2000/2006, MiBench).
+Each workload stands in for one of the seed papers' benchmarks (SPEC CPU2000/2006, MiBench)
+or for a GAP graph kernel (``bfs``, ``pr``: a C program of the suite's own, compiled on install).
 ``install(name)`` apt-installs its packages if missing and generates its inputs into its data
 directory; ``command(name)`` gives the exact argv, fixed environment and working directory
 to run (or trace) it with, so the same instruction stream comes out on every run.
@@ -57,6 +58,7 @@ __all__ = [
     "install",
     "command",
     "data_dir",
+    "program_path",
     "base_env",
     "generate_inputs",
 ]
@@ -148,7 +150,7 @@ def describe(name: str) -> dict:
         "description": w.description,
         "stands_for": w.stands_for,
         "packages": list(w.all_packages),
-        "program": w.program,
+        "program": str(program_path(name)),
         "args": list(w.args),
         "stdin": w.stdin,
         "env": dict(w.env),
@@ -159,6 +161,13 @@ def describe(name: str) -> dict:
         "notes": w.notes,
         "data_dir": str(data_dir(name)),
     }
+
+
+def program_path(name: str) -> Path:
+    """The executable workload NAME runs: a packaged program's absolute path, or the one its
+    prepare step builds in its data directory (the graph workloads)."""
+    w = get(name)
+    return data_dir(name) / w.program if w.builds_program else Path(w.program)
 
 
 def data_dir(name: str) -> Path:
@@ -261,10 +270,12 @@ def missing(name: str) -> list:
     gone = [p for p in w.all_packages if not pk[p]]
     if gone:
         out.append("packages " + " ".join(gone))
-    elif not os.access(w.program, os.X_OK):
+    elif not w.builds_program and not os.access(w.program, os.X_OK):
         out.append(f"program {w.program}")
     if not _stamp_ok(w, data_dir(name)):
         out.append("inputs")
+    elif w.builds_program and not os.access(program_path(name), os.X_OK):
+        out.append(f"program {program_path(name)}")
     return out
 
 
@@ -396,15 +407,15 @@ def install(name: str, progress: Callable = print) -> bool:
     if gone:
         _apt_install(name, gone, progress)
         did = True
-    if not os.access(w.program, os.X_OK):
+    if not w.builds_program and not os.access(w.program, os.X_OK):
         raise SuiteError(f"workload {name}: {w.program} not found after installing {' '.join(w.all_packages)}")
     d = data_dir(name)
-    if not _stamp_ok(w, d):
+    if not _stamp_ok(w, d) or (w.builds_program and not os.access(program_path(name), os.X_OK)):
         try:
             d.mkdir(parents=True, exist_ok=True)
             with open(d / ".lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # two installs at once: one generates
-                if not _stamp_ok(w, d):
+                if not _stamp_ok(w, d) or (w.builds_program and not os.access(program_path(name), os.X_OK)):
                     progress(f"{name}: generating inputs in {d}")
                     generate_inputs(name, d)
                     did = True
@@ -479,7 +490,7 @@ def command(name: str, baseline_isa: bool = False) -> Command:
     env.update(w.env)
     return Command(
         name=w.name,
-        argv=(w.program, *w.args),
+        argv=(str(program_path(name)), *w.args),
         env=env,
         cwd=str(d),
         stdin=str(d / w.stdin) if w.stdin else None,
@@ -503,8 +514,10 @@ _src_digest: list = []
 
 
 def _inputs_source_digest() -> str:
-    """Any change to the generators' source regenerates installed inputs."""
+    """Any change to the generators' source (or to the C source of the graph workloads'
+    program, which their prepare step compiles) regenerates installed inputs."""
     if not _src_digest:
-        _src_digest.append(_sha256_file(Path(__file__).with_name("inputs.py"))[:16])
+        here = Path(__file__).parent
+        _src_digest.append("".join(_sha256_file(here / f)[:16] for f in ("inputs.py", "gapgraph.c")))
     return _src_digest[0]
 

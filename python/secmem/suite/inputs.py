@@ -697,3 +697,20 @@ def gen_wav(outdir: Path, seed: int, seconds: float = 4.0, rate: int = 44100) ->
         "<IHHIIHH", 16, 1, 2, rate, rate * 4, 4, 16) + b"data" + struct.pack("<I", len(frames))
     _write(outdir / "music.wav", hdr + bytes(frames))
     return ["music.wav"]
+
+
+#: The graph workloads' program, after the GAP Benchmark Suite: shipped as C source beside this
+#: file and compiled by the workloads' prepare step (no Debian package has GAP's kernels).
+GAPGRAPH_SOURCE = Path(__file__).with_name("gapgraph.c")
+
+
+def gen_gapgraph(outdir: Path, seed: int, scale: int = 16, degree: int = 16) -> list[str]:
+    """The graph workloads' inputs: the kernels' C source and the Kronecker graph's parameters
+    (2**scale vertices, degree * 2**scale edges, the seed). The prepare step compiles the
+    source and generates the graph itself: R-MAT over millions of edges is C's work, not pure
+    Python's (minutes here, a second there), and the C generator is as deterministic."""
+    if not (1 <= scale <= 28 and 1 <= degree <= 64):
+        raise ValueError(f"graph scale {scale} / degree {degree}: scale must be 1-28 and degree 1-64")
+    _write(outdir / "gapgraph.c", GAPGRAPH_SOURCE.read_bytes())
+    _write(outdir / "graph.params", f"{scale} {degree} {seed}\n")
+    return ["gapgraph.c", "graph.params"]

@@ -1,7 +1,7 @@
 """The workload suite as data: one :class:`Workload` record per named real program.
 
 Each record says which seed-paper benchmark it stands in for, which Debian packages provide
-the program, the exact argv (file arguments are relative to the workload's data directory,
+the program (or, for the graph workloads, build it: ``builds_program``), the exact argv (file arguments are relative to the workload's data directory,
 which is also its working directory), extra environment beyond the fixed base environment,
 which generator makes its inputs (``inputs.py``), an optional prepare step that derives
 further inputs with a packaged tool, what its output is, and the measured native size.
@@ -64,6 +64,9 @@ class Workload:
     native_seconds: float = 0.0
     notes: str = ""
     sizes: dict = field(default_factory=dict)  # size name -> Size, besides DEFAULT_SIZE
+    # True: ``program`` is a file the prepare step builds in the data directory (a name
+    # relative to it), not a packaged executable.
+    builds_program: bool = False
 
     @property
     def all_packages(self) -> tuple:
@@ -90,6 +93,15 @@ def prepare_hmmer(d: Path, env: dict) -> list:
     (d / "family.hmm").write_text(text)
     (d / "family.hmm.tmp").unlink()
     return ["family.hmm"]
+
+
+def prepare_gapgraph(d: Path, env: dict) -> list:
+    """gcc compiles the graph kernels (-O2, the baseline x86-64 ISA: the same code on every
+    machine), then the program generates the Kronecker graph the parameters file names."""
+    scale, degree, seed = (d / "graph.params").read_text().split()
+    _run_tool(["/usr/bin/gcc", "-O2", "-o", "gapgraph", "gapgraph.c"], d, env)
+    _run_tool(["./gapgraph", "gen", scale, degree, seed, "graph.sg"], d, env)
+    return ["gapgraph", "graph.sg"]
 
 
 SPHINX_MODEL = "/usr/share/pocketsphinx/model/en-us"
@@ -345,5 +357,51 @@ WORKLOADS = (
         output="music.mp3",
         instructions=1_091_647_672,
         native_seconds=0.146,
+    ),
+    Workload(
+        name="bfs",
+        description="direction-optimizing breadth-first search (8 sources) on a generated Kronecker graph, "
+                    "2^16 vertices / edge factor 16",
+        stands_for="GAP Benchmark Suite bfs (kron)",
+        packages=("libc6",),
+        prepare_packages=("gcc", "libc6-dev"),
+        program="gapgraph",
+        builds_program=True,
+        args=("bfs", "graph.sg", "8", "1"),
+        generate=partial(inputs.gen_gapgraph, scale=16, degree=16),
+        prepare=prepare_gapgraph,
+        instructions=34_582_639,
+        native_seconds=0.201,
+        notes="secmem's own C program (python/secmem/suite/gapgraph.c), compiled by the prepare step.",
+        sizes={"spec": Size(
+            generate=dict(scale=20, degree=16),
+            description="direction-optimizing BFS (8 sources) on a generated Kronecker graph, 2^20 vertices / "
+                        "edge factor 16 (31.4 M arcs, a 128 MiB graph file)",
+            footprint="134 MiB",
+            skip=200_000_000,  # past loading the graph (one read() per array): inside the first searches
+        )},
+    ),
+    Workload(
+        name="pr",
+        description="pull PageRank (damping 0.85, tolerance 1e-4, at most 20 iterations) on a generated "
+                    "Kronecker graph, 2^16 vertices / edge factor 16",
+        stands_for="GAP Benchmark Suite pr (kron)",
+        packages=("libc6",),
+        prepare_packages=("gcc", "libc6-dev"),
+        program="gapgraph",
+        builds_program=True,
+        args=("pr", "graph.sg", "20", "1e-4"),
+        generate=partial(inputs.gen_gapgraph, scale=16, degree=16),
+        prepare=prepare_gapgraph,
+        instructions=92_868_864,
+        native_seconds=0.163,
+        notes="secmem's own C program (python/secmem/suite/gapgraph.c), compiled by the prepare step.",
+        sizes={"spec": Size(
+            generate=dict(scale=20, degree=16),
+            description="pull PageRank on a generated Kronecker graph, 2^20 vertices / edge factor 16 "
+                        "(31.4 M arcs, a 128 MiB graph file)",
+            footprint="137 MiB",
+            skip=200_000_000,  # past loading the graph: inside the first iterations
+        )},
     ),
 )
