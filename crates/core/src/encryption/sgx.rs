@@ -12,8 +12,14 @@
 //!   MAC is H(K ‖ its counters ‖ its address ‖ its parent's counter for it), truncated to 56
 //!   bits: a node is valid only with the parent counter it was written under, so no node,
 //!   and hence no version, can be rolled back without changing the root.
+//! - **Counter organisations** (`sgx.counters`, `counters.rs`): the above is `mono`; the same
+//!   tree is built from SC-64 nodes (`split64`), VAULT's 64/32/16-ary nodes (`vault`) or
+//!   128-ary morphable counters (`morphable`), each level as many nodes as its arity needs.
+//!   A counter that overflows gives the node's other children new counters: a version node's
+//!   lines are re-encrypted and re-MACed, a tree node's children re-MACed, through the port,
+//!   each checked under its old counter first (`overflowed`).
 //! - **Line MACs**: H(K' ‖ ciphertext ‖ address ‖ version), 56 bits, stored beside the line
-//!   (8 B per line) and read in its burst.
+//!   (8 B per line) and read in its burst, or in its ECC bits (`sgx.mac_place = ecc`).
 //! - **The metadata cache** (`sgx.cache_bytes`, 8-way, LRU, write-back): nodes in it are
 //!   trusted. A read fetches its version node and every uncached ancestor (issued together),
 //!   checks them top-down from the first cached ancestor or the root, then checks the line's
