@@ -78,8 +78,8 @@ pub const DECL: Component = Component {
         stat("sgx.tree_bytes", "B", "memory the tree above the version nodes takes (levels 1 up)"),
         stat("sgx.root_counters", "counters", "on-chip root registers"),
         stat("sgx.level#.arity", "children", "children a node of level # counts (0: version nodes, over lines)"),
-        stat("sgx.level#.hits", "nodes", "node lookups of level # served by the node cache"),
-        stat("sgx.level#.misses", "nodes", "nodes of level # fetched on node-cache misses"),
+        stat("sgx.level#.hits", "nodes", "walks of a read or write-back that found their node of level # in the node cache (and stopped there)"),
+        stat("sgx.level#.misses", "nodes", "nodes of level # fetched on node-cache misses (walks that went past the level)"),
         stat("sgx.level#.read_bytes", "B", "bytes of level-# nodes read from memory"),
         stat("sgx.level#.write_bytes", "B", "bytes of level-# nodes written to memory"),
         stat("sgx.level#.overflows", "events", "counter overflows in nodes of level #"),
@@ -341,7 +341,12 @@ impl Sgx {
         // The node and every uncached ancestor below a cached one or the root, issued together.
         let mut path = vec![(k, j)];
         while let Some(&(pk, pj)) = path.last() {
-            if pk == self.top() || self.cache.tags.find(self.node_addr(pk + 1, self.up(pk, pj).0)).is_some() {
+            if pk == self.top() {
+                break;
+            }
+            if self.cache.tags.find(self.node_addr(pk + 1, self.up(pk, pj).0)).is_some() {
+                // The walk ends at a cached ancestor: a hit at its level.
+                self.per_level[pk + 1].hits += 1;
                 break;
             }
             path.push((pk + 1, self.up(pk, pj).0));
@@ -914,11 +919,21 @@ mod tests {
         e.settle().unwrap();
         assert_eq!(stat(&e, "sgx.node_reads"), stat(&e, "sgx.levels"), "a cold read fetches its whole path");
         assert!(o.verified > o.ready, "{:?}", o);
+        let levels = stat(&e, "sgx.levels") as usize;
+        for k in 0..levels {
+            assert_eq!((stat(&e, &format!("sgx.level{}.misses", k)), stat(&e, &format!("sgx.level{}.read_bytes", k))), (1.0, 64.0), "level {}", k);
+        }
         // The neighbour shares the version node, now cached: no node read.
         e.access(0x8040, crate::AccessKind::Load, 1000).unwrap();
         e.settle().unwrap();
         assert_eq!(stat(&e, "sgx.node_reads"), stat(&e, "sgx.levels"));
         assert_eq!(stat(&e, "sgx.cache_hits"), 1.0);
+        assert_eq!(stat(&e, "sgx.level0.hits"), 1.0);
+        // The next version node has the same parent: one node read, a hit at level 1.
+        e.access(0x8200, crate::AccessKind::Load, 2000).unwrap();
+        e.settle().unwrap();
+        assert_eq!((stat(&e, "sgx.level0.misses"), stat(&e, "sgx.level1.hits"), stat(&e, "sgx.level1.misses")), (2.0, 1.0, 1.0));
+        assert_eq!(stat(&e, "sgx.walk_length"), (levels as f64 + 1.0) / 2.0);
     }
 
     /// A line's raw bytes in memory (its ciphertext).
