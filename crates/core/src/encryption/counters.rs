@@ -65,13 +65,19 @@ fn get_bits(b: &[u8], at: usize, n: u32) -> u64 {
 }
 
 fn set_bits(b: &mut [u8], at: usize, n: u32, v: u64) {
-    for k in 0..n as usize {
-        let (byte, bit) = ((at + k) / 8, (at + k) % 8);
-        if v >> k & 1 == 1 {
-            b[byte] |= 1 << bit;
-        } else {
-            b[byte] &= !(1 << bit);
-        }
+    if n == 0 {
+        return;
+    }
+    let (start, end) = (at / 8, (at + n as usize).div_ceil(8));
+    let shift = at % 8;
+    let mask = ((1u128 << n) - 1) << shift;
+    let mut w = 0u128;
+    for (k, byte) in b[start..end].iter().enumerate() {
+        w |= (*byte as u128) << (8 * k);
+    }
+    w = (w & !mask) | (((v as u128) << shift) & mask);
+    for (k, byte) in b[start..end].iter_mut().enumerate() {
+        *byte = (w >> (8 * k)) as u8;
     }
 }
 
@@ -239,6 +245,26 @@ impl Format {
             }
             Format::Morphable => {
                 let zcc = get_bits(b, 0, 1) == 0;
+                // Fast paths: the counter grows in place, no other field moves.
+                if zcc {
+                    let vector = get_bits(b, ZCC_VECTOR_AT, 64) as u128 | (get_bits(b, ZCC_VECTOR_AT + 64, 64) as u128) << 64;
+                    if vector >> i & 1 == 1 {
+                        let w = zcc_width(vector.count_ones() as usize);
+                        let at = ZCC_FIELD_AT + (vector & ((1u128 << i) - 1)).count_ones() as usize * w;
+                        let v = get_bits(b, at, w as u32) + 1;
+                        if v >> w == 0 {
+                            set_bits(b, at, w as u32, v);
+                            return Ok(None);
+                        }
+                    }
+                } else {
+                    let at = UNC_MINOR_AT + i * UNC_MINOR_BITS as usize;
+                    let v = get_bits(b, at, UNC_MINOR_BITS) + 1;
+                    if v >> UNC_MINOR_BITS == 0 {
+                        set_bits(b, at, UNC_MINOR_BITS, v);
+                        return Ok(None);
+                    }
+                }
                 let mut s = Morph::decode(b);
                 let half = i / M_HALF;
                 let span = half * M_HALF..(half + 1) * M_HALF;
