@@ -1401,7 +1401,7 @@ def _morph_perf_rows(d: Data, paper: Paper, scale: Scale):
         gm = None if s is None else _geomean(s) - 1
         text = "-" if s is None else f"{gm * 100:+.1f}% (" + ", ".join(f"{w} {(x - 1) * 100:+.1f}%" for w, x in zip(ws, s)) + ")"
         out.append(Row(f"morphable counters against {_ORG_LABEL[over]}: geomean speedup", paper.value("morph-perf", key), gm, text,
-                       _trend(lambda: gm > 0, gm), cause=paper.cause("short_runs") + " " + paper.cause("graphs")))
+                       _trend(lambda: gm > 0, gm), cause="short_runs"))
     return out
 
 
