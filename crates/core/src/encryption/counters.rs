@@ -111,28 +111,88 @@ fn zcc_width(nnz: usize) -> usize {
     if nnz == 0 { ZCC_MAX_WIDTH } else { (ZCC_FIELD_BITS / nnz).min(ZCC_MAX_WIDTH) }
 }
 
+/// Fields appended from bit 0 of a payload (both morphable formats are contiguous fields).
+struct Writer {
+    out: [u8; PAYLOAD],
+    acc: u128,
+    n: u32,
+    pos: usize,
+}
+
+impl Writer {
+    fn new() -> Writer {
+        Writer { out: [0; PAYLOAD], acc: 0, n: 0, pos: 0 }
+    }
+
+    fn put(&mut self, width: u32, v: u64) {
+        self.acc |= (v as u128) << self.n;
+        self.n += width;
+        if self.n >= 64 {
+            self.out[self.pos..self.pos + 8].copy_from_slice(&(self.acc as u64).to_le_bytes());
+            self.pos += 8;
+            self.acc >>= 64;
+            self.n -= 64;
+        }
+    }
+
+    fn finish(self, b: &mut [u8]) {
+        let mut out = self.out;
+        let rest = (self.n as usize).div_ceil(8);
+        out[self.pos..self.pos + rest].copy_from_slice(&self.acc.to_le_bytes()[..rest]);
+        b[..PAYLOAD].copy_from_slice(&out);
+    }
+}
+
+/// Fields read in order from bit 0 of a payload.
+struct Reader<'a> {
+    b: &'a [u8],
+    acc: u128,
+    n: u32,
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader { b, acc: 0, n: 0, pos: 0 }
+    }
+
+    fn get(&mut self, width: u32) -> u64 {
+        if self.n < width {
+            let mut w = [0u8; 8];
+            let k = (PAYLOAD - self.pos).min(8);
+            w[..k].copy_from_slice(&self.b[self.pos..self.pos + k]);
+            self.pos += k;
+            self.acc |= (u64::from_le_bytes(w) as u128) << self.n;
+            self.n += 64;
+        }
+        let v = (self.acc & ((1u128 << width) - 1)) as u64;
+        self.acc >>= width;
+        self.n -= width;
+        v
+    }
+}
+
 impl Morph {
     fn decode(b: &[u8]) -> Morph {
         let mut s = Morph { base: [0; 2], minor: [0; M_ARITY] };
-        if get_bits(b, 0, 1) == 0 {
-            let major = get_bits(b, ZCC_MAJOR_AT, ZCC_MAJOR_BITS);
+        let mut r = Reader::new(b);
+        if r.get(1) == 0 {
+            let major = r.get(ZCC_MAJOR_BITS);
             s.base = [major, major];
-            let vector = get_bits(b, ZCC_VECTOR_AT, 64) as u128 | (get_bits(b, ZCC_VECTOR_AT + 64, 64) as u128) << 64;
-            let w = zcc_width(vector.count_ones() as usize);
-            let mut at = ZCC_FIELD_AT;
+            let vector = r.get(64) as u128 | (r.get(64) as u128) << 64;
+            let w = zcc_width(vector.count_ones() as usize) as u32;
             for i in 0..M_ARITY {
                 if vector >> i & 1 == 1 {
-                    s.minor[i] = get_bits(b, at, w as u32);
-                    at += w;
+                    s.minor[i] = r.get(w);
                 }
             }
         } else {
-            let m = get_bits(b, UNC_M_AT, UNC_M_BITS) << UNC_BASE_BITS;
+            let m = r.get(UNC_M_BITS) << UNC_BASE_BITS;
             for h in 0..2 {
-                s.base[h] = m + get_bits(b, UNC_BASE_AT + h * UNC_BASE_BITS as usize, UNC_BASE_BITS);
+                s.base[h] = m + r.get(UNC_BASE_BITS);
             }
-            for i in 0..M_ARITY {
-                s.minor[i] = get_bits(b, UNC_MINOR_AT + i * UNC_MINOR_BITS as usize, UNC_MINOR_BITS);
+            for v in s.minor.iter_mut() {
+                *v = r.get(UNC_MINOR_BITS);
             }
         }
         s
@@ -145,33 +205,33 @@ impl Morph {
     /// Encode in ZCC if `zcc_first` and it fits, else uncompressed if it fits.
     fn encode(&self, b: &mut [u8], zcc_first: bool) -> bool {
         if zcc_first && self.base[0] == self.base[1] && self.base[0] >> ZCC_MAJOR_BITS == 0 {
-            let nnz = self.minor.iter().filter(|&&v| v != 0).count();
-            let w = zcc_width(nnz);
+            let vector = self.minor.iter().enumerate().fold(0u128, |v, (i, &m)| v | ((m != 0) as u128) << i);
+            let w = zcc_width(vector.count_ones() as usize);
             if self.minor.iter().all(|&v| v >> w == 0) {
-                b[..PAYLOAD].fill(0);
-                set_bits(b, ZCC_MAJOR_AT, ZCC_MAJOR_BITS, self.base[0]);
-                let mut at = ZCC_FIELD_AT;
-                for (i, &v) in self.minor.iter().enumerate() {
-                    if v != 0 {
-                        set_bits(b, ZCC_VECTOR_AT + i, 1, 1);
-                        set_bits(b, at, w as u32, v);
-                        at += w;
-                    }
+                let mut o = Writer::new();
+                o.put(1, 0);
+                o.put(ZCC_MAJOR_BITS, self.base[0]);
+                o.put(64, vector as u64);
+                o.put(64, (vector >> 64) as u64);
+                for &v in self.minor.iter().filter(|&&v| v != 0) {
+                    o.put(w as u32, v);
                 }
+                o.finish(b);
                 return true;
             }
         }
         let m = self.base[0] >> UNC_BASE_BITS;
         if m == self.base[1] >> UNC_BASE_BITS && m >> UNC_M_BITS == 0 && self.minor.iter().all(|&v| v >> UNC_MINOR_BITS == 0) {
-            b[..PAYLOAD].fill(0);
-            set_bits(b, 0, 1, 1);
-            set_bits(b, UNC_M_AT, UNC_M_BITS, m);
+            let mut o = Writer::new();
+            o.put(1, 1);
+            o.put(UNC_M_BITS, m);
             for h in 0..2 {
-                set_bits(b, UNC_BASE_AT + h * UNC_BASE_BITS as usize, UNC_BASE_BITS, self.base[h] & ((1 << UNC_BASE_BITS) - 1));
+                o.put(UNC_BASE_BITS, self.base[h] & ((1 << UNC_BASE_BITS) - 1));
             }
-            for (i, &v) in self.minor.iter().enumerate() {
-                set_bits(b, UNC_MINOR_AT + i * UNC_MINOR_BITS as usize, UNC_MINOR_BITS, v);
+            for &v in self.minor.iter() {
+                o.put(UNC_MINOR_BITS, v);
             }
+            o.finish(b);
             return true;
         }
         false
@@ -342,6 +402,34 @@ mod tests {
             model = now;
         }
         (overflows, model)
+    }
+
+    #[test]
+    fn the_sequential_fields_sit_where_the_layout_constants_say() {
+        // ZCC: format, major, vector, field; uncompressed: format, M, bases, minors.
+        assert_eq!((ZCC_MAJOR_AT, ZCC_VECTOR_AT, ZCC_FIELD_AT), (1, 1 + 56, 1 + 56 + 128));
+        assert_eq!((UNC_M_AT, UNC_BASE_AT, UNC_MINOR_AT), (1, 1 + 49, 1 + 49 + 14));
+        assert_eq!(UNC_MINOR_AT + M_ARITY * UNC_MINOR_BITS as usize, PAYLOAD * 8);
+        let mut s = Morph { base: [0xABCDE, 0xABCDE], minor: [0; M_ARITY] };
+        for (i, v) in [(3usize, 5u64), (77, 1), (127, 300)] {
+            s.minor[i] = v;
+        }
+        let mut b = [0u8; PAYLOAD];
+        assert!(s.encode(&mut b, true));
+        assert_eq!(get_bits(&b, ZCC_MAJOR_AT, ZCC_MAJOR_BITS), 0xABCDE);
+        assert_eq!(get_bits(&b, ZCC_VECTOR_AT + 77, 1), 1);
+        assert_eq!(get_bits(&b, ZCC_FIELD_AT + 2 * zcc_width(3), zcc_width(3) as u32), 300);
+        for i in 0..M_ARITY {
+            assert_eq!(Format::Morphable.get(&b, i), s.counter(i));
+        }
+        let mut u = Morph { base: [0x1234 << 7 | 5, 0x1234 << 7 | 9], minor: [0; M_ARITY] };
+        u.minor[100] = 6;
+        assert!(u.encode(&mut b, true), "bases differ: uncompressed");
+        assert_eq!(get_bits(&b, UNC_MINOR_AT + 100 * 3, 3), 6);
+        assert_eq!(get_bits(&b, UNC_BASE_AT + 7, 7), 9);
+        for i in 0..M_ARITY {
+            assert_eq!(Format::Morphable.get(&b, i), u.counter(i));
+        }
     }
 
     #[test]
