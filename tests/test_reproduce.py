@@ -18,7 +18,7 @@ from secmem.reproduce.registry import (
 
 from conftest import assert_clean_error, cli
 
-SEEDS = ("000", "001", "002", "003", "004", "counterlight")
+SEEDS = ("000", "001", "002", "003", "004", "counterlight", "morph")
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_every_seed_required_by_the_issue_is_covered():
     ids = {f.id for f in reproduce.figures()}
     want = {"000-fig8", "000-fig9", "000-fig10", "000-fig11", "000-fig12", "000-reenc", "000-fig13", "000-table2", "003-fig3", "003-fig4", "003-fig5",
             "003-fig6", "003-fig7", "003-fig8", "003-space", "002-table2", "002-fig4", "002-fig5", "002-fig6", "002-fig7",
-            "001-table3"}
+            "001-table3", "morph-space", "morph-perf"}
     assert want <= ids
     assert len(ids) == len(reproduce.figures())
 
@@ -102,7 +102,8 @@ def test_every_seed_required_by_the_issue_is_covered():
 def test_every_transcribed_value_has_a_source_and_every_stand_in_is_a_workload():
     from secmem import suite
 
-    # Built-in workloads, or suite programs (001's Table 3 needs real code footprints).
+    # Built-in workloads, or suite programs and their sizes (001's Table 3 needs real code
+    # footprints; the counter-tree figures SPEC-sized inputs).
     builtin = {n for n, _ in secmem.workloads()} | set(suite.variants())
     for seed in SEEDS:
         p = load_paper(seed)

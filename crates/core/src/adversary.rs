@@ -201,7 +201,10 @@ pub fn attack_all(p: &Params, seed: u64) -> Result<Vec<Outcome>, ConfigError> {
         }
     }
     for a in addrs {
-        let n = (WINDOW as u64).min(e.untrusted().size() - a) as usize;
+        let n = (WINDOW as u64).min(e.untrusted().size().saturating_sub(a)) as usize;
+        if n == 0 {
+            continue;
+        }
         let mut buf = vec![0u8; n];
         old_mem.read(a, &mut buf);
         e.untrusted().write(a, &buf);

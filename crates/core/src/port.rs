@@ -172,8 +172,14 @@ impl Port {
     }
 
     /// Give the lines of [0, `covered`) side bits in `store` (one entry per `line`-byte line).
-    pub fn attach_side(&mut self, store: PerLine, covered: u64, line: u64) {
+    /// One scheme of a machine may keep side bits: a second is refused (their bits would share
+    /// the lanes).
+    pub fn attach_side(&mut self, store: PerLine, covered: u64, line: u64) -> Result<(), String> {
+        if self.side.is_some() {
+            return Err("another scheme of this machine already keeps its metadata in the ECC bits".into());
+        }
         self.side = Some(Box::new(Side { store, covered, line: line as usize, last: u64::MAX, bytes: [0; MAX_LINE], arrived: None }));
+        Ok(())
     }
 
     /// Remember the line a transfer moved, for its side bits.

@@ -1516,4 +1516,162 @@ FIGURES_CL = [
 ]
 
 
-FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002 + FIGURES_004 + FIGURES_001 + FIGURES_CL
+# ---------------------------------------------------------------------------------------
+# morph: the counter-tree family (issue 29): counter organisations of one SGX-style tree
+
+_ORGS = ("split64", "vault", "morphable", "mono")
+_ORG_LABEL = {"split64": "SC-64", "vault": "VAULT", "morphable": "morphable", "mono": "SGX (mono-8)"}
+_GIB16 = 16 << 30
+_MIB = float(1 << 20)
+
+
+def _org(c: str, **more) -> dict:
+    return {"sgx.counters": c, **more}
+
+
+def _morph_space_points(paper, scale):
+    return [Point(workload="hot", integrity="none", encryption="sgx", preset=paper.preset,
+                  sets=tuple(_org(c, **{"memory.size": "16GiB"}).items()), instructions=20_000, warmup=0) for c in _ORGS]
+
+
+def _tree_mib(d: Data, c: str) -> Optional[float]:
+    v = d.get("hot", "none+sgx", "sgx.tree_bytes", _org(c, **{"memory.size": "16GiB"}))
+    return None if v is None else float(v) / _MIB
+
+
+def _levels(d: Data, c: str):
+    return d.get("hot", "none+sgx", "sgx.levels", _org(c, **{"memory.size": "16GiB"}))
+
+
+def _morph_space_rows(d: Data, paper: Paper, scale: Scale):
+    sc64, morph = _tree_mib(d, "split64"), _tree_mib(d, "morphable")
+    def txt(c, mib):
+        return "-" if mib is None else f"{mib:.3f} MiB, {_levels(d, c):.0f} levels with the counters"
+    out = [
+        Row("16 GB: the tree above SC-64 counters (64-ary)", paper.value("morph-space", "tree_sc64"), sc64, txt("split64", sc64),
+            _trend(lambda: sc64 > 3.5, sc64)),
+        Row("16 GB: the tree above morphable counters (128-ary)", paper.value("morph-space", "tree_morph"), morph, txt("morphable", morph),
+            _trend(lambda: morph < sc64 / 2, sc64, morph)),
+    ]
+    smaller = None if sc64 is None or morph is None else 1 - morph / sc64
+    out.append(Row("morphable's tree against SC-64's: how much smaller", paper.value("morph-space", "smaller"), smaller,
+                   _pct(smaller), _trend(lambda: smaller > 0.5, smaller)))
+    return out
+
+
+def _morph_space_plot(d, paper, fig):
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_ORG_LABEL[c] for c in _ORGS], {"secmem": [_tree_mib(d, c) for c in _ORGS]}, "tree above the counters, MiB (16 GiB)",
+               paper={"secmem": [paper.value("morph-space", "tree_sc64").value, paper.value("morph-space", "tree_morph").value, None, None]},
+               log=True)
+
+
+def _morph_space_text(d, paper):
+    lines = ["  organisation   tree above counters   counters   levels   root registers"]
+    for c in _ORGS:
+        s = _org(c, **{"memory.size": "16GiB"})
+        ctr = d.get("hot", "none+sgx", "sgx.counter_bytes", s)
+        roots = d.get("hot", "none+sgx", "sgx.root_counters", s)
+        tree = _tree_mib(d, c)
+        lines.append(f"  {_ORG_LABEL[c]:<14} {'-' if tree is None else f'{tree:.3f} MiB':>19}   "
+                     f"{'-' if ctr is None else f'{float(ctr) / _MIB:.0f} MiB':>8}   {'-' if _levels(d, c) is None else int(_levels(d, c)):>6}   "
+                     f"{'-' if roots is None else int(roots):>14}")
+    return "\n".join(lines)
+
+
+# The authors' configuration: a 128 KB metadata cache, MACs in the ECC chips (run_MICRO_5Bn.sh).
+_PERF_SETS = {"sgx.cache_bytes": "128KiB", "sgx.mac_place": "ecc"}
+# The suite's memory-intensive programs at SPEC-like sizes: mcf.spec and the GAP kernels.
+_PERF_PROGRAMS = ("mcf", "pr", "bc")
+
+
+# (warm-up, measured) per scale, from the program's steady phase (its size's `skip`: mcf.spec's
+# simplex, docs/workloads.md).
+_PERF_COUNTS = {"smoke": (5_000, 20_000), "laptop": (1_000_000, 2_000_000), "full": (30_000_000, 10_000_000)}
+
+
+def _perf_counts(scale: Scale) -> tuple:
+    return _PERF_COUNTS.get(scale.name, _PERF_COUNTS["laptop"])
+
+
+def _perf_trace(workload: str, scale: Scale) -> str:
+    """Where the figure keeps a program's window: beside its inputs."""
+    from .. import suite
+
+    warm, n = _perf_counts(scale)
+    return str(suite.data_dir(workload) / f"morph-perf-skip{suite.steady_skip(workload)}-n{warm + n}.smt")
+
+
+def _perf_prepare(paper: Paper, scale: Scale) -> None:
+    """Trace each program's window once (past its set-up); the points read the file."""
+    import os
+
+    from .. import suite, tracing
+
+    warm, n = _perf_counts(scale)
+    for w in _names(paper, _PERF_PROGRAMS):
+        path = _perf_trace(w, scale)
+        if os.path.exists(path):
+            continue
+        c = suite.command(w)  # refuses a workload that is not installed, naming the install command
+        tracing.trace(list(c.argv), path, skip=suite.steady_skip(w), count=warm + n, env=sorted(c.env.items()), clear_env=True,
+                      cwd=c.cwd, stdin=c.stdin, stdout=None)
+
+
+def _morph_perf_points(paper, scale):
+    warm, n = _perf_counts(scale)
+    out = []
+    for w in _names(paper, _PERF_PROGRAMS):
+        for scheme, sets in [("none", {})] + [("sgx", _org(c, **_PERF_SETS)) for c in ("split64", "vault", "morphable")]:
+            out.append(Point(trace=_perf_trace(w, scale), integrity="none", encryption=scheme, preset=paper.preset,
+                             sets=tuple(sets.items()), instructions=n, warmup=warm))
+    return out
+
+
+def _speedups(d: Data, paper: Paper, over: str) -> Optional[list]:
+    out = []
+    for w in _names(paper, _PERF_PROGRAMS):
+        t = _perf_trace(w, d.scale)
+        m, o = d.get(t, "none+sgx", "ipc", _org("morphable", **_PERF_SETS)), d.get(t, "none+sgx", "ipc", _org(over, **_PERF_SETS))
+        out.append(None if m is None or not o else m / o)
+    return _all(out)
+
+
+def _geomean(xs) -> float:
+    return math.exp(mean(math.log(x) for x in xs))
+
+
+def _morph_perf_rows(d: Data, paper: Paper, scale: Scale):
+    out = []
+    ws = _names(paper, _PERF_PROGRAMS)
+    for key, over in (("over_sc64", "split64"), ("over_vault", "vault")):
+        s = _speedups(d, paper, over)
+        gm = None if s is None else _geomean(s) - 1
+        text = "-" if s is None else f"{gm * 100:+.1f}% (" + ", ".join(f"{w} {(x - 1) * 100:+.1f}%" for w, x in zip(ws, s)) + ")"
+        out.append(Row(f"morphable counters against {_ORG_LABEL[over]}: geomean speedup", paper.value("morph-perf", key), gm, text,
+                       _trend(lambda: gm > 0, gm), cause="short_runs"))
+    return out
+
+
+def _morph_perf_plot(d, paper, fig):
+    ws = _names(paper, _PERF_PROGRAMS)
+    ax = fig.add_subplot(111)
+    plots.bars(ax, [_label(paper, w) for w in ws],
+               {_ORG_LABEL[c]: [d.norm(_perf_trace(w, d.scale), "none+sgx", sets=_org(c, **_PERF_SETS), base_sets={}) for w in ws]
+                for c in ("split64", "vault", "morphable")}, "IPC / unprotected")
+
+
+FIGURES_MORPH = [
+    Figure("morph-space", "morph", "Tree size and height for 16 GiB per counter organisation (SC-64, VAULT, morphable, SGX)",
+           "§1 (tree size for 16 GB)", _morph_space_points, _morph_space_rows, _morph_space_plot,
+           lambda paper, scale: "one tiny run per organisation with 16 GiB of memory (tree size is a property of the layout)",
+           size=(6, 3.4), text=_morph_space_text),
+    Figure("morph-perf", "morph", "Morphable counters against SC-64 and VAULT: IPC on the suite's memory-intensive programs",
+           "abstract (geomean speedups)", _morph_perf_points, _morph_perf_rows, _morph_perf_plot,
+           lambda paper, scale: (f"a window of each program past its set-up ({_perf_counts(scale)[1] / 1e6:g} M instructions after "
+                                 f"{_perf_counts(scale)[0] / 1e6:g} M of warm-up), traced once; sgx with a 128 KiB metadata cache "
+                                 "and MACs in ECC bits under each organisation, and the unprotected machine"),
+           size=(7, 3.4), prepare=_perf_prepare, programs=lambda paper: _names(paper, _PERF_PROGRAMS)),
+]
+
+FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002 + FIGURES_004 + FIGURES_001 + FIGURES_CL + FIGURES_MORPH

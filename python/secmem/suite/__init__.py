@@ -52,6 +52,7 @@ __all__ = [
     "known",
     "get",
     "describe",
+    "steady_skip",
     "status",
     "missing",
     "install",
@@ -128,6 +129,15 @@ def get(name: str) -> Workload:
     g = w.generate
     return replace(w, name=f"{w.name}.{size}", description=s.description, generate=partial(g.func, **{**g.keywords, **s.generate}),
                    instructions=0, native_seconds=0.0, sizes={})
+
+
+def steady_skip(name: str) -> int:
+    """Instructions before the steady phase of ``NAME.SIZE`` (where docs/workloads.md starts
+    its traces); 0 for a default size, which states none."""
+    w = _base(name)
+    _, dot, size = name.partition(".")
+    s = w.sizes.get(size) if dot and size != DEFAULT_SIZE else None
+    return s.skip if s is not None else 0
 
 
 def describe(name: str) -> dict:

@@ -13,6 +13,7 @@ use crate::stats::Stats;
 use secmem_crypto::Aes128;
 use secmem_timing::Cycle;
 
+pub mod counters;
 pub mod direct;
 pub mod mecu;
 pub mod none;

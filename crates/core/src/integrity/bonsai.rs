@@ -48,6 +48,7 @@ pub const DECL: Component = Component {
         param("bonsai.hash_bytes", Def::Int(16), "B", "bytes of each hash kept in its parent tree node (128-bit hashes)"),
         param("bonsai.arity", Def::Int(0), "children", "hashes per tree node; 0: as many as fit a node (64 B / 16 B = 4)"),
         param("bonsai.mac_bytes", Def::Int(8), "B", "bytes of each line's MAC (64-bit, in its own region beside the data)"),
+        param("bonsai.mac_place", Def::Str("memory"), "memory|ecc", "where each line's MAC is kept: memory (its own region, read and written as transfers of their own) or ecc (the line's ECC bits, at most 8 B: it travels with the line, as Synergy, HPCA 2018)"),
     ],
     stats: &[
         stat("bonsai.levels", "levels", "levels of the tree over the counter blocks"),
@@ -85,6 +86,8 @@ struct State {
     /// zero[l]: hash of a node at level l of an all-zero subtree (level 0 = top).
     zero: Vec<H>,
     macs: PerLine,
+    /// The MACs are in the lines' ECC bits: read and written with the line, no transfer.
+    in_ecc: bool,
     // statistics
     counter_checks: u64,
     counter_updates: u64,
@@ -204,11 +207,18 @@ impl State {
         (fresh || same_bytes(&mac[..stored.len()], stored), hashed)
     }
 
-    /// Read line `addr`'s MAC from memory at `t`: the bytes and when they arrived.
-    fn read_mac(&self, m: &mut Machine, addr: u64, t: Cycle) -> ([u8; MAX_HASH_BYTES], Cycle) {
+    /// Read line `addr`'s MAC from memory at `t`: the bytes and when they arrived (in the
+    /// ECC bits: with the line the port just moved, at no time of their own).
+    fn read_mac(&self, m: &mut Machine, addr: u64, t: Cycle) -> Result<([u8; MAX_HASH_BYTES], Cycle), IntegrityError> {
         let mut stored = [0u8; MAX_HASH_BYTES];
+        if self.in_ecc {
+            if !m.port.read_side(addr, &mut stored[..self.mac_hasher.len()]) {
+                return Err(IntegrityError::refused(addr, "bonsai: the line's ECC bits are not beside it"));
+            }
+            return Ok((stored, t));
+        }
         let t_mac = m.port.read(self.macs.addr(addr), &mut stored[..self.mac_hasher.len()], t).last;
-        (stored, t_mac)
+        Ok((stored, t_mac))
     }
 
     /// Write line `addr`'s MAC under counter `ctr` from `t`: when memory has it.
@@ -216,6 +226,13 @@ impl State {
         let (mac, hashed) = self.mac(addr, ctr, plain);
         let h_done = m.hash.run(t, hashed);
         self.mac_stores += 1;
+        if self.in_ecc {
+            // With the line the port just moved: the encryption wrote it (or read it, to
+            // re-encipher it, and writes it next).
+            let sent = m.port.write_side(addr, &mac[..self.mac_hasher.len()]);
+            debug_assert!(sent, "bonsai: a MAC in ECC bits goes out with its line");
+            return h_done;
+        }
         m.port.write(self.macs.addr(addr), &mac[..self.mac_hasher.len()], h_done)
     }
 }
@@ -250,7 +267,7 @@ impl Guard for Guarded {
 
     fn reenciphered(&mut self, m: &mut Machine, addr: u64, plain: &[u8], old: u64, new: u64, t: Cycle) -> Result<Cycle, IntegrityError> {
         let mut s = lock(&self.0);
-        let (stored, t_mac) = s.read_mac(m, addr, t);
+        let (stored, t_mac) = s.read_mac(m, addr, t)?;
         let hb = s.mac_hasher.len();
         let (ok, hashed) = s.mac_matches(addr, old, plain, &stored[..hb]);
         let checked = m.hash.run(t_mac, hashed);
@@ -269,6 +286,7 @@ pub struct Bonsai {
     tree: Tree,
     macs: PerLine,
     data_size: u64,
+    in_ecc: bool,
 }
 
 impl Bonsai {
@@ -284,7 +302,14 @@ impl Bonsai {
         let line = m.line();
         let tree = Tree::new(&mut m.layout, "bonsai tree", (lo, hi - lo), line, hasher.len(), p.u64_min("bonsai.arity", 0)?, "bonsai.arity")?;
         let data_size = m.layout.data_size;
-        let macs = m.layout.per_line(Role::Macs, "bonsai MACs", data_size, mac_bytes as u64);
+        let in_ecc = p.choice("bonsai.mac_place", &["memory", "ecc"])? == "ecc";
+        let macs = if in_ecc {
+            let side = m.layout.ecc_per_line(Role::Macs, "bonsai MACs", data_size, mac_bytes as u64 * 8).map_err(|e| ConfigError(format!("bonsai.mac_place=ecc: {}", e)))?;
+            m.port.attach_side(side, data_size, line).map_err(|e| ConfigError(format!("bonsai.mac_place=ecc: {}", e)))?;
+            side
+        } else {
+            m.layout.per_line(Role::Macs, "bonsai MACs", data_size, mac_bytes as u64)
+        };
         let zero = tree.zero_hashes(|b, _| hash(&hasher, b));
         let state = State {
             roots: vec![zero[0]; tree.m as usize],
@@ -294,6 +319,7 @@ impl Bonsai {
             key: derive_key(seed, 0xb0a5),
             tree: tree.clone(),
             macs,
+            in_ecc,
             counter_checks: 0,
             counter_updates: 0,
             node_loads: 0,
@@ -305,7 +331,7 @@ impl Bonsai {
         };
         let state = Arc::new(Mutex::new(state));
         m.set_guard(Box::new(Guarded(state.clone())));
-        Ok(Bonsai { state, tree, macs, data_size })
+        Ok(Bonsai { state, tree, macs, data_size, in_ecc })
     }
 
     fn counter(enc: &dyn Encryption, addr: u64) -> Result<u64, IntegrityError> {
@@ -324,7 +350,7 @@ impl Integrity for Bonsai {
         }
         let ctr = Self::counter(enc, addr)?;
         let mut s = lock(&self.state);
-        let (stored, t_mac) = s.read_mac(m, addr, t_req);
+        let (stored, t_mac) = s.read_mac(m, addr, t_req)?;
         let hb = s.mac_hasher.len();
         let (ok, hashed) = s.mac_matches(addr, ctr, plain, &stored[..hb]);
         s.mac_checks += 1;
@@ -368,7 +394,7 @@ impl Integrity for Bonsai {
     }
 
     fn space_overhead(&self) -> f64 {
-        self.macs.overhead() + self.tree.space_overhead() * self.tree.data_size as f64 / self.data_size as f64
+        (if self.in_ecc { 0.0 } else { self.macs.overhead() }) + self.tree.space_overhead() * self.tree.data_size as f64 / self.data_size as f64
     }
 
     fn reset_stats(&mut self) {
@@ -599,5 +625,63 @@ mod tests {
         assert_eq!(checks_none, 256.0, "every counter block read from memory is checked");
         assert!(checks_cached <= 4.0, "{}", checks_cached);
         assert!(t_cached < t_none, "{} vs {}", t_cached, t_none);
+    }
+
+    #[test]
+    fn macs_in_ecc_bits_catch_what_macs_in_memory_catch_and_move_no_bytes_of_their_own() {
+        let a = 0x8_0040;
+        let mut traffic = Vec::new();
+        for place in ["memory", "ecc"] {
+            let opt = format!("bonsai.mac_place={}", place);
+            let mk = || engine(&[&opt]);
+            let mut e = mk();
+            for k in 0..256u64 {
+                e.write(k * 64, &pattern(k, 64), 0).unwrap();
+            }
+            e.flush(0).unwrap();
+            e.reset_stats();
+            for k in 0..256u64 {
+                assert_eq!(read(&mut e, k * 64, 64).unwrap(), pattern(k, 64), "{} line {}", place, k);
+            }
+            traffic.push((stat(&e, "mem.read_bytes"), stat(&e, "mem.reads"), stat(&e, "bonsai.mac_checks")));
+            let (_, mac, _) = meta(&e, a);
+            for (what, at) in [("line", a + 5), ("MAC", mac)] {
+                let mut e = mk();
+                e.write(a, &pattern(1, 64), 0).unwrap();
+                e.flush(0).unwrap();
+                flip(&mut e, at);
+                assert!(read(&mut e, a, 64).unwrap_err().is_tamper(), "{}: a changed {} was read", place, what);
+            }
+            // The line put back with its MAC as they were: its counter has moved on.
+            let mut e = mk();
+            e.write(a, &pattern(1, 64), 0).unwrap();
+            e.flush(0).unwrap();
+            let (mut old_line, mut old_mac) = ([0u8; 64], [0u8; 8]);
+            e.untrusted().read(a, &mut old_line);
+            e.untrusted().read(mac, &mut old_mac);
+            e.write(a, &pattern(2, 64), 0).unwrap();
+            e.flush(0).unwrap();
+            e.untrusted().write(a, &old_line);
+            e.untrusted().write(mac, &old_mac);
+            assert!(read(&mut e, a, 64).unwrap_err().is_tamper(), "{}: a replayed line and MAC were read", place);
+            // Overflows re-bind the group's MACs in the ECC bits as they re-encipher the lines.
+            let mut e = engine(&[&opt, "split.arity=128"]);
+            for k in 0..128u64 {
+                e.write(0x10_0000 + k * 64, &pattern(k, 64), 0).unwrap();
+            }
+            for r in 0..10u64 {
+                e.write(0x10_0000, &pattern(100 + r, 64), 0).unwrap();
+                e.flush(0).unwrap();
+            }
+            assert!(stat(&e, "bonsai.rebound_macs") >= 127.0, "{}", place);
+            for k in 1..128u64 {
+                assert_eq!(read(&mut e, 0x10_0000 + k * 64, 64).unwrap(), pattern(k, 64), "{} line {} after overflows", place, k);
+            }
+        }
+        // Same checks; in ECC bits the MACs cost no transfer: one read fewer per line.
+        let ((mem_bytes, mem_reads, mem_checks), (ecc_bytes, ecc_reads, ecc_checks)) = (traffic[0], traffic[1]);
+        assert_eq!(mem_checks, ecc_checks);
+        assert_eq!(mem_reads - ecc_reads, 256.0, "{} vs {} reads", mem_reads, ecc_reads);
+        assert!(ecc_bytes < mem_bytes, "{} vs {} B", ecc_bytes, mem_bytes);
     }
 }

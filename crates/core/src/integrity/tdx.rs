@@ -91,7 +91,7 @@ impl Tdx {
         let private = p.u64_min("tdx.private_key_ids", 0)?;
         let data = m.layout.data_size;
         let side = m.layout.ecc_per_line(Role::Macs, "tdx MACs and owner bits", data, mac_bits + 1).map_err(|e| ConfigError(format!("tdx.mac_bits: {}", e)))?;
-        m.port.attach_side(side, data, m.line());
+        m.port.attach_side(side, data, m.line()).map_err(|e| ConfigError(format!("tdx: {}", e)))?;
         Ok(Tdx { key: derive_key(seed, MAC_KEY), mac_bits: mac_bits as u32, bind_key_id: p.bool("tdx.bind_key_id")?, private: private.min(u32::MAX as u64) as u32, side, data, over_ciphertext: None, checks: 0, writes: 0 })
     }
 
