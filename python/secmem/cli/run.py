@@ -8,13 +8,13 @@ from typing import Any
 
 from .. import provenance
 from ..api import run
-from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, write_json
+from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, warn_once, write_json
 from .summary import mix_summary, summary
 
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="one simulation (the default command)")
-    add_common(r)
+    add_common(r, interval=True)
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and simulate it")
     r.set_defaults(func=cmd)
 
@@ -38,6 +38,7 @@ def cmd(a: argparse.Namespace) -> int:
         progress=True,
         sample=a.sample,
         cores=a.cores,
+        interval=a.interval,
     )
     # A failure is said first; statistics follow only if something was measured. The exit
     # status: a signal's (130, 143); 2 if nothing was measured (the input is unusable: a
@@ -49,6 +50,7 @@ def cmd(a: argparse.Namespace) -> int:
     mix = "cores" in r.stats
     if a.json != "-" and (measured or not r.error):
         print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
+    warn_once(r.warnings)
     if mix:
         # A mix: the identity of each different input, in the order given.
         names = (a.workload or "").split(",") if a.workload and "," in a.workload else [a.workload]
