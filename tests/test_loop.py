@@ -670,3 +670,15 @@ def test_the_report_names_no_issue_its_readers_cannot_see():
         for key in paper.causes:
             assert not re.search(r"issue \d", paper.cause(key)), (seed, key)
     assert "(issue" not in (ROOT / "docs" / "sweeps.md").read_text()
+
+
+def test_a_point_to_a_long_traces_end_is_stored_without_a_count(tmp_path):
+    from secmem.api import TO_END
+    from secmem.sweep import Planned, Point, row
+
+    p = Point(trace="/x/long.smt")
+    pl = Planned(p, {"l2.size": "1MiB"}, {"name": "long.smt", "kind": "trace", "digest": "d"}, "k" * 64, TO_END - 1000, 1000)
+    st = results.open_store(str(tmp_path / "s"))
+    st.write(row(pl, {"stats": {"ipc": 0.5}, "error": None, "wall_seconds": 1.0}))
+    df = st.frame()
+    assert df["requested_instructions"].isna().all() and df["warmup"].iloc[0] == 1000 and df["ipc"].iloc[0] == 0.5
