@@ -434,8 +434,12 @@ def test_compare_dataframe():
     assert isinstance(df, pd.DataFrame)
     pairs = list(zip(df["integrity"], df["encryption"]))
     assert pairs == [("none", "none"), ("chash", "none"), ("none", "otp"), ("chash", "otp")]
-    for col in ("ipc", "normalized_ipc", "l2_miss_rate", "mem_bytes_per_instr", "normalized_traffic"):
+    for col in ("ipc", "normalized_ipc", "l2.miss_rate", "mem_bytes_per_instr", "normalized_traffic"):
         assert col in df.columns
+    # a statistic keeps its run's name, and its value
+    r = secmem.run("chase", integrity="chash", encryption="otp", instructions=200_000, warmup=WARM)
+    row = df[df.scheme == "chash+otp"].iloc[0]
+    assert (row["ipc"], row["l2.miss_rate"], row["instructions"]) == (r.stats["ipc"], r.stats["l2.miss_rate"], r.stats["instructions"])
     base = df[(df.integrity == "none") & (df.encryption == "none")].iloc[0]
     assert base.normalized_ipc == 1.0
     assert base.normalized_traffic == 1.0

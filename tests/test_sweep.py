@@ -6,6 +6,7 @@ the kill test starts a sweep with its own local cluster in a subprocess and SIGK
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -16,7 +17,7 @@ import time
 import pytest
 
 import secmem
-from secmem import provenance
+from secmem import _core, provenance
 from secmem.results import Store, StoreError, point_key
 from secmem.sweep import grid, load_grid_file
 
@@ -100,14 +101,16 @@ def test_a_sweep_on_dask_stores_every_point_with_provenance(tmp_path, scheduler)
     assert (s.points, s.computed, s.stored, s.failed, s.workers) == (8, 8, 0, 0, 2)
     assert len(_points_files(store)) == 8
     assert list(df["workload"]) == ["hot"] * 4 + ["chase"] * 4
-    assert list(df["config.l2.size"])[:2] == ["256KiB", "1MiB"]
+    # a size is a number in the frame (bytes), its text only in `sets`
+    assert list(df["config.l2.size"])[:2] == [256 << 10, 1 << 20] and str(df["config.l2.size"].dtype) == "int64"
+    assert json.loads(df["sets"].iloc[0]) == {"l2.size": "256KiB"}
     assert (df["status"] == "ok").all() and df["error"].isna().all()
     for col in ("secmem_version", "command", "host", "date", "wall_seconds", "workload_digest", "config_digest"):
         assert df[col].notna().all(), col
     assert (df["secmem_version"] == secmem.__version__).all()
     assert df["key"].nunique() == 8
     # a point computed on a worker is the same simulation as secmem.run here: bit-identical
-    row = df[(df["workload"] == "chase") & (df["scheme"] == "chash+otp") & (df["config.l2.size"] == "256KiB")].iloc[0]
+    row = df[(df["workload"] == "chase") & (df["scheme"] == "chash+otp") & (df["config.l2.size"] == 256 << 10)].iloc[0]
     r = secmem.run("chase", integrity="chash", encryption="otp", params={"l2.size": "256KiB"}, instructions=40_000, warmup=10_000)
     for k, v in r.stats.items():
         if not k.startswith("sim.") and not isinstance(v, list):
@@ -127,7 +130,7 @@ def test_a_rerun_computes_only_missing_points(tmp_path, scheduler):
     assert (s.computed, s.stored) == (1, 2)
     after = {p.name: p.stat().st_mtime_ns for p in _points_files(store)}
     assert {k: after[k] for k in before} == before  # finished points are not rewritten
-    assert list(df["config.hash.latency"]) == ["40", "80", "160"]
+    assert list(df["config.hash.latency"]) == [40, 80, 160]
 
 
 def test_a_failed_point_is_recorded_and_the_others_go_on(tmp_path, scheduler):
@@ -180,7 +183,7 @@ def test_a_sweep_killed_with_sigkill_resumes_without_losing_a_finished_point(tmp
     s = df.attrs["summary"]
     assert s.stored == len(done) and s.computed == len(sizes) - len(done) and s.failed == 0
     assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in _points_files(store) if p.name in done} == done
-    assert list(df["config.l2.size"]) == sizes
+    assert list(df["config.l2.size"]) == [_core.parse_size(x) for x in sizes]
 
 
 # ---------------------------------------------------------------------------------------
@@ -280,12 +283,17 @@ def test_compare_across_workloads_has_a_geometric_mean_row_and_prints_whole(tmp_
     df = secmem.load_result(str(out))
     assert df.attrs["provenance"]["command"].startswith("secmem compare")
     assert [w["name"] for w in df.attrs["workloads"]] == ["hot", "chase"]
-    rows = df[df["workload"] != "geomean"]
-    g = df[df["workload"] == "geomean"].set_index(["integrity", "encryption"])
-    assert len(rows) == 6 and len(g) == 3
+    # the data rows only: the geometric means are a summary apart (issue 34)
+    assert len(df) == 6 and "geomean" not in set(df["workload"])
+    assert not df[["ipc", "normalized_ipc", "l2.miss_rate", "instructions"]].isna().any().any()
+    assert str(df["instructions"].dtype) == "int64"
+    g = df.geomean().set_index(["integrity", "encryption"])
+    assert len(g) == 3 and list(g["workloads"]) == [2, 2, 2]
     for pair in [("chash", "none"), ("none", "otp")]:
-        mine = rows[(rows["integrity"] == pair[0]) & (rows["encryption"] == pair[1])]["normalized_ipc"]
+        mine = df[(df["integrity"] == pair[0]) & (df["encryption"] == pair[1])]["normalized_ipc"]
         assert g.loc[pair, "normalized_ipc"] == pytest.approx(math.prod(mine) ** (1 / len(mine)))
+    doc = json.loads(out.read_text())
+    assert len(doc["rows"]) == 6 and len(doc["geomean"]) == 3
     assert "geomean" in p.stdout and "hot" in p.stdout and "chase" in p.stdout
     # the Python DataFrame prints whole, every column, however narrow the terminal
     text = repr(df)

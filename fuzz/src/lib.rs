@@ -85,7 +85,7 @@ fn small_machine() -> Params {
 /// Simulate at most a few thousand instructions of `src`: any record a reader accepts must
 /// be simulated or refused with an error, never crash the simulator.
 fn simulate(src: &mut dyn TraceSource, p: &Params) {
-    let o = secmem_sim::RunOptions { instructions: 2_000, warmup: 200, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: 2_000, warmup: 200, seed: 1, progress: false, interval: 0 };
     if let Ok(r) = secmem_sim::run(p, src, &o) {
         if let Some(e) = r.error {
             assert!(!e.contains('\n'), "error is not one line: {e:?}");
@@ -208,7 +208,7 @@ pub fn params(data: &[u8]) {
     let Ok(p) = secmem_sim::configure(path.to_str().expect("utf-8 path"), None, None, &sets) else { return };
     let Ok(eng) = Engine::new(&p, 1) else { return };
     drop(eng);
-    let o = secmem_sim::RunOptions { instructions: 300, warmup: 50, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: 300, warmup: 50, seed: 1, progress: false, interval: 0 };
     if let Ok(r) = secmem_sim::run(&p, &mut Tiny(0), &o) {
         if let Some(e) = r.error {
             assert!(!e.contains('\n'), "error is not one line: {e:?}");

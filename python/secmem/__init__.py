@@ -24,15 +24,20 @@ from .traces import TraceError, open_trace
 
 if TYPE_CHECKING:
     from .comparison import compare
+    from .plotting import plot
     from .saved import load_result
 
-# compare and load_result build pandas DataFrames: pandas (half a second to import) is loaded
+# compare, plot and load_result build pandas DataFrames: pandas (half a second to import) is loaded
 # when one of them is first asked for, not by every `import secmem` (PEP 562).
 def __getattr__(name: str) -> Any:
     if name == "compare":
         from .comparison import compare
 
         return compare
+    if name == "plot":
+        from .plotting import plot
+
+        return plot
     if name == "load_result":
         from .saved import load_result
 
@@ -54,6 +59,7 @@ __all__ = [
     "export",
     "load_result",
     "open_trace",
+    "plot",
     "presets",
     "run",
     "sweep",

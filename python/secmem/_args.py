@@ -38,6 +38,24 @@ def size(value: object, name: str) -> int:
     return count(value, name)
 
 
+def size_text(v: int) -> str:
+    """Bytes as a parameter writes them: 4194304 → 4MiB (the text of a size, for display)."""
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if v >= 1 << shift and v % (1 << shift) == 0:
+            return f"{v >> shift}{unit}"
+    return f"{v}B"
+
+
+_UNITS: dict[str, str] = {}
+
+
+def param_unit(key: str) -> str:
+    """The declared unit of parameter ``key`` ("B" for a size), "" if none is declared."""
+    if not _UNITS:
+        _UNITS.update({p.key: p.unit for c in _core.components() for p in c.params})
+    return _UNITS.get(key, "")
+
+
 def seed(text: str) -> int:
     """argparse type of --seed: a whole number from 0 to 2^64-1."""
     try:

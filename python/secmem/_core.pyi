@@ -111,6 +111,7 @@ class RunSpec:
         seed: int = 1,
         sample: Optional[str] = None,
         progress: bool = False,
+        interval: int = 0,
     ) -> "RunSpec": ...
     @property
     def preset(self) -> str: ...
@@ -150,6 +151,8 @@ class RunSpec:
     def sample(self) -> Optional[str]: ...
     @property
     def progress(self) -> bool: ...
+    @property
+    def interval(self) -> int: ...
 
 @final
 class RunOutcome:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
 
 from . import _core
-from ._args import count
+from ._args import count, size_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,6 +135,9 @@ class Result:
     stats: dict[str, Any]
     error: Optional[str] = None
     config: dict[str, str] = field(default_factory=dict)
+    # What the run measured but a reader should doubt (a warm-up that did not fill the L2:
+    # `cold_cache`), one sentence each with the fix.
+    warnings: list[str] = field(default_factory=list)
     # Filled when saved (``run --json``) and by ``secmem.load_result``: see secmem.provenance.
     provenance: dict[str, Any] = field(default_factory=dict)
     workload_identity: dict[str, Any] = field(default_factory=dict)
@@ -245,6 +249,7 @@ def run(
     traces: Optional[Sequence[str]] = None,
     cores: Optional[int] = None,
     alone: bool = True,
+    interval: Optional[Count] = None,
 ) -> Result:
     """Simulate ``instructions`` of a workload, a trace file or a live program.
 
@@ -259,6 +264,12 @@ def run(
     takes them (``"10M"``, ``"500k"``). Not given, a run measures 10M instructions after a
     warm-up of 1M; a trace file runs to its end after a warm-up of 1M or a tenth of the trace,
     whichever is shorter.
+
+    ``interval`` (``"1M"``) adds statistics of every that many measured instructions as
+    series, one element per interval (the last may be shorter): ``interval.ipc``,
+    ``interval.cycles``, ``interval.instructions``, ``interval.l2.misses``,
+    ``interval.l2.miss_rate``, ``interval.mem.read_bytes``, ``interval.mem.write_bytes``
+    (``secmem plot`` draws them over time). Not with ``sample`` or several cores.
 
     ``skip`` fast-forwards that many instructions before the warm-up (for programs, the
     tracer skips them natively fast); memory they wrote still reaches later loads.
@@ -287,6 +298,7 @@ def run(
     ``interrupted`` names the signal if one stopped it.
     """
     skip_n = count(skip, "skip")
+    every = 0 if interval is None else count(interval, "interval")
     spec_seed = _seed(seed)
     plan = _sample_plan(sample)
     all_sets = list(sets) + _sets(params)
@@ -303,6 +315,8 @@ def run(
         if ncores > 1:
             if plan is not None:
                 raise _core.ConfigError("--sample runs one core: it cannot sample a mix")
+            if every:
+                raise _core.ConfigError("--interval measures one core: it cannot be combined with a mix")
             # A mix measures what it is asked (cores replay their traces until all are done).
             n = DEFAULT_INSTRUCTIONS if instructions is None else count(instructions, "instructions")
             warm = DEFAULT_WARMUP if warmup is None else count(warmup, "warmup")
@@ -338,6 +352,7 @@ def run(
             seed=spec_seed,
             sample=plan,
             progress=bool(progress),
+            interval=every,
         )
     )
     stats, error = out.stats, out.error
@@ -348,7 +363,55 @@ def run(
     if error is None and measured < n and not fit.to_end:
         after = f", after skipping {skip_n:,}" if skip_n else ""
         error = f"the input ended after {measured:,} of the {n:,} instructions asked for{after}"
-    return Result(stats=stats, error=error, config=dict(out.config))
+    cold = cold_cache(stats, out.config.get("l2.size"))
+    return Result(stats=stats, error=error, config=dict(out.config), warnings=[cold] if cold else [])
+
+
+# A cache the warm-up did not fill matters when the measurement moves at least this share of
+# the cache's lines: a program that hardly misses has a cache as warm as it will get.
+COLD_SHARE = 1 / 16
+
+
+def cold_cache(stats: Mapping[str, Any], l2_size: Union[None, str, int] = None) -> Optional[str]:
+    """A warning, with the numbers and the fix, when a run's warm-up brought fewer lines into
+    the L2 than it holds (``l2.warmup_fills`` < ``l2.lines``) while the measured region kept
+    filling it: the measurement then began in a cache the program had not filled (empty, or
+    holding the memory image), not in the steady state. None otherwise: a warm-up of 0 (a cold
+    start asked for), or a run without those statistics (a mix, a sampled run)."""
+    lines, fills, n = stats.get("l2.lines"), stats.get("l2.warmup_fills"), stats.get("instructions")
+    if not all(isinstance(v, int) for v in (lines, fills, n)) or not lines or not n:
+        return None
+    assert isinstance(lines, int) and isinstance(fills, int) and isinstance(n, int)
+    measured = int(stats.get("l2.misses", 0) or 0) + int(stats.get("l2.meta_misses", 0) or 0)
+    if fills >= lines or measured < lines * COLD_SHARE:
+        return None
+    warm = int(stats.get("warmup", 0))
+    if warm == 0:
+        return None  # no warm-up asked for: a cold start is what was asked
+    # Lines per instruction, the warm-up's own if it brought any, else the measurement's.
+    rate = fills / warm if fills else measured / n
+    need = _round_up(lines / rate * 1.25)
+    size = f" ({size_text(l2_size) if isinstance(l2_size, int) else l2_size})" if l2_size else ""
+    return (
+        f"the warm-up of {warm:,} instructions brought {fills:,} lines into the L2, which holds {lines:,}{size}: "
+        f"the measurement began in a cache the program had not filled, not in its steady state; "
+        f"give a longer warm-up, e.g. --warmup {_count_text(need)} (warmup={need})"
+    )
+
+
+def _round_up(x: float) -> int:
+    """``x`` rounded up to its leading digit (1,234,567 → 2,000,000)."""
+    v = max(int(math.ceil(x)), 1)
+    unit = int(10 ** (len(str(v)) - 1))
+    return -(-v // unit) * unit
+
+
+def _count_text(v: int) -> str:
+    """A count as the command line writes it: 2000000 → 2M, 300000 → 300k."""
+    for div, suffix in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if v >= div and v % div == 0:
+            return f"{v // div}{suffix}"
+    return str(v)
 
 
 def _mix_inputs(

@@ -8,10 +8,11 @@ import os
 import sys
 
 from . import _core, table
-from ._args import SetAction, positive_int
+from ._args import SetAction, param_unit, positive_int, size_text
 from ._files import Output, write_file
+from .progress import warn_once
 from .results import StoreError, default_path, filter_frame, for_csv, open_store
-from .sweep import AXES, execute, frame, grid, load_grid_file, plan
+from .sweep import AXES, JOBQUEUE, execute, frame, grid, load_grid_file, plan
 
 
 def _csv(text):
@@ -20,9 +21,10 @@ def _csv(text):
 
 def _add_exec(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, help=f"results store directory (default $SECMEM_RESULTS or {default_path()})")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--workers", type=int, help="local Dask worker processes (default: every core)")
-    g.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster, e.g. tcp://head:8786 (see docs/sweeps.md)")
+    p.add_argument("--workers", type=int, help="Dask worker processes: local ones (default: every core), or --cluster's jobs")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster, e.g. tcp://head:8786 (see docs/sweeps.md)")
+    p.add_argument("--cluster", choices=sorted(JOBQUEUE), help="run the points as batch jobs through dask-jobqueue, "
+                   "configured by its jobqueue.yaml; --workers: worker processes to ask for (default 1; docs/sweeps.md)")
     p.add_argument("--recompute", action="store_true", help="simulate every point again even if the store has it")
 
 
@@ -48,11 +50,12 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--set", "-s", action=SetAction, default=[], metavar="KEY=VALUE", help="a fixed parameter (repeatable; each key once)")
     s.add_argument("--cores", type=positive_int("--cores"),
                    help="cores per point (docs/multicore.md): -w a,b,c,d with --cores 4 is one mix; otherwise each workload on every core")
-    s.add_argument("--instructions", "-n", help="instructions to measure (default 10M)")
-    s.add_argument("--warmup", help="warm-up instructions (default 1M)")
+    s.add_argument("--instructions", "-n", help="instructions to measure (default as `secmem run`: a --trace file to its end, else 10M)")
+    s.add_argument("--warmup", help="warm-up instructions (default as `secmem run`: 1M, at most a tenth of a --trace file)")
     s.add_argument("--skip", help="instructions to fast-forward first (default 0)")
     s.add_argument("--seed", help="seeds, comma-separated (default 1)")
     s.add_argument("--sample", nargs="?", const="default", metavar="U:W:D", help="sampled runs (docs/sampling.md); alone: the default plan")
+    s.add_argument("--interval", metavar="N", help="also statistics of every N measured instructions (series interval.*, kept in the store)")
     _add_exec(s)
     s.add_argument("--checkpoints", action=argparse.BooleanOptionalAction, default=None,
                    help="points with --skip read their window from a checkpoint in the store, made once per window "
@@ -80,7 +83,7 @@ def _axes_from_args(a) -> dict:
             cli[k] = _csv(getattr(a, k))
     if a.seed:
         cli["seed"] = _csv(a.seed)
-    for k in ("instructions", "warmup", "skip", "sample"):
+    for k in ("instructions", "warmup", "skip", "sample", "interval"):
         if getattr(a, k):
             cli[k] = getattr(a, k)
     for item in a.axis:
@@ -110,6 +113,14 @@ def _varying(points) -> list:
     params = list(dict.fromkeys(k for p in points for k, _ in p.sets))
     out += [k for k in params if len({dict(p.sets).get(k) for p in points}) > 1]
     return out
+
+
+def _shown_as(col: str):
+    """How a column prints: a parameter declared in bytes as its text (262144 as 256KiB)."""
+    key = col[len("config."):] if col.startswith("config.") else col
+    if param_unit(key) == "B":
+        return lambda v: size_text(int(v)) if isinstance(v, (int, float)) and v == v and float(v).is_integer() else str(v)
+    return None
 
 
 def _pct(v):
@@ -150,7 +161,7 @@ def cmd_sweep(a) -> int:
         return 0
     # The CSV's destination is checked before any point is simulated.
     csv_out = Output(a.csv, "--csv") if a.csv is not None else None
-    s = execute(planned, store, scheduler=a.scheduler, workers=a.workers, progress=True, recompute=a.recompute, checkpoint=a.checkpoints)
+    s = execute(planned, store, scheduler=a.scheduler, workers=a.workers, progress=True, recompute=a.recompute, checkpoint=a.checkpoints, cluster=a.cluster)
     df = frame(planned, store)
     print_points(points, df)
     where = f"on {s.workers} Dask worker{'s' if s.workers != 1 else ''}" if s.computed else ""
@@ -161,6 +172,7 @@ def cmd_sweep(a) -> int:
     if csv_out is not None:
         with csv_out:
             csv_out.write(for_csv(df).to_csv(index=False))
+    warn_once(cold_points(df), len(df))
     failed = df[df["status"] != "ok"] if "status" in df else df.iloc[0:0]
     if len(failed):
         first = failed.iloc[0]
@@ -171,6 +183,21 @@ def cmd_sweep(a) -> int:
         )
         return 1
     return 0
+
+
+def cold_points(df) -> list:
+    """The cold-cache warning (api.cold_cache) of each ok point of ``df`` that has one."""
+    from .api import cold_cache
+
+    out = []
+    for r in df.to_dict(orient="records"):
+        if r.get("status") == "ok":
+            stats = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in r.items()
+                     if k in ("l2.lines", "l2.warmup_fills", "instructions", "l2.misses", "l2.meta_misses", "warmup")}
+            w = cold_cache(stats, r.get("config.l2.size"))
+            if w:
+                out.append(w)
+    return out
 
 
 def _write_csv(df, path: str) -> None:
@@ -214,7 +241,8 @@ def cmd_results(a) -> int:
         for c in cols:
             if c not in df.columns and f"config.{c}" not in df.columns:
                 raise StoreError(f"--columns: no column '{c}' in the store")
-        spec = [(c, c if c in df.columns else f"config.{c}", None) for c in cols]
+        # A size is a number in the frame and its text on the screen.
+        spec = [(c, c if c in df.columns else f"config.{c}", _shown_as(c)) for c in cols]
     else:
         spec = [("workload", "workload", None), ("scheme", "scheme", None), ("preset", "preset", None), ("sets", "sets", None),
                 ("instructions", "requested_instructions", None), ("status", "status", None), ("IPC", "ipc", ".4f"),
@@ -283,7 +311,7 @@ def cmd_reproduce(a) -> int:
     if not_run and not a.all:
         i, why = not_run[0]
         raise _core.ConfigError(f"{i}: {why}")
-    outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers,
+    outcomes = reproduce.run(ids, scale=a.scale, store=a.store, out=a.out, scheduler=a.scheduler, workers=a.workers, cluster=a.cluster,
                              progress=True, recompute=a.recompute, not_run=not_run, docs=a.docs)
     for o in outcomes:
         if o.figure.text:

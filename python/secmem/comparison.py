@@ -1,5 +1,6 @@
 """``secmem.compare``: workloads under several scheme pairs, normalized to the unprotected
-baseline of the same workload, with a geometric-mean row per pair across workloads."""
+baseline of the same workload; the geometric mean per pair across workloads is a summary
+apart from the data (``Comparison.geomean()``)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,20 @@ from .api import DEFAULT_SCHEMES, Interrupted, configuration, run
 from .progress import Progress
 
 GEOMEAN = "geomean"
-# Columns averaged (geometrically) across workloads in the geomean rows: ratios to a baseline.
+# Columns averaged (geometrically) across workloads by `geomean`: ratios to a baseline.
 NORMALIZED = ("normalized_ipc", "normalized_traffic")
+# A statistic keeps its run's name (``ipc``, ``l2.miss_rate``, ``ci95.ipc``), as in ``run``,
+# ``sweep`` and ``results``; what compare derives has a name of its own.
 COLUMNS = (
-    "workload", "integrity", "encryption", "instructions", "ipc", "normalized_ipc", "l2_miss_rate",
+    "workload", "scheme", "integrity", "encryption", "instructions", "ipc", "normalized_ipc", "l2.miss_rate",
     "mem_bytes_per_instr", "normalized_traffic", "hash_loads_per_miss",
 )
 
 
 class Comparison(pd.DataFrame):
-    """A DataFrame that prints whole (every row and column, no "[4 rows x 9 columns]").
-    ``attrs["provenance"]`` says how it was made."""
+    """A DataFrame that prints whole (every row and column, no "[4 rows x 9 columns]"): one
+    row per (workload, pair), every column of one type. ``attrs["provenance"]`` says how it
+    was made; :meth:`geomean` summarizes the pairs across workloads."""
 
     @property
     def _constructor(self) -> type:
@@ -36,18 +40,30 @@ class Comparison(pd.DataFrame):
 
     __str__ = __repr__
 
+    def geomean(self) -> pd.DataFrame:
+        """The geometric mean of the normalized columns per pair across the workloads: one
+        row per pair (``scheme``, ``integrity``, ``encryption``, ``workloads``: how many were
+        averaged, then the means), in the pairs' order."""
+        out = []
+        for (integ, enc), g in self.groupby(["integrity", "encryption"], sort=False):
+            row: dict[str, Any] = {"scheme": f"{integ}+{enc}", "integrity": integ, "encryption": enc, "workloads": len(g)}
+            row.update({c: geomean(g[c]) for c in NORMALIZED if c in g})
+            out.append(row)
+        return pd.DataFrame(out, columns=["scheme", "integrity", "encryption", "workloads", *[c for c in NORMALIZED if c in self]])
+
 
 def _row(workload: str, s: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     traffic = s["mem.read_bytes"] + s["mem.write_bytes"]
     base_traffic = base["mem.read_bytes"] + base["mem.write_bytes"]
     row = {
         "workload": workload,
+        "scheme": f"{s['integrity']}+{s['encryption']}",
         "integrity": s["integrity"],
         "encryption": s["encryption"],
-        "instructions": s["instructions"],
+        "instructions": int(s["instructions"]),
         "ipc": s["ipc"],
         "normalized_ipc": s["ipc"] / base["ipc"] if base["ipc"] else 0.0,
-        "l2_miss_rate": s["l2.miss_rate"],
+        "l2.miss_rate": s["l2.miss_rate"],
         "mem_bytes_per_instr": traffic / max(s["instructions"], 1),
         "normalized_traffic": traffic / base_traffic if base_traffic else 0.0,
         "hash_loads_per_miss": s.get(f"{s['integrity']}.hash_loads_per_miss", s.get("chash.hash_loads_per_miss", 0.0)),
@@ -56,15 +72,16 @@ def _row(workload: str, s: dict[str, Any], base: dict[str, Any]) -> dict[str, An
 
 
 def _sampled(s: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
-    """A sampled run's 95% half-widths (``*_ci95`` columns; none for a full run). The
-    normalized IPC's combines both runs' relative errors (independent estimates, first-order)."""
+    """A sampled run's 95% half-widths (``ci95.*`` columns, named as the run names them; none
+    for a full run). The normalized IPC's combines both runs' relative errors (independent
+    estimates, first-order)."""
     if "ci95.ipc" not in s:
         return {}
     rel = math.hypot(s["ci95.ipc"] / s["ipc"] if s["ipc"] else 0.0, base["ci95.ipc"] / base["ipc"] if base["ipc"] else 0.0)
     return {
-        "ipc_ci95": s["ci95.ipc"],
-        "normalized_ipc_ci95": rel * (s["ipc"] / base["ipc"] if base["ipc"] else 0.0),
-        "l2_miss_rate_ci95": s["ci95.l2.miss_rate"],
+        "ci95.ipc": s["ci95.ipc"],
+        "ci95.normalized_ipc": rel * (s["ipc"] / base["ipc"] if base["ipc"] else 0.0),
+        "ci95.l2.miss_rate": s["ci95.l2.miss_rate"],
     }
 
 
@@ -90,9 +107,11 @@ def compare(
 ) -> Comparison:
     """Run one workload, or each of a list, under several (integrity, encryption) pairs (and
     the unprotected baseline, which every row is normalized to): a DataFrame (printed whole)
-    with IPC normalized to the baseline, L2 miss rate and memory traffic. With several
-    workloads, one geometric-mean row per pair follows (``workload == "geomean"``, normalized
-    columns only). ``schemes``: pairs such as ``("chash", "otp")`` or ``"chash+otp"``,
+    with IPC normalized to the baseline, L2 miss rate and memory traffic, one row per
+    (workload, pair); statistics keep their run's names (``ipc``, ``l2.miss_rate``,
+    ``ci95.ipc``). The geometric mean per pair across workloads is ``df.geomean()``, apart
+    from the data. Runs whose warm-up did not fill the L2 are named in
+    ``df.attrs["warnings"]``. ``schemes``: pairs such as ``("chash", "otp")`` or ``"chash+otp"``,
     default none+none, chash+none, none+otp, chash+otp. Keyword arguments go to
     :func:`secmem.run` (``instructions``, ``warmup``, ``preset``, ``trace``, …). Every pair is
     checked by the registry before anything runs; a run that stops early raises RuntimeError
@@ -121,6 +140,7 @@ def compare(
         configuration(integrity=integ, encryption=enc, **machine)
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
+    warned: list[str] = []
     with Progress(len(wl) * len(todo), "compare", enabled=progress) as bar:
         for w in wl:
             results = {}
@@ -133,40 +153,39 @@ def compare(
                     raise Interrupted(f"{integ}+{enc}: {r.error}", r.interrupted)
                 if r.error:
                     raise RuntimeError(f"{integ}+{enc}: {r.error}")
+                warned += [f"{name}: {w}" for w in r.warnings]
                 results[(integ, enc)] = r.stats
             base = results[("none", "none")]
             rows += [_row(results[p]["workload"], results[p], base) for p in pairs]
-    if len(wl) > 1:
-        for integ, enc in pairs:
-            mine = [r for r in rows if (r["integrity"], r["encryption"]) == (integ, enc)]
-            g: dict[str, Any] = {"workload": GEOMEAN, "integrity": integ, "encryption": enc}
-            g.update({c: geomean(r[c] for r in mine) for c in NORMALIZED})
-            rows.append(g)
     df = Comparison(rows)
     df.attrs["provenance"] = provenance.block(wall_seconds=time.monotonic() - t0)
+    df.attrs["warnings"] = warned
     return df
 
 
-def render(df: pd.DataFrame) -> str:
-    """The comparison as a text table, whole; the workload column only when there are several."""
+def render(df: "Comparison") -> str:
+    """The comparison as a text table, whole; the workload column and the geometric-mean
+    rows (after a rule) only when there are several workloads."""
     several = df["workload"].nunique() > 1 if "workload" in df else False
     cols: list[table.Column] = [("workload", "workload", None)] if several else []
     cols += [
         ("integrity", "integrity", None),
         ("encryption", "encryption", None),
         ("IPC", "ipc", ".4f"),
-        *_ci_column("ipc_ci95", df, ".4f"),
+        *_ci_column("ci95.ipc", df, ".4f"),
         ("norm. IPC", "normalized_ipc", ".3f"),
-        *_ci_column("normalized_ipc_ci95", df, ".3f"),
-        ("L2 miss", "l2_miss_rate", lambda v: f"{v * 100:.2f}%"),
-        *_ci_column("l2_miss_rate_ci95", df, lambda v: f"{v * 100:.2f}%"),
+        *_ci_column("ci95.normalized_ipc", df, ".3f"),
+        ("L2 miss", "l2.miss_rate", lambda v: f"{v * 100:.2f}%"),
+        *_ci_column("ci95.l2.miss_rate", df, lambda v: f"{v * 100:.2f}%"),
         ("B/instr", "mem_bytes_per_instr", ".2f"),
         ("norm. traffic", "normalized_traffic", ".3f"),
         ("hash loads/miss", "hash_loads_per_miss", ".2f"),
     ]
     recs = records(df)
-    first_mean = next((i for i, r in enumerate(recs) if r.get("workload") == GEOMEAN), None)
-    return table.render(recs, cols, rule_before={first_mean} if first_mean is not None else None)
+    if not several:
+        return table.render(recs, cols)
+    means = [{"workload": GEOMEAN, **r} for r in records(df.geomean())]
+    return table.render(recs + means, cols, rule_before={len(recs)})
 
 
 def _ci_column(key: str, df: pd.DataFrame, fmt: table.Format) -> list[table.Column]:
@@ -175,5 +194,6 @@ def _ci_column(key: str, df: pd.DataFrame, fmt: table.Format) -> list[table.Colu
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows for JSON: NaN (absent in geomean rows) as null."""
+    """Rows for JSON (numpy scalars as Python's; a NaN, a geometric mean of a non-positive
+    value, as null)."""
     return [{str(k): (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in df.to_dict(orient="records")]

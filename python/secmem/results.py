@@ -62,9 +62,10 @@ def build_identity() -> str:
     return _core.build_id
 
 
-def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int, sample: Optional[str] = None) -> str:
+def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int, sample: Optional[str] = None,
+              interval: int = 0) -> str:
     """The store key of one simulated point (see the module docstring). A sampled point's
-    plan is part of it (full runs keep the keys they had)."""
+    plan and an ``--interval`` are part of it (other runs keep the keys they had)."""
     doc = {
         "config": dict(sorted(config.items())),
         "workload_digest": identity["digest"],
@@ -78,6 +79,8 @@ def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup
     }
     if sample is not None:
         doc["sample"] = sample
+    if interval:
+        doc["interval"] = int(interval)
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -269,8 +272,9 @@ class Store:
         return t.take(pa.array(sorted(i for _, i in best.values())))
 
     def frame(self, columns=None):
-        """All rows as a pandas DataFrame (see :meth:`table`)."""
-        return self.table(columns).to_pandas()
+        """All rows as a pandas DataFrame (see :meth:`table`), configuration columns typed
+        (:func:`typed`)."""
+        return typed(self.table(columns).to_pandas())
 
     def status(self) -> dict:
         """key → status of every point in the store."""
@@ -323,6 +327,81 @@ class Store:
                         pass
 
 
+def _config_value(text):
+    """One configuration value as pandas holds it: an int (a size such as "256KiB" in bytes),
+    a float, a bool, or None when it is text of another kind ("lru", "3.2GB/s")."""
+    t = str(text).strip()
+    if t in ("true", "false"):
+        return t == "true"
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    return _core.parse_size(t)
+
+
+def typed(df):
+    """``df`` with each ``config.*`` column (stored as text, as ``secmem presets`` prints it)
+    as numbers when every value is one: sizes in bytes, counts and latencies as ints, flags
+    as bools; other columns of text stay text. The point's own overrides, as given, are in
+    ``sets`` (for display)."""
+    import pandas as pd
+
+    for c in [c for c in df.columns if c.startswith("config.") and (df[c].dtype == object or pd.api.types.is_string_dtype(df[c]))]:
+        # Python values, not a Series: pandas would turn a None among ints into a float NaN.
+        cells = [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v for v in df[c]]
+        vals = [None if v is None else _config_value(v) for v in cells]
+        given = [v for v, cell in zip(vals, cells) if cell is not None]
+        if not given or any(v is None for v in given):
+            continue  # no values, or some are text of another kind: the column stays text
+        kinds = {type(v) for v in given}
+        whole = len(given) == len(cells)
+        if kinds == {bool}:
+            df[c] = pd.array(vals, dtype="bool" if whole else "boolean")
+        elif kinds <= {int}:
+            df[c] = pd.array(vals, dtype="int64" if whole else "Int64")
+        elif kinds <= {int, float}:
+            df[c] = pd.array([float("nan") if v is None else float(v) for v in vals], dtype="float64")
+    return df
+
+
+def estimate(store: "Store", points: Iterable[tuple[str, str, int]]):
+    """Host seconds the ``points`` — (preset, scheme, instructions simulated: warm-up
+    included) each — would take, from the store's past timings: each point at the median
+    seconds per instruction of the stored ok points of its preset and scheme, else of all of
+    them. Returns (seconds, points estimated, timings used), or None when the store has no
+    timings. A point of unknown length (a trace to its end) is not estimated."""
+    t = store.table(columns=["preset", "scheme", "requested_instructions", "warmup", "wall_seconds"])
+    if t.num_rows == 0 or "wall_seconds" not in t.column_names or "requested_instructions" not in t.column_names:
+        return None
+    rows = t.to_pylist()
+    per: dict = {}
+    for r in rows:
+        n = (r.get("requested_instructions") or 0) + (r.get("warmup") or 0)
+        sec = r.get("wall_seconds")
+        if r.get("status") == "ok" and isinstance(sec, (int, float)) and sec > 0 and 0 < n < 2**62:
+            per.setdefault((r.get("preset"), r.get("scheme")), []).append(sec / n)
+    if not per:
+        return None
+    every = sorted(x for v in per.values() for x in v)
+
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2]
+
+    total, counted = 0.0, 0
+    for preset, scheme, n in points:
+        if not 0 < n < 2**62:
+            continue
+        total += n * median(per.get((preset, scheme), every))
+        counted += 1
+    return (total, counted, len(every)) if counted else None
+
+
 def for_csv(df):
     """A copy whose series statistics (lists, arrays) are JSON lists: CSV would otherwise get
     numpy's shortened repr ("[0.1 0.2 ... 0.9]")."""
@@ -361,6 +440,8 @@ def filter_frame(df, where: Iterable[str]):
     (compared as text), ``COLUMN~TEXT`` (contains), ``COLUMN<VALUE`` (also ``<=``, ``>``,
     ``>=``: compared as numbers, sizes such as 256KiB in bytes; rows without a number are
     left out). Unknown columns raise StoreError."""
+    import pandas as pd
+
     for cond in where:
         at = [(cond.find(o), -len(o), o) for o in _OPS if o in cond]
         op = min(at)[2] if at else None
@@ -382,7 +463,13 @@ def filter_frame(df, where: Iterable[str]):
             keep = {"<": nums < x, "<=": nums <= x, ">": nums > x, ">=": nums >= x}[op]
             df = df[keep]
             continue
-        text = df[col].map(lambda v: "" if v is None else (f"{v:g}" if isinstance(v, float) else str(v)))
+        x = _number(val)
+        if op != "~" and x is not None and pd.api.types.is_numeric_dtype(df[col]) and not pd.api.types.is_bool_dtype(df[col]):
+            # a number (a size such as 256KiB in bytes) against a numeric column: as numbers
+            same = df[col].astype("float64") == x
+            df = df[same.fillna(False)] if op == "=" else df[~same.fillna(False)]
+            continue
+        text = df[col].map(lambda v: "" if v is None or v is pd.NA else (f"{v:g}" if isinstance(v, float) else str(v).lower() if isinstance(v, bool) else str(v)))
         df = df[text.str.contains(val, regex=False)] if op == "~" else df[text == val] if op == "=" else df[text != val]
     return df
 

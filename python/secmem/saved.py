@@ -7,7 +7,7 @@ import json
 from typing import Union
 
 from .api import Result
-from .comparison import Comparison, order
+from .comparison import GEOMEAN, Comparison, order
 
 
 def load_result(path: str) -> Union[Result, Comparison]:
@@ -29,7 +29,9 @@ def load_result(path: str) -> Union[Result, Comparison]:
             workload_identity=doc.get("workload") or {},
         )
     if isinstance(doc, dict) and isinstance(doc.get("rows"), list):
-        df = order(Comparison(doc["rows"]))
+        # Files of older versions held the geometric means among the rows.
+        rows = [r for r in doc["rows"] if not (isinstance(r, dict) and r.get("workload") == GEOMEAN)]
+        df = order(Comparison(rows))
         df.attrs["provenance"] = doc.get("provenance") or {}
         df.attrs["workloads"] = doc.get("workloads") or []
         return df

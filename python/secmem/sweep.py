@@ -9,8 +9,8 @@ instead of simulated, so re-running a sweep, or running it again after it was ki
 computes only what is missing.
 
 Points run on a Dask cluster: by default a local one with one single-threaded worker process
-per core (``workers``), or an existing cluster at ``scheduler`` (``tcp://host:8786``; see
-docs/sweeps.md for dask-jobqueue on Slurm/PBS). Each point is written to the store as soon as
+per core (``workers``), an existing cluster at ``scheduler`` (``tcp://host:8786``), or jobs
+of a batch system (``cluster="slurm"``, pbs, sge: dask-jobqueue, docs/sweeps.md). Each point is written to the store as soon as
 it finishes. A point that fails (a bad parameter value, an integrity failure, a trace that
 ends early, a worker that died) is stored with its error; the others go on.
 
@@ -40,7 +40,7 @@ from ._args import count as _count
 from ._args import scheme_pair
 from .api import DEFAULT_PRESET
 from ._signals import deferred, sigterm_as_interrupt
-from .progress import Progress
+from .progress import LINE_INTERVAL, Progress, duration
 from .results import Store, StoreError, open_store, point_key
 
 if TYPE_CHECKING:
@@ -48,13 +48,10 @@ if TYPE_CHECKING:
 
 # Axes that are not machine parameters.
 INPUT_AXES = ("workload", "trace")
-RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip", "sample")
+RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip", "sample", "interval")
 AXES = INPUT_AXES + RUN_AXES
-_COUNTS = ("instructions", "warmup", "skip")
+_COUNTS = ("instructions", "warmup", "skip", "interval")
 _NOT_PARAMS = ("description", "inherit")
-
-DEFAULT_INSTRUCTIONS = 10_000_000
-DEFAULT_WARMUP = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -67,11 +64,14 @@ class Point:
     encryption: Optional[str] = None
     preset: str = DEFAULT_PRESET
     sets: tuple[tuple[str, str], ...] = ()  # ((key, value), …) in axis order
-    instructions: int = DEFAULT_INSTRUCTIONS
-    warmup: int = DEFAULT_WARMUP
+    # None: as `secmem run` would (a trace file to its end after at most a tenth of it as
+    # warm-up; anything else 10M after 1M: api._fit_counts); `plan` resolves them for the key.
+    instructions: Optional[int] = None
+    warmup: Optional[int] = None
     skip: int = 0
     seed: int = 1
     sample: Optional[str] = None  # a sampled run's plan ("" for the defaults, "U:W:D"); None: in full
+    interval: int = 0  # statistics of every this many instructions (`interval.*`); 0: none
 
     @property
     def input(self) -> str:
@@ -95,17 +95,21 @@ class Point:
             skip=self.skip,
             seed=self.seed,
             sample=self.sample,
+            interval=self.interval or None,
         )
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A point with what the store needs: its resolved configuration, workload identity, key."""
+    """A point with what the store needs: its resolved configuration, workload identity,
+    instruction counts (as the run will fit them) and key."""
 
     point: Point
     config: dict[str, str]
     identity: dict[str, Any]
     key: str
+    instructions: int = 0
+    warmup: int = 0
 
 
 @dataclass
@@ -253,6 +257,7 @@ def plan(points: Iterable[Point]) -> list[Planned]:
     out = []
     idents: dict[tuple[Optional[str], Optional[str], Optional[int]], dict[str, Any]] = {}
     configs: dict[tuple[str, Optional[str], Optional[str], tuple[tuple[str, str], ...]], dict[str, str]] = {}
+    fits: dict[tuple[Optional[str], Optional[str], int, Optional[int], Optional[int]], tuple[int, int]] = {}
     for p in points:
         ck = (p.preset, p.integrity, p.encryption, p.sets)
         if ck not in configs:
@@ -264,8 +269,25 @@ def plan(points: Iterable[Point]) -> list[Planned]:
         if ik not in idents:
             idents[ik] = provenance.workload_identity(workload=p.workload, trace=p.trace, seed=p.seed)
         cfg, ident = configs[ck], idents[ik]
-        out.append(Planned(p, cfg, ident, point_key(cfg, ident, p.seed, p.instructions, p.warmup, p.skip, p.sample)))
+        fk = (p.workload, p.trace, p.skip, p.instructions, p.warmup)
+        if fk not in fits:
+            fits[fk] = _fit(p)
+        n, warm = fits[fk]
+        key = point_key(cfg, ident, p.seed, n, warm, p.skip, p.sample, interval=p.interval)
+        out.append(Planned(p, cfg, ident, key, n, warm))
     return out
+
+
+def _fit(p: Point) -> tuple[int, int]:
+    """The counts ``secmem run`` would take for ``p`` (the one rule: api._fit_counts)."""
+    from . import api
+
+    inp = api._Input(p.workload, p.trace, None, None, None, None, clear_env=False)
+    try:
+        fit = api._fit_counts(inp, None, p.skip, p.instructions, p.warmup)
+    except (_core.TraceError, OSError, ValueError) as e:
+        raise _core.ConfigError(f"{p.label()}: {e}") from None
+    return fit.instructions, fit.warmup
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,10 +356,12 @@ def row(pl: Planned, result: dict[str, Any], command: Optional[str] = None) -> d
             "encryption": cfg.get("encryption"),
             "scheme": f"{cfg.get('integrity')}+{cfg.get('encryption')}",
             "seed": p.seed,
-            "requested_instructions": p.instructions,
-            "warmup": p.warmup,
+            # None: to the input's end (a trace too long to count first; its key says so)
+            "requested_instructions": pl.instructions if pl.instructions < 2**63 else None,
+            "warmup": pl.warmup,
             "skip": p.skip,
             "sample": p.sample,
+            "interval": p.interval or None,
             "sets": json.dumps(dict(p.sets), sort_keys=True),
             "config_digest": provenance.json_digest(cfg),
         }
@@ -385,16 +409,60 @@ def _reachable(address: str, seconds: float = 5.0) -> None:
         pass
 
 
+# `--cluster NAME`: dask-jobqueue's cluster class for each batch system.
+JOBQUEUE = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster", "htcondor": "HTCondorCluster"}
+
+
 @contextmanager
-def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) -> Iterator[Any]:
-    """A Dask client: on the cluster at ``scheduler``, or on a new local cluster of
-    ``workers`` single-threaded processes (default: every core)."""
+def _jobqueue_client(kind: str, workers: Optional[int]) -> Iterator[Any]:
+    """A client of a new dask-jobqueue cluster of ``kind`` (``JOBQUEUE``), configured as
+    dask-jobqueue configures itself (``jobqueue.<kind>`` in ~/.config/dask/jobqueue.yaml or
+    DASK_JOBQUEUE__* variables: queue, cores, memory, walltime, …), asked for ``workers``
+    worker processes (default 1); its jobs are cancelled when the sweep ends."""
+    from dask.distributed import Client
+
+    if kind not in JOBQUEUE:
+        raise _core.ConfigError(f"--cluster {kind}: expected one of {', '.join(JOBQUEUE)}")
+    try:
+        import dask_jobqueue
+    except ImportError as e:
+        raise RuntimeError(f"--cluster needs dask-jobqueue ({e}): pip install dask-jobqueue") from None
+    try:
+        cluster = getattr(dask_jobqueue, JOBQUEUE[kind])()
+    except ValueError as e:  # a setting jobqueue.yaml must give (cores, memory) is missing
+        raise _core.ConfigError(
+            f"--cluster {kind}: {str(e).splitlines()[0]} (set it under jobqueue: {kind}: in ~/.config/dask/jobqueue.yaml; see docs/sweeps.md)"
+        ) from None
+    try:
+        cluster.scale(n=workers or 1)
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+@contextmanager
+def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None, cluster: Optional[str] = None) -> Iterator[Any]:
+    """A Dask client: on the cluster at ``scheduler``; on a batch system's cluster started by
+    dask-jobqueue (``cluster``: slurm, pbs, sge, …, ``workers`` processes as jobs); or on a
+    new local cluster of ``workers`` single-threaded processes (default: every core)."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as e:  # pragma: no cover
         raise RuntimeError(f"sweeps need dask[distributed] ({e}): pip install 'dask[distributed]'") from None
     if workers is not None and workers < 1:
         raise _core.ConfigError(f"--workers: {workers} (at least one)")
+    if scheduler and cluster:
+        raise _core.ConfigError("give --scheduler or --cluster, not both")
+    if scheduler and workers is not None:
+        raise _core.ConfigError("--workers counts the processes of a local cluster or of --cluster's jobs: an existing --scheduler has its own")
+    if cluster:
+        with _jobqueue_client(cluster, workers) as jq:
+            yield jq
+        return
     if scheduler:
         try:
             _reachable(scheduler)
@@ -408,14 +476,14 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
             client.close()
         return
     n = workers or os.cpu_count() or 1
-    cluster: Any = None
+    local_cluster: Any = None
     local: Any = None
     try:
         # An interrupt while the cluster starts is raised once it can be closed cleanly (cut
         # in half, Dask's exit handler fails on it with a traceback).
         with deferred():
             try:
-                cluster = LocalCluster(
+                local_cluster = LocalCluster(
                     n_workers=n,
                     threads_per_worker=1,
                     processes=True,
@@ -427,12 +495,8 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
                     silence_logs=logging.CRITICAL,
                 )
             except RuntimeError as e:
-                # Most often a script without a main guard: spawned workers import it again.
-                raise RuntimeError(
-                    f"could not start {n} local Dask worker processes ({e}); in a script, call secmem.sweep "
-                    "under `if __name__ == \"__main__\":` (each worker is a new Python process that imports the script)"
-                ) from None
-            local = Client(cluster)
+                raise RuntimeError(f"could not start {n} local Dask worker processes ({e}); {_spawn_advice()}") from None
+            local = Client(local_cluster)
         yield local
     except BaseException:
         _stop_local_workers()  # Ctrl-C/SIGTERM: their simulations stop now, not when done
@@ -440,8 +504,20 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None) 
     finally:
         if local is not None:
             local.close()
-        if cluster is not None:
-            cluster.close()
+        if local_cluster is not None:
+            local_cluster.close()
+
+
+def _spawn_advice() -> str:
+    """Why local workers most often fail to start, for the script at hand: each worker is a
+    new Python process that imports the main script again, from its file."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is not None and (path is None or path == "<stdin>" or not os.path.exists(path)):
+        return ("a script read from standard input (python - or a heredoc) cannot start them: each worker imports the "
+                "main script again from its file, and this one has none. Save it to a file and run that, or give "
+                "scheduler= (an existing Dask cluster)")
+    return 'in a script, call secmem.sweep under `if __name__ == "__main__":` (each worker imports the script again)'
 
 
 def _stop_local_workers() -> None:
@@ -486,6 +562,7 @@ def execute(
     recompute: bool = False,
     what: str = "sweep",
     checkpoint: Optional[bool] = None,
+    cluster: Optional[str] = None,
 ) -> Summary:
     """Simulate every planned point not already in the store (ok), each written to the
     store as it finishes. Failed points are run again. ``checkpoint``: points that skip
@@ -505,44 +582,79 @@ def execute(
     store._ensure()
     store.clean_temporaries()
     command = provenance.command_line()
+    guess = _estimate(store, todo) if progress else None
     # SIGTERM, like Ctrl-C, leaves through the cleanup below: the local cluster's workers end.
-    with sigterm_as_interrupt(), dask_client(scheduler, workers) as client, Progress(len(todo), what, enabled=progress) as bar:
+    with sigterm_as_interrupt(), dask_client(scheduler, workers, cluster) as client:
         from dask.distributed import as_completed
 
         s.workers = _nworkers(client)
         if s.workers == 0 and progress:
             # A cluster whose workers have not joined yet (a batch job queued): said, not silent.
-            print(f"secmem: waiting for Dask workers to join the scheduler at {scheduler}; {len(todo)} point{'s' if len(todo) != 1 else ''} queued", file=sys.stderr, flush=True)
-        futures = {}
-        saved: dict[str, Any] = {}
-        if (checkpoint if checkpoint is not None else scheduler is None):
-            for k, (path, records, p) in _windows(todo, store).items():
-                saved[k] = client.submit(make_checkpoint, path, records, p.workload, p.trace, p.skip, p.seed, key=f"secmem-checkpoint-{k}", pure=False)
-        for pl in todo:
-            p = pl.point
-            ck = saved.get(checkpoints.key(pl.identity, p.skip, p.seed)) if checkpoints.usable(pl.identity, p.skip, p.instructions) else None
-            f = client.submit(simulate, p.run_kwargs(), ck, key=f"secmem-{pl.key}", pure=False)
-            futures[f] = pl
-            if len(futures) <= max(s.workers, 1):
-                bar.running(pl.point.label())
-        started = max(s.workers, 1)
-        for f in as_completed(list(futures)):
-            pl = futures[f]
-            try:
-                result = f.result()
-            except Exception as e:  # the worker died (KilledWorker), was cancelled, …
-                result = {"stats": {}, "error": f"{type(e).__name__}: {e}", "wall_seconds": None}
-            store.write(row(pl, result, command))
-            s.computed += 1
-            if result.get("error"):
-                s.failed += 1
-                s.failures.append((pl.point.label(), result["error"]))
-            if started < len(todo):
-                bar.running(todo[started].point.label())
-                started += 1
-            bar.done(pl.point.label(), result.get("wall_seconds"), "failed: " + result["error"] if result.get("error") else "")
+            print(f"secmem: waiting for Dask workers to join the scheduler at {scheduler or cluster}; {len(todo)} point{'s' if len(todo) != 1 else ''} queued", file=sys.stderr, flush=True)
+        parallel = max(s.workers, 1)
+        # The estimate before the work: on a terminal, or in a log when the work is long.
+        long = guess is not None and guess[0] / parallel >= LINE_INTERVAL
+        if progress and (long or getattr(sys.stderr, "isatty", lambda: False)()):
+            on = plural(s.workers, "worker") if s.workers else "the workers as they join"
+            print(f"secmem: {what}: {plural(len(todo), 'point')} to simulate on {on}{_estimate_text(guess, len(todo), parallel)}",
+                  file=sys.stderr, flush=True)
+        with Progress(len(todo), what, enabled=progress, workers=parallel,
+                      estimate=guess[0] / parallel if guess and guess[1] == len(todo) else None) as bar:
+            futures = {}
+            saved: dict[str, Any] = {}
+            if (checkpoint if checkpoint is not None else scheduler is None and cluster is None):
+                for k, (path, records, p) in _windows(todo, store).items():
+                    saved[k] = client.submit(make_checkpoint, path, records, p.workload, p.trace, p.skip, p.seed, key=f"secmem-checkpoint-{k}", pure=False)
+            for pl in todo:
+                p = pl.point
+                ck = saved.get(checkpoints.key(pl.identity, p.skip, p.seed)) if checkpoints.usable(pl.identity, p.skip, p.instructions) else None
+                f = client.submit(simulate, p.run_kwargs(), ck, key=f"secmem-{pl.key}", pure=False)
+                futures[f] = pl
+                if len(futures) <= max(s.workers, 1):
+                    bar.running(pl.point.label())
+            started = max(s.workers, 1)
+            for f in as_completed(list(futures)):
+                pl = futures[f]
+                try:
+                    result = f.result()
+                except Exception as e:  # the worker died (KilledWorker), was cancelled, …
+                    result = {"stats": {}, "error": f"{type(e).__name__}: {e}", "wall_seconds": None}
+                store.write(row(pl, result, command))
+                s.computed += 1
+                if result.get("error"):
+                    s.failed += 1
+                    s.failures.append((pl.point.label(), result["error"]))
+                if started < len(todo):
+                    bar.running(todo[started].point.label())
+                    started += 1
+                bar.done(pl.point.label(), result.get("wall_seconds"), "failed: " + result["error"] if result.get("error") else "")
     s.wall_seconds = time.monotonic() - t0
     return s
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'s' if n != 1 else ''}"
+
+
+def _estimate(store: Store, todo: Sequence[Planned]) -> Optional[tuple[float, int, int]]:
+    """The store's guess of the host seconds ``todo`` takes (results.estimate), or None."""
+    from .results import estimate
+
+    pts = [(pl.point.preset, f"{pl.config.get('integrity')}+{pl.config.get('encryption')}", pl.instructions + pl.warmup) for pl in todo]
+    try:
+        got: Optional[tuple[float, int, int]] = estimate(store, pts)
+        return got
+    except Exception:  # an estimate is a courtesy: a store that cannot give one gives none
+        return None
+
+
+def _estimate_text(guess: Optional[tuple[float, int, int]], n: int, workers: int) -> str:
+    """", about 6m (from 1,234 stored timings)" — or what is unknown."""
+    if guess is None:
+        return " (no estimate: the store has no timings of earlier points)"
+    seconds, counted, timings = guess
+    some = "" if counted == n else f" for the {counted:,} of known length"
+    return f"; about {duration(seconds / workers)}{some} (from {plural(timings, 'stored timing')})"
 
 
 def frame(planned: Sequence[Planned], store: Store, whole: Optional["pd.DataFrame"] = None) -> "pd.DataFrame":
@@ -567,6 +679,7 @@ def sweep(
     store: Optional[str] = None,
     scheduler: Optional[str] = None,
     workers: Optional[int] = None,
+    cluster: Optional[str] = None,
     progress: bool = False,
     recompute: bool = False,
     checkpoint: Optional[bool] = None,
@@ -577,8 +690,11 @@ def sweep(
     workload identity, provenance and statistics (see :mod:`secmem.results`). Points already
     in ``store`` (default ``$SECMEM_RESULTS`` or ``./secmem-results``) are not run again.
     ``fixed`` gives single values: ``instructions``, ``warmup``, ``skip``, ``seed``,
-    ``preset``, ``workload``, ``params`` (a dict of parameters). ``checkpoint``: points
-    that skip read their window from a checkpoint made once (see ``execute``).
+    ``preset``, ``workload``, ``params`` (a dict of parameters), ``interval``. Counts not
+    given are what ``secmem.run`` takes: a trace file to its end, anything else 10M after a
+    warm-up of 1M. ``cluster`` (``"slurm"``, ``"pbs"``, ``"sge"``): the points run as jobs of
+    a batch system, through dask-jobqueue and its own configuration (docs/sweeps.md). ``checkpoint``: points that skip read their window from a checkpoint made once
+    (see ``execute``).
 
     The local cluster's workers are new Python processes that import the calling script: in
     a script, call ``sweep`` under ``if __name__ == "__main__":``."""
@@ -586,7 +702,7 @@ def sweep(
     points = grid(grid_axes, **fixed)  # bad axes fail before the store is opened (or created)
     st = open_store(store)
     planned = plan(points)
-    summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, checkpoint=checkpoint)
+    summary = execute(planned, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, checkpoint=checkpoint, cluster=cluster)
     df = frame(planned, st)
     df.attrs["summary"] = summary
     return df

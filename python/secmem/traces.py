@@ -51,6 +51,11 @@ def open_trace(path: PathLike, format: Optional[str] = None) -> TraceReader:
     compression by magic bytes). The reader is also a context manager, has ``close()``,
     ``.path``, ``.format`` and ``.count`` (records read so far).
 
+    A native trace begins with the memory there before its first instruction: records with
+    ``.external`` True (stores only) — the program's image and, in a trace exported with
+    ``--skip N``, what the N skipped instructions wrote. ``.count`` counts every record; count
+    instructions with ``sum(not r.external for r in t)`` (docs/trace-formats.md).
+
     Damage is detected where the format can show it: compressed files (xz, gzip, zstd) and
     native traces carry checksums, but raw ChampSim and lackey files and raw native traces
     do not, and a flipped bit that still parses is read silently (inherent to those formats;

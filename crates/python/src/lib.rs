@@ -136,7 +136,7 @@ fn run_mix(
     }
     let alone_per_core: Vec<Option<f64>> = which.iter().map(|&i| ipc_alone[i]).collect();
     let count = s.warmup.checked_add(s.instructions);
-    let o = RunOptions { instructions: s.instructions, warmup: s.warmup, seed: s.seed, progress: s.progress };
+    let o = RunOptions { instructions: s.instructions, warmup: s.warmup, seed: s.seed, progress: s.progress, interval: s.interval };
     let r = py
         .detach(|| {
             let _signals = interrupt::Guard::install();
@@ -224,7 +224,7 @@ fn run(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>) -> PyResult<spec::RunOutc
     };
     interrupt::check()?;
     let mut src = opened?;
-    let o = RunOptions { instructions, warmup: s.warmup, seed: s.seed, progress: s.progress };
+    let o = RunOptions { instructions, warmup: s.warmup, seed: s.seed, progress: s.progress, interval: s.interval };
     let r = py
         .detach(|| {
             let _signals = interrupt::Guard::install();

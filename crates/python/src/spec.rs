@@ -35,6 +35,8 @@ pub struct RunSpec {
     /// A sampled run's plan: "" for the defaults, "U:W:D"; None runs in full detail.
     pub sample: Option<String>,
     pub progress: bool,
+    /// Statistics of every this many measured instructions (`interval.*`); 0: none.
+    pub interval: u64,
 }
 
 #[pymethods]
@@ -42,7 +44,7 @@ impl RunSpec {
     #[new]
     #[pyo3(signature = (*, preset="suh2003".to_string(), integrity=None, encryption=None, sets=Vec::new(), workload=None, trace=None,
         trace_format=None, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, stdout=None,
-        instructions=10_000_000, warmup=1_000_000, skip=0, seed=1, sample=None, progress=false))]
+        instructions=10_000_000, warmup=1_000_000, skip=0, seed=1, sample=None, progress=false, interval=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         preset: String,
@@ -64,6 +66,7 @@ impl RunSpec {
         seed: u64,
         sample: Option<String>,
         progress: bool,
+        interval: u64,
     ) -> Self {
         RunSpec {
             preset,
@@ -85,15 +88,16 @@ impl RunSpec {
             seed,
             sample,
             progress,
+            interval,
         }
     }
 
     fn __repr__(&self) -> String {
         format!(
             "RunSpec(preset={:?}, integrity={:?}, encryption={:?}, sets={:?}, workload={:?}, trace={:?}, program={:?}, \
-             instructions={}, warmup={}, skip={}, seed={}, sample={:?})",
+             instructions={}, warmup={}, skip={}, seed={}, sample={:?}, interval={})",
             self.preset, self.integrity, self.encryption, self.sets, self.workload, self.trace, self.program,
-            self.instructions, self.warmup, self.skip, self.seed, self.sample
+            self.instructions, self.warmup, self.skip, self.seed, self.sample, self.interval
         )
     }
 }

@@ -3,7 +3,9 @@
 //! simulated, and diff the two outputs (a changed line names the configuration; `--dump`
 //! prints the statistics themselves).
 //!
-//! `cargo run --release --example digest [INSTRUCTIONS] [--dump] [--only SUBSTRING]`
+//! `cargo run --release --example digest [INSTRUCTIONS] [--dump] [--only SUBSTRING] [--without KEY,KEY]`
+//! (`--without`: statistics left out of the digest, e.g. keys a change adds on purpose, so
+//! that the rest can be shown unchanged)
 
 use secmem_sim::run::simulated;
 use std::hash::{Hash, Hasher};
@@ -13,6 +15,7 @@ fn main() {
     let n = args.first().and_then(|s| secmem_core::params::parse_count(s)).unwrap_or(200_000);
     let dump = args.iter().any(|a| a == "--dump");
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let without: Vec<String> = args.iter().position(|a| a == "--without").and_then(|i| args.get(i + 1)).map_or(vec![], |v| v.split(',').map(String::from).collect());
     let mut grid: Vec<(&str, &str, String, String, Vec<String>)> = Vec::new();
     for w in ["stream", "chase", "hot", "mix"] {
         for (i, e) in secmem_core::registry::pair_names() {
@@ -48,9 +51,10 @@ fn main() {
         }
         let p = secmem_sim::configure(preset, Some(&i), Some(&e), &sets).unwrap_or_else(|e| panic!("{}: {}", name, e));
         let mut src = secmem_trace::workloads::builtin(w, 1).unwrap();
-        let o = secmem_sim::RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false };
+        let o = secmem_sim::RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false, interval: 0 };
         let r = secmem_sim::run(&p, &mut *src, &o).unwrap_or_else(|e| panic!("{}: {}", name, e));
-        let st = simulated(&r.stats);
+        let mut st = simulated(&r.stats);
+        st.0.retain(|(k, _)| !without.contains(k));
         let text = format!("{:?} {:?}", st.0, r.error);
         let mut h = std::collections::hash_map::DefaultHasher::new();
         text.hash(&mut h);

@@ -21,7 +21,7 @@ fn direct(path: &str, format: &str) -> Box<dyn TraceSource> {
 /// Simulated instructions per second of wall time, and the simulating thread's CPU seconds.
 fn simulate(mut src: Box<dyn TraceSource>) -> (f64, f64) {
     let p = secmem_sim::configure("suh2003", Some("none"), Some("none"), &[]).unwrap();
-    let o = secmem_sim::RunOptions { instructions: u64::MAX / 2, warmup: 0, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: u64::MAX / 2, warmup: 0, seed: 1, progress: false, interval: 0 };
     let (t, cpu) = (Instant::now(), thread_cpu_seconds());
     let r = secmem_sim::run(&p, src.as_mut(), &o).unwrap();
     (r.stats.get_f64("instructions").unwrap() / t.elapsed().as_secs_f64(), thread_cpu_seconds() - cpu)

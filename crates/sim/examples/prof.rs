@@ -6,7 +6,7 @@ fn main() {
     // four copies of the workload, rate mode).
     let sets: Vec<String> = std::env::args().skip(5).collect();
     let p = secmem_sim::configure("suh2003", Some(&i), Some(&e), &sets).unwrap();
-    let o = secmem_sim::RunOptions { instructions: std::env::args().nth(4).and_then(|s| s.parse().ok()).unwrap_or(3_000_000), warmup: 500_000, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: std::env::args().nth(4).and_then(|s| s.parse().ok()).unwrap_or(3_000_000), warmup: 500_000, seed: 1, progress: false, interval: 0 };
     let cores = secmem_sim::multi::cores(&p).unwrap();
     let r = if cores > 1 {
         let mut ins: Vec<secmem_sim::MixInput> = (0..cores)

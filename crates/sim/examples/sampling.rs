@@ -37,7 +37,7 @@ fn main() {
         for pair in schemes.split(',') {
             let (i, e) = pair.split_once('+').expect("schemes as i+e");
             let p = configure("suh2003", Some(i), Some(e), &sets).unwrap_or_else(|e| panic!("{}", e));
-            let o = RunOptions { instructions: n, warmup, seed: 1, progress: false };
+            let o = RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 };
             let t = cpu();
             let s = run_sampled(&p, &mut *source(w), &o, Some(plan)).unwrap();
             let ts = cpu() - t;

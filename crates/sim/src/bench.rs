@@ -58,7 +58,7 @@ pub fn bench(
             let mut best: Option<(BenchRow, Stats)> = None;
             for _ in 0..repeat {
                 let mut src = builtin(w, 1).map_err(|e| e.to_string())?;
-                let o = RunOptions { instructions, warmup, seed: 1, progress: false };
+                let o = RunOptions { instructions, warmup, seed: 1, progress: false, interval: 0 };
                 let r = run(&p, &mut *src, &o).map_err(|e| e.0)?;
                 if let Some(err) = r.error {
                     return Err(err);

@@ -131,6 +131,9 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     if k == 0 || k as u64 > MAX_CORES {
         return Err(ConfigError(format!("a mix has 1 to {} cores, not {}", MAX_CORES, k)));
     }
+    if o.interval > 0 {
+        return Err(ConfigError("--interval measures one core: it cannot be combined with a mix".into()));
+    }
     let wall = Instant::now();
     let mut eng = Engine::new(p, o.seed)?;
     let mut cores: Vec<Core> = Vec::with_capacity(k);
@@ -550,7 +553,7 @@ mod tests {
     }
 
     fn opts(n: u64) -> RunOptions {
-        RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false }
+        RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false, interval: 0 }
     }
 
     fn mix(sets: &[&str], inputs: &mut [MixInput], n: u64) -> RunResult {

@@ -22,11 +22,14 @@ pub struct RunOptions {
     pub seed: u64,
     /// Draw a progress bar on stderr when the run lasts more than a moment.
     pub progress: bool,
+    /// Statistics of every this many measured instructions as series (`interval.*`,
+    /// `--interval N`); 0: none.
+    pub interval: u64,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { instructions: 10_000_000, warmup: 1_000_000, seed: 1, progress: false }
+        RunOptions { instructions: 10_000_000, warmup: 1_000_000, seed: 1, progress: false, interval: 0 }
     }
 }
 
@@ -47,6 +50,9 @@ pub fn run(p: &Params, src: &mut dyn TraceSource, o: &RunOptions) -> Result<RunR
 pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>) -> Result<RunResult, ConfigError> {
     if let Some(plan) = &plan {
         plan.check(o.instructions)?;
+        if o.interval > 0 {
+            return Err(ConfigError("--interval measures every instruction in detail: it cannot be combined with --sample".into()));
+        }
     }
     let cores = crate::params::cores(p)?;
     if cores > 1 {
@@ -70,7 +76,16 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     let mut interrupted = None;
     let mut sampler = if plan.is_some() { None } else { IpcSampler::new(p)? };
     let mut windows = plan.map(|plan| Windows::new(plan, &mut eng));
+    let mut intervals = (o.interval > 0).then(|| Intervals::new(o.interval));
+    // Lines the warm-up's own misses brought into the L2: fewer than it holds, and the
+    // measurement starts in a cache the program has not filled (empty, or holding the memory
+    // image written before the first instruction).
+    let mut warmup_fills = 0;
+    let l2_fills = |e: &Engine| e.machine().counters.data_misses + e.machine().counters.meta_misses;
     loop {
+        if let Some(iv) = intervals.as_mut().filter(|iv| measuring && n == iv.next) {
+            iv.close(Mark::now(n, &core, &eng));
+        }
         if n >= total {
             break;
         }
@@ -101,8 +116,12 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         } else {
             // A sampled run (`windows`) starts and ends its measurements itself.
             let i = n.checked_sub(o.warmup);
+            if n == 0 {
+                warmup_fills = l2_fills(&eng); // the image's, before the first instruction
+            }
             if windows.is_none() && !measuring && n >= o.warmup {
                 measuring = true;
+                warmup_fills = l2_fills(&eng) - warmup_fills;
                 eng.reset_stats();
                 core.reset_stats();
                 if let Some(s) = &mut sampler {
@@ -110,6 +129,9 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
                 }
                 start_cycle = core.now();
                 measure_wall = Instant::now();
+                if let Some(iv) = &mut intervals {
+                    iv.start(Mark { n, cycle: start_cycle, ..Mark::now(n, &core, &eng) });
+                }
             }
             n += 1;
             if n & 0xFFFF == 0 {
@@ -169,6 +191,9 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         }
     }
     let measured = if measuring { n - o.warmup.min(n) } else { 0 };
+    if let Some(iv) = intervals.as_mut().filter(|iv| measuring && n > iv.last.n) {
+        iv.close(Mark::now(n, &core, &eng));
+    }
     let cycles = if measuring { core.last_commit().saturating_sub(start_cycle) } else { 0 };
     let measured_secs = measure_wall.elapsed().as_secs_f64();
     let mut s = Stats::default();
@@ -187,6 +212,11 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         s.series("sample.ipc", smp.series.clone());
     }
     core.stats(&mut s);
+    s.int("l2.lines", eng.machine().l2.tags.slots() as u64);
+    s.int("l2.warmup_fills", warmup_fills);
+    if let Some(iv) = &intervals {
+        iv.stats(&mut s);
+    }
     finish(&mut eng, &core, &mut s, &mut error);
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
@@ -251,6 +281,75 @@ impl IpcSampler {
             self.series.push((instructions - self.start_instr) as f64 / cycles.max(1) as f64);
             (self.start_cycle, self.start_instr) = (now, instructions);
             self.next = (now / self.period + 1) * self.period;
+        }
+    }
+}
+
+/// Where a run stood at an interval's boundary: what `Intervals` takes differences of.
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    n: u64,
+    cycle: u64,
+    accesses: u64,
+    misses: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+}
+
+impl Mark {
+    fn now(n: u64, core: &Core, eng: &Engine) -> Mark {
+        let (c, p) = (&eng.machine().counters, eng.machine().port.counters());
+        Mark { n, cycle: core.last_commit(), accesses: c.data_accesses, misses: c.data_misses, read_bytes: p.read_bytes, write_bytes: p.write_bytes }
+    }
+}
+
+/// `--interval N`: the measured region cut into pieces of N instructions (the last may be
+/// shorter), each one element of the `interval.*` series. The cycles of the pieces add up to
+/// the run's `cycles`, their misses and bytes to its totals.
+struct Intervals {
+    every: u64,
+    next: u64,
+    last: Mark,
+    /// instructions, cycles, ipc, l2.misses, l2.miss_rate, mem.read_bytes, mem.write_bytes
+    series: [Vec<f64>; 7],
+}
+
+const INTERVAL_KEYS: [&str; 7] = ["instructions", "cycles", "ipc", "l2.misses", "l2.miss_rate", "mem.read_bytes", "mem.write_bytes"];
+
+impl Intervals {
+    fn new(every: u64) -> Intervals {
+        Intervals { every, next: u64::MAX, last: Mark::default(), series: Default::default() }
+    }
+
+    fn start(&mut self, m: Mark) {
+        self.last = m;
+        self.next = m.n.saturating_add(self.every);
+    }
+
+    fn close(&mut self, m: Mark) {
+        let l = self.last;
+        let (n, cycles) = (m.n - l.n, m.cycle.saturating_sub(l.cycle));
+        let (acc, miss) = (m.accesses - l.accesses, m.misses - l.misses);
+        let v = [
+            n as f64,
+            cycles as f64,
+            secmem_core::stats::ratio(n, cycles),
+            miss as f64,
+            secmem_core::stats::ratio(miss, acc),
+            (m.read_bytes - l.read_bytes) as f64,
+            (m.write_bytes - l.write_bytes) as f64,
+        ];
+        for (s, x) in self.series.iter_mut().zip(v) {
+            s.push(x);
+        }
+        self.last = m;
+        self.next = m.n.saturating_add(self.every);
+    }
+
+    fn stats(&self, s: &mut Stats) {
+        s.int("interval.period", self.every);
+        for (k, v) in INTERVAL_KEYS.iter().zip(&self.series) {
+            s.series(&format!("interval.{k}"), v.clone());
         }
     }
 }

@@ -416,7 +416,7 @@ mod runs {
     fn both(w: &str, i: &str, e: &str, sets: &[&str], n: u64, warmup: u64, plan: &str) -> (Stats, Stats) {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let p = configure("suh2003", Some(i), Some(e), &sets).unwrap();
-        let o = RunOptions { instructions: n, warmup, seed: 1, progress: false };
+        let o = RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 };
         let full = run(&p, &mut *builtin(w, 1).unwrap(), &o).unwrap();
         let plan = Sampling::parse(plan, n).unwrap();
         let s = run_sampled(&p, &mut *builtin(w, 1).unwrap(), &o, Some(plan)).unwrap();
@@ -517,7 +517,7 @@ mod runs {
     #[test]
     fn a_plan_that_does_not_fit_the_run_is_refused() {
         let p = configure("suh2003", None, None, &[]).unwrap();
-        let o = RunOptions { instructions: 10_000, warmup: 0, seed: 1, progress: false };
+        let o = RunOptions { instructions: 10_000, warmup: 0, seed: 1, progress: false, interval: 0 };
         let plan = Sampling { period: 8_000, window: 1_000, warming: 1_000 };
         let e = run_sampled(&p, &mut *builtin("hot", 1).unwrap(), &o, Some(plan)).err().unwrap().0;
         assert!(e.starts_with("--sample: a period of 8000 leaves 1 measured window"), "{}", e);

@@ -10,7 +10,7 @@ fn sim(workload: &str, integ: &str, enc: &str, sets: &[&str], n: u64) -> Stats {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let p = configure("suh2003", Some(integ), Some(enc), &sets).unwrap();
     let mut src = builtin(workload, 1).unwrap();
-    let r = run(&p, &mut *src, &RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false }).unwrap();
+    let r = run(&p, &mut *src, &RunOptions { instructions: n, warmup: n / 4, seed: 1, progress: false, interval: 0 }).unwrap();
     assert_eq!(r.error, None);
     r.stats
 }
@@ -153,7 +153,7 @@ fn a_barrier_waits_for_pending_integrity_checks() {
     let stall = |integ: &str| {
         let p = configure("suh2003", Some(integ), Some("none"), &["core.syscall_barriers=true".into()]).unwrap();
         let mut src = VecSource(prog.clone(), 0);
-        let r = run(&p, &mut src, &RunOptions { instructions: 400, warmup: 0, seed: 1, progress: false }).unwrap();
+        let r = run(&p, &mut src, &RunOptions { instructions: 400, warmup: 0, seed: 1, progress: false, interval: 0 }).unwrap();
         assert_eq!(r.error, None);
         (f(&r.stats, "core.barrier_stall_cycles"), f(&r.stats, "core.barriers"))
     };
@@ -167,7 +167,7 @@ fn a_barrier_waits_for_pending_integrity_checks() {
 fn lhash_run(src: &mut dyn TraceSource, n: u64, sets: &[&str]) -> Stats {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let p = configure("suh2003", Some("lhash"), Some("none"), &sets).unwrap();
-    let r = run(&p, src, &RunOptions { instructions: n, warmup: 0, seed: 1, progress: false }).unwrap();
+    let r = run(&p, src, &RunOptions { instructions: n, warmup: 0, seed: 1, progress: false, interval: 0 }).unwrap();
     assert_eq!(r.error, None);
     r.stats
 }
@@ -270,7 +270,7 @@ fn pages_a_tracer_saw_touched_before_the_window_are_set_up_untimed_when_first_us
 fn a_trace_shorter_than_the_warmup_is_reported_not_hidden() {
     let p = configure("suh2003", None, None, &[]).unwrap();
     let mut src = VecSource(vec![load(0x1000, 0x2000, 1); 10], 0);
-    let r = run(&p, &mut src, &RunOptions { instructions: 100, warmup: 50, seed: 1, progress: false }).unwrap();
+    let r = run(&p, &mut src, &RunOptions { instructions: 100, warmup: 50, seed: 1, progress: false, interval: 0 }).unwrap();
     assert_eq!(r.error.unwrap(), "the trace ended after 10 instructions, before the warm-up of 50 was over");
     assert_eq!(r.stats.get_f64("instructions"), Some(0.0));
 }
@@ -280,7 +280,7 @@ fn a_trace_beyond_physical_memory_stops_with_a_clear_error_and_keeps_results() {
     let p = configure("suh2003", Some("none"), Some("none"), &["memory.size=64KiB".into()]).unwrap();
     let prog: Vec<Instr> = (0..100u64).map(|k| load(0x1000, k * 4096, 1)).collect();
     let mut src = VecSource(prog, 0);
-    let r = run(&p, &mut src, &RunOptions { instructions: 100, warmup: 0, seed: 1, progress: false }).unwrap();
+    let r = run(&p, &mut src, &RunOptions { instructions: 100, warmup: 0, seed: 1, progress: false, interval: 0 }).unwrap();
     let e = r.error.unwrap();
     assert!(e.starts_with("out of simulated physical memory at virtual address"), "{}", e);
     assert!(r.stats.get_f64("instructions").unwrap() > 0.0);
@@ -393,7 +393,7 @@ fn frequent_value_speculation_keeps_the_data_and_sees_the_frequent_chunks_of_rea
             let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
             let p = configure("shi2007", None, None, &sets).unwrap();
             let mut src = builtin(w, 1).unwrap();
-            let r = run(&p, &mut *src, &RunOptions { instructions: 60_000, warmup: 20_000, seed: 1, progress: false }).unwrap();
+            let r = run(&p, &mut *src, &RunOptions { instructions: 60_000, warmup: 20_000, seed: 1, progress: false, interval: 0 }).unwrap();
             assert_eq!(r.error, None);
             r.stats
         };
@@ -420,7 +420,7 @@ fn aes_speculation_with_reordered_chunks_keeps_the_data_of_real_runs() {
         sets.push("encryption=ocb".into());
         let p = configure("shi2007", None, None, &sets).unwrap();
         let mut src = builtin("hot", 1).unwrap();
-        let r = run(&p, &mut *src, &RunOptions { instructions: 60_000, warmup: 20_000, seed: 1, progress: false }).unwrap();
+        let r = run(&p, &mut *src, &RunOptions { instructions: 60_000, warmup: 20_000, seed: 1, progress: false, interval: 0 }).unwrap();
         assert_eq!(r.error, None);
         r.stats
     };
@@ -459,7 +459,7 @@ fn every_statistic_a_run_reports_is_declared() {
     for (preset, i, e, sets, sample) in runs {
         let p = configure(preset, Some(&i), Some(&e), &sets).unwrap_or_else(|err| panic!("{preset} {i}+{e} {sets:?}: {err}"));
         let mut src = builtin("mix", 1).unwrap();
-        let o = RunOptions { instructions: 8_000, warmup: 2_000, seed: 1, progress: false };
+        let o = RunOptions { instructions: 8_000, warmup: 2_000, seed: 1, progress: false, interval: 0 };
         let plan = sample.map(|s| crate::Sampling::parse(s, o.instructions).unwrap());
         let r = crate::run_sampled(&p, &mut *src, &o, plan).unwrap();
         assert_eq!(r.error, None, "{preset} {i}+{e} {sets:?}");
@@ -484,4 +484,50 @@ fn statistic_patterns_stand_for_the_keys_named_at_run_time() {
     assert!(stat("core#.ipc", "", "").matches("core12.ipc"));
     assert!(!stat("core#.ipc", "", "").matches("corex.ipc"));
     assert!(stat("l2.misses", "", "").matches("l2.misses") && !stat("l2.misses", "", "").matches("l2.misses_x"));
+}
+
+fn with(workload: &str, sets: &[&str], o: RunOptions) -> Stats {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let p = configure("suh2003", Some("chash"), Some("otp"), &sets).unwrap();
+    let mut src = builtin(workload, 1).unwrap();
+    let r = run(&p, &mut *src, &o).unwrap();
+    assert_eq!(r.error, None);
+    r.stats
+}
+
+#[test]
+fn intervals_cut_the_measured_region_and_add_up_to_its_totals() {
+    let o = RunOptions { instructions: 50_000, warmup: 10_000, seed: 1, progress: false, interval: 12_000 };
+    let s = with("mix", &[], o.clone());
+    let series = |k: &str| s.get_series(k).unwrap_or_else(|| panic!("no {k}")).to_vec();
+    // 50k in pieces of 12k: four whole ones and the 2k left.
+    assert_eq!(series("interval.instructions"), [12_000.0, 12_000.0, 12_000.0, 12_000.0, 2_000.0]);
+    assert_eq!(f(&s, "interval.period"), 12_000.0);
+    for (k, total) in [("interval.cycles", "cycles"), ("interval.l2.misses", "l2.misses"), ("interval.mem.read_bytes", "mem.read_bytes"), ("interval.mem.write_bytes", "mem.write_bytes")] {
+        assert_eq!(series(k).iter().sum::<f64>(), f(&s, total), "{k}");
+    }
+    let (ipc, n, c) = (series("interval.ipc"), series("interval.instructions"), series("interval.cycles"));
+    for i in 0..ipc.len() {
+        assert!((ipc[i] - n[i] / c[i]).abs() < 1e-12);
+    }
+    // Off, a run reports no intervals and the same statistics otherwise.
+    let plain = with("mix", &[], RunOptions { interval: 0, ..o });
+    assert!(plain.get("interval.ipc").is_none());
+    let without = |s: &Stats| crate::run::simulated(&Stats(s.0.iter().filter(|(k, _)| !k.starts_with("interval.")).cloned().collect()));
+    assert_eq!(without(&s), without(&plain));
+}
+
+#[test]
+fn a_warmup_too_short_for_the_l2_brings_in_fewer_lines_than_it_holds() {
+    // 20k instructions of stream bring in a few thousand lines: far from a 4 MiB L2's 65,536.
+    let o = RunOptions { instructions: 50_000, warmup: 20_000, seed: 1, progress: false, interval: 0 };
+    let short = with("stream", &["l2.size=4MiB"], o.clone());
+    assert_eq!(f(&short, "l2.lines"), (4 << 20) as f64 / 64.0);
+    let fills = f(&short, "l2.warmup_fills");
+    assert!(fills > 100.0 && fills < f(&short, "l2.lines") / 4.0, "{fills}");
+    // A 16 KiB L2 (256 lines) is turned over many times by the same warm-up.
+    let small = with("stream", &["l2.size=16KiB"], o.clone());
+    assert!(f(&small, "l2.warmup_fills") > 4.0 * f(&small, "l2.lines"));
+    // No warm-up, no fills.
+    assert_eq!(f(&with("stream", &[], RunOptions { warmup: 0, ..o }), "l2.warmup_fills"), 0.0);
 }

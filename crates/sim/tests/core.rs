@@ -27,7 +27,7 @@ impl TraceSource for VecSource {
 fn sim_src(preset: &str, sets: &[&str], src: &mut dyn TraceSource, n: u64, warmup: u64) -> Stats {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let p = configure(preset, Some("none"), Some("none"), &sets).unwrap();
-    let r = run(&p, src, &RunOptions { instructions: n, warmup, seed: 1, progress: false }).unwrap();
+    let r = run(&p, src, &RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 }).unwrap();
     assert_eq!(r.error, None);
     r.stats
 }
@@ -140,7 +140,7 @@ fn walks_through_the_caches(layout: &str, prog: &[Instr]) {
     assert!(!fixed.0.iter().any(|(k, _)| k.starts_with("ptw.")), "no walker, no walk statistics");
     // Page-table lines are protected memory: a hash tree verifies them like data.
     let p = configure("champsim", Some("chash"), Some("otp"), &[layout.to_string()]).unwrap();
-    let r = run(&p, &mut VecSource(prog.to_vec(), 0), &RunOptions { instructions: 128, warmup: 0, seed: 1, progress: false }).unwrap();
+    let r = run(&p, &mut VecSource(prog.to_vec(), 0), &RunOptions { instructions: 128, warmup: 0, seed: 1, progress: false, interval: 0 }).unwrap();
     assert_eq!(r.error, None);
     assert_eq!(f(&r.stats, "ptw.pte_mismatches"), 0.0);
     assert!(f(&r.stats, "l2.meta_accesses") > 0.0);
@@ -183,7 +183,7 @@ fn the_cpi_stack_sums_to_the_cycles_on_every_workload_and_preset() {
         for (i, e) in [("none", "none"), ("chash", "otp")] {
             let p = configure(preset, Some(i), Some(e), &[]).unwrap();
             let mut src = builtin(w, 1).unwrap();
-            let r = run(&p, &mut *src, &RunOptions { instructions: 10_000, warmup: 2_000, seed: 1, progress: false }).unwrap();
+            let r = run(&p, &mut *src, &RunOptions { instructions: 10_000, warmup: 2_000, seed: 1, progress: false, interval: 0 }).unwrap();
             assert_eq!(r.error, None);
             let s = r.stats;
             let sum: f64 = s.0.iter().filter(|(k, _)| k.starts_with("cpi.")).map(|(k, _)| f(&s, k)).sum();
@@ -267,6 +267,7 @@ fn champsim_trace_simulates_with_consistent_values() {
         warmup: 3_000,
         seed: 1,
         progress: false,
+        interval: 0,
     };
     let r = secmem_sim::run(&params, &mut *src, &o).unwrap();
     assert!(r.error.is_none(), "{:?}", r.error);

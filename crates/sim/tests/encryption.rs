@@ -9,7 +9,7 @@ fn sim(preset: &str, workload: &str, integ: &str, enc: &str, sets: &[&str], n: u
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let p = configure(preset, Some(integ), Some(enc), &sets).unwrap();
     let mut src = builtin(workload, 1).unwrap();
-    let r = run(&p, &mut *src, &RunOptions { instructions: n, warmup, seed: 1, progress: false }).unwrap();
+    let r = run(&p, &mut *src, &RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 }).unwrap();
     assert_eq!(r.error, None, "{} {}+{} {:?}", workload, integ, enc, sets);
     r.stats
 }

@@ -7,7 +7,7 @@ use secmem_sim::{run, RunOptions};
 #[test]
 fn a_stop_request_ends_the_run_and_keeps_its_statistics() {
     let p = secmem_sim::configure("suh2003", Some("chash"), Some("otp"), &["memory.size=256MiB".into()]).unwrap();
-    let o = RunOptions { instructions: 4_000_000_000, warmup: 0, seed: 1, progress: false };
+    let o = RunOptions { instructions: 4_000_000_000, warmup: 0, seed: 1, progress: false, interval: 0 };
     let stopper = std::thread::spawn(|| {
         std::thread::sleep(std::time::Duration::from_millis(1500));
         secmem_sim::run::request_stop(15);

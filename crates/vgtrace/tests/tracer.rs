@@ -302,7 +302,7 @@ fn pages_touched_during_skip_are_named_before_the_window() {
 
 fn sim_mismatches(src: &mut dyn TraceSource) -> (f64, f64) {
     let p = secmem_sim::configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
-    let o = secmem_sim::RunOptions { instructions: u64::MAX / 2, warmup: 0, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: u64::MAX / 2, warmup: 0, seed: 1, progress: false, interval: 0 };
     let r = secmem_sim::run(&p, src, &o).unwrap();
     assert!(r.error.is_none(), "{:?}", r.error);
     let get = |k: &str| r.stats.get_f64(k).unwrap_or_else(|| panic!("no {k}"));

@@ -11,7 +11,7 @@ from typing import NoReturn, Optional, Sequence
 
 from .. import _core, cli_sweep, tracing
 from ..codeauth import cli as codeauth_cli
-from . import attack, bench, compare, export, presets, run, schemes, stats, workloads
+from . import attack, bench, compare, export, plot, presets, run, schemes, stats, workloads
 from .bench import _bench_codeauth, _bench_sampled
 from .. import _early
 from .._signals import interruption, sigterm_as_interrupt
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_sweep.add_sweep_parser(sub)
     cli_sweep.add_results_parser(sub)
     cli_sweep.add_reproduce_parser(sub)
+    plot.add_parser(sub)
     codeauth_cli.add_parser(sub)
     return p
 

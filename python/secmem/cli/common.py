@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 from .. import _core
 from .._args import BadArgument, SetAction, counts, positive_int, scheme_list, seed
 from .._files import Output
+from ..progress import warn_once
 from ..api import DEFAULT_PRESET, DEFAULT_WORKLOAD, configuration
 from ..api import DEFAULT_SCHEMES as DEFAULT_PAIRS
 
@@ -19,7 +20,7 @@ DEFAULT_SCHEMES = ",".join(f"{i}+{e}" for i, e in DEFAULT_PAIRS)
 # Exit status of a run stopped by a signal (128 + the signal's number, as a shell reports).
 SIGNAL_EXIT = {"SIGINT": 130, "SIGTERM": 143}
 
-__all__ = ["BadArgument", "DEFAULT_PRESET", "DEFAULT_SCHEMES", "DEFAULT_WORKLOAD", "SIGNAL_EXIT", "counts", "scheme_list", "seed"]
+__all__ = ["warn_once", "BadArgument", "DEFAULT_PRESET", "DEFAULT_SCHEMES", "DEFAULT_WORKLOAD", "SIGNAL_EXIT", "counts", "scheme_list", "seed"]
 
 
 def check_pairs(preset: str, pairs: Sequence[tuple[str, str]], sets: Sequence[str] = ()) -> None:
@@ -29,7 +30,7 @@ def check_pairs(preset: str, pairs: Sequence[tuple[str, str]], sets: Sequence[st
         configuration(preset, integ, enc, sets=sets)
 
 
-def add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
+def add_common(p: argparse.ArgumentParser, schemes: bool = True, interval: bool = False) -> None:
     """The options of a simulation (run, compare): input, machine, counts, output."""
     src = p.add_mutually_exclusive_group()
     src.add_argument("--workload", "-w", help=f"built-in workload (default {DEFAULT_WORKLOAD}; see `secmem workloads`)")
@@ -66,6 +67,12 @@ def add_common(p: argparse.ArgumentParser, schemes: bool = True) -> None:
         help="cores sharing the last level, the memory controller and the engine, each with its own input "
         "(-w a,b,c,d: one per core; one workload: a copy per core, rate mode; docs/multicore.md)",
     )
+    if interval:
+        p.add_argument(
+            "--interval", type=counts("--interval"), metavar="N",
+            help="also statistics of every N measured instructions (IPC, cycles, L2 misses, bytes) as series "
+            "interval.*: in --json and the store; `secmem plot` draws them over time",
+        )
     p.add_argument("--json", metavar="PATH", help="write statistics as JSON ('-' for stdout)")
 
 

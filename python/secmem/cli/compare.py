@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .. import _core, provenance
-from .common import DEFAULT_SCHEMES, DEFAULT_WORKLOAD, add_common, codeauth_sets, output, program, scheme_list, write_json
+from .common import DEFAULT_SCHEMES, DEFAULT_WORKLOAD, add_common, codeauth_sets, output, program, scheme_list, warn_once, write_json
 
 
 def add_parser(sub: Any) -> None:
@@ -49,10 +49,13 @@ def cmd(a: argparse.Namespace) -> int:
         raise _core.ConfigError("compare several workloads (-w a,b,c) or one trace or program, not both")
     out = output(a.json)
     df = comparison.compare(workloads if len(workloads) > 1 else workloads[0], schemes=schemes, progress=a.json != "-", **kwargs)
+    warn_once(df.attrs.get("warnings", []), len(df))
     if a.json:
         names = [n for w in workloads for n in (w.split(",") if w else [w])]
         ids = [provenance.workload_identity(workload=w, trace=a.trace, program=prog, seed=a.seed) for w in names]
         doc = {"provenance": df.attrs["provenance"], "workloads": ids, "rows": comparison.records(df)}
+        if len(workloads) > 1:
+            doc["geomean"] = comparison.records(df.geomean())
         write_json(a.json, doc, out)
         if a.json == "-":
             return 0

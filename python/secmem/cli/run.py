@@ -9,13 +9,13 @@ from typing import Any
 from .. import provenance
 from ..api import DEFAULT_WARMUP, run
 from .._args import BadArgument, counts, positive_int
-from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, write_json
+from .common import SIGNAL_EXIT, add_common, codeauth_sets, output, program, warn_once, write_json
 from .summary import mix_summary, summary
 
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="one simulation (the default command)")
-    add_common(r)
+    add_common(r, interval=True)
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and simulate it")
     par = r.add_argument_group("a sampled run in parallel parts (docs/sampling.md)")
     par.add_argument("--parallel", type=positive_int("--parallel"), metavar="K",
@@ -84,6 +84,7 @@ def cmd(a: argparse.Namespace) -> int:
         progress=True,
         sample=a.sample,
         cores=a.cores,
+        interval=a.interval,
     )
     # A failure is said first; statistics follow only if something was measured. The exit
     # status: a signal's (130, 143); 2 if nothing was measured (the input is unusable: a
@@ -95,6 +96,7 @@ def cmd(a: argparse.Namespace) -> int:
     mix = "cores" in r.stats
     if a.json != "-" and (measured or not r.error):
         print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
+    warn_once(r.warnings)
     if a.json is not None:
         # Only for --json: a built-in workload's identity hashes the start of its trace (its
         # memory image), which costs more than a short run.

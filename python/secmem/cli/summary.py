@@ -61,6 +61,13 @@ def summary(stats: dict[str, Any], preset: str, sets: Sequence[str] = ()) -> str
                 lines.append(f"    {k[len(prefix) + 1:]:<26} {_fmt(s[k]):>14}{_ci(s, k)}")
     if s.get("sample.ipc"):
         lines.append(f"\n  IPC per {s['sample.ipc_period']:,}-cycle window: {_fmt(s['sample.ipc'])}")
+    if s.get("interval.ipc"):
+        ipc = s["interval.ipc"]
+        lines.append(
+            f"\n  {len(ipc):,} intervals of {s['interval.period']:,} instructions: IPC {min(ipc):.4f} to {max(ipc):.4f}, "
+            f"L2 miss rate {min(s['interval.l2.miss_rate']) * 100:.2f}% to {max(s['interval.l2.miss_rate']) * 100:.2f}% "
+            "(interval.* in --json; `secmem plot` draws them)"
+        )
     if s.get("integrity.final_check_cycles"):
         lines.append(
             f"\n  end-of-run integrity check: {s['integrity.final_check_cycles']:,} cycles, "

@@ -109,6 +109,7 @@ def run(
     recompute: bool = False,
     not_run: Sequence[tuple] = (),
     docs: Optional[str] = None,
+    cluster: Optional[str] = None,
 ) -> list:
     """Simulate what the figures ``ids`` need (at ``scale``: ``laptop`` or ``full``), write
     their CSVs, plots and the HTML report into ``out``; return their :class:`Outcome`\\ s.
@@ -131,7 +132,7 @@ def run(
         check_docs(docs)
     st = open_store(store)
     every = [pl for f in figs for pl in planned[f.id]]
-    execute(every, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, what="reproduce")
+    execute(every, st, scheduler=scheduler, workers=workers, progress=progress, recompute=recompute, what="reproduce", cluster=cluster)
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -1,13 +1,19 @@
 """Plot helpers shaped like the seeds' figures: grouped bars per benchmark, lines over a
 swept parameter, series over time. secmem's values are filled; the paper's numbers, where it
-gives them, are hollow black markers or dashed reference lines labelled "paper"."""
+gives them, are hollow black markers or dashed reference lines. A series keeps its colour in
+every panel of a figure (``plot.color``); legends, reference labels included, sit outside the
+data (``plot.legend_outside``)."""
 
 from __future__ import annotations
 
 import math
 from typing import Optional, Sequence
 
-PAPER_STYLE = dict(color="black", linestyle="--", linewidth=1.0)
+from ..plotting import color, legend_outside
+
+PAPER_STYLE = dict(color="black", linewidth=1.0)
+# Reference lines of one panel told apart by their dashes (their labels are in the legend).
+PAPER_DASHES = ("--", "-.", (0, (6, 2, 1, 2, 1, 2)), (0, (1, 1)))
 MARK_STYLE = dict(color="grey", linestyle=":", linewidth=1.0)
 
 
@@ -24,7 +30,7 @@ def bars(ax, groups: Sequence[str], series: dict, ylabel: str = "", title: str =
     width = 0.8 / n
     for i, (label, values) in enumerate(series.items()):
         xs = [g + (i - (n - 1) / 2) * width for g in range(len(groups))]
-        ax.bar([x for x, v in zip(xs, values) if _ok(v)], [v for v in values if _ok(v)], width * 0.95, label=label)
+        ax.bar([x for x, v in zip(xs, values) if _ok(v)], [v for v in values if _ok(v)], width * 0.95, label=label, color=color(label))
         miss = [x for x, v in zip(xs, values) if not _ok(v)]
         if miss:
             ax.plot(miss, [0] * len(miss), "rx")
@@ -33,9 +39,8 @@ def bars(ax, groups: Sequence[str], series: dict, ylabel: str = "", title: str =
             px = [x for x, v in zip(xs, pv) if _ok(v)]
             ax.plot(px, [v for v in pv if _ok(v)], "o", mfc="none", mec="black", ms=6,
                     label="paper" if i == min(j for j, l in enumerate(series) if l in paper) else None)
-    for y, label in refs:
-        ax.axhline(y, **PAPER_STYLE)
-        ax.annotate(label, (len(groups) - 0.5, y), fontsize=7, ha="right", va="bottom")
+    for i, (y, label) in enumerate(refs):
+        ax.axhline(y, label=label, linestyle=PAPER_DASHES[i % len(PAPER_DASHES)], **PAPER_STYLE)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, fontsize=8)
     if log:
@@ -53,16 +58,13 @@ def lines(ax, x: Sequence, series: dict, xlabel: str = "", ylabel: str = "", tit
     for label, ys in series.items():
         pts = [(a, b) for a, b in zip(x, ys) if _ok(b)]
         if pts:
-            ax.plot([a for a, _ in pts], [b for _, b in pts], "o-", ms=3, label=label)
+            ax.plot([a for a, _ in pts], [b for _, b in pts], "o-", ms=3, label=label, color=color(label))
     for y, label in marks:
-        ax.axhline(y, **MARK_STYLE)
-        ax.annotate(label, (x[-1], y), fontsize=7, ha="right", va="bottom", color="grey")
-    for y, label in refs:
-        ax.axhline(y, **PAPER_STYLE)
-        ax.annotate(label, (x[-1], y), fontsize=7, ha="right", va="bottom")
-    for xv, label in vrefs:
-        ax.axvline(xv, **PAPER_STYLE)
-        ax.annotate(label, (xv, ax.get_ylim()[0]), fontsize=7, ha="left", va="bottom", rotation=90)
+        ax.axhline(y, label=label, **MARK_STYLE)
+    for i, (y, label) in enumerate(refs):
+        ax.axhline(y, label=label, linestyle=PAPER_DASHES[i % len(PAPER_DASHES)], **PAPER_STYLE)
+    for i, (xv, label) in enumerate(vrefs, len(refs)):
+        ax.axvline(xv, label=label, linestyle=PAPER_DASHES[i % len(PAPER_DASHES)], **PAPER_STYLE)
     if logx:
         ax.set_xscale("log")
     if xticklabels is not None:
@@ -79,5 +81,4 @@ def _finish(ax, xlabel: str, ylabel: str, title: str) -> None:
     if title:
         ax.set_title(title, fontsize=9)
     ax.tick_params(labelsize=8)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, frameon=False)
+    legend_outside(ax)

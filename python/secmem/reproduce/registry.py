@@ -122,8 +122,9 @@ class Paper:
         return self.stand_ins[benchmark]
 
     def cause(self, key: str) -> str:
-        c = self.causes[key]
-        return c["text"] + (f" (issue {c['issue']})" if c.get("issue") else "")
+        """A known cause as the report says it: its text alone (the ``issue`` a data file
+        records is for the project's maintainers; the report's readers cannot look it up)."""
+        return str(self.causes[key]["text"])
 
 
 def _toml(path: Path) -> dict:

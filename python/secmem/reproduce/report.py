@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .._files import open_output, write_file
+from ..plotting import reset_colors
 from ..results import for_csv
 from .registry import REPRODUCED, VERDICTS, Data, Figure, Paper, Row, Scale
 
@@ -75,6 +76,11 @@ def write_rows_csv(o: Outcome, path: Path) -> None:
     _atomic_text(path, buf.getvalue())
 
 
+def figure_title(o: Outcome) -> str:
+    """What the figure shows, then where it comes from: "IPC of ... — secmem 003-fig5 (003 Fig. 5)"."""
+    return f"{o.figure.title} — secmem {o.figure.id} ({o.figure.source})"
+
+
 def write_plot(o: Outcome, png: Path, svg: Path) -> str:
     import matplotlib
 
@@ -84,13 +90,15 @@ def write_plot(o: Outcome, png: Path, svg: Path) -> str:
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a small, searchable SVG
 
     fig = plt.figure(figsize=o.figure.size)
+    reset_colors()  # a series' colour is the same in every panel of this figure
     try:
         o.figure.plot(o.data, o.paper, fig)
-        fig.suptitle(f"secmem {o.figure.id}: {o.figure.source}", fontsize=9)
+        fig.suptitle(figure_title(o), fontsize=9)
         fig.tight_layout()
         for path, fmt in ((png, "png"), (svg, "svg")):
             with open_output(path, "reproduce") as f:
-                fig.savefig(f, format=fmt, dpi=120)
+                # "tight": the legends outside the axes are part of the picture
+                fig.savefig(f, format=fmt, dpi=120, bbox_inches="tight")
     finally:
         plt.close(fig)
     text = svg.read_text(encoding="utf-8")
