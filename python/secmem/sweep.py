@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Se
 from . import _core, checkpoints, provenance
 from ._args import count as _count
 from ._args import scheme_pair
-from .api import DEFAULT_PRESET
+from .api import DEFAULT_PRESET, DEFAULT_WARMUP
 from ._signals import deferred, sigterm_as_interrupt
 from .progress import LINE_INTERVAL, Progress, duration
 from .results import Store, StoreError, open_store, point_key
@@ -322,14 +322,16 @@ def make_checkpoint(path: str, records: int, workload: Optional[str], trace: Opt
 
 
 def _windows(todo: Sequence[Planned], store: Store) -> dict[str, tuple[str, int, Point]]:
-    """The checkpoints ``todo`` can share: key -> (path, instructions to hold, a point)."""
+    """The checkpoints ``todo`` can share: key -> (path, instructions to hold, a point). A
+    warm-up left to the run is counted at its default, the longest it can be (a checkpoint
+    holding more serves a shorter window)."""
     out: dict[str, tuple[str, int, Point]] = {}
     for pl in todo:
         p = pl.point
         if checkpoints.usable(pl.identity, p.skip, p.instructions):
             k = checkpoints.key(pl.identity, p.skip, p.seed)
             held = out[k][1] if k in out else 0
-            out[k] = (os.path.abspath(checkpoints.path(store.path, k)), max(held, p.warmup + p.instructions), p)
+            out[k] = (os.path.abspath(checkpoints.path(store.path, k)), max(held, (DEFAULT_WARMUP if p.warmup is None else p.warmup) + (p.instructions or 0)), p)
     return out
 
 
