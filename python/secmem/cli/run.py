@@ -50,7 +50,8 @@ def cmd(a: argparse.Namespace) -> int:
     mix = "cores" in r.stats
     if a.json != "-" and (measured or not r.error):
         print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
-    warn_once(r.warnings)
+    if not r.error:
+        warn_once(r.warnings)  # a run that failed has its error to say, not advice on its warm-up
     if mix:
         # A mix: the identity of each different input, in the order given.
         names = (a.workload or "").split(",") if a.workload and "," in a.workload else [a.workload]
