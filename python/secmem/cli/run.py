@@ -96,7 +96,8 @@ def cmd(a: argparse.Namespace) -> int:
     mix = "cores" in r.stats
     if a.json != "-" and (measured or not r.error):
         print((mix_summary if mix else summary)(r.stats, a.preset, a.set), flush=True)
-    warn_once(r.warnings)
+    if not r.error:
+        warn_once(r.warnings)  # a run that failed has its error to say, not advice on its warm-up
     if a.json is not None:
         # Only for --json: a built-in workload's identity hashes the start of its trace (its
         # memory image), which costs more than a short run.
