@@ -259,7 +259,7 @@ impl Hierarchy {
         }
         // The seeds' two-level machines: straight to the protected level.
         let o = eng.access(pa, kind, t + self.l1(side).latency)?;
-        let hit = o.hit && !self.first_use(pa);
+        let hit = o.hit && !self.first_touch(kind, pa, eng);
         let mut ready = o.ready;
         if !hit {
             ready += self.last_fill;
@@ -325,7 +325,7 @@ impl Hierarchy {
                     tm = start;
                 }
                 let o = eng.access(pa, kind, tm)?;
-                let hit = o.hit && !self.first_use(pa);
+                let hit = o.hit && !self.first_touch(kind, pa, eng);
                 let mut ready = o.ready;
                 if !hit {
                     ready += self.last_fill;
@@ -387,10 +387,15 @@ impl Hierarchy {
         self.fresh.insert(pa & !(self.line - 1));
     }
 
-    /// Whether this is the first access to a line `brought_in` (and forget it).
+    /// Whether this `kind` access is the first to a line `brought_in` (then forgotten, and
+    /// the miss counted as this access's: `Engine::count_first_touch`).
     #[inline]
-    fn first_use(&mut self, pa: u64) -> bool {
-        !self.fresh.is_empty() && self.fresh.remove(&(pa & !(self.line - 1)))
+    fn first_touch(&mut self, kind: AccessKind, pa: u64, eng: &mut Engine) -> bool {
+        let first = !self.fresh.is_empty() && self.fresh.remove(&(pa & !(self.line - 1)));
+        if first {
+            eng.count_first_touch(kind);
+        }
+        first
     }
 
     /// Cycles from an access at the L1 to its request reaching the protected level, when

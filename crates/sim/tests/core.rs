@@ -113,6 +113,32 @@ fn folding_the_stack_pointer_frees_pops_from_each_other() {
 }
 
 #[test]
+fn a_first_touch_brought_in_by_an_external_record_is_a_miss_of_the_access_that_needs_it() {
+    // Lines the environment wrote just before the program reads or writes them (memory a
+    // trace never saw written): counted at the protected level as the load's or store's
+    // miss, exactly as without the records (ChampSim's LOAD and RFO misses); on `champsim`
+    // the OS's writes of page-table entries are the walks' misses, not stores.
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    for k in 0..200u64 {
+        let a = 0x40_0000 + k * 4096 + (k % 64) * 64;
+        let access = mem(0x1000 + (k % 8) * 4, k % 3 == 0, a, 8, &[], &[]);
+        let mut ext = Instr { external: true, ..Default::default() };
+        ext.add_access(true, a, &[0; 8]);
+        with.extend([ext, access.clone()]);
+        without.push(access);
+    }
+    for preset in ["suh2003", "champsim"] {
+        let (w, wo) = (sim_src(preset, &[], &mut VecSource(with.clone(), 0), 200, 0), sim(preset, &[], &without));
+        for k in ["l2.misses", "l2.load_misses", "l2.store_misses", "l2.load_accesses", "l2.walk_misses"] {
+            assert_eq!(f(&w, k), f(&wo, k), "{} {}", preset, k);
+        }
+        assert_eq!(f(&w, "l2.load_misses"), 133.0, "{}", preset);
+        assert_eq!(f(&w, "l2.store_misses"), 67.0, "{}", preset);
+    }
+}
+
+#[test]
 fn a_load_only_partly_in_a_store_reads_the_cache_after_that_store_commits() {
     // A 4-byte store under an 8-byte load: the queue cannot assemble the load.
     let prog = through_memory(500, 4, 8);
