@@ -135,8 +135,9 @@ fn a_first_touch_brought_in_by_an_external_record_is_a_miss_of_the_access_that_n
         }
         assert_eq!(f(&w, "l2.load_misses"), 133.0, "{}", preset);
         assert_eq!(f(&w, "l2.store_misses"), 67.0, "{}", preset);
-        // A line brought in during the warm-up and first read after it: the write is not in
-        // the window's statistics, the load's miss is.
+        // A line brought in during the warm-up and first read after it: the write and its
+        // memory read are not in the window's statistics, so neither is the miss (every miss
+        // counted has its bytes in `mem.read_bytes`); the load is an access.
         let mut ext = Instr { external: true, ..Default::default() };
         ext.add_access(true, 0x50_0000, &[0; 8]);
         let mut prog = vec![ext];
@@ -144,8 +145,8 @@ fn a_first_touch_brought_in_by_an_external_record_is_a_miss_of_the_access_that_n
         prog.push(mem(0x1028, false, 0x50_0000, 8, &[], &[2]));
         let s = sim_src(preset, &[], &mut VecSource(prog, 0), 6, 5);
         let get = |k: &str| f(&s, k);
-        assert_eq!((get("l2.load_accesses"), get("l2.load_misses"), get("l2.store_accesses")), (1.0, 1.0, 0.0), "{}", preset);
-        assert!(get("l2.misses") >= 1.0 && get("l2.misses") <= get("l2.accesses"), "{}", preset);
+        assert_eq!((get("l2.load_accesses"), get("l2.load_misses"), get("l2.store_accesses")), (1.0, 0.0, 0.0), "{}", preset);
+        assert!(get("l2.accesses") >= 1.0 && get("l2.misses") <= get("l2.accesses"), "{}", preset);
     }
 }
 
