@@ -450,6 +450,23 @@ impl Engine {
         Ok(done)
     }
 
+    /// The `kind` access just made found its line because an external write (memory the
+    /// environment wrote, see the core's external records) brought it in for this access:
+    /// that write's store miss is counted as this access's miss, as a simulator without
+    /// external records counts it (ChampSim: a LOAD or RFO miss at the LLC). Only when the
+    /// statistics count that write (`write_counted`: not reset since): a miss whose memory
+    /// read lies before them stays out of them, as its bytes do (`mem.read_bytes`).
+    pub fn count_first_touch(&mut self, kind: AccessKind, write_counted: bool) {
+        if !write_counted {
+            return;
+        }
+        let c = &mut self.m.counters;
+        let store = &mut c.kinds[AccessKind::Store as usize];
+        (store.0, store.1) = (store.0.saturating_sub(1), store.1.saturating_sub(1));
+        c.data_accesses = c.data_accesses.saturating_sub(1);
+        c.kinds[kind as usize].1 += 1;
+    }
+
     /// Functional write of any range (split into lines).
     pub fn write(&mut self, addr: u64, data: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         let mut done = t;

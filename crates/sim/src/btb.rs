@@ -12,7 +12,7 @@
 
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Params};
-use secmem_trace::champsim::{BranchType, Numbering};
+use secmem_trace::champsim::{BranchType, NumberingGuess};
 use secmem_trace::{Branch, Instr};
 use std::collections::VecDeque;
 
@@ -114,9 +114,8 @@ pub struct Btb {
     /// The last log2(indirect entries) conditional outcomes (ChampSim's bitset).
     history: u64,
     history_mask: u64,
-    /// Traces number registers as x86 (secmem's) or as ChampSim (its traces): told apart by
-    /// registers 17-31, which x86 numbering leaves unused and ChampSim's flags (25) are.
-    champsim_regs: bool,
+    /// Traces number registers as x86 (secmem's) or as ChampSim (its traces).
+    numbering: NumberingGuess,
     pub pending: Option<Pending>,
     // statistics: by ChampSim branch type
     branches: [u64; 6],
@@ -151,7 +150,7 @@ impl Btb {
             indirect: vec![0; indirect],
             history: 0,
             history_mask: indirect as u64 - 1,
-            champsim_regs: false,
+            numbering: NumberingGuess::default(),
             pending: None,
             branches: [0; 6],
             mispredicts: [0; 6],
@@ -165,8 +164,7 @@ impl Btb {
         if ins.branch == Branch::None {
             return None;
         }
-        self.champsim_regs |= ins.srcs().iter().any(|&r| (17..32).contains(&r));
-        BranchType::of(ins, if self.champsim_regs { Numbering::ChampSim } else { Numbering::X86 })
+        BranchType::of(ins, self.numbering.update(ins))
     }
 
     fn set(&self, pc: u64) -> std::ops::Range<usize> {

@@ -8,7 +8,7 @@
 //! level, which therefore includes all of them (its evictions invalidate copies up here). The
 //! private levels are otherwise non-inclusive of each other, as ChampSim's are.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::{Cycle, Slots, Tags};
@@ -172,8 +172,9 @@ pub struct Hierarchy {
     last_fill: Cycle,
     last_mshr: Option<Slots>,
     line: u64,
-    /// Lines of the protected level not read since an external record brought them in.
-    fresh: FxHashSet<u64>,
+    /// Lines of the protected level not read since an external record brought them in, and
+    /// whether the statistics still count that write (not if they were reset since).
+    fresh: FxHashMap<u64, bool>,
     /// With several cores (`multi`): the protected level's evictions seen here, which the
     /// run loop passes on to the other cores' levels (None: one core, nothing to pass on).
     pub evictions: Option<Vec<u64>>,
@@ -217,7 +218,7 @@ impl Hierarchy {
             last_fill: p.u64_min("l2.fill_latency", 0)?,
             last_mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
             line: engine.line(),
-            fresh: FxHashSet::default(),
+            fresh: FxHashMap::default(),
             evictions: None,
         })
     }
@@ -259,7 +260,7 @@ impl Hierarchy {
         }
         // The seeds' two-level machines: straight to the protected level.
         let o = eng.access(pa, kind, t + self.l1(side).latency)?;
-        let hit = o.hit && !self.first_use(pa);
+        let hit = o.hit && !self.first_touch(kind, pa, eng);
         let mut ready = o.ready;
         if !hit {
             ready += self.last_fill;
@@ -325,7 +326,7 @@ impl Hierarchy {
                     tm = start;
                 }
                 let o = eng.access(pa, kind, tm)?;
-                let hit = o.hit && !self.first_use(pa);
+                let hit = o.hit && !self.first_touch(kind, pa, eng);
                 let mut ready = o.ready;
                 if !hit {
                     ready += self.last_fill;
@@ -384,13 +385,23 @@ impl Hierarchy {
     /// external record) for the instruction about to read it: to that first access it is
     /// still in memory, a miss, as it would be had nobody written it for the simulator.
     pub fn brought_in(&mut self, pa: u64) {
-        self.fresh.insert(pa & !(self.line - 1));
+        self.fresh.insert(pa & !(self.line - 1), true);
     }
 
-    /// Whether this is the first access to a line `brought_in` (and forget it).
+    /// Whether this `kind` access is the first to a line `brought_in` (then forgotten, and
+    /// the miss counted as this access's: `Engine::count_first_touch`).
     #[inline]
-    fn first_use(&mut self, pa: u64) -> bool {
-        !self.fresh.is_empty() && self.fresh.remove(&(pa & !(self.line - 1)))
+    fn first_touch(&mut self, kind: AccessKind, pa: u64, eng: &mut Engine) -> bool {
+        if self.fresh.is_empty() {
+            return false;
+        }
+        match self.fresh.remove(&(pa & !(self.line - 1))) {
+            Some(write_counted) => {
+                eng.count_first_touch(kind, write_counted);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Cycles from an access at the L1 to its request reaching the protected level, when
@@ -421,6 +432,7 @@ impl Hierarchy {
     }
 
     pub fn reset_stats(&mut self) {
+        self.fresh.values_mut().for_each(|counted| *counted = false);
         self.l1i.reset_stats();
         self.l1d.reset_stats();
         for l in &mut self.private {

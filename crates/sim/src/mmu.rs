@@ -339,7 +339,13 @@ impl Walker {
                 self.faults += 1;
                 now += self.fault;
                 new_page |= level == 1;
+                // The OS's write brings the entry's line in for this read, whose miss it is
+                // (ChampSim's walker misses there; the OS's stores are no program's).
+                let cached = eng.machine().l2.tags.find(entry).is_some();
                 eng.write(entry, &value.to_le_bytes(), now)?;
+                if !cached {
+                    hier.brought_in(entry);
+                }
                 hier.back_invalidate(eng);
             }
             let s = hier.access(AccessKind::Walk, entry, now, eng)?;

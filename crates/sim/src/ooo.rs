@@ -21,7 +21,8 @@ use crate::storeq::{LoadDep, StoreQueue};
 use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::Cycle;
-use secmem_trace::{Branch, Instr, OpClass};
+use secmem_trace::champsim::{folded_stack_pointer, NumberingGuess};
+use secmem_trace::{Branch, Instr, OpClass, Reg};
 
 /// Cycles between fetch and dispatch (decode/rename).
 const FRONTEND_DEPTH: Cycle = 3;
@@ -118,7 +119,7 @@ struct Registers {
 impl Registers {
     /// When rename can give `ins` its destination registers.
     #[inline]
-    fn available(&mut self, ins: &Instr) -> Cycle {
+    fn available(&mut self, ins: &Instr, ndst: u8) -> Cycle {
         for &r in ins.srcs().iter().chain(ins.dsts()) {
             if !self.seen[r as usize] {
                 self.seen[r as usize] = true;
@@ -126,16 +127,16 @@ impl Registers {
             }
         }
         let spare = self.size.saturating_sub(self.architectural).max(1) as u64;
-        let last = self.allocated + ins.ndst as u64;
-        if ins.ndst == 0 || last <= spare {
+        let last = self.allocated + ndst as u64;
+        if ndst == 0 || last <= spare {
             return 0;
         }
         self.commits[((last - 1 - spare) % self.size as u64) as usize]
     }
 
     #[inline]
-    fn commit(&mut self, ins: &Instr, c: Cycle) {
-        for _ in 0..ins.ndst {
+    fn commit(&mut self, ndst: u8, c: Cycle) {
+        for _ in 0..ndst {
             self.commits[(self.allocated % self.size as u64) as usize] = c;
             self.allocated += 1;
         }
@@ -163,6 +164,9 @@ pub struct Core {
     btb: Option<Btb>,
     /// A taken branch ends its fetch cycle (`core.taken_ends_fetch`).
     taken_ends_fetch: bool,
+    /// Stack-pointer folding (`core.sp_folding`, ChampSim's): the trace's register numbering
+    /// as learned so far; None: off.
+    sp_folding: Option<NumberingGuess>,
     sq: StoreQueue,
     reg_ready: [Cycle; 256],
     reg_cause: [Cause; 256],
@@ -251,6 +255,7 @@ impl Core {
             bp: Predictor::new(p)?,
             btb: Btb::new(p)?,
             taken_ends_fetch: p.bool("core.taken_ends_fetch")?,
+            sp_folding: p.bool("core.sp_folding")?.then(NumberingGuess::default),
             sq: sq_mem,
             reg_ready: [0; 256],
             reg_cause: [cpistack::BASE; 256],
@@ -484,6 +489,14 @@ impl Core {
         self.redirect(at + self.penalty, cpistack::BRANCH);
     }
 
+    /// The stack pointer `ins` writes without a register dependence (`core.sp_folding`).
+    #[inline]
+    fn folded(&mut self, ins: &Instr) -> Option<Reg> {
+        let g = self.sp_folding.as_mut()?;
+        let numbering = g.update(ins);
+        folded_stack_pointer(ins, numbering)
+    }
+
     /// Time one instruction, performing its loads and stores on the engine.
     pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
         if self.queues {
@@ -503,6 +516,7 @@ impl Core {
             self.resolve_branch(ins.pc);
         }
         let (fetched, arrived) = self.fetch(ins, eng)?;
+        let folded = self.folded(ins);
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
         // Stores matter only to the store queue, its ports and the dependence tracking.
@@ -520,7 +534,7 @@ impl Core {
             wait(sqw.next_free(), cpistack::SQ_FULL);
         }
         if let (true, Some(regs)) = (Q, &mut self.regs) {
-            wait(regs.available(ins), cpistack::REGS_FULL);
+            wait(regs.available(ins, ins.ndst - folded.is_some() as u8), cpistack::REGS_FULL);
         }
         if dispatch > earliest {
             // Window full: the front end stalls with it.
@@ -587,9 +601,14 @@ impl Core {
                 self.fetch_n = self.fetch_width;
             }
         }
+        // A folded stack pointer keeps the time its last unfolded writer gave it.
+        let kept = folded.map(|r| (r, self.reg_ready[r as usize], self.reg_cause[r as usize]));
         for &r in ins.dsts() {
             self.reg_ready[r as usize] = done;
             self.reg_cause[r as usize] = cause;
+        }
+        if let Some((r, t, why)) = kept {
+            (self.reg_ready[r as usize], self.reg_cause[r as usize]) = (t, why);
         }
 
         // Commit in order, commit_width per cycle.
@@ -624,7 +643,7 @@ impl Core {
             self.lsq.take(c);
         }
         if let (true, Some(regs)) = (Q, &mut self.regs) {
-            regs.commit(ins, c);
+            regs.commit(ins.ndst - folded.is_some() as u8, c);
         }
         if has_store {
             // Stores are written to the L1 at commit, through a store port if ports are few.
@@ -672,7 +691,7 @@ impl Core {
         let t = self.fetch_t;
         let mut done = t;
         if let Some(regs) = &mut self.regs {
-            regs.available(ins); // registers the program uses
+            regs.available(ins, ins.ndst); // registers the program uses
         }
         if self.pending_n > 0 {
             self.apply_external(t, false, eng)?;

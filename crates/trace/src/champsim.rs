@@ -117,6 +117,40 @@ impl Signature {
     }
 }
 
+/// Which numbering a stream of instructions uses, learned as they come: registers 17-31 are
+/// unused by x86 numbering and hold ChampSim's flags (25) and instruction pointer (26), which
+/// every conditional branch and every branch read and write, so a ChampSim trace shows
+/// itself at its first branch.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NumberingGuess {
+    champsim: bool,
+}
+
+impl NumberingGuess {
+    #[inline]
+    pub fn update(&mut self, ins: &Instr) -> Numbering {
+        self.champsim |= ins.srcs().iter().chain(ins.dsts()).any(|&r| (17..32).contains(&r));
+        if self.champsim {
+            Numbering::ChampSim
+        } else {
+            Numbering::X86
+        }
+    }
+}
+
+/// ChampSim's stack-pointer folding (src/ooo_cpu.cc, `do_stack_pointer_folding`): the front
+/// end knows the stack pointer a call, return, push or pop leaves, so such an instruction's
+/// write of it makes no register dependence. Returns the stack pointer's id in `ins`'s own
+/// numbering when `ins` writes it and either is a branch, accesses memory or reads no other
+/// register than the stack pointer, flags and instruction pointer (`add rsp, 16`); a
+/// variable change (`mov rsp, rbp`) keeps its dependence.
+#[inline]
+pub fn folded_stack_pointer(ins: &Instr, numbering: Numbering) -> Option<Reg> {
+    let sp = ins.dsts().iter().copied().find(|&r| champsim_reg(r, numbering) == REG_STACK_POINTER)?;
+    let reads_other = ins.srcs().iter().any(|&r| ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&champsim_reg(r, numbering)));
+    (ins.branch != Branch::None || !ins.accesses.is_empty() || !reads_other).then_some(sp)
+}
+
 /// How the registers of the records being encoded are numbered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Numbering {
@@ -563,5 +597,44 @@ impl TraceSource for ChampSimReader {
 
     fn name(&self) -> &str {
         &self.name
+    }
+}
+
+#[cfg(test)]
+mod folding_tests {
+    use super::*;
+
+    fn ins(srcs: &[Reg], dsts: &[Reg], access: Option<bool>, branch: Branch) -> Instr {
+        let mut i = Instr { pc: 0x1000, len: 1, branch, ..Default::default() };
+        srcs.iter().for_each(|&r| i.add_src(r));
+        dsts.iter().for_each(|&r| i.add_dst(r));
+        if let Some(store) = access {
+            i.add_access(store, 0x7000, &[0; 8]);
+        }
+        i
+    }
+
+    #[test]
+    fn the_stack_pointer_is_folded_as_champsim_folds_it() {
+        let (rsp, rbx, rbp, flags) = (X86_RSP, 3, 5, X86_FLAGS);
+        let x86 = |i: &Instr| folded_stack_pointer(i, Numbering::X86);
+        // push rbx, pop rbx, call, ret, add rsp, 16: folded.
+        assert_eq!(x86(&ins(&[rsp, rbx], &[rsp], Some(true), Branch::None)), Some(rsp));
+        assert_eq!(x86(&ins(&[rsp], &[rbx, rsp], Some(false), Branch::None)), Some(rsp));
+        assert_eq!(x86(&ins(&[rsp], &[rsp], Some(true), Branch::Taken)), Some(rsp));
+        assert_eq!(x86(&ins(&[rsp], &[rsp], Some(false), Branch::Taken)), Some(rsp));
+        assert_eq!(x86(&ins(&[rsp], &[rsp, flags], None, Branch::None)), Some(rsp));
+        // mov rsp, rbp (a variable change): kept; an instruction not writing it: nothing.
+        assert_eq!(x86(&ins(&[rbp], &[rsp], None, Branch::None)), None);
+        assert_eq!(x86(&ins(&[rsp, rbx], &[rbx], Some(false), Branch::None)), None);
+        // The same in ChampSim's ids (a record read from a ChampSim trace).
+        let cs = |i: &Instr| folded_stack_pointer(i, Numbering::ChampSim);
+        assert_eq!(cs(&ins(&[REG_STACK_POINTER, REG_INSTRUCTION_POINTER], &[REG_STACK_POINTER, REG_INSTRUCTION_POINTER], Some(false), Branch::Taken)), Some(REG_STACK_POINTER));
+        assert_eq!(cs(&ins(&[37], &[REG_STACK_POINTER], None, Branch::None)), None);
+        // The numbering shows itself at the first register 17-31.
+        let mut g = NumberingGuess::default();
+        assert_eq!(g.update(&ins(&[rsp, flags], &[rbx], None, Branch::None)), Numbering::X86);
+        assert_eq!(g.update(&ins(&[REG_FLAGS], &[REG_INSTRUCTION_POINTER], None, Branch::Taken)), Numbering::ChampSim);
+        assert_eq!(g.update(&ins(&[4], &[4], None, Branch::None)), Numbering::ChampSim);
     }
 }

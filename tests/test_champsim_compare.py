@@ -1,0 +1,79 @@
+"""scripts/champsim-compare: the figures it reads off both simulators' statistics, and what it
+says when --champsim names neither a build nor its source (it cannot run ChampSim here)."""
+
+import importlib.machinery
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "champsim-compare"
+
+
+def load():
+    loader = importlib.machinery.SourceFileLoader("champsim_compare", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("champsim_compare", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def cache(load, rfo, translation, write=0):
+    # ChampSim prints each type's hits and misses per cpu as lists.
+    return {"LOAD": {"hit": [0], "miss": [load]}, "RFO": {"hit": [0], "miss": [rfo]},
+            "TRANSLATION": {"hit": [0], "miss": [translation]}, "WRITE": {"hit": [write], "miss": [0]}}
+
+
+def test_champsim_figures_count_loads_rfos_and_translations_per_kilo_instruction(tmp_path):
+    mp = {"BRANCH_CONDITIONAL": 30, "BRANCH_INDIRECT": 4, "BRANCH_INDIRECT_CALL": 1, "BRANCH_RETURN": 5}
+    roi = {"cores": [{"instructions": 10_000, "cycles": 8_000, "mispredict": mp}],
+           "cpu0_L1D": cache(100, 20, 5, write=7), "cpu0_L2C": cache(40, 10, 2), "LLC": cache(11, 3, 1),
+           "cpu0_STLB": {"miss latency": 512.5}}
+    p = tmp_path / "cs.json"
+    # --json writes one object per phase: the warm-up's, then the region of interest's.
+    p.write_text(json.dumps([{"roi": {}}, {"roi": roi}]))
+    f = load().champsim_figures(str(p))
+    assert f["ipc"] == 1.25
+    assert (f["l1d_mpki"], f["l2c_mpki"], f["llc_mpki"]) == (12.5, 5.2, 1.5)
+    assert (f["llc_load_misses"], f["llc_rfo_misses"]) == (11, 3)
+    assert (f["branch_mpki"], f["cond_mpki"], f["indirect_mpki"]) == (4.0, 3.0, 0.5)
+    assert f["walk_latency"] == 512.5
+
+
+def test_secmem_figures_read_the_same_quantities(tmp_path):
+    stats = {"instructions": 10_000, "ipc": 1.25, "l1d.accesses": 4000, "l1d.miss_rate": 0.025,
+             "l2c.accesses": 100, "l2c.miss_rate": 0.5, "l2.misses": 15, "l2.load_misses": 11,
+             "l2.store_misses": 3, "core.branches": 1000, "core.branch_mispredict_rate": 0.04,
+             "branch.conditional": 900, "branch.conditional_mispredicts": 30, "branch.indirect": 10,
+             "branch.indirect_mispredicts": 4, "branch.indirect_call_mispredicts": 1,
+             "ptw.cycles": 5125, "ptw.walks": 10}
+    p = tmp_path / "sm.json"
+    p.write_text(json.dumps({"config": {}, "error": None, "stats": stats}))
+    f = load().secmem_figures(str(p))
+    assert (f["l1d_mpki"], f["l2c_mpki"], f["llc_mpki"]) == (10.0, 5.0, 1.5)
+    assert (f["llc_load_misses"], f["llc_rfo_misses"]) == (11, 3)
+    assert math.isclose(f["branch_mpki"], 4.0) and (f["cond_mpki"], f["indirect_mpki"]) == (3.0, 0.5)
+    assert f["walk_latency"] == 512.5
+    # No walker: no walk latency rather than a division by zero.
+    del stats["ptw.walks"]
+    p.write_text(json.dumps({"stats": stats}))
+    assert math.isnan(load().secmem_figures(str(p))["walk_latency"])
+
+
+def test_a_directory_that_is_neither_a_build_nor_the_source_is_refused_in_one_line(tmp_path):
+    d = tmp_path / "cs"
+    d.mkdir()
+    (d / "notes.txt").write_text("not ChampSim")
+    r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", str(d), "x.smt"], capture_output=True, text=True)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [f"{d}: neither a ChampSim build (bin/champsim) nor its source (config.sh), nor empty"]
+
+
+@pytest.mark.parametrize("bad", ["-n", "--warmup"])
+def test_bad_counts_are_refused_by_argparse(bad):
+    r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", "x", bad, "lots", "t.smt"], capture_output=True, text=True)
+    assert r.returncode == 2
