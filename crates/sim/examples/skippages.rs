@@ -35,7 +35,7 @@ fn main() {
     let n = a.get(1).and_then(|s| s.parse().ok()).unwrap_or(5_000_000u64);
     let warmup = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(1_000_000u64);
     let extra: Vec<String> = a.iter().skip(3).cloned().collect();
-    let o = secmem_sim::RunOptions { instructions: n, warmup, seed: 1, progress: false };
+    let o = secmem_sim::RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 };
     println!("{path}: {n} instructions after {warmup}");
     println!("{:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>12} {:>10}", "L2", "pages", "base IPC", "chash", "lhash", "chash B", "lhash B", "lhash pages", "predating");
     for l2 in ["256KiB", "1MiB", "4MiB"] {
