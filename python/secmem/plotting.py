@@ -16,7 +16,6 @@ per scheme and a panel per workload. Numeric ``x`` gives lines, text gives group
 from __future__ import annotations
 
 import json
-import numbers
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
@@ -72,6 +71,11 @@ def load(source: Union[None, str, "os.PathLike[str]", "pd.DataFrame"] = None, st
         df, kind = source, "table"
     elif source is None:
         df, kind = open_store(store, create=False).frame(), "table"
+        # A store's rows come in key order, which changes with the engine's build: sorted
+        # here, so a figure's panels and lines come in an order that does not.
+        by = [c for c in ("workload", "preset", "integrity", "encryption") if c in df.columns]
+        if by:
+            df = df.sort_values(by, kind="stable")
     else:
         path = os.fspath(source)
         if path.endswith(".csv"):
@@ -218,11 +222,6 @@ def _check_unique(df: "pd.DataFrame", keys: Sequence[str], y: str) -> None:
     raise PlotError(f"several rows have the same {', '.join(_label(k) for k in keys)}{hint}")
 
 
-def _order(v: Any) -> tuple[int, Any]:
-    """Numbers before text, each in its own order."""
-    return (0, v) if isinstance(v, numbers.Real) else (1, str(v))
-
-
 def draw(df: "pd.DataFrame", x: str, y: str, hue: Optional[str] = None, facet: Optional[str] = None,
          title: Optional[str] = None) -> "Figure":
     """A matplotlib figure of ``y`` over ``x``: a line per ``hue`` value over a numeric ``x``,
@@ -235,9 +234,7 @@ def draw(df: "pd.DataFrame", x: str, y: str, hue: Optional[str] = None, facet: O
 
     _check_unique(df, [c for c in (facet, hue, x) if c], y)
     reset_colors()
-    # Panels and lines in sorted order: the figure must not depend on the order rows come in
-    # (a store's is its keys', which change with the engine's build).
-    panels = sorted(set(df[facet]), key=_order) if facet else [None]
+    panels = list(dict.fromkeys(df[facet])) if facet else [None]
     ncols = min(len(panels), 3)
     nrows = -(-len(panels) // ncols)
     fig = plt.figure(figsize=(4.2 * ncols + 1.6, 3.3 * nrows + 0.5))
@@ -246,7 +243,7 @@ def draw(df: "pd.DataFrame", x: str, y: str, hue: Optional[str] = None, facet: O
     for i, pv in enumerate(panels):
         ax = fig.add_subplot(nrows, ncols, i + 1)
         sub = df if facet is None else df[df[facet] == pv]
-        groups = sorted(set(sub[hue]), key=_order) if hue else [None]
+        groups = list(dict.fromkeys(sub[hue])) if hue else [None]
         if numeric:
             for g in groups:
                 part = (sub if hue is None else sub[sub[hue] == g]).sort_values(x)
