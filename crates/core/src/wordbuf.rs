@@ -47,7 +47,7 @@ impl WordBuffer {
     fn lookup(&mut self, addr: u64, out: &mut [u8]) -> bool {
         self.reads += 1;
         let Some(tags) = &mut self.tags else { return false };
-        let Some(s) = tags.find(addr & !(WORD - 1)) else { return false };
+        let Some(s) = tags.find_wide(addr & !(WORD - 1)) else { return false };
         let m = mask(addr, out.len());
         if self.known[s as usize] & m != m {
             return false;
@@ -63,7 +63,7 @@ impl WordBuffer {
     #[inline]
     fn keep(&mut self, addr: u64, bytes: &[u8]) {
         let Some(tags) = &mut self.tags else { return };
-        let (s, hit) = tags.access(addr & !(WORD - 1));
+        let (s, hit) = tags.access_wide(addr & !(WORD - 1));
         let s = s as usize;
         if !hit {
             self.known[s] = 0;

@@ -178,10 +178,15 @@ impl Calendar {
         let next = self.busy[(((w + 64) % WINDOW) / 64) as usize];
         let free = !((word as u128) | ((next as u128) << 64));
         // Bit i of `x` set: slots i..i+n are all free (starts in this word only).
-        let mut x = free & ((u64::MAX << floor) as u128);
-        for k in 1..n {
-            x &= free >> k;
+        // Runs of `len` free slots doubled towards n: runs of len and step ≤ len overlapping
+        // make a run of len + step (log n shifts of the u128, not n − 1).
+        let (mut x, mut len) = (free, 1);
+        while len < n {
+            let step = len.min(n - len);
+            x &= x >> step;
+            len += step;
         }
+        x &= (u64::MAX << floor) as u128;
         let x = x as u64;
         (x != 0).then(|| w + x.trailing_zeros() as u64)
     }

@@ -3,6 +3,21 @@
 
 pub const NO_SLOT: u32 = u32::MAX;
 
+/// The way of `tags` (one set) holding `key`. Four ways compared per step without a branch
+/// between them: the time-stamp buffer is searched on every stamp read and write, and a
+/// search way by way cost it a compare and branch per way (issue 35: the memory image).
+#[inline]
+fn way_of(tags: &[u64], key: u64) -> Option<usize> {
+    let mut quads = tags.chunks_exact(4);
+    for (q, c) in (&mut quads).enumerate() {
+        if (c[0] == key) | (c[1] == key) | (c[2] == key) | (c[3] == key) {
+            return c.iter().position(|&t| t == key).map(|k| q * 4 + k);
+        }
+    }
+    let rest = quads.remainder();
+    rest.iter().position(|&t| t == key).map(|k| tags.len() - rest.len() + k)
+}
+
 #[derive(Clone, Debug)]
 pub struct Tags {
     sets: u64,
@@ -53,6 +68,16 @@ impl Tags {
         (base..base + self.ways).find(|&s| self.tag[s] == key).map(|s| s as u32)
     }
 
+    /// `find` for sets of many ways (the 32-entry time-stamp buffer), searched four ways at
+    /// a time. The caches keep `find`: this search inlined into the core's lookups cost `hot`
+    /// 1.8-2.4% more instructions.
+    #[inline]
+    pub fn find_wide(&self, addr: u64) -> Option<u32> {
+        let line = addr >> self.line_shift;
+        let base = self.set_base(line);
+        way_of(&self.tag[base..base + self.ways], line + 1).map(|w| (base + w) as u32)
+    }
+
     #[inline]
     pub fn touch(&mut self, slot: u32) {
         self.clock += 1;
@@ -98,6 +123,27 @@ impl Tags {
         }
         self.install(best as u32, addr);
         (best as u32, false)
+    }
+
+    /// `access` for sets of many ways (see `find_wide`): the tag search first, then, on a
+    /// miss, the stamps alone.
+    #[inline]
+    pub fn access_wide(&mut self, addr: u64) -> (u32, bool) {
+        let line = addr >> self.line_shift;
+        let base = self.set_base(line);
+        if let Some(w) = way_of(&self.tag[base..base + self.ways], line + 1) {
+            self.touch((base + w) as u32);
+            return ((base + w) as u32, true);
+        }
+        let (mut best, mut least) = (0, u64::MAX);
+        for (w, &st) in self.stamp[base..base + self.ways].iter().enumerate() {
+            if st < least {
+                (best, least) = (w, st);
+            }
+        }
+        let s = (base + best) as u32;
+        self.install(s, addr);
+        (s, false)
     }
 
     /// Whether `slot` (any number) holds `addr`'s line: one comparison where `find` searches
@@ -148,32 +194,55 @@ mod tests {
 
     #[test]
     fn access_behaves_as_find_touch_or_victim_install() {
-        let (mut a, mut b) = (Tags::new(32 * 8, 32, 8).unwrap(), Tags::new(32 * 8, 32, 8).unwrap());
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for i in 0..100_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let addr = (x % 48) * 8;
-            if x % 97 == 0 {
-                // Invalidations leave holes that must be refilled first.
-                let s = (x % 32) as u32;
-                a.invalidate(s);
-                b.invalidate(s);
-                continue;
+        // `access` and `access_wide`, `find` and `find_wide` agree, on sets of any width.
+        for ways in [3usize, 8, 13, 32] {
+            let slots = 2 * ways as u64;
+            let (mut a, mut b) = (Tags::new(slots * 8, ways, 8).unwrap(), Tags::new(slots * 8, ways, 8).unwrap());
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            for i in 0..100_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let addr = (x % (3 * slots)) * 8;
+                if x % 97 == 0 {
+                    // Invalidations leave holes that must be refilled first.
+                    let s = (x % slots) as u32;
+                    a.invalidate(s);
+                    b.invalidate(s);
+                    continue;
+                }
+                let found = a.find(addr);
+                assert_eq!(found, a.find_wide(addr), "find {} ({} ways)", i, ways);
+                assert_eq!(found, (0..slots as u32).find(|&s| a.addr_of(s) == Some(addr)), "find {} ({} ways)", i, ways);
+                let want = match found {
+                    Some(s) => {
+                        a.touch(s);
+                        (s, true)
+                    }
+                    None => {
+                        let v = a.victim(addr);
+                        a.install(v, addr);
+                        (v, false)
+                    }
+                };
+                let got = if i % 2 == 0 { b.access(addr) } else { b.access_wide(addr) };
+                assert_eq!(got, want, "access {} ({} ways)", i, ways);
             }
-            let want = match a.find(addr) {
-                Some(s) => {
-                    a.touch(s);
-                    (s, true)
+        }
+    }
+
+    #[test]
+    fn way_of_finds_the_first_match_at_every_length() {
+        for n in 0..11usize {
+            for at in 0..=n {
+                let mut tags: Vec<u64> = (1..=n as u64).collect();
+                let key = if at < n { tags[at] } else { 99 };
+                assert_eq!(way_of(&tags, key), (at < n).then_some(at), "{} ways, key at {}", n, at);
+                if at + 1 < n {
+                    tags[n - 1] = key; // a duplicate later: the first is found
+                    assert_eq!(way_of(&tags, key), Some(at));
                 }
-                None => {
-                    let v = a.victim(addr);
-                    a.install(v, addr);
-                    (v, false)
-                }
-            };
-            assert_eq!(b.access(addr), want, "access {}", i);
+            }
         }
     }
 
