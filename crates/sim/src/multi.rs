@@ -169,6 +169,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     let mut all_measuring: Option<(Instant, u64, u64)> = None; // (wall, steps, cycle)
     let mut waiting = k; // cores not done
     let mut log: Vec<u64> = Vec::new();
+    let mut snap: Option<Share> = None;
     if total == 0 {
         waiting = 0;
     }
@@ -292,6 +293,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
         }
         let core = &mut cores[c];
         let r = if ins.external {
+            snap = None;
             core.external(&ins, &mut eng)
         } else {
             if !lane.done && !lane.measuring && lane.n >= o.warmup {
@@ -300,6 +302,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
                 lane.start_cycle = core.now();
                 lane.share = Share::default();
                 if lanes.iter().all(|l| l.measuring || l.done) {
+                    snap = None;
                     eng.reset_stats();
                     all_measuring = Some((Instant::now(), steps, core.now()));
                 }
@@ -312,7 +315,12 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
             if steps & 0xFFFF == 0 {
                 bar.update(lanes.iter().map(|l| l.n).sum());
             }
-            let before = Share::of(&eng);
+            // The counters as the previous step left them, unless something else moved them
+            // since: one snapshot a step instead of two.
+            let before = match snap.take() {
+                Some(s) => s,
+                None => Share::of(&eng),
+            };
             let mut r = Ok(());
             if steps & 0xFF == 0 {
                 if let Err(e) = core.poll(&mut eng, steps) {
@@ -323,10 +331,11 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
                 r = core.step(&ins, &mut eng);
             }
             let lane = &mut lanes[c];
+            let after = Share::of(&eng);
             if lane.measuring && !lane.done {
-                let after = Share::of(&eng);
                 lane.share.add(&before, &after);
             }
+            snap = Some(after);
             if r.is_ok() && !lane.done && lane.n >= total {
                 lane.done = true;
                 waiting -= 1;

@@ -26,8 +26,10 @@ pub struct Frames {
     maps: u8,
     /// Which map each frame went to, recorded once a second map shares the pool (a frame
     /// without an entry went to map 0 before that): a line leaving the shared last level
-    /// can then only be in its owner's private levels.
-    owners: FxHashMap<u64, u8>,
+    /// can then only be in its owner's private levels. Indexed by frame (allocated zeroed,
+    /// so the OS maps only the pages frames were given from): asked on every eviction of
+    /// the shared level, where a hash map's probe was a host cache miss.
+    owners: Vec<u8>,
 }
 
 impl Frames {
@@ -110,7 +112,7 @@ const RECENT: usize = 256;
 impl PageMap {
     pub fn new(phys_bytes: u64, page: u64) -> PageMap {
         let shift = page.trailing_zeros();
-        let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None, maps: 1, owners: FxHashMap::default() };
+        let pool = Frames { next: 0, top: phys_bytes >> shift, frames: phys_bytes >> shift, order: None, maps: 1, owners: Vec::new() };
         PageMap {
             map: FxHashMap::default(),
             pool: Rc::new(RefCell::new(pool)),
@@ -138,6 +140,9 @@ impl PageMap {
             let mut pool = self.pool.borrow_mut();
             let id = pool.maps;
             pool.maps = pool.maps.checked_add(1).expect("at most 255 maps share a pool");
+            if pool.owners.is_empty() {
+                pool.owners = vec![0; pool.frames as usize];
+            }
             id
         };
         PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id, predating: FxHashSet::default(), predated: Vec::new() }
@@ -147,7 +152,7 @@ impl PageMap {
     /// given to (0 for a frame nobody took).
     #[inline]
     pub fn owner(&self, pa: u64) -> usize {
-        self.pool.borrow().owners.get(&(pa >> self.shift)).map_or(0, |&o| o as usize)
+        self.pool.borrow().owners.get((pa >> self.shift) as usize).map_or(0, |&o| o as usize)
     }
 
     /// Physical address of `va`; `None` when physical memory is exhausted.
@@ -169,7 +174,7 @@ impl PageMap {
                 let f = pool.frame(pool.next);
                 pool.next += 1;
                 if pool.maps > 1 {
-                    pool.owners.insert(f, self.id);
+                    pool.owners[f as usize] = self.id;
                 }
                 drop(pool);
                 self.map.insert(vp, f);
@@ -228,7 +233,7 @@ impl PageMap {
         pool.top -= 1;
         let f = pool.frame(pool.top);
         if pool.maps > 1 {
-            pool.owners.insert(f, self.id);
+            pool.owners[f as usize] = self.id;
         }
         Some(f << self.shift)
     }
