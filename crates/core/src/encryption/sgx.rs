@@ -905,7 +905,7 @@ impl Encryption for Sgx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{params, pattern, stat};
+    use crate::testutil::{flip, params, pattern, replay_line_and_mac, stat};
     use crate::layout::MetaKind;
     use crate::Engine;
 
@@ -1001,24 +1001,29 @@ mod tests {
         }
     }
 
+    /// Line `a` written and flushed twice; then the line and every piece of its metadata (its
+    /// MAC and whole tree path) put back as they were after the first: only the root knows.
+    fn roll_back_with_path(e: &mut Engine, a: u64) {
+        e.write(a, &pattern(1, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        let old = e.untrusted().snapshot();
+        e.write(a, &pattern(2, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        let mut old_mem = crate::UntrustedMemory::new(e.untrusted().size());
+        old_mem.restore(&old).unwrap();
+        let mut addrs = vec![a];
+        addrs.extend(e.metadata_of(a).iter().map(|m| m.addr));
+        for x in addrs {
+            let mut b = [0u8; 64];
+            old_mem.read(x & !63, &mut b);
+            e.untrusted().write(x & !63, &b);
+        }
+    }
+
     #[test]
     fn a_rolled_back_node_fails_under_the_newer_parent_counter() {
         let mut e = engine(&[]);
-        e.write(0x4000, &pattern(1, 64), 0).unwrap();
-        e.flush(0).unwrap();
-        let old = e.untrusted().snapshot();
-        e.write(0x4000, &pattern(2, 64), 0).unwrap();
-        e.flush(0).unwrap();
-        // Every piece of metadata put back as it was, with the line: only the root knows.
-        let mut old_mem = crate::UntrustedMemory::new(e.untrusted().size());
-        old_mem.restore(&old).unwrap();
-        let mut addrs = vec![0x4000];
-        addrs.extend(e.metadata_of(0x4000).iter().map(|m| m.addr));
-        for a in addrs {
-            let mut b = [0u8; 64];
-            old_mem.read(a & !63, &mut b);
-            e.untrusted().write(a & !63, &b);
-        }
+        roll_back_with_path(&mut e, 0x4000);
         let err = read(&mut e, 0x4000).unwrap_err();
         assert!(err.is_tamper() && err.what.contains("sgx tree node"), "{}", err);
     }
@@ -1194,20 +1199,7 @@ mod tests {
     fn a_rolled_back_version_node_with_its_whole_path_is_caught_in_every_organisation() {
         for counters in ["mono", "vault", "morphable"] {
             let mut e = engine(&[&format!("sgx.counters={}", counters)]);
-            e.write(0x4000, &pattern(1, 64), 0).unwrap();
-            e.flush(0).unwrap();
-            let old = e.untrusted().snapshot();
-            e.write(0x4000, &pattern(2, 64), 0).unwrap();
-            e.flush(0).unwrap();
-            let mut old_mem = crate::UntrustedMemory::new(e.untrusted().size());
-            old_mem.restore(&old).unwrap();
-            let mut addrs = vec![0x4000];
-            addrs.extend(e.metadata_of(0x4000).iter().map(|m| m.addr));
-            for a in addrs {
-                let mut b = [0u8; 64];
-                old_mem.read(a & !63, &mut b);
-                e.untrusted().write(a & !63, &b);
-            }
+            roll_back_with_path(&mut e, 0x4000);
             let err = read(&mut e, 0x4000).unwrap_err();
             assert!(err.is_tamper(), "{}: {}", counters, err);
         }
@@ -1259,21 +1251,11 @@ mod tests {
                     let mut e = mk();
                     e.write(a, &pattern(1, 64), 0).unwrap();
                     e.flush(0).unwrap();
-                    let mut b = [0u8; 1];
-                    e.untrusted().read(at, &mut b);
-                    e.untrusted().write(at, &[b[0] ^ 4]);
+                    flip(&mut e, at);
                     assert!(read(&mut e, a).unwrap_err().is_tamper(), "{} {}: a changed {} was read", place, counters, what);
                 }
                 let mut e = mk();
-                e.write(a, &pattern(1, 64), 0).unwrap();
-                e.flush(0).unwrap();
-                let (mut old_line, mut old_mac) = ([0u8; 64], [0u8; 7]);
-                e.untrusted().read(a, &mut old_line);
-                e.untrusted().read(mac, &mut old_mac);
-                e.write(a, &pattern(2, 64), 0).unwrap();
-                e.flush(0).unwrap();
-                e.untrusted().write(a, &old_line);
-                e.untrusted().write(mac, &old_mac);
+                replay_line_and_mac(&mut e, a, mac, MAC);
                 assert!(read(&mut e, a).unwrap_err().is_tamper(), "{} {}: a replayed line and MAC were read", place, counters);
             }
             // Overflows re-MAC the group's lines in the ECC bits too.
@@ -1336,11 +1318,6 @@ mod tests {
             e
         };
         let mac = mk().metadata_of(a).iter().find(|m| m.kind == MetaKind::Mac).unwrap().addr;
-        let flip = |e: &mut Engine, at: u64| {
-            let mut b = [0u8; 1];
-            e.untrusted().read(at, &mut b);
-            e.untrusted().write(at, &[b[0] ^ 4]);
-        };
         let mut e = mk();
         read(&mut e, 0x8_0000).unwrap();
         flip(&mut e, a + 5);
@@ -1351,15 +1328,11 @@ mod tests {
         read(&mut e, 0x8_0000).unwrap();
         assert!(read(&mut e, a).unwrap_err().is_tamper(), "a changed MAC fetched with its neighbour's was accepted");
         let mut e = mk();
-        let (mut old_line, mut old_mac) = ([0u8; 64], [0u8; 7]);
-        e.untrusted().read(a, &mut old_line);
-        e.untrusted().read(mac, &mut old_mac);
-        e.write(a, &pattern(2, 64), 0).unwrap();
-        e.flush(0).unwrap();
+        replay_line_and_mac(&mut e, a, mac, MAC);
+        e.reset_stats();
         read(&mut e, 0x8_0000).unwrap();
-        e.untrusted().write(a, &old_line);
-        e.untrusted().write(mac, &old_mac);
-        assert!(read(&mut e, a).unwrap_err().is_tamper(), "a replayed line and MAC were read");
+        assert!(read(&mut e, a).unwrap_err().is_tamper(), "a replayed line and MAC (its block brought in by a neighbour) were read");
+        assert_eq!((stat(&e, "sgx.mac_block_reads"), stat(&e, "sgx.mac_cache_hits")), (1.0, 1.0));
     }
 
     #[test]
