@@ -155,10 +155,11 @@ impl Split {
         let line = m.line();
         let ctr_base = m.layout.alloc(Role::Counters, "split counters", covered.div_ceil(arity * line) * BLOCK as u64);
         let blocks = p.u64_min("split.cache_blocks", 0)?;
+        let ways = p.u64_min("split.cache_ways", 1)?;
         let cache = if blocks == 0 {
             None
         } else {
-            let ways = blocks.min(p.u64_min("split.cache_ways", 1)?);
+            let ways = blocks.min(ways);
             let tags = Tags::new(blocks * BLOCK as u64, ways as usize, BLOCK as u64)
                 .map_err(|e| ConfigError(format!("split.cache_blocks: {} blocks in {}-way sets: {}", blocks, ways, e)))?;
             let n = tags.slots();
