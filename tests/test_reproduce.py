@@ -18,7 +18,7 @@ from secmem.reproduce.registry import (
 
 from conftest import assert_clean_error, cli
 
-SEEDS = ("000", "001", "002", "003", "004", "counterlight", "morph")
+SEEDS = ("000", "001", "002", "003", "004", "counterlight", "morph", "split", "bonsai")
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_every_seed_required_by_the_issue_is_covered():
     ids = {f.id for f in reproduce.figures()}
     want = {"000-fig8", "000-fig9", "000-fig10", "000-fig11", "000-fig12", "000-reenc", "000-fig13", "000-table2", "003-fig3", "003-fig4", "003-fig5",
             "003-fig6", "003-fig7", "003-fig8", "003-space", "002-table2", "002-fig4", "002-fig5", "002-fig6", "002-fig7",
-            "001-table3", "morph-space", "morph-perf"}
+            "001-table3", "morph-space", "morph-perf", "split-perf", "bonsai-perf"}
     assert want <= ids
     assert len(ids) == len(reproduce.figures())
 
@@ -291,6 +291,37 @@ def test_counterlight_rows_measure_what_they_claim():
     rows = fig.rows(data(tdx_bytes=101, xts256=0.9), paper, scale)
     assert [r.verdict for r in rows[-2:]] == [DIFFERS, DIFFERS]
     assert "paper" in fig.text(data(), paper) or "Counter-light" in fig.text(data(), paper)
+
+
+@pytest.mark.parametrize("fig_id,seed,before,after", [("split-perf", "split", ("chash", "8"), ("chash", "64")),
+                                                      ("bonsai-perf", "bonsai", ("chash", "64"), ("bonsai", "64"))])
+def test_counter_tree_rows_hold_each_scheme_to_its_papers_overhead(fig_id, seed, before, after):
+    """split-perf and bonsai-perf on made-up points: each row is the mean of 1 - IPC/unprotected
+    over the programs of its own configuration (held to the paper's number), and the second
+    must cost less than the first."""
+    fig = reproduce.get(fig_id)
+    paper = load_paper(seed)
+    scale = SCALES["laptop"]
+    points = fig.points(paper, scale)
+    assert len(points) == 12 and sum(1 for p in points if p.workload == "chase") == 3
+    assert {p.trace for p in points if p.trace} and all(".smt" in p.trace for p in points if p.trace)
+
+    def data(cost):
+        rows = []
+        for k, p in enumerate(points):
+            key = (p.integrity, dict(p.sets).get("split.arity"))
+            rows.append({"status": "ok", "ipc": 1.0 if p.encryption == "none" else 1 - cost[key] * (1 + (k % 3) / 10)})
+        planned = [Planned(p, {}, {"kind": "x", "name": "x", "digest": ""}, f"k{i}") for i, p in enumerate(points)]
+        return Data(planned, pd.DataFrame(rows), scale)
+
+    want = [paper.value(fig_id, k).value for k in paper.values[fig_id]]
+    # Every program's overhead 1.0-1.2 times the paper's: mean within 25% of it.
+    rows = fig.rows(data({before: want[0] / 1.1, after: want[1] / 1.1}), paper, scale)
+    assert [r.secmem for r in rows] == [pytest.approx(want[0], rel=0.1), pytest.approx(want[1], rel=0.1)]
+    assert [r.verdict for r in rows] == [REPRODUCED, REPRODUCED]
+    # The paper's scheme costing more than the prior one: the trend fails.
+    rows = fig.rows(data({before: 0.05, after: 0.10}), paper, scale)
+    assert rows[1].verdict == DIFFERS
 
 
 def test_a_docs_table_of_some_figures_keeps_the_others_rows():

@@ -228,6 +228,15 @@ impl Params {
         bounded(key, b, MAX_SIZE, "a size")
     }
 
+    /// A size as `size`, or 0 (a cache that is absent).
+    pub fn size_or_zero(&self, key: &str) -> Result<u64, ConfigError> {
+        match self.get(key)? {
+            Value::Int(0) => Ok(0),
+            Value::Str(s) if parse_size(s) == Some(0) => Ok(0),
+            _ => self.size(key),
+        }
+    }
+
     /// The text of a preset file, refused past [`MAX_PRESET_BYTES`] (a device such as
     /// /dev/zero would never end) and if it is not UTF-8.
     pub fn read_file(path: &str) -> Result<String, ConfigError> {

@@ -92,3 +92,24 @@ pub fn frequent_line_miss(e: &mut crate::Engine) -> crate::Outcome {
     o.verified -= 1_000_000;
     o
 }
+
+/// One bit of the byte at `addr` of untrusted memory flipped (the adversary's smallest change).
+pub fn flip(e: &mut crate::Engine, addr: u64) {
+    let mut b = [0u8; 1];
+    e.untrusted().read(addr, &mut b);
+    e.untrusted().write(addr, &[b[0] ^ 1]);
+}
+
+/// A replay: the 64-B line at `a` written and flushed twice, then its first ciphertext and its
+/// first MAC (`mac_bytes` at `mac`) put back in memory over the second. A read of `a` must fail.
+pub fn replay_line_and_mac(e: &mut crate::Engine, a: u64, mac: u64, mac_bytes: usize) {
+    e.write(a, &pattern(1, 64), 0).unwrap();
+    e.flush(0).unwrap();
+    let (mut old_line, mut old_mac) = ([0u8; 64], vec![0u8; mac_bytes]);
+    e.untrusted().read(a, &mut old_line);
+    e.untrusted().read(mac, &mut old_mac);
+    e.write(a, &pattern(2, 64), 0).unwrap();
+    e.flush(0).unwrap();
+    e.untrusted().write(a, &old_line);
+    e.untrusted().write(mac, &old_mac);
+}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from statistics import mean, median
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..sweep import Point
 from . import plots
@@ -1674,4 +1674,114 @@ FIGURES_MORPH = [
            size=(7, 3.4), prepare=_perf_prepare, programs=lambda paper: _names(paper, _PERF_PROGRAMS)),
 ]
 
-FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002 + FIGURES_004 + FIGURES_001 + FIGURES_CL + FIGURES_MORPH
+
+# ---------------------------------------------------------------------------------------
+# split and bonsai: the counter-tree family's two earlier published comparisons (issue 29),
+# split against monolithic counters (Yan 2006) and a Bonsai Merkle tree against a tree over
+# data (Rogers 2007), on morph-perf's program windows and the built-in chase.
+
+_TREE_PROGRAMS = ("mcf", "pr", "bc", "chase")
+# label -> (integrity, encryption, settings beyond the engines'). Both papers give a 32 KB
+# counter cache: 512 counter blocks of 64 B. chash is the tree over data and counters (the
+# seeds' Merkle tree, nodes cached in the L2 as both papers cache theirs).
+_TREE_SCHEMES = {
+    "none": ("none", "none", {}),
+    "monolithic": ("chash", "split", {"split.arity": "8", "split.cache_blocks": "512"}),
+    "split": ("chash", "split", {"split.arity": "64", "split.cache_blocks": "512"}),
+    "bonsai": ("bonsai", "split", {"split.arity": "64", "split.cache_blocks": "512"}),
+}
+_TREE_LABEL = {"monolithic": "monolithic (8 a block) + tree over data", "split": "SC-64 + tree over data",
+               "bonsai": "SC-64 + Bonsai tree"}
+
+
+def _tree_sets(label: str) -> dict:
+    # Engines that keep up with champsim's memory (as counterlight-xts): the seeds' 3.2 GB/s
+    # hash engine would measure its own throughput, not the organisation.
+    return {**_CL_ENGINES, **_TREE_SCHEMES[label][2]}
+
+
+def _tree_input(workload: str, scale: Scale) -> str:
+    """A suite program's window (morph-perf's trace), or the built-in workload's name."""
+    from .. import suite
+
+    return _perf_trace(workload, scale) if workload in suite.variants() else workload
+
+
+def _tree_points(labels: Sequence[str]) -> Callable:
+    def points(paper: Paper, scale: Scale) -> list:
+        warm, n = _perf_counts(scale)
+        out = []
+        for w in _names(paper, _TREE_PROGRAMS):
+            src = _tree_input(w, scale)
+            where = dict(trace=src) if src != w else dict(workload=w)
+            for label in ("none",) + tuple(labels):
+                integ, enc, _ = _TREE_SCHEMES[label]
+                out.append(Point(integrity=integ, encryption=enc, preset=paper.preset, sets=tuple(_tree_sets(label).items()),
+                                 instructions=n, warmup=warm, **where))
+        return out
+    return points
+
+
+def _tree_overheads(d: Data, paper: Paper, label: str) -> Optional[list]:
+    """1 - IPC / unprotected IPC of `label` on each program."""
+    integ, enc, _ = _TREE_SCHEMES[label]
+    return _all(None if (n := d.norm(_tree_input(w, d.scale), f"{integ}+{enc}", sets=_tree_sets(label),
+                                      base_sets=_tree_sets("none"))) is None else 1 - n
+                for w in _names(paper, _TREE_PROGRAMS))
+
+
+def _tree_rows(figure: str, before: str, after: str, claims: tuple) -> Callable:
+    """Two rows: the mean overhead of `before` (the paper's prior scheme) and of `after`
+    (its own), each beside the paper's number; `after` must cost less."""
+    def rows(d: Data, paper: Paper, scale: Scale) -> list:
+        ws = _names(paper, _TREE_PROGRAMS)
+        ob, oa = _tree_overheads(d, paper, before), _tree_overheads(d, paper, after)
+        mb, ma = (None if o is None else mean(o) for o in (ob, oa))
+
+        def text(o, m):
+            return "-" if o is None else f"{m * 100:.1f}% mean (" + ", ".join(f"{w} {x * 100:.1f}%" for w, x in zip(ws, o)) + ")"
+        return [Row(claims[0], paper.value(figure, before), mb, text(ob, mb), _trend(lambda: mb > 0, mb), cause="setup"),
+                Row(claims[1], paper.value(figure, after), ma, text(oa, ma), _trend(lambda: ma < mb, mb, ma), cause="setup")]
+    return rows
+
+
+def _tree_plot(labels: Sequence[str]) -> Callable:
+    def plot(d, paper, fig):
+        ws = _names(paper, _TREE_PROGRAMS)
+        ax = fig.add_subplot(111)
+        plots.bars(ax, [_label(paper, w) for w in ws],
+                   {_TREE_LABEL[c]: [d.norm(_tree_input(w, d.scale), "+".join(_TREE_SCHEMES[c][:2]), sets=_tree_sets(c),
+                                            base_sets=_tree_sets("none")) for w in ws] for c in labels}, "IPC / unprotected")
+    return plot
+
+
+def _tree_ask(what: str) -> Callable:
+    return lambda paper, scale: (f"{what} on a window of each suite program past its set-up (morph-perf's traces) and on "
+                                 f"chase: {_perf_counts(scale)[1] / 1e6:g} M instructions after {_perf_counts(scale)[0] / 1e6:g} M "
+                                 "of warm-up, champsim with engines that keep up with its memory, a 32 KiB counter cache")
+
+
+def _tree_programs(paper: Paper) -> list:
+    from .. import suite
+
+    return [w for w in _names(paper, _TREE_PROGRAMS) if w in suite.variants()]
+
+
+FIGURES_TREES = [
+    Figure("split-perf", "split", "Split against monolithic counters under a tree over data: IPC overhead",
+           "abstract (5% against 20%)", _tree_points(("monolithic", "split")),
+           _tree_rows("split-perf", "monolithic", "split",
+                      ("monolithic counters (8 a counter block) under a hash tree over data: mean IPC overhead",
+                       "split counters (SC-64) under the same tree: mean IPC overhead")),
+           _tree_plot(("monolithic", "split")), _tree_ask("chash+split with split.arity 8 and 64"),
+           size=(7, 3.4), prepare=_perf_prepare, programs=_tree_programs),
+    Figure("bonsai-perf", "bonsai", "A Bonsai Merkle tree against a tree over data, under split counters: IPC overhead",
+           "abstract (2% against 12%)", _tree_points(("split", "bonsai")),
+           _tree_rows("bonsai-perf", "split", "bonsai",
+                      ("counter mode (SC-64) under a Merkle tree over data and counters: mean IPC overhead",
+                       "the same counters under a Bonsai Merkle tree (counters only, a MAC per line): mean IPC overhead")),
+           _tree_plot(("split", "bonsai")), _tree_ask("chash+split and bonsai+split (SC-64)"),
+           size=(7, 3.4), prepare=_perf_prepare, programs=_tree_programs),
+]
+
+FIGURES = FIGURES_000 + FIGURES_003 + FIGURES_002 + FIGURES_004 + FIGURES_001 + FIGURES_CL + FIGURES_MORPH + FIGURES_TREES

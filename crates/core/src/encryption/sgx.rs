@@ -20,13 +20,21 @@
 //!   each checked under its old counter first (`overflowed`).
 //! - **Line MACs**: H(K' ‖ ciphertext ‖ address ‖ version), 56 bits, stored beside the line
 //!   (8 B per line) and read in its burst, or in its ECC bits (`sgx.mac_place = ecc`).
-//! - **The metadata cache** (`sgx.cache_bytes`, 8-way, LRU, write-back): nodes in it are
+//! - **The metadata cache** (`sgx.cache_bytes`, `sgx.cache_ways`, LRU, write-back): nodes in it are
 //!   trusted. A read fetches its version node and every uncached ancestor (issued together),
 //!   checks them top-down from the first cached ancestor or the root, then checks the line's
 //!   MAC; the data is usable once deciphered (the pad starts when the version is known) and
 //!   verified when every MAC is. A write-back increments the version in the cached node,
 //!   which becomes dirty; a dirty node leaving the cache increments its counter in its parent
 //!   (brought into the cache, checked) and is written with its MAC under the new counter.
+//! - **The MAC cache** (`sgx.mac_cache_bytes`, none by default): 64-B blocks of the MAC region
+//!   (eight lines' MACs) in a cache of their own, as the peers keep one beside the counter
+//!   cache. A read that finds its MAC there moves the line alone; one that misses reads the
+//!   line and the MAC's block side by side. A write-back that finds the block updates it
+//!   (written back when it leaves); one that misses writes its MAC beside the line as without
+//!   the cache. A cached MAC need not be trusted: every use still checks it against the line
+//!   and its version, so a block fetched with another line's tampered MAC in it changes
+//!   nothing.
 //!
 //! Never-written memory is all zero: a node whose bytes and parent counter are all zero, and
 //! a line whose version, bytes and MAC are zero, are that initial state.
@@ -50,7 +58,10 @@ pub const DECL: Component = Component {
     summary: "counter mode under a counter tree, as SGX's memory encryption engine: 56-bit versions 8 to a node, each node MACed with its parent's counter, roots on chip; a MAC per line; a cache of trusted nodes",
     source: "Gueron 2016 (SGX MEE); the counter-tree family",
     params: &[
-        param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, 8-way, LRU, write-back); at least 512 B"),
+        param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, LRU, write-back); at least sgx.cache_ways nodes of 64 B"),
+        param("sgx.cache_ways", Def::Int(8), "ways", "associativity of the node cache and of the MAC cache"),
+        param("sgx.cache_latency", Def::Int(1), "cycles", "a hit in the node cache or the MAC cache: when the counter or MAC is known"),
+        param("sgx.mac_cache_bytes", Def::Int(0), "B", "a separate cache of 64-B blocks of line MACs (8 MACs a block, LRU, write-back); 0: none, each MAC read and written beside its line; needs sgx.mac_place=memory"),
         param("sgx.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of the node and line MACs (truncated to 56 bits), on the hash engine"),
         param("sgx.mac_place", Def::Str("memory"), "memory|ecc", "where each line's 56-bit MAC is kept: memory (its own region, read beside the line) or ecc (the line's ECC bits: no transfer of its own, as Synergy, HPCA 2018)"),
         param("sgx.counters", Def::Str("mono"), "mono|split64|vault|morphable", "counter organisation of the nodes: mono (8 56-bit counters a node, SGX), split64 (SC-64 at every level: a 64-bit major, 64 6-bit minors), vault (split counters, arity 64/32/16 by level, 6/12/24-bit minors; Taassori 2018), morphable (128 counters a node, zero-counter-compressed or uncompressed, rebased; Saileshwar 2018)"),
@@ -64,6 +75,11 @@ pub const DECL: Component = Component {
         stat("sgx.cache_hits", "nodes", "node lookups served by the on-chip node cache"),
         stat("sgx.cache_misses", "nodes", "node lookups that missed it"),
         stat("sgx.cache_hit_rate", "fraction", "sgx.cache_hits over lookups"),
+        stat("sgx.mac_cache_hits", "MACs", "line MACs a read or write-back found in the MAC cache (no transfer of their own)"),
+        stat("sgx.mac_cache_misses", "MACs", "line MACs the MAC cache did not hold (0 without one)"),
+        stat("sgx.mac_cache_hit_rate", "fraction", "sgx.mac_cache_hits over MAC lookups"),
+        stat("sgx.mac_block_reads", "blocks", "64-B MAC blocks read from memory into the MAC cache"),
+        stat("sgx.mac_block_writes", "blocks", "dirty 64-B MAC blocks written back from the MAC cache"),
         stat("sgx.node_reads_per_read", "nodes", "sgx.node_reads / sgx.reads"),
         stat("sgx.mac_failures", "checks", "MAC checks that failed (tampering noticed)"),
         stat("sgx.pad_exposed_cycles", "cycles", "pad cycles after the data arrived, summed"),
@@ -103,9 +119,8 @@ pub const SCHEME: EncryptionScheme = EncryptionScheme {
     build: |p, m, c, seed| Ok(Box::new(Sgx::new(p, m, c, seed)?)),
 };
 
-/// Bytes of a tree node; ways of the node cache; bytes of a MAC.
+/// Bytes of a tree node (and of a block of the MAC cache); bytes of a MAC.
 const NODE: u64 = 64;
-const WAYS: u64 = 8;
 const MAC: usize = 7;
 /// Where a node's MAC sits, after its counters (`counters::PAYLOAD` bytes).
 const MAC_AT: usize = PAYLOAD;
@@ -153,6 +168,13 @@ struct NodeCache {
     dirty: Vec<bool>,
 }
 
+/// The MAC cache: 64-B blocks of the MAC region (untrusted copies: each use checks its MAC).
+struct MacCache {
+    tags: Tags,
+    blocks: Vec<[u8; NODE as usize]>,
+    dirty: Vec<bool>,
+}
+
 pub struct Sgx {
     aes: Aes128,
     hasher: Hasher,
@@ -166,6 +188,9 @@ pub struct Sgx {
     /// The line MACs are in the lines' ECC bits (`sgx.mac_place`): they arrive with the line.
     in_ecc: bool,
     cache: NodeCache,
+    mac_cache: Option<MacCache>,
+    /// A hit in either cache (`sgx.cache_latency`).
+    latency: Cycle,
     covered: u64,
     /// When the last line read was verified, for `take_checked`.
     checked: Option<Cycle>,
@@ -176,6 +201,10 @@ pub struct Sgx {
     node_writes: u64,
     cache_hits: u64,
     cache_misses: u64,
+    mac_hits: u64,
+    mac_misses: u64,
+    mac_block_reads: u64,
+    mac_block_writes: u64,
     mac_failures: u64,
     pad_exposed: u64,
     check_exposed: u64,
@@ -195,14 +224,25 @@ impl Sgx {
         let alg = HashAlg::parse(&p.choice("sgx.hash", &["md5", "md5-rfc1321", "sha1", "sha256"])?).expect("a listed choice");
         let hasher = Hasher::new(alg, MAC).map_err(|e| ConfigError(format!("sgx.hash: {}", e)))?;
         let bytes = p.size("sgx.cache_bytes")?;
-        if bytes < WAYS * NODE {
-            return Err(ConfigError(format!("sgx.cache_bytes: {} B holds fewer than {} nodes of {} B", bytes, WAYS, NODE)));
+        let ways = p.u64_min("sgx.cache_ways", 1)?;
+        if bytes < ways * NODE {
+            return Err(ConfigError(format!("sgx.cache_bytes: {} B holds fewer than {} nodes of {} B", bytes, ways, NODE)));
         }
         let counters = p.choice("sgx.counters", &["mono", "split64", "vault", "morphable"])?;
-        let tags = Tags::new(bytes, WAYS as usize, NODE).map_err(|e| ConfigError(format!("sgx.cache_bytes: {}", e)))?;
+        let tags = Tags::new(bytes, ways as usize, NODE).map_err(|e| ConfigError(format!("sgx.cache_bytes: {}", e)))?;
         let slots = tags.slots();
         let line = m.line();
         let in_ecc = p.choice("sgx.mac_place", &["memory", "ecc"])? == "ecc";
+        let mac_bytes = p.size_or_zero("sgx.mac_cache_bytes")?;
+        let mac_cache = match mac_bytes {
+            0 => None,
+            _ if in_ecc => return Err(ConfigError("sgx.mac_cache_bytes: the MACs are in the ECC bits (sgx.mac_place=ecc) and arrive with their lines; a MAC cache has nothing to save".into())),
+            _ => {
+                let tags = Tags::new(mac_bytes, ways as usize, NODE).map_err(|e| ConfigError(format!("sgx.mac_cache_bytes: {}", e)))?;
+                let n = tags.slots();
+                Some(MacCache { tags, blocks: vec![[0; NODE as usize]; n], dirty: vec![false; n] })
+            }
+        };
         let macs = if in_ecc {
             let side = m.layout.ecc_per_line(Role::Macs, "sgx MACs", covered, MAC as u64 * 8).map_err(|e| ConfigError(format!("sgx.mac_place: {}", e)))?;
             m.port.attach_side(side, covered, line).map_err(|e| ConfigError(format!("sgx.mac_place=ecc: {}", e)))?;
@@ -237,6 +277,8 @@ impl Sgx {
             macs,
             in_ecc,
             cache: NodeCache { tags, nodes: vec![Node([0; NODE as usize]); slots], dirty: vec![false; slots] },
+            mac_cache,
+            latency: p.u64_min("sgx.cache_latency", 1)?,
             checked: None,
             reads: 0,
             writes: 0,
@@ -244,6 +286,10 @@ impl Sgx {
             node_writes: 0,
             cache_hits: 0,
             cache_misses: 0,
+            mac_hits: 0,
+            mac_misses: 0,
+            mac_block_reads: 0,
+            mac_block_writes: 0,
             mac_failures: 0,
             pad_exposed: 0,
             check_exposed: 0,
@@ -336,7 +382,7 @@ impl Sgx {
             self.cache.tags.touch(s);
             self.cache_hits += 1;
             self.per_level[k].hits += 1;
-            return Ok(Some((s, t + 1, t + 1)));
+            return Ok(Some((s, t + self.latency, t + self.latency)));
         }
         // The node and every uncached ancestor below a cached one or the root, issued together.
         let mut path = vec![(k, j)];
@@ -366,8 +412,8 @@ impl Sgx {
         // Checked from the top: each node against the counter its (trusted) parent holds.
         let (tk, tj) = *path.last().unwrap();
         let mut parent_ctr = self.trusted_parent_ctr(tk, tj).expect("the top of the path has a trusted parent");
-        let mut t_parent = t + 1;
-        let mut verified = t + 1;
+        let mut t_parent = t + self.latency;
+        let mut verified = t + self.latency;
         let mut slot = 0;
         for (i, &(pk, pj)) in path.iter().enumerate().rev() {
             let (node, arrived) = fetched[i];
@@ -422,7 +468,7 @@ impl Sgx {
     fn bump_parent(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<(u64, Cycle), IntegrityError> {
         let mut chain: Vec<(usize, u64, Node)> = Vec::new();
         let (mut ck, mut cj) = (k, j);
-        let mut known = t + 1;
+        let mut known = t + self.latency;
         while ck != self.top() && self.cache.tags.find(self.node_addr(ck + 1, self.up(ck, cj).0)).is_none() {
             let (pk, pj) = (ck + 1, self.up(ck, cj).0);
             let mut n = Node([0; NODE as usize]);
@@ -592,7 +638,32 @@ impl Sgx {
             }
             return Ok((tr.last, tr.last));
         }
-        let (tr, tm) = m.port.read_beside(a, out, self.macs.addr(a), mac, t);
+        let ma = self.macs.addr(a);
+        let Some(mc) = self.mac_cache.as_mut() else {
+            let (tr, tm) = m.port.read_beside(a, out, ma, mac, t);
+            return Ok((tr.last, tm.last));
+        };
+        let (block, at) = (ma & !(NODE - 1), (ma % NODE) as usize);
+        if let Some(s) = mc.tags.find(block) {
+            mc.tags.touch(s);
+            self.mac_hits += 1;
+            mac.copy_from_slice(&mc.blocks[s as usize][at..at + MAC]);
+            return Ok((m.port.read(a, out, t).last, t + self.latency));
+        }
+        self.mac_misses += 1;
+        let tr = m.port.read(a, out, t);
+        let mut bytes = [0u8; NODE as usize];
+        let tm = m.port.read(block, &mut bytes, t);
+        self.mac_block_reads += 1;
+        let s = mc.tags.victim(block);
+        if let (Some(old), true) = (mc.tags.addr_of(s), mc.dirty[s as usize]) {
+            m.port.write(old, &mc.blocks[s as usize], t);
+            self.mac_block_writes += 1;
+        }
+        mc.tags.install(s, block);
+        mc.blocks[s as usize] = bytes;
+        mc.dirty[s as usize] = false;
+        mac.copy_from_slice(&bytes[at..at + MAC]);
         Ok((tr.last, tm.last))
     }
 
@@ -609,7 +680,36 @@ impl Sgx {
             debug_assert!(sent, "the line just written carries its side bits");
             return done;
         }
-        m.port.write_beside(a, ct, self.macs.addr(a), mac, t)
+        let ma = self.macs.addr(a);
+        if let Some(mc) = self.mac_cache.as_mut() {
+            // A write-back that misses does not fetch the block: its MAC goes beside the line.
+            let (block, at) = (ma & !(NODE - 1), (ma % NODE) as usize);
+            match mc.tags.find(block) {
+                Some(s) => {
+                    mc.tags.touch(s);
+                    self.mac_hits += 1;
+                    mc.blocks[s as usize][at..at + MAC].copy_from_slice(mac);
+                    mc.dirty[s as usize] = true;
+                    return m.port.write(a, ct, t);
+                }
+                None => self.mac_misses += 1,
+            }
+        }
+        m.port.write_beside(a, ct, ma, mac, t)
+    }
+
+    /// Every dirty block of the MAC cache to memory from `t`: when the last is written.
+    fn write_back_macs(&mut self, m: &mut Machine, t: Cycle) -> Cycle {
+        let mut done = t;
+        let Some(mc) = self.mac_cache.as_mut() else { return done };
+        for s in 0..mc.tags.slots() as u32 {
+            if let (Some(a), true) = (mc.tags.addr_of(s), mc.dirty[s as usize]) {
+                done = done.max(m.port.write(a, &mc.blocks[s as usize], t));
+                mc.dirty[s as usize] = false;
+                self.mac_block_writes += 1;
+            }
+        }
+        done
     }
 
     /// The dirty node in slot `s` leaves the chip: its counter in its parent (or root
@@ -715,7 +815,8 @@ impl Encryption for Sgx {
                 }
             }
         }
-        done
+        // Last: the write-backs above may re-MAC lines (overflows) into cached blocks.
+        done.max(self.write_back_macs(m, t))
     }
 
     fn drop_cached(&mut self) {
@@ -723,6 +824,13 @@ impl Encryption for Sgx {
             debug_assert!(!self.cache.dirty[s as usize], "dropping a dirty node");
             self.cache.tags.invalidate(s);
             self.cache.dirty[s as usize] = false;
+        }
+        if let Some(mc) = self.mac_cache.as_mut() {
+            for s in 0..mc.tags.slots() as u32 {
+                debug_assert!(!mc.dirty[s as usize], "dropping a dirty MAC block");
+                mc.tags.invalidate(s);
+                mc.dirty[s as usize] = false;
+            }
         }
     }
 
@@ -745,6 +853,7 @@ impl Encryption for Sgx {
 
     fn reset_stats(&mut self) {
         (self.reads, self.writes, self.node_reads, self.node_writes) = (0, 0, 0, 0);
+        (self.mac_hits, self.mac_misses, self.mac_block_reads, self.mac_block_writes) = (0, 0, 0, 0);
         (self.cache_hits, self.cache_misses, self.mac_failures, self.pad_exposed, self.check_exposed, self.refetches) = (0, 0, 0, 0, 0, 0);
         (self.walks, self.walk_nodes, self.overflows, self.reencrypted_lines, self.remaced_nodes) = (0, 0, 0, 0, 0);
         self.per_level.iter_mut().for_each(|l| *l = LevelStats::default());
@@ -764,6 +873,11 @@ impl Encryption for Sgx {
         out.int("sgx.cache_hits", self.cache_hits);
         out.int("sgx.cache_misses", self.cache_misses);
         out.rate("sgx.cache_hit_rate", self.cache_hits, self.cache_hits + self.cache_misses);
+        out.int("sgx.mac_cache_hits", self.mac_hits);
+        out.int("sgx.mac_cache_misses", self.mac_misses);
+        out.rate("sgx.mac_cache_hit_rate", self.mac_hits, self.mac_hits + self.mac_misses);
+        out.int("sgx.mac_block_reads", self.mac_block_reads);
+        out.int("sgx.mac_block_writes", self.mac_block_writes);
         out.rate("sgx.node_reads_per_read", self.node_reads, self.reads);
         out.int("sgx.mac_failures", self.mac_failures);
         out.int("sgx.pad_exposed_cycles", self.pad_exposed);
@@ -791,7 +905,7 @@ impl Encryption for Sgx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{params, pattern, stat};
+    use crate::testutil::{flip, params, pattern, replay_line_and_mac, stat};
     use crate::layout::MetaKind;
     use crate::Engine;
 
@@ -887,24 +1001,29 @@ mod tests {
         }
     }
 
+    /// Line `a` written and flushed twice; then the line and every piece of its metadata (its
+    /// MAC and whole tree path) put back as they were after the first: only the root knows.
+    fn roll_back_with_path(e: &mut Engine, a: u64) {
+        e.write(a, &pattern(1, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        let old = e.untrusted().snapshot();
+        e.write(a, &pattern(2, 64), 0).unwrap();
+        e.flush(0).unwrap();
+        let mut old_mem = crate::UntrustedMemory::new(e.untrusted().size());
+        old_mem.restore(&old).unwrap();
+        let mut addrs = vec![a];
+        addrs.extend(e.metadata_of(a).iter().map(|m| m.addr));
+        for x in addrs {
+            let mut b = [0u8; 64];
+            old_mem.read(x & !63, &mut b);
+            e.untrusted().write(x & !63, &b);
+        }
+    }
+
     #[test]
     fn a_rolled_back_node_fails_under_the_newer_parent_counter() {
         let mut e = engine(&[]);
-        e.write(0x4000, &pattern(1, 64), 0).unwrap();
-        e.flush(0).unwrap();
-        let old = e.untrusted().snapshot();
-        e.write(0x4000, &pattern(2, 64), 0).unwrap();
-        e.flush(0).unwrap();
-        // Every piece of metadata put back as it was, with the line: only the root knows.
-        let mut old_mem = crate::UntrustedMemory::new(e.untrusted().size());
-        old_mem.restore(&old).unwrap();
-        let mut addrs = vec![0x4000];
-        addrs.extend(e.metadata_of(0x4000).iter().map(|m| m.addr));
-        for a in addrs {
-            let mut b = [0u8; 64];
-            old_mem.read(a & !63, &mut b);
-            e.untrusted().write(a & !63, &b);
-        }
+        roll_back_with_path(&mut e, 0x4000);
         let err = read(&mut e, 0x4000).unwrap_err();
         assert!(err.is_tamper() && err.what.contains("sgx tree node"), "{}", err);
     }
@@ -1080,20 +1199,7 @@ mod tests {
     fn a_rolled_back_version_node_with_its_whole_path_is_caught_in_every_organisation() {
         for counters in ["mono", "vault", "morphable"] {
             let mut e = engine(&[&format!("sgx.counters={}", counters)]);
-            e.write(0x4000, &pattern(1, 64), 0).unwrap();
-            e.flush(0).unwrap();
-            let old = e.untrusted().snapshot();
-            e.write(0x4000, &pattern(2, 64), 0).unwrap();
-            e.flush(0).unwrap();
-            let mut old_mem = crate::UntrustedMemory::new(e.untrusted().size());
-            old_mem.restore(&old).unwrap();
-            let mut addrs = vec![0x4000];
-            addrs.extend(e.metadata_of(0x4000).iter().map(|m| m.addr));
-            for a in addrs {
-                let mut b = [0u8; 64];
-                old_mem.read(a & !63, &mut b);
-                e.untrusted().write(a & !63, &b);
-            }
+            roll_back_with_path(&mut e, 0x4000);
             let err = read(&mut e, 0x4000).unwrap_err();
             assert!(err.is_tamper(), "{}: {}", counters, err);
         }
@@ -1145,21 +1251,11 @@ mod tests {
                     let mut e = mk();
                     e.write(a, &pattern(1, 64), 0).unwrap();
                     e.flush(0).unwrap();
-                    let mut b = [0u8; 1];
-                    e.untrusted().read(at, &mut b);
-                    e.untrusted().write(at, &[b[0] ^ 4]);
+                    flip(&mut e, at);
                     assert!(read(&mut e, a).unwrap_err().is_tamper(), "{} {}: a changed {} was read", place, counters, what);
                 }
                 let mut e = mk();
-                e.write(a, &pattern(1, 64), 0).unwrap();
-                e.flush(0).unwrap();
-                let (mut old_line, mut old_mac) = ([0u8; 64], [0u8; 7]);
-                e.untrusted().read(a, &mut old_line);
-                e.untrusted().read(mac, &mut old_mac);
-                e.write(a, &pattern(2, 64), 0).unwrap();
-                e.flush(0).unwrap();
-                e.untrusted().write(a, &old_line);
-                e.untrusted().write(mac, &old_mac);
+                replay_line_and_mac(&mut e, a, mac, MAC);
                 assert!(read(&mut e, a).unwrap_err().is_tamper(), "{} {}: a replayed line and MAC were read", place, counters);
             }
             // Overflows re-MAC the group's lines in the ECC bits too.
@@ -1174,6 +1270,121 @@ mod tests {
         let ((mem_bytes, mem_reads), (ecc_bytes, ecc_reads)) = (traffic[0], traffic[1]);
         assert_eq!(mem_reads, ecc_reads);
         assert_eq!(mem_bytes - ecc_bytes, 256.0 * 8.0, "{} vs {} B", mem_bytes, ecc_bytes);
+    }
+
+    /// Bytes and transfers of memory reads so far.
+    fn traffic(e: &Engine) -> (f64, f64) {
+        (stat(e, "mem.read_bytes"), stat(e, "mem.reads"))
+    }
+
+    #[test]
+    fn a_mac_cache_hit_saves_the_macs_transfer_and_tampering_is_still_caught() {
+        let mac_cache = "sgx.mac_cache_bytes=4KiB";
+        let mut cost = Vec::new();
+        for extra in ["sgx.mac_cache_bytes=0", mac_cache] {
+            let mut e = engine(&[extra]);
+            for k in 0..16u64 {
+                e.write(0x8_0000 + k * 64, &pattern(k, 64), 0).unwrap();
+            }
+            e.flush(0).unwrap();
+            e.reset_stats();
+            // Line 0 brings its version node (and, with the cache, its MAC block); line 1
+            // shares both.
+            assert_eq!(read(&mut e, 0x8_0000).unwrap(), pattern(0, 64));
+            let before = traffic(&e);
+            assert_eq!(read(&mut e, 0x8_0040).unwrap(), pattern(1, 64));
+            let after = traffic(&e);
+            cost.push((after.0 - before.0, after.1 - before.1));
+            if extra == mac_cache {
+                assert_eq!((stat(&e, "sgx.mac_cache_misses"), stat(&e, "sgx.mac_cache_hits"), stat(&e, "sgx.mac_block_reads")), (1.0, 1.0, 1.0));
+            } else {
+                assert_eq!(stat(&e, "sgx.mac_cache_hits") + stat(&e, "sgx.mac_cache_misses"), 0.0);
+            }
+        }
+        // Beside its line a MAC lengthens the burst by one 8-B beat; from the MAC cache the
+        // line moves alone.
+        assert_eq!(cost, vec![(72.0, 1.0), (64.0, 1.0)]);
+
+        // Tampering while the MAC block is on chip: the line, its MAC in memory before the
+        // block came in, and a replayed line with its MAC.
+        let a = 0x8_0040;
+        let mk = || {
+            let mut e = engine(&[mac_cache]);
+            for k in 0..8u64 {
+                e.write(0x8_0000 + k * 64, &pattern(k, 64), 0).unwrap();
+            }
+            e.flush(0).unwrap();
+            e.reset_stats();
+            e
+        };
+        let mac = mk().metadata_of(a).iter().find(|m| m.kind == MetaKind::Mac).unwrap().addr;
+        let mut e = mk();
+        read(&mut e, 0x8_0000).unwrap();
+        flip(&mut e, a + 5);
+        assert!(read(&mut e, a).unwrap_err().is_tamper(), "a changed line checked against a cached MAC was read");
+        assert_eq!(stat(&e, "sgx.mac_cache_hits"), 1.0);
+        let mut e = mk();
+        flip(&mut e, mac + 2);
+        read(&mut e, 0x8_0000).unwrap();
+        assert!(read(&mut e, a).unwrap_err().is_tamper(), "a changed MAC fetched with its neighbour's was accepted");
+        let mut e = mk();
+        replay_line_and_mac(&mut e, a, mac, MAC);
+        e.reset_stats();
+        read(&mut e, 0x8_0000).unwrap();
+        assert!(read(&mut e, a).unwrap_err().is_tamper(), "a replayed line and MAC (its block brought in by a neighbour) were read");
+        assert_eq!((stat(&e, "sgx.mac_block_reads"), stat(&e, "sgx.mac_cache_hits")), (1.0, 1.0));
+    }
+
+    #[test]
+    fn lines_round_trip_through_a_mac_cache_that_keeps_evicting_dirty_blocks() {
+        // 512 B: 8 blocks of 8 MACs in one set; write-backs that hit it leave dirty blocks,
+        // which later misses evict; overflows re-MAC lines through it.
+        let mut e = engine(&["sgx.mac_cache_bytes=512B", "sgx.cache_bytes=1KiB"]);
+        let mut model = std::collections::HashMap::new();
+        let mut x = 7u64;
+        for k in 0..6000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let a = if k % 2 == 0 { (x % 4096) * 64 } else { (x % (60 << 20)) & !63 };
+            e.write(a, &pattern(k, 64), 0).unwrap();
+            model.insert(a, k);
+            if k % 4 == 0 {
+                let (&b, &kb) = model.iter().nth((x as usize / 3) % model.len()).unwrap();
+                assert_eq!(read(&mut e, b).unwrap(), pattern(kb, 64), "{:#x} after {} writes", b, k);
+            }
+            if k % 1000 == 999 {
+                e.flush(0).unwrap();
+            }
+        }
+        e.flush(0).unwrap();
+        for (&a, &k) in model.iter() {
+            assert_eq!(read(&mut e, a).unwrap(), pattern(k, 64), "{:#x}", a);
+        }
+        e.check(0).unwrap();
+        for k in ["sgx.mac_cache_hits", "sgx.mac_cache_misses", "sgx.mac_block_reads", "sgx.mac_block_writes"] {
+            assert!(stat(&e, k) > 0.0, "{}: not exercised", k);
+        }
+        let mut e = hot_group_with("morphable", 128, 30, "sgx.mac_cache_bytes=512B");
+        assert_eq!(stat(&e, "sgx.overflows"), 3.0);
+        for k in 0..128u64 {
+            let want = if k == 0 { pattern(1029, 64) } else { pattern(k, 64) };
+            assert_eq!(read(&mut e, 0x10_0000 + k * 64).unwrap(), want, "line {}", k);
+        }
+    }
+
+    #[test]
+    fn a_mac_cache_is_refused_with_macs_in_ecc_bits_and_when_it_is_no_cache() {
+        for (extra, says) in [
+            (["sgx.mac_cache_bytes=4KiB", "sgx.mac_place=ecc"], "ECC bits"),
+            (["sgx.mac_cache_bytes=100", "sgx.mac_place=memory"], "sgx.mac_cache_bytes"),
+            (["sgx.cache_ways=0", "sgx.mac_place=memory"], "sgx.cache_ways"),
+        ] {
+            match Engine::new(&params("none", "sgx", &extra), 1) {
+                Err(e) => assert!(e.0.contains(says), "{:?}: {}", extra, e.0),
+                Ok(_) => panic!("{:?} was accepted", extra),
+            }
+        }
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub const DECL: Component = Component {
     source: "Yan et al., ISCA 2006 (SC-64); the counter-tree family",
     params: &[
         param("split.arity", Def::Int(64), "lines", "lines one 64-B counter block covers: 16, 32, 64 or 128 (minors of 28, 14, 7 or 3 bits); 8: monolithic 56-bit counters, as SGX keeps 8 to a line"),
-        param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, 8-way, written back); 0: none, every block read and written with its line"),
+        param("split.cache_blocks", Def::Int(0), "blocks", "on-chip cache of counter blocks (trusted copies, split.cache_ways-way, written back); 0: none, every block read and written with its line"),
+        param("split.cache_ways", Def::Int(8), "ways", "associativity of the counter cache (fewer blocks than ways: fully associative)"),
+        param("split.cache_latency", Def::Int(1), "cycles", "a hit in the counter cache: when the counter is known and the pad can start"),
     ],
     stats: &[
         stat("split.reads", "lines", "lines decrypted on their way in (L2 misses)"),
@@ -129,6 +131,8 @@ pub struct Split {
     covered: u64,
     ctr_base: u64,
     cache: Option<CounterCache>,
+    /// A hit in the counter cache (`split.cache_latency`).
+    latency: Cycle,
     /// When the counter block of the last line read was checked, if something checks it.
     checked: Option<Cycle>,
     /// The counter the last line read or written used.
@@ -151,10 +155,11 @@ impl Split {
         let line = m.line();
         let ctr_base = m.layout.alloc(Role::Counters, "split counters", covered.div_ceil(arity * line) * BLOCK as u64);
         let blocks = p.u64_min("split.cache_blocks", 0)?;
+        let ways = p.u64_min("split.cache_ways", 1)?;
         let cache = if blocks == 0 {
             None
         } else {
-            let ways = blocks.min(8);
+            let ways = blocks.min(ways);
             let tags = Tags::new(blocks * BLOCK as u64, ways as usize, BLOCK as u64)
                 .map_err(|e| ConfigError(format!("split.cache_blocks: {} blocks in {}-way sets: {}", blocks, ways, e)))?;
             let n = tags.slots();
@@ -168,6 +173,7 @@ impl Split {
             covered,
             ctr_base,
             cache,
+            latency: p.u64_min("split.cache_latency", 1)?,
             checked: None,
             last_counter: 0,
             reads: 0,
@@ -242,7 +248,7 @@ impl Split {
     fn fetch_block(&mut self, m: &mut Machine, ca: u64, t: Cycle) -> Result<(Counters, Cycle), IntegrityError> {
         if let Some(b) = self.cached(ca) {
             self.cache_hits += 1;
-            return Ok((b, t + 1));
+            return Ok((b, t + self.latency));
         }
         let mut b = Counters([0; BLOCK]);
         self.counter_reads += 1;
@@ -305,7 +311,7 @@ impl Encryption for Split {
             // On chip: the pad starts at request time.
             Some(b) => {
                 self.cache_hits += 1;
-                (b, t + 1, m.port.read(addr, out, t))
+                (b, t + self.latency, m.port.read(addr, out, t))
             }
             None => {
                 // The counter block first, the line behind it in one transfer.
@@ -521,8 +527,9 @@ mod tests {
     #[test]
     fn the_pad_starts_at_request_time_on_a_cached_counter() {
         // Same misses, with and without the counter cache: cached counters hide more of the pad.
-        let run = |cache: &str| {
-            let mut e = Engine::new(&params("none", "split", &[&format!("split.cache_blocks={}", cache), "aes.latency=200"]), 3).unwrap();
+        let run = |cache: &str, latency: u64| {
+            let p = params("none", "split", &[&format!("split.cache_blocks={}", cache), &format!("split.cache_latency={}", latency), "aes.latency=200"]);
+            let mut e = Engine::new(&p, 3).unwrap();
             for k in 0..64u64 {
                 e.write(0x20_0000 + k * 64, &pattern(k, 64), 0).unwrap();
             }
@@ -537,12 +544,15 @@ mod tests {
                 e.settle().unwrap();
                 t = o.ready + 1000;
             }
-            (stat(&e, "split.pad_exposed_cycles"), stat(&e, "split.counter_reads"))
+            (stat(&e, "split.pad_exposed_cycles"), stat(&e, "split.counter_reads"), stat(&e, "split.cache_hits"))
         };
-        let (exposed_none, reads_none) = run("0");
-        let (exposed_cached, reads_cached) = run("4");
+        let (exposed_none, reads_none, _) = run("0", 1);
+        let (exposed_cached, reads_cached, hits) = run("4", 1);
         assert_eq!(reads_none, 64.0);
         assert!(reads_cached <= 1.0, "{}", reads_cached);
         assert!(exposed_cached < exposed_none, "{} vs {}", exposed_cached, exposed_none);
+        // A slower counter cache starts each hit's pad later by the difference.
+        let (exposed_slow, _, hits_slow) = run("4", 21);
+        assert_eq!((hits_slow, exposed_slow - exposed_cached), (hits, 20.0 * hits), "{} hits", hits);
     }
 }

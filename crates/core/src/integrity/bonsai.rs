@@ -424,7 +424,7 @@ impl Integrity for Bonsai {
 #[cfg(test)]
 mod tests {
     use crate::layout::MetaKind;
-    use crate::testutil::{params, pattern, stat};
+    use crate::testutil::{flip, params, pattern, replay_line_and_mac, stat};
     use crate::{Engine, IntegrityError};
 
     fn engine(extra: &[&str]) -> Engine {
@@ -435,12 +435,6 @@ mod tests {
         let mut v = vec![0u8; n];
         e.read(addr, &mut v, 0)?;
         Ok(v)
-    }
-
-    fn flip(e: &mut Engine, addr: u64) {
-        let mut b = [0u8; 1];
-        e.untrusted().read(addr, &mut b);
-        e.untrusted().write(addr, &[b[0] ^ 1]);
     }
 
     /// Counter block, MAC and tree path of the line at `a`.
@@ -654,15 +648,7 @@ mod tests {
             }
             // The line put back with its MAC as they were: its counter has moved on.
             let mut e = mk();
-            e.write(a, &pattern(1, 64), 0).unwrap();
-            e.flush(0).unwrap();
-            let (mut old_line, mut old_mac) = ([0u8; 64], [0u8; 8]);
-            e.untrusted().read(a, &mut old_line);
-            e.untrusted().read(mac, &mut old_mac);
-            e.write(a, &pattern(2, 64), 0).unwrap();
-            e.flush(0).unwrap();
-            e.untrusted().write(a, &old_line);
-            e.untrusted().write(mac, &old_mac);
+            replay_line_and_mac(&mut e, a, mac, 8);
             assert!(read(&mut e, a, 64).unwrap_err().is_tamper(), "{}: a replayed line and MAC were read", place);
             // Overflows re-bind the group's MACs in the ECC bits as they re-encipher the lines.
             let mut e = engine(&[&opt, "split.arity=128"]);
