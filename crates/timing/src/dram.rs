@@ -214,6 +214,9 @@ pub struct Dram {
     /// idling `turnaround` memory clocks before and after each batch.
     turnaround: u64,
     batch: usize,
+    /// Per channel in write mode: the first turnaround's first slot and the end of the
+    /// writes' data (the switch back not booked yet).
+    write_mode: Vec<Option<(u64, u64)>>,
 }
 
 fn power_of_two(key: &str, v: u64) -> Result<u32, String> {
@@ -259,6 +262,7 @@ impl Dram {
             refresh: Refresh::default(),
             turnaround: 0,
             batch: 1,
+            write_mode: vec![None; p.channels as usize],
         })
     }
 
@@ -379,6 +383,9 @@ impl Dram {
     /// Read `bytes` at `addr` requested at `t`.
     pub fn read(&mut self, addr: u64, bytes: u64, t: Cycle) -> Transfer {
         let (n, bc) = (self.beats(bytes), self.p.clock);
+        if self.turnaround > 0 || self.batch > 1 {
+            self.leave_write_mode(self.map.locate(addr).1);
+        }
         // Commands issue on memory clock edges.
         let w = t.div_ceil(bc);
         let (s, kind) = self.burst(addr, n, w, self.p.t_cas - 1);
@@ -406,8 +413,12 @@ impl Dram {
         self.wq.accept(t, displaced)
     }
 
-    /// Book the queued write `oldest` and, in write mode, the next oldest up to a batch,
-    /// between two turnarounds of the data bus; returns when `oldest` is on memory.
+    /// Book the queued write `oldest` and, in write mode, the next oldest up to a batch;
+    /// returns when `oldest` is on memory. A channel switches its data bus to writes (a
+    /// turnaround) unless it is still in write mode from the batch before (queued again by
+    /// the time that one's data ended, with no read presented since: a flood of writes, as a
+    /// memory image, stays in write mode as ChampSim's does while no read waits); it switches
+    /// back when the next read comes (`leave_write_mode`).
     fn drain_batch(&mut self, oldest: Posted) -> Cycle {
         if self.batch == 1 && self.turnaround == 0 {
             return self.drain(oldest);
@@ -420,44 +431,77 @@ impl Dram {
                 None => break,
             }
         }
-        // The switch to writes once the whole batch is queued, on each channel it uses.
+        // Once the whole batch is queued.
         let from = batch.iter().map(|w| (w.t + self.p.write_delay).div_ceil(bc)).max().unwrap_or(0);
         let channels = self.p.channels as usize;
-        let mut begin = vec![None; channels];
+        // Per channel: where its writes may start, and the end of their data.
+        let mut start: Vec<Option<u64>> = vec![None; channels];
         let mut end = vec![0; channels];
+        let mut beats = vec![0; channels];
         let mut done = 0;
         for (k, w) in batch.iter().enumerate() {
             let ch = self.map.locate(w.addr).1;
-            let start = *begin[ch].get_or_insert_with(|| {
-                let s = self.buses[ch].find(from, ta.max(1));
-                if ta > 0 {
-                    self.buses[ch].take(s, ta);
+            let at = match start[ch] {
+                Some(at) => at,
+                None => {
+                    let at = match self.write_mode[ch] {
+                        Some((_, e)) if from <= e => e,
+                        _ => {
+                            self.leave_write_mode(ch);
+                            let s = self.buses[ch].find(from, ta.max(1));
+                            if ta > 0 {
+                                self.buses[ch].take(s, ta);
+                            }
+                            self.write_mode[ch] = Some((s, s + ta));
+                            s + ta
+                        }
+                    };
+                    start[ch] = Some(at);
+                    at
                 }
-                s
-            });
+            };
             let n = self.beats(w.bytes);
-            let (s, _) = self.burst(w.addr, n, start + ta, 0);
+            let (s, _) = self.burst(w.addr, n, at, 0);
             end[ch] = end[ch].max(s + n);
+            beats[ch] += n;
             if k == 0 {
                 done = (s + n) * bc;
             }
         }
-        // The switch back; reads find no slot in between.
-        for (ch, b) in begin.iter().enumerate() {
-            let Some(b) = *b else { continue };
-            let bus = &mut self.buses[ch];
-            let back = bus.find(end[ch], ta.max(1));
-            let mut x = b;
-            while x < back + ta {
-                let s = bus.find(x, 1);
-                if s >= back + ta {
-                    break;
-                }
-                bus.take(s, 1);
-                x = s + 1;
-            }
+        // The channel is the writes' until their data ends, as far as a batch to free banks
+        // takes (one activation, then the bursts back to back: a write kept later by a busy
+        // bank leaves write mode to the reads meanwhile).
+        for ch in 0..channels {
+            let (Some(at), Some((s0, e0))) = (start[ch], self.write_mode[ch]) else { continue };
+            let bound = at + self.p.t_rp + self.p.t_rcd + beats[ch];
+            let e = e0.max(end[ch].min(bound));
+            self.block(ch, s0, e);
+            self.write_mode[ch] = Some((s0, e));
         }
         done
+    }
+
+    /// Every free data-bus slot of channel `ch` in [from, to) taken.
+    fn block(&mut self, ch: usize, from: u64, to: u64) {
+        let bus = &mut self.buses[ch];
+        let mut x = from;
+        while x < to {
+            let s = bus.find(x, 1);
+            if s >= to {
+                break;
+            }
+            bus.take(s, 1);
+            x = s + 1;
+        }
+    }
+
+    /// Channel `ch` back from write mode to reads: the turnaround after its writes' data.
+    fn leave_write_mode(&mut self, ch: usize) {
+        if let Some((_, e)) = self.write_mode[ch].take() {
+            let ta = self.turnaround;
+            let back = self.buses[ch].find(e, ta.max(1));
+            self.block(ch, e, back + ta);
+        }
     }
 
     /// Book a write now; returns when it is on memory.
@@ -471,7 +515,8 @@ impl Dram {
     /// one after the other after everything booked, each a conflict).
     pub fn free_at(&self) -> Cycle {
         let bc = self.p.clock;
-        let end = self.buses.iter().map(Calendar::end).max().unwrap_or(0) * bc;
+        let open = self.write_mode.iter().flatten().map(|&(_, e)| e + self.turnaround);
+        let end = self.buses.iter().map(Calendar::end).chain(open).max().unwrap_or(0) * bc;
         let worst = self.p.t_rp + self.p.t_rcd + 1 + 2 * self.turnaround;
         self.wq.drained_by(end, self.p.write_delay, |w| (worst + self.beats(w.bytes)) * bc)
     }
@@ -675,6 +720,17 @@ mod tests {
         // bus the writes' until the turnaround back ends.
         assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 44 * 5);
         assert_eq!(d.rows, RowCounters { hits: 0, misses: 3, conflicts: 0 });
+        // A flood: two batches with no read between stay in write mode, one turnaround each
+        // way. The second batch (bank 3 row 0, a miss: data 40..48; bank 1 row 0, a hit whose
+        // data waits for the bus: 48..56) follows the first's data without switching back.
+        let mut d = table2().with_write_queue(2).with_write_mode(10, 2);
+        d.write(at(1, 0, 0), 64, 0);
+        d.write(at(2, 0, 0), 64, 0);
+        d.write(at(3, 0, 0), 64, 0);
+        d.write(at(1, 0, 1), 64, 0);
+        assert_eq!(d.write(at(2, 0, 1), 64, 0), 48 * 5, "accepted when the batch's oldest is on memory");
+        // The read switches the bus back after the data (56..66).
+        assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 67 * 5);
         // Batch 1, no turnaround: as without write mode.
         let mut plain = table2().with_write_queue(2).with_write_mode(0, 1);
         for k in 1..4 {
