@@ -129,10 +129,11 @@ fn a_first_touch_brought_in_by_an_external_record_is_a_miss_of_the_access_that_n
         without.push(access);
     }
     // Counts, not timing: a page-structure-cache entry serves a walk once its read returned,
-    // so memory reads at other times (the records' instead of the accesses') change the walks'
-    // reads under champsim's DRAM; a fixed-latency memory times both runs alike. Frames in
-    // first-touch order: the records touch the data's first page before the code's.
-    let first_touch = ["pages.order=first_touch", "memory.model=bus"];
+    // so with walks overlapping, memory reads at other times (the records' instead of the
+    // accesses') change the walks' reads; one walk at a time on a fixed-latency memory counts
+    // both runs alike. Frames in first-touch order: the records touch the data's first page
+    // before the code's.
+    let first_touch = ["pages.order=first_touch", "memory.model=bus", "ptw.mshrs=1"];
     for preset in ["suh2003", "champsim"] {
         let (w, wo) = (sim_src(preset, &first_touch, &mut VecSource(with.clone(), 0), 200, 0), sim(preset, &first_touch, &without));
         for k in ["l2.misses", "l2.load_misses", "l2.store_misses", "l2.load_accesses", "l2.walk_misses"] {
