@@ -42,6 +42,10 @@ def test_champsim_figures_count_loads_rfos_and_translations_per_kilo_instruction
     assert (f["llc_load_misses"], f["llc_rfo_misses"]) == (11, 3)
     assert (f["branch_mpki"], f["cond_mpki"], f["indirect_mpki"]) == (4.0, 3.0, 0.5)
     assert f["walk_latency"] == 512.5
+    # A program whose pages all stay in the STLB: ChampSim prints its miss latency as null.
+    roi["cpu0_STLB"]["miss latency"] = None
+    p.write_text(json.dumps([{"roi": {}}, {"roi": roi}]))
+    assert math.isnan(load().champsim_figures(str(p))["walk_latency"])
 
 
 def test_secmem_figures_read_the_same_quantities(tmp_path):

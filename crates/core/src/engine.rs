@@ -91,7 +91,9 @@ fn memory_model(p: &Params, hz: f64) -> Result<Box<dyn MemoryModel>, ConfigError
                 width,
                 write_delay,
             })
-            .map_err(ConfigError)?;
+            .map_err(ConfigError)?
+            .with_refresh(p.u64_min("dram.tREFI", 0)?, p.u64_min("dram.tRFC", 0)?)
+            .with_write_mode(p.u64_min("dram.write_turnaround", 0)?, p.u64_min("dram.write_batch", 1)? as usize);
             Box::new(d.with_write_queue(queue))
         }
         _ => Box::new(

@@ -107,6 +107,10 @@ pub const MACHINE: &[Component] = &[
             param("dram.tRP", Def::Int(7), "memory clocks", "precharge"),
             param("dram.tRCD", Def::Int(7), "memory clocks", "activate to column command"),
             param("dram.tCAS", Def::Int(20), "memory clocks", "column command to the first beat"),
+            param("dram.tREFI", Def::Int(0), "memory clocks", "every this many clocks all banks are refreshed, closing their rows (0: no refresh)"),
+            param("dram.tRFC", Def::Int(0), "memory clocks", "a refresh holds every bank this long"),
+            param("dram.write_turnaround", Def::Int(0), "memory clocks", "with a write queue: the data bus idles this long each way when it switches to a batch of writes and back"),
+            param("dram.write_batch", Def::Int(1), "writes", "with a write queue: queued writes leave this many at a time, between two turnarounds"),
         ],
         stats: &[
             stat("mem.dram_row_hits", "accesses", "DRAM accesses to the open row of their bank"),

@@ -118,6 +118,33 @@ enum Kind {
     Conflict,
 }
 
+/// Refresh: every `every` memory clocks (tREFI) all banks are held `hold` clocks (tRFC) and
+/// their rows closed; `every` 0: no refresh. Windows are [k·every, k·every + hold), k ≥ 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Refresh {
+    every: u64,
+    hold: u64,
+}
+
+impl Refresh {
+    /// The start of the first refresh window that [a, b) overlaps, if any.
+    #[inline]
+    fn overlapping(self, a: u64, b: u64) -> Option<u64> {
+        if self.every == 0 {
+            return None;
+        }
+        let k = if a >= self.hold { (a - self.hold) / self.every + 1 } else { 1 };
+        let start = k * self.every;
+        (start < b).then_some(start)
+    }
+
+    /// Whether a refresh starts in [a, b): a row open at `a` is closed by `b`.
+    #[inline]
+    fn closes(self, a: u64, b: u64) -> bool {
+        self.every != 0 && a.div_ceil(self.every).max(1) * self.every < b
+    }
+}
+
 /// A burst in a bank's schedule: the bank is held over memory clocks [start, end).
 #[derive(Clone, Copy, Debug)]
 struct Burst {
@@ -182,6 +209,14 @@ pub struct Dram {
     pub c: MemCounters,
     pub rows: RowCounters,
     wq: WriteQueue,
+    refresh: Refresh,
+    /// Write mode (`with_write_mode`): queued writes leave `batch` at a time, the data bus
+    /// idling `turnaround` memory clocks before and after each batch.
+    turnaround: u64,
+    batch: usize,
+    /// Per channel in write mode: the first turnaround's first slot and the end of the
+    /// writes' data (the switch back not booked yet).
+    write_mode: Vec<Option<(u64, u64)>>,
 }
 
 fn power_of_two(key: &str, v: u64) -> Result<u32, String> {
@@ -224,6 +259,10 @@ impl Dram {
             c: MemCounters::default(),
             rows: RowCounters::default(),
             wq: WriteQueue::new(0),
+            refresh: Refresh::default(),
+            turnaround: 0,
+            batch: 1,
+            write_mode: vec![None; p.channels as usize],
         })
     }
 
@@ -231,6 +270,27 @@ impl Dram {
     /// (see `WriteQueue`); 0: no queue, each write is booked when issued.
     pub fn with_write_queue(mut self, entries: usize) -> Dram {
         self.wq = WriteQueue::new(entries);
+        self
+    }
+
+    /// Every `every` memory clocks (tREFI) each bank is refreshed for `hold` clocks (tRFC),
+    /// which closes its open row; 0: no refresh. All banks at once, as ChampSim's
+    /// DRAM_CHANNEL::schedule_refresh; a burst that would overlap a refresh waits for its end
+    /// (ChampSim lets a busy bank finish its request first).
+    pub fn with_refresh(mut self, every: u64, hold: u64) -> Dram {
+        self.refresh = Refresh { every, hold };
+        self
+    }
+
+    /// Queued writes leave in batches of `batch` (the oldest, when the queue overflows),
+    /// each batch switching the data bus to writes and back, which idles it `turnaround`
+    /// memory clocks each way; reads booked later find no data slot from the first
+    /// turnaround to the end of the second. This is ChampSim's write mode
+    /// (DRAM_CHANNEL::swap_write_mode: to writes at 7/8 of the queue, back under 6/8 while
+    /// reads wait, DRAM_DBUS_TURN_AROUND_TIME each way). Batch 1 and turnaround 0: each write
+    /// on its own, as without.
+    pub fn with_write_mode(mut self, turnaround: u64, batch: usize) -> Dram {
+        (self.turnaround, self.batch) = (turnaround, batch.max(1));
         self
     }
 
@@ -248,10 +308,10 @@ impl Dram {
     /// command to the first data slot.
     fn burst(&mut self, addr: u64, n: u64, w: u64, data: u64) -> (u64, Kind) {
         let (b, ch, row) = self.map.locate(addr);
-        let p = self.p;
+        let (p, rf) = (self.p, self.refresh);
         let bank = &mut self.banks[b];
         let bus = &mut self.buses[ch];
-        let w = w.max(bank.floor);
+        let mut w = w.max(bank.floor);
         // The first gap that may hold the burst: after the last burst ending by `w` (mostly
         // the last one: requests come roughly in time order).
         let mut i = match bank.sched.back() {
@@ -263,17 +323,21 @@ impl Dram {
                 Some(u) => (u.end, Some(u.row)),
                 None => (bank.floor, bank.floor_row),
             };
+            let first = free.max(w);
             let kind = match open {
+                _ if rf.closes(free, first) => Kind::Miss,
                 Some(r) if r == row => Kind::Hit,
                 Some(_) => Kind::Conflict,
                 None => Kind::Miss,
             };
             let next = bank.sched.get(i);
             let until = next.map_or(u64::MAX, |u| u.start);
-            // The next burst must find the bank as it would have without this one.
-            if next.is_none_or(|u| u.kind == Kind::Conflict || kind == Kind::Hit) {
+            // The next burst must find the bank as it would have without this one (a refresh
+            // between the two closes the row whatever it was).
+            let keeps = |end: u64| next.is_none_or(|u| u.kind == Kind::Conflict || kind == Kind::Hit || rf.closes(end, u.start));
+            if rf.every != 0 || keeps(0) {
                 let prep = p.prep(kind);
-                let col = free.max(w) + prep;
+                let col = first + prep;
                 if col + n <= until {
                     let s = bus.find(col + data, n);
                     let col = s - data;
@@ -281,6 +345,15 @@ impl Dram {
                         // Every later gap's first fit on the bus is at or after `s` too: skip
                         // the gaps that end before a burst with its data there could.
                         i = bank.sched.partition_point(|u| u.start < col + n);
+                        continue;
+                    }
+                    if let Some(r) = rf.overlapping(first, col + n) {
+                        // A refresh holds the bank: start after it, the row closed.
+                        w = r + rf.hold;
+                        continue;
+                    }
+                    if !keeps(col + n) {
+                        i += 1;
                         continue;
                     }
                     bus.take(s, n);
@@ -310,6 +383,9 @@ impl Dram {
     /// Read `bytes` at `addr` requested at `t`.
     pub fn read(&mut self, addr: u64, bytes: u64, t: Cycle) -> Transfer {
         let (n, bc) = (self.beats(bytes), self.p.clock);
+        if self.turnaround > 0 || self.batch > 1 {
+            self.leave_write_mode(self.map.locate(addr).1);
+        }
         // Commands issue on memory clock edges.
         let w = t.div_ceil(bc);
         let (s, kind) = self.burst(addr, n, w, self.p.t_cas - 1);
@@ -333,8 +409,99 @@ impl Dram {
         if !self.wq.enabled() {
             return self.drain(Posted { addr, bytes, t });
         }
-        let displaced = self.wq.post(Posted { addr, bytes, t }).map(|w| self.drain(w));
+        let displaced = self.wq.post(Posted { addr, bytes, t }).map(|w| self.drain_batch(w));
         self.wq.accept(t, displaced)
+    }
+
+    /// Book the queued write `oldest` and, in write mode, the next oldest up to a batch;
+    /// returns when `oldest` is on memory. A channel switches its data bus to writes (a
+    /// turnaround) unless it is still in write mode from the batch before (queued again by
+    /// the time that one's data ended, with no read presented since: a flood of writes, as a
+    /// memory image, stays in write mode as ChampSim's does while no read waits); it switches
+    /// back when the next read comes (`leave_write_mode`).
+    fn drain_batch(&mut self, oldest: Posted) -> Cycle {
+        if self.batch == 1 && self.turnaround == 0 {
+            return self.drain(oldest);
+        }
+        let (bc, ta) = (self.p.clock, self.turnaround);
+        let mut batch = vec![oldest];
+        while batch.len() < self.batch {
+            match self.wq.take_oldest() {
+                Some(w) => batch.push(w),
+                None => break,
+            }
+        }
+        // Once the whole batch is queued.
+        let from = batch.iter().map(|w| (w.t + self.p.write_delay).div_ceil(bc)).max().unwrap_or(0);
+        let channels = self.p.channels as usize;
+        // Per channel: where its writes may start, and the end of their data.
+        let mut start: Vec<Option<u64>> = vec![None; channels];
+        let mut end = vec![0; channels];
+        let mut beats = vec![0; channels];
+        let mut done = 0;
+        for (k, w) in batch.iter().enumerate() {
+            let ch = self.map.locate(w.addr).1;
+            let at = match start[ch] {
+                Some(at) => at,
+                None => {
+                    let at = match self.write_mode[ch] {
+                        Some((_, e)) if from <= e => e,
+                        _ => {
+                            self.leave_write_mode(ch);
+                            let s = self.buses[ch].find(from, ta.max(1));
+                            if ta > 0 {
+                                self.buses[ch].take(s, ta);
+                            }
+                            self.write_mode[ch] = Some((s, s + ta));
+                            s + ta
+                        }
+                    };
+                    start[ch] = Some(at);
+                    at
+                }
+            };
+            let n = self.beats(w.bytes);
+            let (s, _) = self.burst(w.addr, n, at, 0);
+            end[ch] = end[ch].max(s + n);
+            beats[ch] += n;
+            if k == 0 {
+                done = (s + n) * bc;
+            }
+        }
+        // The channel is the writes' until their data ends, as far as a batch to free banks
+        // takes (one activation, then the bursts back to back: a write kept later by a busy
+        // bank leaves write mode to the reads meanwhile).
+        for ch in 0..channels {
+            let (Some(at), Some((s0, e0))) = (start[ch], self.write_mode[ch]) else { continue };
+            let bound = at + self.p.t_rp + self.p.t_rcd + beats[ch];
+            let e = e0.max(end[ch].min(bound));
+            self.block(ch, s0, e);
+            self.write_mode[ch] = Some((s0, e));
+        }
+        done
+    }
+
+    /// Every free data-bus slot of channel `ch` in [from, to) taken.
+    fn block(&mut self, ch: usize, from: u64, to: u64) {
+        let bus = &mut self.buses[ch];
+        let mut x = from;
+        while x < to {
+            let s = bus.find(x, 1);
+            if s >= to {
+                break;
+            }
+            bus.take(s, 1);
+            x = s + 1;
+        }
+    }
+
+    /// Channel `ch` back from write mode to reads: the turnaround after its writes' data.
+    fn leave_write_mode(&mut self, ch: usize) {
+        if let Some((_, e)) = self.write_mode[ch].take() {
+            let ta = self.turnaround;
+            let back = self.buses[ch].find(e, ta.max(1));
+            self.block(ch, e, back + ta);
+        }
     }
 
     /// Book a write now; returns when it is on memory.
@@ -348,8 +515,9 @@ impl Dram {
     /// one after the other after everything booked, each a conflict).
     pub fn free_at(&self) -> Cycle {
         let bc = self.p.clock;
-        let end = self.buses.iter().map(Calendar::end).max().unwrap_or(0) * bc;
-        let worst = self.p.t_rp + self.p.t_rcd + 1;
+        let open = self.write_mode.iter().flatten().map(|&(_, e)| e + self.turnaround);
+        let end = self.buses.iter().map(Calendar::end).chain(open).max().unwrap_or(0) * bc;
+        let worst = self.p.t_rp + self.p.t_rcd + 1 + 2 * self.turnaround;
         self.wq.drained_by(end, self.p.write_delay, |w| (worst + self.beats(w.bytes)) * bc)
     }
 
@@ -518,6 +686,60 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_closes_rows_and_holds_the_banks() {
+        let mut d = table2().with_refresh(1000, 50);
+        assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 135, "precharged: RCD + CAS");
+        // Clock 500, no refresh since: a hit.
+        assert_eq!(d.read(at(0, 0, 1), 64, 2500).first, (500 + 20) * 5);
+        // Clock 1000: the refresh holds the bank until 1050 and closes row 0: ACT, column at
+        // 1057, first beat 20 clocks on (a hit at 1000 without refresh: 1020).
+        let r = d.read(at(0, 0, 2), 64, 5000);
+        assert_eq!(r.first, (1057 + 20) * 5);
+        assert_eq!(d.rows, RowCounters { hits: 1, misses: 2, conflicts: 0 });
+        assert_eq!(d.c.queue_cycles, r.first - (1000 + 27) * 5, "the wait for the refresh is queueing");
+        // A burst that would run into the next refresh (clock 2000) waits for its end too.
+        let r = d.read(at(1, 0, 0), 64, 1995 * 5);
+        assert_eq!(r.first, (2050 + 27) * 5);
+        // Without refresh nothing changes.
+        let mut plain = table2().with_refresh(0, 50);
+        plain.read(at(0, 0, 0), 64, 0);
+        assert_eq!(plain.read(at(0, 0, 2), 64, 5000).first, (1000 + 20) * 5);
+    }
+
+    #[test]
+    fn writes_leave_in_batches_between_two_bus_turnarounds() {
+        let mut d = table2().with_write_queue(2).with_write_mode(10, 2);
+        assert_eq!(d.write(at(1, 0, 0), 64, 0), 0);
+        assert_eq!(d.write(at(2, 0, 0), 64, 0), 0);
+        // The third overflows the queue: the two oldest leave together. Turnaround on clocks
+        // 0..10, then bank 1 (ACT 10, column and data 17..25) and bank 2 (data 25..33), then
+        // the turnaround back (33..43). The writer waits for the oldest, on memory at 25.
+        assert_eq!(d.write(at(3, 0, 0), 64, 0), 25 * 5);
+        assert_eq!(d.wq.pending().count(), 1);
+        // A read presented afterwards, wanted at 0 (its data could go at clock 26), finds the
+        // bus the writes' until the turnaround back ends.
+        assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 44 * 5);
+        assert_eq!(d.rows, RowCounters { hits: 0, misses: 3, conflicts: 0 });
+        // A flood: two batches with no read between stay in write mode, one turnaround each
+        // way. The second batch (bank 3 row 0, a miss: data 40..48; bank 1 row 0, a hit whose
+        // data waits for the bus: 48..56) follows the first's data without switching back.
+        let mut d = table2().with_write_queue(2).with_write_mode(10, 2);
+        d.write(at(1, 0, 0), 64, 0);
+        d.write(at(2, 0, 0), 64, 0);
+        d.write(at(3, 0, 0), 64, 0);
+        d.write(at(1, 0, 1), 64, 0);
+        assert_eq!(d.write(at(2, 0, 1), 64, 0), 48 * 5, "accepted when the batch's oldest is on memory");
+        // The read switches the bus back after the data (56..66).
+        assert_eq!(d.read(at(0, 0, 0), 64, 0).first, 67 * 5);
+        // Batch 1, no turnaround: as without write mode.
+        let mut plain = table2().with_write_queue(2).with_write_mode(0, 1);
+        for k in 1..4 {
+            plain.write(at(k, 0, 0), 64, 0);
+        }
+        assert_eq!(plain.read(at(0, 0, 0), 64, 0).first, 135, "the one drained write (data 7..15) leaves the read its slot at 26");
+    }
+
+    #[test]
     fn a_long_stream_runs_at_the_bus_rate_across_row_switches() {
         // A line every 40 cycles (the bus's rate): 64 lines a row in each of 4 banks, so every
         // 256th line starts a round of conflicts. The first round's activations leave the
@@ -621,12 +843,17 @@ mod tests {
     /// do not overlap, each hit finds its row open, each miss a precharged bank; no data bus
     /// slot is booked twice (the calendar would panic in debug builds).
     fn assert_consistent(d: &Dram) {
+        let rf = d.refresh;
         for bank in &d.banks {
             assert_eq!((bank.floor, bank.floor_row), (0, None), "the test stays within the history");
             let mut open = None;
             let mut free = 0;
             for u in &bank.sched {
                 assert!(u.start >= free, "{:?} overlaps the burst before", u);
+                assert_eq!(rf.overlapping(u.start, u.end), None, "{:?} overlaps a refresh", u);
+                if rf.closes(free, u.start) {
+                    open = None;
+                }
                 match u.kind {
                     Kind::Hit => assert_eq!(open, Some(u.row), "{:?}", u),
                     Kind::Miss => assert_eq!(open, None, "{:?}", u),
@@ -639,9 +866,20 @@ mod tests {
 
     #[test]
     fn out_of_order_requests_leave_a_schedule_a_controller_could_run() {
-        for (seed, queue) in [(0x2545_f491_4f6c_dd1du64, 0), (0x9e37_79b9_7f4a_7c15, 0), (0x1234_5678_9abc_def1, 3)] {
+        let cases = [
+            (0x2545_f491_4f6c_dd1du64, 0, false),
+            (0x9e37_79b9_7f4a_7c15, 0, false),
+            (0x1234_5678_9abc_def1, 3, false),
+            (0x9e37_79b9_7f4a_7c15, 0, true),
+            (0x1234_5678_9abc_def1, 3, true),
+        ];
+        for (seed, queue, champsim) in cases {
             let p = DramParams { channels: 2, row_bytes: 1024, ..table2_at(5) };
             let mut d = Dram::new(p).unwrap().with_write_queue(queue);
+            if champsim {
+                // Refresh and write batches: a refresh every 700 clocks, 3 of them in the run.
+                d = d.with_refresh(700, 40).with_write_mode(6, 2);
+            }
             let reads = scramble(&mut d, seed, 300);
             assert_consistent(&d);
             let c = d.rows;

@@ -58,6 +58,12 @@ impl WriteQueue {
         (self.q.len() > self.capacity).then(|| self.q.pop_front().expect("queue overflowed"))
     }
 
+    /// The oldest queued write, taken out to be booked with one that overflowed (a batch).
+    #[inline]
+    pub fn take_oldest(&mut self) -> Option<Posted> {
+        self.q.pop_front()
+    }
+
     /// When the write posted at `t` is accepted, given when the write it displaced left for
     /// memory (`None`: an entry was free).
     #[inline]
