@@ -714,8 +714,7 @@ _LINES = [1, 16, 256, 4096, 65536]
 # (3 M for chase) from a cold start: stream 0.655 -> 0.281, hot 0.468 -> 0.493, chase 0.0274 -> 0.0496.
 _IPC_ENCK = {"stream": 0.32, "hot": 0.84, "chase": 0.054}
 _MARGIN = 1.2
-_CYCLES_SHORT = 10  # Figs. 4-6: resume cycles simulated
-_CYCLES_LONG = 5  # Fig. 7, Table 2
+_CYCLES_SHORT = 10  # Figs. 4-6: resume cycles simulated (Fig. 7, Table 2: the scale's cycles_long)
 
 
 def _period_short(scale):
@@ -724,7 +723,7 @@ def _period_short(scale):
 
 
 def _period_long(scale):
-    """Fig. 7, Table 2: every 1 G cycles, 5 resume cycles (laptop: every 20 M)."""
+    """Fig. 7, Table 2: every 1 G cycles, 5 resume cycles (laptop: every 100 M, 3 of them)."""
     return scale.period_long
 
 
@@ -771,7 +770,7 @@ _Q_WORKLOADS = ("bzip2", "gcc", "twolf")
 
 def _quiescence_points(benchmarks):
     return lambda paper, scale: _mecu_points(paper, scale, list(dict.fromkeys(_names(paper, benchmarks))), _LINES,
-                                             _period_long(scale), _CYCLES_LONG)
+                                             _period_long(scale), scale.cycles_long)
 
 
 def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
@@ -783,20 +782,32 @@ def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
 _Q_CAP = 0.95
 
 
+def quiescence_limit(series, period: int) -> Optional[str]:
+    """Why a point's cycles to quiescence per resume cycle (``mecu.quiescence_cycles_per_resume_cycle``)
+    give no time to quiescence: the run closed no resume cycle after the first (which seeds
+    memory and is discounted, 002 §5.2.2), or in one of them the MECU was still re-encrypting
+    when the next suspend came (the time is then the resume period). None when it is measured."""
+    v = list(series)[1:]
+    if not v:
+        return "no resume cycle after the first"
+    if any(q >= _Q_CAP * period for q in v):
+        return "still re-encrypting when a resume cycle ended"
+    return None
+
+
 def _q_pinned(d, ws_ks, scale) -> Optional[str]:
     """Why the times to quiescence of the points (workload, lines per block) are no
-    measurement: in some resume cycle after the first the MECU was still re-encrypting when the
-    next suspend came, so the time is the resume period itself. None when every one quiesced."""
+    measurement (see ``quiescence_limit``), naming the points. None when every one quiesced."""
     period = _period_long(scale)
-    capped = []
+    why: dict = {}
     for w, k in ws_ks:
         v = d.get(w, "none+mecu", "mecu.quiescence_cycles_per_resume_cycle", _mecu_sets(k, period))
-        if v is not None and any(q >= _Q_CAP * period for q in list(v)[1:]):
-            capped.append(f"{k:,}" if len({x for x, _ in ws_ks}) == 1 else f"{w} {k:,}")
-    if not capped:
+        if v is not None and (r := quiescence_limit(v, period)) is not None:
+            why.setdefault(r, []).append(f"{k:,}" if len({x for x, _ in ws_ks}) == 1 else f"{w} {k:,}")
+    if not why:
         return None
-    return (f"the MECU was still re-encrypting when a resume cycle ended ({', '.join(capped)} lines per block): the time is "
-            f"the {period / 1e6:g} M-cycle resume period of the run, not a time to quiescence")
+    return "; ".join(f"{r} ({', '.join(ps)} lines per block)" for r, ps in why.items()) + (
+        f": the {period / 1e6:g} M-cycle resume period of the run is too short for a time to quiescence")
 
 
 def _t2_rows(d: Data, paper: Paper, scale: Scale):
@@ -821,7 +832,7 @@ def _t2_rows(d: Data, paper: Paper, scale: Scale):
     ratio = None if qs is None or not qs[0] else qs[-1] / qs[0]
     rows.append(Row("time to quiescence at 65,536 lines over that at 1 line",
                     Value("ratio", ratio_p, f"{ratio_p:.3f} (35.53 s / 79.50 s)", t["source"] + ": its last row over its first", {}),
-                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="laptop_scale",
+                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="footprint",
                     pinned=_q_pinned(d, [(w, t["lines"][0]), (w, t["lines"][-1])], scale)))
     return rows
 
@@ -957,7 +968,7 @@ def _short(scale):
 
 
 def _long(scale):
-    return f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, {_CYCLES_LONG} resume cycles"
+    return f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, {scale.cycles_long} resume cycles"
 
 
 FIGURES_002 = [
