@@ -826,13 +826,13 @@ def _t2_rows(d: Data, paper: Paper, scale: Scale):
         trend = _trend(lambda: i == 0 or qs[i] <= qs[i - 1] * 1.05, qs)
         rows.append(Row(f"time to quiescence at 1 GHz, blocks of {k:,} lines ({w} for bzip2); no longer than with smaller blocks",
                         Value("quiescence", p, f"{p} s", t["source"] + ", 1,000 MHz column", {}), got,
-                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="footprint",
+                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="sweep",
                         pinned=_q_pinned(d, [(w, k)], scale)))
     ratio_p = t["quiescence_1000MHz"][-1] / t["quiescence_1000MHz"][0]
     ratio = None if qs is None or not qs[0] else qs[-1] / qs[0]
     rows.append(Row("time to quiescence at 65,536 lines over that at 1 line",
                     Value("ratio", ratio_p, f"{ratio_p:.3f} (35.53 s / 79.50 s)", t["source"] + ": its last row over its first", {}),
-                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="footprint",
+                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="sweep",
                     pinned=_q_pinned(d, [(w, t["lines"][0]), (w, t["lines"][-1])], scale)))
     return rows
 
@@ -944,7 +944,7 @@ def _fig7_002_rows(d: Data, paper: Paper, scale: Scale):
         falls = None if qs is None else all(y <= x * 1.05 for x, y in zip(qs, qs[1:])) and qs[-1] < qs[0]
         rows.append(Row(f"{w} ({b}): time to quiescence falls as blocks grow (1 to 65,536 lines)", paper.value("002-fig7", "falls"),
                         None, "-" if qs is None else " → ".join(f"{q / 1e6:.2f}M" for q in qs) + " cycles", _trend(falls, falls),
-                        pinned=_q_pinned(d, [(w, k) for k in _LINES], scale)))
+                        cause="sweep" if b == "bzip2" else "big_blocks", pinned=_q_pinned(d, [(w, k) for k in _LINES], scale)))
     a = _q(d, paper.stand_in("bzip2").workload, 65536, scale, "mecu.time_to_quiescence_cycles")
     b = _q(d, paper.stand_in("parser").workload, 4096, scale, "mecu.time_to_quiescence_cycles")
     r = None if a is None or not b else a / b
