@@ -324,6 +324,70 @@ def test_counter_tree_rows_hold_each_scheme_to_its_papers_overhead(fig_id, seed,
     assert rows[1].verdict == DIFFERS
 
 
+def _t2_002_data(fig, paper, scale, series):
+    """002-table2's points with made-up cycles to quiescence per resume cycle (by lines per
+    block); the mean over the cycles after the first, as the MECU reports it."""
+    points = fig.points(paper, scale)
+    rows = []
+    for p in points:
+        q = series[int(dict(p.sets)["mecu.lines_per_block"])]
+        mean = sum(q[1:]) / len(q[1:]) if q[1:] else 0.0
+        rows.append({"status": "ok", "mecu.state_storage_bytes": 1, "mecu.quiescence_cycles_per_resume_cycle": q,
+                     "mecu.time_to_quiescence_cycles": mean, "mecu.time_to_quiescence_seconds": mean / 1e9})
+    planned = [Planned(p, {}, {"kind": "builtin", "name": p.workload, "digest": ""}, f"k{i}") for i, p in enumerate(points)]
+    return Data(planned, pd.DataFrame(rows), scale)
+
+
+def test_002_time_to_quiescence_is_measured_only_when_the_mecu_quiesced():
+    """A resume cycle whose re-encryptions end well before the next suspend gives a time to
+    quiescence below the resume period, with a verdict; one still re-encrypting at the suspend
+    (the time is the period itself), or a run that closed no resume cycle after the seeding
+    one, is "not measured", with why."""
+    fig = reproduce.get("002-table2")
+    paper = load_paper("002")
+    scale = SCALES["laptop"]
+    period = scale.period_long
+    quiet = {1: [0.0, 0.45 * period, 0.43 * period], 16: [0.0, 0.44 * period, 0.43 * period], 256: [0.0, 0.4 * period, 0.4 * period],
+             4096: [0.0, 0.3 * period, 0.3 * period], 65536: [0.0, 0.2 * period, 0.18 * period]}
+
+    def times(rows):
+        return [r for r in rows if r.claim.startswith("time to quiescence at 1 GHz")]
+
+    rows = fig.rows(_t2_002_data(fig, paper, scale, quiet), paper, scale)
+    assert len(times(rows)) == 5
+    for r, k in zip(times(rows), quiet):
+        assert r.verdict not in (NOT_MEASURED, NOT_RUN) and not r.pinned
+        assert r.secmem == pytest.approx(sum(quiet[k][1:]) / 2 / 1e9) and r.secmem < period / 1e9
+    assert rows[-1].verdict != NOT_MEASURED and rows[-1].secmem == pytest.approx(0.19 / 0.44)
+
+    # 1 line per block: re-encrypting up to the suspend in its second cycle; 16: one cycle only
+    rows = fig.rows(_t2_002_data(fig, paper, scale, {**quiet, 1: [0.0, 0.45 * period, period], 16: [0.0]}), paper, scale)
+    one, sixteen = times(rows)[:2]
+    assert one.verdict == NOT_MEASURED and "still re-encrypting" in one.pinned and "1 lines per block" in one.pinned
+    assert sixteen.verdict == NOT_MEASURED and "no resume cycle after the first" in sixteen.pinned
+    assert all(r.verdict != NOT_MEASURED for r in times(rows)[2:])
+    assert rows[-1].verdict == NOT_MEASURED  # 65,536 over 1 line
+
+
+def test_a_quiescing_mecu_run_is_told_from_one_that_never_quiesces():
+    """Real runs: hot's ~1.4 MiB in 4,096-line blocks is re-encrypted early in each 2 M-cycle
+    resume cycle; stream's 12 MiB in 1-line blocks is still being re-encrypted when each 1 M-cycle
+    cycle ends. The rule of 002's reproduce items tells them apart from the per-cycle series."""
+    from secmem.reproduce.figures import quiescence_limit
+
+    def series(workload, lines, period, n):
+        r = secmem.run(workload, integrity="none", encryption="mecu", preset="enck2008", instructions=n, warmup=0,
+                       params={"mecu.lines_per_block": lines, "mecu.resume_period": period})
+        return list(r["mecu.quiescence_cycles_per_resume_cycle"]), r["mecu.time_to_quiescence_cycles"]
+
+    q, mean = series("hot", 4096, 2_000_000, 4_500_000)
+    assert len(q) >= 3 and quiescence_limit(q, 2_000_000) is None
+    assert 0 < mean < 0.95 * 2_000_000
+    q, mean = series("stream", 1, 1_000_000, 1_200_000)
+    assert len(q) >= 3 and quiescence_limit(q, 1_000_000) == "still re-encrypting when a resume cycle ended"
+    assert quiescence_limit(q[:1], 1_000_000) == "no resume cycle after the first"
+
+
 def test_a_docs_table_of_some_figures_keeps_the_others_rows():
     from secmem.reproduce.report import VERDICTS, merge_tables, _SUMMARY_HEAD, _SUMMARY_RULE, _DETAIL_HEAD
 

@@ -714,8 +714,7 @@ _LINES = [1, 16, 256, 4096, 65536]
 # (3 M for chase) from a cold start: stream 0.655 -> 0.281, hot 0.468 -> 0.493, chase 0.0274 -> 0.0496.
 _IPC_ENCK = {"stream": 0.32, "hot": 0.84, "chase": 0.054}
 _MARGIN = 1.2
-_CYCLES_SHORT = 10  # Figs. 4-6: resume cycles simulated
-_CYCLES_LONG = 5  # Fig. 7, Table 2
+_CYCLES_SHORT = 10  # Figs. 4-6: resume cycles simulated (Fig. 7, Table 2: the scale's cycles_long)
 
 
 def _period_short(scale):
@@ -724,7 +723,7 @@ def _period_short(scale):
 
 
 def _period_long(scale):
-    """Fig. 7, Table 2: every 1 G cycles, 5 resume cycles (laptop: every 20 M)."""
+    """Fig. 7, Table 2: every 1 G cycles, 5 resume cycles (laptop: every 100 M, 3 of them)."""
     return scale.period_long
 
 
@@ -771,7 +770,7 @@ _Q_WORKLOADS = ("bzip2", "gcc", "twolf")
 
 def _quiescence_points(benchmarks):
     return lambda paper, scale: _mecu_points(paper, scale, list(dict.fromkeys(_names(paper, benchmarks))), _LINES,
-                                             _period_long(scale), _CYCLES_LONG)
+                                             _period_long(scale), scale.cycles_long)
 
 
 def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
@@ -783,20 +782,32 @@ def _q(d, w, k, scale, stat="mecu.time_to_quiescence_seconds"):
 _Q_CAP = 0.95
 
 
+def quiescence_limit(series, period: int) -> Optional[str]:
+    """Why a point's cycles to quiescence per resume cycle (``mecu.quiescence_cycles_per_resume_cycle``)
+    give no time to quiescence: the run closed no resume cycle after the first (which seeds
+    memory and is discounted, 002 §5.2.2), or in one of them the MECU was still re-encrypting
+    when the next suspend came (the time is then the resume period). None when it is measured."""
+    v = list(series)[1:]
+    if not v:
+        return "no resume cycle after the first"
+    if any(q >= _Q_CAP * period for q in v):
+        return "still re-encrypting when a resume cycle ended"
+    return None
+
+
 def _q_pinned(d, ws_ks, scale) -> Optional[str]:
     """Why the times to quiescence of the points (workload, lines per block) are no
-    measurement: in some resume cycle after the first the MECU was still re-encrypting when the
-    next suspend came, so the time is the resume period itself. None when every one quiesced."""
+    measurement (see ``quiescence_limit``), naming the points. None when every one quiesced."""
     period = _period_long(scale)
-    capped = []
+    why: dict = {}
     for w, k in ws_ks:
         v = d.get(w, "none+mecu", "mecu.quiescence_cycles_per_resume_cycle", _mecu_sets(k, period))
-        if v is not None and any(q >= _Q_CAP * period for q in list(v)[1:]):
-            capped.append(f"{k:,}" if len({x for x, _ in ws_ks}) == 1 else f"{w} {k:,}")
-    if not capped:
+        if v is not None and (r := quiescence_limit(v, period)) is not None:
+            why.setdefault(r, []).append(f"{k:,}" if len({x for x, _ in ws_ks}) == 1 else f"{w} {k:,}")
+    if not why:
         return None
-    return (f"the MECU was still re-encrypting when a resume cycle ended ({', '.join(capped)} lines per block): the time is "
-            f"the {period / 1e6:g} M-cycle resume period of the run, not a time to quiescence")
+    return "; ".join(f"{r} ({', '.join(ps)} lines per block)" for r, ps in why.items()) + (
+        f": the {period / 1e6:g} M-cycle resume period of the run is too short for a time to quiescence")
 
 
 def _t2_rows(d: Data, paper: Paper, scale: Scale):
@@ -815,13 +826,13 @@ def _t2_rows(d: Data, paper: Paper, scale: Scale):
         trend = _trend(lambda: i == 0 or qs[i] <= qs[i - 1] * 1.05, qs)
         rows.append(Row(f"time to quiescence at 1 GHz, blocks of {k:,} lines ({w} for bzip2); no longer than with smaller blocks",
                         Value("quiescence", p, f"{p} s", t["source"] + ", 1,000 MHz column", {}), got,
-                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="footprint",
+                        "-" if got is None else f"{got * 1e3:.2f} ms", trend, cause="sweep",
                         pinned=_q_pinned(d, [(w, k)], scale)))
     ratio_p = t["quiescence_1000MHz"][-1] / t["quiescence_1000MHz"][0]
     ratio = None if qs is None or not qs[0] else qs[-1] / qs[0]
     rows.append(Row("time to quiescence at 65,536 lines over that at 1 line",
                     Value("ratio", ratio_p, f"{ratio_p:.3f} (35.53 s / 79.50 s)", t["source"] + ": its last row over its first", {}),
-                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="laptop_scale",
+                    ratio, "-" if ratio is None else f"{ratio:.3f}", _trend(lambda: ratio < 1, ratio), cause="sweep",
                     pinned=_q_pinned(d, [(w, t["lines"][0]), (w, t["lines"][-1])], scale)))
     return rows
 
@@ -933,7 +944,7 @@ def _fig7_002_rows(d: Data, paper: Paper, scale: Scale):
         falls = None if qs is None else all(y <= x * 1.05 for x, y in zip(qs, qs[1:])) and qs[-1] < qs[0]
         rows.append(Row(f"{w} ({b}): time to quiescence falls as blocks grow (1 to 65,536 lines)", paper.value("002-fig7", "falls"),
                         None, "-" if qs is None else " → ".join(f"{q / 1e6:.2f}M" for q in qs) + " cycles", _trend(falls, falls),
-                        pinned=_q_pinned(d, [(w, k) for k in _LINES], scale)))
+                        cause="sweep" if b == "bzip2" else "big_blocks", pinned=_q_pinned(d, [(w, k) for k in _LINES], scale)))
     a = _q(d, paper.stand_in("bzip2").workload, 65536, scale, "mecu.time_to_quiescence_cycles")
     b = _q(d, paper.stand_in("parser").workload, 4096, scale, "mecu.time_to_quiescence_cycles")
     r = None if a is None or not b else a / b
@@ -957,7 +968,7 @@ def _short(scale):
 
 
 def _long(scale):
-    return f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, {_CYCLES_LONG} resume cycles"
+    return f"a suspend/resume every {_period_long(scale) / 1e6:g} M cycles, {scale.cycles_long} resume cycles"
 
 
 FIGURES_002 = [
@@ -1370,7 +1381,17 @@ _CL_SCHEMES = {
 # (warm-up, measured) per scale; the suite programs are traced from their steady phase (the
 # skip their docs/workloads.md row measures: past set-up, inside the computation).
 _CL_COUNTS = {"smoke": (5_000, 20_000), "laptop": (1_000_000, 2_000_000), "full": (30_000_000, 10_000_000)}
-_CL_SKIP = {"bfs.spec": 200_000_000, "pr.spec": 200_000_000, "mcf": 1_500_000_000}
+# The suite programs run from traces (built-in workloads run live). A size's steady phase is
+# the suite's to state (suite.steady_skip: the spec sizes'); a default size states none, and
+# mcf's starts where its docs/workloads.md row does.
+_CL_TRACED = ("bfs.spec", "pr.spec", "mcf")
+_CL_DEFAULT_SKIP = {"mcf": 1_500_000_000}
+
+
+def _cl_skip(workload: str) -> int:
+    from .. import suite
+
+    return suite.steady_skip(workload) or _CL_DEFAULT_SKIP[workload]
 
 
 def _cl_counts(scale: Scale) -> tuple:
@@ -1381,10 +1402,10 @@ def _cl_input(workload: str, scale: Scale) -> str:
     """A suite program's trace (beside its inputs), or the built-in workload's name."""
     from .. import suite
 
-    if workload not in _CL_SKIP:
+    if workload not in _CL_TRACED:
         return workload
     warm, n = _cl_counts(scale)
-    return str(suite.data_dir(workload) / f"counterlight-skip{_CL_SKIP[workload]}-n{warm + n}.smt")
+    return str(suite.data_dir(workload) / f"counterlight-skip{_cl_skip(workload)}-n{warm + n}.smt")
 
 
 def _cl_prepare(paper: Paper, scale: Scale) -> None:
@@ -1395,13 +1416,13 @@ def _cl_prepare(paper: Paper, scale: Scale) -> None:
 
     warm, n = _cl_counts(scale)
     for w in _names(paper, _CL_PROGRAMS):
-        if w not in _CL_SKIP:
+        if w not in _CL_TRACED:
             continue
         path = _cl_input(w, scale)
         if os.path.exists(path):
             continue
         c = suite.command(w)  # refuses a workload that is not installed, naming the install command
-        tracing.trace(list(c.argv), path, skip=_CL_SKIP[w], count=warm + n, env=sorted(c.env.items()), clear_env=True,
+        tracing.trace(list(c.argv), path, skip=_cl_skip(w), count=warm + n, env=sorted(c.env.items()), clear_env=True,
                       cwd=c.cwd, stdin=c.stdin, stdout=None)
 
 
@@ -1415,7 +1436,7 @@ def _cl_points(paper: Paper, scale: Scale) -> list:
     for w in _names(paper, _CL_PROGRAMS):
         src = _cl_input(w, scale)
         for label, (integ, enc, _) in _CL_SCHEMES.items():
-            where = dict(trace=src) if w in _CL_SKIP else dict(workload=w)
+            where = dict(trace=src) if w in _CL_TRACED else dict(workload=w)
             out.append(Point(integrity=integ, encryption=enc, preset=paper.preset, sets=tuple(_cl_sets(label).items()),
                              instructions=n, warmup=warm, **where))
     return out
@@ -1512,7 +1533,7 @@ FIGURES_CL = [
     Figure("counterlight-xts", "counterlight", "Counterless (AES-XTS) against counter mode and no encryption on irregular programs; "
            "TDX's MAC; AES-XTS-256", "Counter-light (ISCA 2024), abstract", _cl_points, _cl_rows, _cl_plot, _cl_ask,
            size=(10, 4), prepare=_cl_prepare, text=_cl_text, programs=lambda paper: [w for w in _names(paper, _CL_PROGRAMS)
-                                                                                       if w in _CL_SKIP]),
+                                                                                       if w in _CL_TRACED]),
 ]
 
 
