@@ -53,6 +53,16 @@ pub fn frequent_lines(e: &mut crate::Engine, lines: u64) -> Vec<Vec<u8>> {
     want
 }
 
+/// `n` lines of `pattern(k, 64)` written from `base` on and flushed to memory, then the
+/// statistics reset: the memory a test measures against, in place.
+pub fn lines_in_memory(e: &mut crate::Engine, base: u64, n: u64) {
+    for k in 0..n {
+        e.write(base + k * 64, &pattern(k, 64), 0).unwrap();
+    }
+    e.flush(0).unwrap();
+    e.reset_stats();
+}
+
 /// A statistic of `e` (panics naming it if absent).
 pub fn stat(e: &crate::Engine, k: &str) -> f64 {
     let mut s = crate::Stats::default();

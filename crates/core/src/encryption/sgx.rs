@@ -905,7 +905,7 @@ impl Encryption for Sgx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{flip, params, pattern, replay_line_and_mac, stat};
+    use crate::testutil::{flip, lines_in_memory, params, pattern, replay_line_and_mac, stat};
     use crate::layout::MetaKind;
     use crate::Engine;
 
@@ -1235,11 +1235,7 @@ mod tests {
                 let opt = [format!("sgx.mac_place={}", place), format!("sgx.counters={}", counters)];
                 let mk = || engine(&[&opt[0], &opt[1]]);
                 let mut e = mk();
-                for k in 0..256u64 {
-                    e.write(k * 64, &pattern(k, 64), 0).unwrap();
-                }
-                e.flush(0).unwrap();
-                e.reset_stats();
+                lines_in_memory(&mut e, 0, 256);
                 for k in 0..256u64 {
                     assert_eq!(read(&mut e, k * 64).unwrap(), pattern(k, 64), "{} line {}", place, k);
                 }
@@ -1283,11 +1279,7 @@ mod tests {
         let mut cost = Vec::new();
         for extra in ["sgx.mac_cache_bytes=0", mac_cache] {
             let mut e = engine(&[extra]);
-            for k in 0..16u64 {
-                e.write(0x8_0000 + k * 64, &pattern(k, 64), 0).unwrap();
-            }
-            e.flush(0).unwrap();
-            e.reset_stats();
+            lines_in_memory(&mut e, 0x8_0000, 16);
             // Line 0 brings its version node (and, with the cache, its MAC block); line 1
             // shares both.
             assert_eq!(read(&mut e, 0x8_0000).unwrap(), pattern(0, 64));
@@ -1310,11 +1302,7 @@ mod tests {
         let a = 0x8_0040;
         let mk = || {
             let mut e = engine(&[mac_cache]);
-            for k in 0..8u64 {
-                e.write(0x8_0000 + k * 64, &pattern(k, 64), 0).unwrap();
-            }
-            e.flush(0).unwrap();
-            e.reset_stats();
+            lines_in_memory(&mut e, 0x8_0000, 8);
             e
         };
         let mac = mk().metadata_of(a).iter().find(|m| m.kind == MetaKind::Mac).unwrap().addr;

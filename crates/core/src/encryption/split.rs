@@ -436,7 +436,7 @@ impl Encryption for Split {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{params, pattern, stat};
+    use crate::testutil::{lines_in_memory, params, pattern, stat};
     use crate::Engine;
 
     fn engine(extra: &[&str]) -> Engine {
@@ -530,11 +530,7 @@ mod tests {
         let run = |cache: &str, latency: u64| {
             let p = params("none", "split", &[&format!("split.cache_blocks={}", cache), &format!("split.cache_latency={}", latency), "aes.latency=200"]);
             let mut e = Engine::new(&p, 3).unwrap();
-            for k in 0..64u64 {
-                e.write(0x20_0000 + k * 64, &pattern(k, 64), 0).unwrap();
-            }
-            e.flush(0).unwrap();
-            e.reset_stats();
+            lines_in_memory(&mut e, 0x20_0000, 64);
             let mut t = 0;
             let mut buf = [0u8; 64];
             for k in 0..64u64 {

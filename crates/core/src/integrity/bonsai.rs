@@ -424,7 +424,7 @@ impl Integrity for Bonsai {
 #[cfg(test)]
 mod tests {
     use crate::layout::MetaKind;
-    use crate::testutil::{flip, params, pattern, replay_line_and_mac, stat};
+    use crate::testutil::{flip, lines_in_memory, params, pattern, replay_line_and_mac, stat};
     use crate::{Engine, IntegrityError};
 
     fn engine(extra: &[&str]) -> Engine {
@@ -600,11 +600,7 @@ mod tests {
     fn counter_checks_are_timed_and_a_cached_counter_block_needs_none() {
         let run = |cache: &str| {
             let mut e = engine(&[&format!("split.cache_blocks={}", cache)]);
-            for k in 0..256u64 {
-                e.write(0x40_0000 + k * 64, &pattern(k, 64), 0).unwrap();
-            }
-            e.flush(0).unwrap();
-            e.reset_stats();
+            lines_in_memory(&mut e, 0x40_0000, 256);
             let mut t = 0;
             for k in 0..256u64 {
                 let o = e.access(0x40_0000 + k * 64, crate::AccessKind::Load, t).unwrap();
@@ -629,11 +625,7 @@ mod tests {
             let opt = format!("bonsai.mac_place={}", place);
             let mk = || engine(&[&opt]);
             let mut e = mk();
-            for k in 0..256u64 {
-                e.write(k * 64, &pattern(k, 64), 0).unwrap();
-            }
-            e.flush(0).unwrap();
-            e.reset_stats();
+            lines_in_memory(&mut e, 0, 256);
             for k in 0..256u64 {
                 assert_eq!(read(&mut e, k * 64, 64).unwrap(), pattern(k, 64), "{} line {}", place, k);
             }
