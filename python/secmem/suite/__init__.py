@@ -302,13 +302,15 @@ def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Op
     import signal
     import tempfile
 
-    from .._signals import sigterm_as_interrupt
+    from .._signals import deferred, sigterm_as_interrupt
 
     limit = float(os.environ.get("SECMEM_APT_TIMEOUT", APT_TIMEOUT)) if timeout is None else timeout
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, sigterm_as_interrupt():
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        proc: Optional[subprocess.Popen] = None
 
         def end() -> None:
+            if proc is None:
+                return
             for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
                 try:
                     os.killpg(proc.pid, sig)
@@ -320,8 +322,11 @@ def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Op
                 except subprocess.TimeoutExpired:
                     pass
 
-        # SIGTERM, like Ctrl-C, ends the child first (by default it would orphan it).
+        # SIGTERM, like Ctrl-C, ends the child first (by default it would orphan it). A signal
+        # while Popen runs is held until `proc` is known: the child exists before Popen returns.
         try:
+            with deferred():
+                proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
             start = last = time.monotonic()
             while True:
                 try:
