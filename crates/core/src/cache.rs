@@ -68,6 +68,12 @@ impl TrustedCache {
         self.dirty[slot as usize] = true;
     }
 
+    /// The line now matches memory (its scheme wrote it out while keeping it).
+    #[inline]
+    pub fn set_clean(&mut self, slot: u32) {
+        self.dirty[slot as usize] = false;
+    }
+
     #[inline]
     pub fn kind(&self, slot: u32) -> LineKind {
         self.kind[slot as usize]

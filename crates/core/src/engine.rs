@@ -491,7 +491,9 @@ impl Engine {
     fn drain(&mut self) -> Result<Cycle, IntegrityError> {
         let mut accepted = 0;
         while let Some(v) = self.m.pop_victim() {
-            let r = self.integ.evict(&mut self.m, &mut *self.enc, &v);
+            // Metadata the encryption keeps in the L2 itself is its own to write back.
+            let own = if v.kind == LineKind::Meta { self.enc.evict_meta(&mut self.m, &v) } else { None };
+            let r = own.unwrap_or_else(|| self.integ.evict(&mut self.m, &mut *self.enc, &v));
             self.m.recycle(v);
             accepted = accepted.max(r?);
         }

@@ -420,6 +420,13 @@ impl Machine {
         self.spare.push(v.bytes);
     }
 
+    /// A line waiting in the write buffer, to read or change in place: it is still on chip,
+    /// so a scheme keeping its metadata in the L2 uses it there without taking it back (which
+    /// would displace another line).
+    pub fn pending_mut(&mut self, addr: u64) -> Option<&mut Victim> {
+        self.pending.iter_mut().rev().find(|v| v.addr == addr)
+    }
+
     /// Whether a line waits in the write buffer (its memory copy is stale).
     pub fn is_pending(&self, addr: u64) -> bool {
         self.pending.iter().any(|v| v.addr == addr)

@@ -5,7 +5,7 @@
 use crate::decl::{Component, Coverage, Detection, Guarantees};
 use crate::error::IntegrityError;
 use crate::layout::{Meta, PerLine, MAX_LINE};
-use crate::machine::Machine;
+use crate::machine::{Machine, Victim};
 use crate::mem::BootImage;
 use std::sync::Arc;
 use crate::params::{ConfigError, Params};
@@ -141,6 +141,13 @@ pub trait Encryption: Send {
 
     /// Forget on-chip copies of untrusted metadata (flush).
     fn drop_cached(&mut self) {}
+
+    /// A line the scheme keeps in the L2 itself (`LineKind::Meta`: its own metadata, sharing
+    /// the L2 with data as the seeds' trees do) left it: write it back as the scheme must.
+    /// None when the line is not the scheme's (the integrity scheme's then).
+    fn evict_meta(&mut self, _m: &mut Machine, _v: &Victim) -> Option<Result<Cycle, IntegrityError>> {
+        None
+    }
 
     /// Timed events of the scheme's own (see `Engine::poll`); returns when the core may go on.
     fn poll(&mut self, _m: &mut Machine, now: Cycle, _instructions: u64) -> Cycle {

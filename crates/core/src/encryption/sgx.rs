@@ -27,6 +27,11 @@
 //!   verified when every MAC is. A write-back increments the version in the cached node,
 //!   which becomes dirty; a dirty node leaving the cache increments its counter in its parent
 //!   (brought into the cache, checked) and is written with its MAC under the new counter.
+//! - **Where the trusted nodes are** (`sgx.meta`): in that metadata cache (`own`), or in the
+//!   protected L2 beside the data (`l2`), as the seeds keep their trees and bonsai its nodes:
+//!   they take L2 lines from data, a hit costs the L2's latency, and a node leaving the L2 dirty
+//!   is written back as above (the engine hands it to `evict_meta`). A dirty node waiting in
+//!   the L2's write buffer is still on chip and is used and updated there.
 //! - **The MAC cache** (`sgx.mac_cache_bytes`, none by default): 64-B blocks of the MAC region
 //!   (eight lines' MACs) in a cache of their own, as the peers keep one beside the counter
 //!   cache. A read that finds its MAC there moves the line alone; one that misses reads the
@@ -44,7 +49,8 @@ use super::{derive_key, xor_counter_pads, Encryption, EncryptionScheme, Seed};
 use crate::decl::{param, Component, Coverage, Def, Detection, Guarantees, Kind, Role, stat};
 use crate::error::IntegrityError;
 use crate::layout::{all_zero, Meta, MetaKind, PerLine, MAX_LINE};
-use crate::machine::Machine;
+use crate::cache::LineKind;
+use crate::machine::{Machine, Victim};
 use crate::params::{ConfigError, Params};
 use crate::stats::Stats;
 use std::ops::Range;
@@ -58,9 +64,10 @@ pub const DECL: Component = Component {
     summary: "counter mode under a counter tree, as SGX's memory encryption engine: 56-bit versions 8 to a node, each node MACed with its parent's counter, roots on chip; a MAC per line; a cache of trusted nodes",
     source: "Gueron 2016 (SGX MEE); the counter-tree family",
     params: &[
-        param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, LRU, write-back); at least sgx.cache_ways nodes of 64 B"),
+        param("sgx.cache_bytes", Def::Str("32KiB"), "B", "metadata cache of tree nodes (trusted copies, LRU, write-back; unused with sgx.meta=l2); at least sgx.cache_ways nodes of 64 B"),
         param("sgx.cache_ways", Def::Int(8), "ways", "associativity of the node cache and of the MAC cache"),
         param("sgx.cache_latency", Def::Int(1), "cycles", "a hit in the node cache or the MAC cache: when the counter or MAC is known"),
+        param("sgx.meta", Def::Str("own"), "own|l2", "where the trusted tree nodes are kept: own (the metadata cache above, sgx.cache_*) or l2 (the protected L2, competing with data for its lines, hits at l2.latency; needs l2.line=64 B)"),
         param("sgx.mac_cache_bytes", Def::Int(0), "B", "a separate cache of 64-B blocks of line MACs (8 MACs a block, LRU, write-back); 0: none, each MAC read and written beside its line; needs sgx.mac_place=memory"),
         param("sgx.hash", Def::Str("md5"), "md5|md5-rfc1321|sha1|sha256", "the keyed hash of the node and line MACs (truncated to 56 bits), on the hash engine"),
         param("sgx.mac_place", Def::Str("memory"), "memory|ecc", "where each line's 56-bit MAC is kept: memory (its own region, read beside the line) or ecc (the line's ECC bits: no transfer of its own, as Synergy, HPCA 2018)"),
@@ -72,8 +79,8 @@ pub const DECL: Component = Component {
         stat("sgx.levels", "levels", "levels of the counter tree"),
         stat("sgx.node_reads", "nodes", "tree nodes read from memory"),
         stat("sgx.node_writes", "nodes", "tree nodes written to memory"),
-        stat("sgx.cache_hits", "nodes", "node lookups served by the on-chip node cache"),
-        stat("sgx.cache_misses", "nodes", "node lookups that missed it"),
+        stat("sgx.cache_hits", "nodes", "node lookups served on chip: by the node cache, or by the L2 with sgx.meta=l2"),
+        stat("sgx.cache_misses", "nodes", "node lookups that went to memory"),
         stat("sgx.cache_hit_rate", "fraction", "sgx.cache_hits over lookups"),
         stat("sgx.mac_cache_hits", "MACs", "line MACs a read or write-back found in the MAC cache (no transfer of their own)"),
         stat("sgx.mac_cache_misses", "MACs", "line MACs the MAC cache did not hold (0 without one)"),
@@ -94,7 +101,7 @@ pub const DECL: Component = Component {
         stat("sgx.tree_bytes", "B", "memory the tree above the version nodes takes (levels 1 up)"),
         stat("sgx.root_counters", "counters", "on-chip root registers"),
         stat("sgx.level#.arity", "children", "children a node of level # counts (0: version nodes, over lines)"),
-        stat("sgx.level#.hits", "nodes", "walks of a read or write-back that found their node of level # in the node cache (and stopped there)"),
+        stat("sgx.level#.hits", "nodes", "walks of a read or write-back that found their node of level # on chip (and stopped there)"),
         stat("sgx.level#.misses", "nodes", "nodes of level # fetched on node-cache misses (walks that went past the level)"),
         stat("sgx.level#.read_bytes", "B", "bytes of level-# nodes read from memory"),
         stat("sgx.level#.write_bytes", "B", "bytes of level-# nodes written to memory"),
@@ -161,7 +168,16 @@ fn format_of(counters: &str, k: usize) -> Format {
     }
 }
 
-/// The metadata cache: trusted copies of nodes.
+/// Where a trusted node is: a slot of the node cache, a slot of the L2, or the L2's write
+/// buffer (a dirty node on its way out, still on chip; found by its address).
+#[derive(Clone, Copy)]
+enum OnChip {
+    Own(u32),
+    L2(u32),
+    Leaving(u64),
+}
+
+/// The metadata cache: trusted copies of nodes (empty with `sgx.meta=l2`).
 struct NodeCache {
     tags: Tags,
     nodes: Vec<Node>,
@@ -188,9 +204,13 @@ pub struct Sgx {
     /// The line MACs are in the lines' ECC bits (`sgx.mac_place`): they arrive with the line.
     in_ecc: bool,
     cache: NodeCache,
+    /// The trusted nodes are in the L2 (`sgx.meta=l2`), not in `cache`.
+    in_l2: bool,
     mac_cache: Option<MacCache>,
-    /// A hit in either cache (`sgx.cache_latency`).
+    /// A hit on a node: in the node cache (`sgx.cache_latency`) or the L2 (its latency).
     latency: Cycle,
+    /// A hit in the MAC cache (`sgx.cache_latency`).
+    mac_latency: Cycle,
     covered: u64,
     /// When the last line read was verified, for `take_checked`.
     checked: Option<Cycle>,
@@ -232,6 +252,11 @@ impl Sgx {
         let tags = Tags::new(bytes, ways as usize, NODE).map_err(|e| ConfigError(format!("sgx.cache_bytes: {}", e)))?;
         let slots = tags.slots();
         let line = m.line();
+        let in_l2 = p.choice("sgx.meta", &["own", "l2"])? == "l2";
+        if in_l2 && line != NODE {
+            return Err(ConfigError(format!("sgx.meta=l2: the L2's lines are {} B and sgx's tree nodes {} B; set l2.line={}", line, NODE, NODE)));
+        }
+        let cache_latency = p.u64_min("sgx.cache_latency", 1)?;
         let in_ecc = p.choice("sgx.mac_place", &["memory", "ecc"])? == "ecc";
         let mac_bytes = p.size_or_zero("sgx.mac_cache_bytes")?;
         let mac_cache = match mac_bytes {
@@ -277,8 +302,10 @@ impl Sgx {
             macs,
             in_ecc,
             cache: NodeCache { tags, nodes: vec![Node([0; NODE as usize]); slots], dirty: vec![false; slots] },
+            in_l2,
             mac_cache,
-            latency: p.u64_min("sgx.cache_latency", 1)?,
+            latency: if in_l2 { m.l2_latency } else { cache_latency },
+            mac_latency: cache_latency,
             checked: None,
             reads: 0,
             writes: 0,
@@ -352,19 +379,84 @@ impl Sgx {
 
     /// The trusted counter of node (k, j) held by its parent, if the parent is cached or the
     /// node is at the top (a root register).
-    fn trusted_parent_ctr(&mut self, k: usize, j: u64) -> Option<u64> {
+    fn trusted_parent_ctr(&mut self, m: &mut Machine, k: usize, j: u64) -> Option<u64> {
         if k == self.top() {
             return Some(self.roots[j as usize]);
         }
         let (pj, i) = self.up(k, j);
-        let s = self.cache.tags.find(self.node_addr(k + 1, pj))?;
-        self.cache.tags.touch(s);
-        Some(self.ctr(k + 1, &self.cache.nodes[s as usize], i))
+        let at = self.on_chip(m, self.node_addr(k + 1, pj), true)?;
+        Some(self.ctr(k + 1, &self.node_at(m, at), i))
+    }
+
+    /// Where the trusted copy of the node at `addr` is, if it is on chip (`touch`: as a use,
+    /// for LRU).
+    fn on_chip(&mut self, m: &mut Machine, addr: u64, touch: bool) -> Option<OnChip> {
+        if !self.in_l2 {
+            let s = self.cache.tags.find(addr)?;
+            if touch {
+                self.cache.tags.touch(s);
+            }
+            return Some(OnChip::Own(s));
+        }
+        m.counters.meta_accesses += 1;
+        if let Some(s) = m.l2.tags.find(addr) {
+            if touch {
+                m.l2.tags.touch(s);
+            }
+            return Some(OnChip::L2(s));
+        }
+        if m.is_pending(addr) {
+            return Some(OnChip::Leaving(addr));
+        }
+        m.counters.meta_misses += 1;
+        None
+    }
+
+    fn node_at(&self, m: &mut Machine, at: OnChip) -> Node {
+        let bytes = match at {
+            OnChip::Own(s) => return self.cache.nodes[s as usize],
+            OnChip::L2(s) => m.l2.bytes(s),
+            OnChip::Leaving(a) => &m.pending_mut(a).expect("a node leaving the L2").bytes[..],
+        };
+        Node(bytes[..NODE as usize].try_into().expect("a 64-B line"))
+    }
+
+    /// The trusted copy at `at` becomes `n`, newer than memory's.
+    fn set_node(&mut self, m: &mut Machine, at: OnChip, n: Node) {
+        match at {
+            OnChip::Own(s) => {
+                self.cache.nodes[s as usize] = n;
+                self.cache.dirty[s as usize] = true;
+            }
+            OnChip::L2(s) => {
+                m.l2.bytes_mut(s)[..NODE as usize].copy_from_slice(&n.0);
+                m.l2.set_dirty(s);
+            }
+            OnChip::Leaving(a) => {
+                let v = m.pending_mut(a).expect("a node leaving the L2");
+                v.bytes[..NODE as usize].copy_from_slice(&n.0);
+                v.dirty = true;
+            }
+        }
+    }
+
+    /// The trusted copy at `at` now matches memory's.
+    fn set_clean(&mut self, m: &mut Machine, at: OnChip) {
+        match at {
+            OnChip::Own(s) => self.cache.dirty[s as usize] = false,
+            OnChip::L2(s) => m.l2.set_clean(s),
+            OnChip::Leaving(a) => m.pending_mut(a).expect("a node leaving the L2").dirty = false,
+        }
+    }
+
+    /// Whether `addr` is a node of the tree.
+    fn is_node(&self, addr: u64) -> bool {
+        self.levels.iter().any(|l| addr >= l.base && addr < l.base + l.nodes * NODE)
     }
 
     /// Node (k, j) in the cache, checked. Returns its slot, when its counters are known and
     /// when its check (and that of every ancestor fetched for it) is complete.
-    fn obtain(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<(u32, Cycle, Cycle), IntegrityError> {
+    fn obtain(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<(OnChip, Cycle, Cycle), IntegrityError> {
         loop {
             if let Some(r) = self.try_obtain(m, k, j, t)? {
                 return Ok(r);
@@ -376,13 +468,17 @@ impl Sgx {
     /// One attempt of `obtain`: None when making room wrote dirty nodes back, which may have
     /// changed (in memory, or by fetching them into the cache) the nodes it had read; it is
     /// then made again from the cache and memory as they now are.
-    fn try_obtain(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<Option<(u32, Cycle, Cycle)>, IntegrityError> {
+    fn try_obtain(&mut self, m: &mut Machine, k: usize, j: u64, t: Cycle) -> Result<Option<(OnChip, Cycle, Cycle)>, IntegrityError> {
         let addr = self.node_addr(k, j);
-        if let Some(s) = self.cache.tags.find(addr) {
-            self.cache.tags.touch(s);
+        if let Some(at) = self.on_chip(m, addr, true) {
             self.cache_hits += 1;
             self.per_level[k].hits += 1;
-            return Ok(Some((s, t + self.latency, t + self.latency)));
+            // A node of the L2 still arriving is usable when it is there.
+            let ready = match at {
+                OnChip::L2(s) => (t + self.latency).max(m.l2.ready(s)),
+                _ => t + self.latency,
+            };
+            return Ok(Some((at, ready, ready)));
         }
         // The node and every uncached ancestor below a cached one or the root, issued together.
         let mut path = vec![(k, j)];
@@ -390,7 +486,7 @@ impl Sgx {
             if pk == self.top() {
                 break;
             }
-            if self.cache.tags.find(self.node_addr(pk + 1, self.up(pk, pj).0)).is_some() {
+            if self.on_chip(m, self.node_addr(pk + 1, self.up(pk, pj).0), false).is_some() {
                 // The walk ends at a cached ancestor: a hit at its level.
                 self.per_level[pk + 1].hits += 1;
                 break;
@@ -411,10 +507,10 @@ impl Sgx {
         }
         // Checked from the top: each node against the counter its (trusted) parent holds.
         let (tk, tj) = *path.last().unwrap();
-        let mut parent_ctr = self.trusted_parent_ctr(tk, tj).expect("the top of the path has a trusted parent");
+        let mut parent_ctr = self.trusted_parent_ctr(m, tk, tj).expect("the top of the path has a trusted parent");
         let mut t_parent = t + self.latency;
         let mut verified = t + self.latency;
-        let mut slot = 0;
+        let mut slot = None;
         for (i, &(pk, pj)) in path.iter().enumerate().rev() {
             let (node, arrived) = fetched[i];
             let a = self.node_addr(pk, pj);
@@ -432,19 +528,23 @@ impl Sgx {
                 parent_ctr = self.ctr(pk, &node, self.up(ck, cj).1);
                 t_parent = arrived;
             }
-            match self.insert(m, a, node, t)? {
-                Some(s) => slot = s,
+            match self.insert(m, a, node, t, arrived)? {
+                Some(s) => slot = Some(s),
                 None => return Ok(None),
             }
         }
-        Ok(Some((slot, fetched[0].1, verified)))
+        Ok(Some((slot.expect("a path of at least its node"), fetched[0].1, verified)))
     }
 
-    /// Put `node` (clean, just read and checked) in the cache at `addr`. If its place holds a
-    /// dirty node, that node is written back instead and None returned: the write-back bumps
-    /// a parent's counter and may fetch, change or write back any node, this one included, so
-    /// the copy in hand may be stale and must be read again.
-    fn insert(&mut self, m: &mut Machine, addr: u64, node: Node, t: Cycle) -> Result<Option<u32>, IntegrityError> {
+    /// Put `node` (clean, just read and checked, arrived at `arrived`) on chip at `addr`. In
+    /// the node cache, if its place holds a dirty node, that node is written back instead and
+    /// None returned: the write-back bumps a parent's counter and may fetch, change or write
+    /// back any node, this one included, so the copy in hand may be stale and must be read
+    /// again. In the L2 what it displaces waits in the write buffer, written back later.
+    fn insert(&mut self, m: &mut Machine, addr: u64, node: Node, t: Cycle, arrived: Cycle) -> Result<Option<OnChip>, IntegrityError> {
+        if self.in_l2 {
+            return Ok(Some(OnChip::L2(m.insert(addr, &node.0, LineKind::Meta, false, arrived))));
+        }
         let s = self.cache.tags.victim(addr);
         match self.cache.tags.addr_of(s) {
             Some(_) if self.cache.dirty[s as usize] => {
@@ -455,7 +555,7 @@ impl Sgx {
                 self.cache.tags.install(s, addr);
                 self.cache.nodes[s as usize] = node;
                 self.cache.dirty[s as usize] = false;
-                Ok(Some(s))
+                Ok(Some(OnChip::Own(s)))
             }
         }
     }
@@ -469,7 +569,7 @@ impl Sgx {
         let mut chain: Vec<(usize, u64, Node)> = Vec::new();
         let (mut ck, mut cj) = (k, j);
         let mut known = t + self.latency;
-        while ck != self.top() && self.cache.tags.find(self.node_addr(ck + 1, self.up(ck, cj).0)).is_none() {
+        while ck != self.top() && self.on_chip(m, self.node_addr(ck + 1, self.up(ck, cj).0), false).is_none() {
             let (pk, pj) = (ck + 1, self.up(ck, cj).0);
             let mut n = Node([0; NODE as usize]);
             let tr = m.port.read(self.node_addr(pk, pj), &mut n.0, t);
@@ -480,7 +580,7 @@ impl Sgx {
             (ck, cj) = (pk, pj);
         }
         // Check the fetched ancestors from the top, against the trusted holder.
-        let mut pc = self.trusted_parent_ctr(ck, cj).expect("the top of the chain has a trusted holder");
+        let mut pc = self.trusted_parent_ctr(m, ck, cj).expect("the top of the chain has a trusted holder");
         for idx in (0..chain.len()).rev() {
             let (pk, pj, n) = chain[idx];
             let a = self.node_addr(pk, pj);
@@ -517,12 +617,12 @@ impl Sgx {
             c + 1
         } else {
             let (hj, i) = self.up(ck, cj);
-            let s = self.cache.tags.find(self.node_addr(ck + 1, hj)).expect("the holder is cached");
-            let old = self.cache.nodes[s as usize];
+            // Nothing entered the L2 since the walk above: the holder is still where it was.
+            let at = self.on_chip(m, self.node_addr(ck + 1, hj), false).expect("the holder is on chip");
+            let old = self.node_at(m, at);
             let mut n = old;
             let r = self.levels[ck + 1].fmt.bump(&mut n.0, i).map_err(|_| exhausted(self.node_addr(ck, cj)))?;
-            self.cache.nodes[s as usize] = n;
-            self.cache.dirty[s as usize] = true;
+            self.set_node(m, at, n);
             if let Some(r) = r {
                 self.overflowed(m, ck + 1, hj, &old, &n, r, i, known)?;
             }
@@ -601,11 +701,11 @@ impl Sgx {
     /// written with its MAC under `new`.
     fn remac_node(&mut self, m: &mut Machine, k: usize, j: u64, old: u64, new: u64, t: Cycle) -> Result<Cycle, IntegrityError> {
         let a = self.node_addr(k, j);
-        let (mut n, t_in) = match self.cache.tags.find(a) {
-            Some(s) => {
+        let (mut n, t_in) = match self.on_chip(m, a, false) {
+            Some(at) => {
                 // The trusted copy goes out now: memory then matches it, under the new counter.
-                self.cache.dirty[s as usize] = false;
-                (self.cache.nodes[s as usize], t)
+                self.set_clean(m, at);
+                (self.node_at(m, at), t)
             }
             None => {
                 let mut n = Node([0; NODE as usize]);
@@ -648,7 +748,7 @@ impl Sgx {
             mc.tags.touch(s);
             self.mac_hits += 1;
             mac.copy_from_slice(&mc.blocks[s as usize][at..at + MAC]);
-            return Ok((m.port.read(a, out, t).last, t + self.latency));
+            return Ok((m.port.read(a, out, t).last, t + self.mac_latency));
         }
         self.mac_misses += 1;
         let tr = m.port.read(a, out, t);
@@ -716,11 +816,19 @@ impl Sgx {
     /// register) is incremented and it is written with its MAC under the new counter.
     fn write_back(&mut self, m: &mut Machine, s: u32, t: Cycle) -> Result<Cycle, IntegrityError> {
         let Some(addr) = self.cache.tags.addr_of(s) else { return Ok(t) };
-        let (k, j) = self.node_of(addr);
-        let (ctr, t_ctr) = self.bump_parent(m, k, j, t)?;
-        let mut node = self.cache.nodes[s as usize];
+        let node = self.cache.nodes[s as usize];
+        let done = self.write_node(m, addr, node, t)?;
         self.cache.dirty[s as usize] = false;
         self.cache.tags.invalidate(s);
+        Ok(done)
+    }
+
+    /// Node `node` (the trusted copy of the node at `addr`, leaving the chip) to memory: its
+    /// counter in its parent (or root register) is incremented and it is written with its MAC
+    /// under the new counter. When it is written.
+    fn write_node(&mut self, m: &mut Machine, addr: u64, mut node: Node, t: Cycle) -> Result<Cycle, IntegrityError> {
+        let (k, j) = self.node_of(addr);
+        let (ctr, t_ctr) = self.bump_parent(m, k, j, t)?;
         let mac = self.node_mac(&node, addr, ctr);
         node.0[MAC_AT..MAC_AT + MAC].copy_from_slice(&mac);
         let t_mac = m.hash.run(t_ctr, NODE);
@@ -746,8 +854,8 @@ impl Encryption for Sgx {
         let mut mac = [0u8; MAC];
         let (tr_last, tm_last) = self.fetch(m, addr, out, &mut mac, t)?;
         let (j, i) = self.version_of(addr);
-        let (s, t_version, t_tree) = self.obtain(m, 0, j, t)?;
-        let version = self.ctr(0, &self.cache.nodes[s as usize], i);
+        let (at, t_version, t_tree) = self.obtain(m, 0, j, t)?;
+        let version = self.ctr(0, &self.node_at(m, at), i);
         let t_mac = m.hash.run(tr_last.max(t_version), out.len() as u64);
         let initial = version == 0 && all_zero(out) && all_zero(&mac);
         if !initial && mac != self.line_mac(out, addr, version) {
@@ -773,13 +881,12 @@ impl Encryption for Sgx {
     fn write_line(&mut self, m: &mut Machine, addr: u64, plain: &[u8], t: Cycle) -> Result<Cycle, IntegrityError> {
         self.writes += 1;
         let (j, i) = self.version_of(addr);
-        let (s, t_version, _) = self.obtain(m, 0, j, t)?;
-        let old = self.cache.nodes[s as usize];
+        let (at, t_version, _) = self.obtain(m, 0, j, t)?;
+        let old = self.node_at(m, at);
         let mut n = old;
         let r = self.levels[0].fmt.bump(&mut n.0, i).map_err(|_| IntegrityError::exhausted(addr, "sgx: the line's version is exhausted (a new key would be needed; not modelled)"))?;
         let version = self.ctr(0, &n, i);
-        self.cache.nodes[s as usize] = n;
-        self.cache.dirty[s as usize] = true;
+        self.set_node(m, at, n);
         let done = match r {
             Some(r) => self.overflowed(m, 0, j, &old, &n, r, i, t_version)?,
             None => t_version,
@@ -817,6 +924,22 @@ impl Encryption for Sgx {
         }
         // Last: the write-backs above may re-MAC lines (overflows) into cached blocks.
         done.max(self.write_back_macs(m, t))
+    }
+
+    /// A node leaving the L2 (`sgx.meta=l2`) goes to memory as one leaving the node cache does.
+    fn evict_meta(&mut self, m: &mut Machine, v: &Victim) -> Option<Result<Cycle, IntegrityError>> {
+        if !self.in_l2 || !self.is_node(v.addr) {
+            return None;
+        }
+        if !v.dirty {
+            return Some(Ok(v.t));
+        }
+        let (ws, start) = m.write_buf.acquire(v.t);
+        let node = Node(v.bytes[..NODE as usize].try_into().expect("a 64-B line"));
+        Some(self.write_node(m, v.addr, node, start).map(|done| {
+            m.write_buf.hold_until(ws, done);
+            start
+        }))
     }
 
     fn drop_cached(&mut self) {
@@ -1381,6 +1504,126 @@ mod tests {
         match Engine::new(&p, 1) {
             Err(e) => assert!(e.0.contains("ECC bits"), "{}", e.0),
             Ok(_) => {} // tdx does not pair with sgx: nothing to refuse
+        }
+    }
+
+    const IN_L2: &str = "sgx.meta=l2";
+
+    #[test]
+    fn nodes_in_a_small_l2_round_trip_random_writes_with_overflows_in_every_organisation() {
+        // 2 KiB of L2 (32 lines, 2 ways) for data and nodes: nodes keep leaving it dirty, some
+        // are used while they wait in its write buffer, and hot lines overflow their counters.
+        for counters in ["mono", "split64", "vault", "morphable"] {
+            let mut e = engine(&[&format!("sgx.counters={}", counters), IN_L2, "l2.size=2KiB", "l2.ways=2"]);
+            let mut model = std::collections::HashMap::new();
+            let mut x = 31u64;
+            for k in 0..5000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let a = match k % 4 {
+                    0 => (x % 128) * 64,
+                    1 => 0,
+                    _ => (x % (60 << 20)) & !63,
+                };
+                e.write(a, &pattern(k, 64), 0).unwrap();
+                model.insert(a, k);
+                if k % 3 == 0 {
+                    let (&b, &kb) = model.iter().nth((x as usize / 5) % model.len()).unwrap();
+                    assert_eq!(read(&mut e, b).unwrap(), pattern(kb, 64), "{} {:#x} after {} writes", counters, b, k);
+                }
+                if k % 7 == 0 {
+                    e.flush(0).unwrap();
+                }
+            }
+            for (&a, &k) in model.iter() {
+                assert_eq!(read(&mut e, a).unwrap(), pattern(k, 64), "{} at {:#x}", counters, a);
+            }
+            e.flush(0).unwrap();
+            e.check(0).unwrap();
+            assert!(stat(&e, "l2.meta_writebacks") > 0.0, "{}: no node left the L2 dirty", counters);
+            if counters != "mono" {
+                assert!(stat(&e, "sgx.overflows") > 0.0, "{}: no overflow exercised", counters);
+            }
+        }
+    }
+
+    #[test]
+    fn nodes_in_the_l2_overflow_and_reencrypt_as_in_their_own_cache() {
+        for (counters, group, hot, overflows) in [("vault", 64u64, 70u64, 1.0), ("morphable", 128, 30, 3.0)] {
+            let mut e = hot_group_with(counters, group, hot, IN_L2);
+            assert_eq!(stat(&e, "sgx.level0.overflows"), overflows, "{}", counters);
+            assert_eq!(stat(&e, "sgx.reencrypted_lines"), 63.0 * overflows, "{}", counters);
+            for k in 0..group {
+                let want = if k == 0 { pattern(1000 + hot - 1, 64) } else { pattern(k, 64) };
+                assert_eq!(read(&mut e, 0x10_0000 + k * 64).unwrap(), want, "{} line {}", counters, k);
+            }
+        }
+    }
+
+    #[test]
+    fn nodes_in_the_l2_meet_every_attack_as_declared_and_a_rolled_back_path_is_caught() {
+        for counters in ["mono", "split64", "vault", "morphable"] {
+            let c = format!("sgx.counters={}", counters);
+            let p = params("none", "sgx", &[&c, IN_L2, "l2.size=32KiB"]);
+            let cells = crate::adversary::attack_all(&p, 3).unwrap();
+            assert!(cells.iter().filter(|c| c.applicable).count() >= 4, "{}", counters);
+            for c in cells.iter().chain(&crate::adversary::attack_encryption(&p, 5).unwrap()) {
+                assert!(c.ok(), "{}: {}: noticed {:?}, declared {:?}: {}", counters, c.attack, c.when, c.declared, c.detail);
+            }
+            // A version node replayed with its whole path and the line and MAC it counted.
+            let mut e = engine(&[&c, IN_L2]);
+            roll_back_with_path(&mut e, 0x4000);
+            assert!(read(&mut e, 0x4000).unwrap_err().is_tamper(), "{}", counters);
+        }
+    }
+
+    #[test]
+    fn nodes_in_the_l2_take_lines_from_data_and_keep_their_per_level_statistics() {
+        // 8 KiB of L2 (128 lines in 16 sets) and 128 data lines, 9 lines apart: 8 a set, each
+        // under a version node of its own. Read twice. With the nodes in their own cache the second pass hits; in the L2 the
+        // 128 version nodes and their ancestors displaced data, which misses again.
+        let mut misses = Vec::new();
+        for meta in ["sgx.meta=own", IN_L2] {
+            let mut e = engine(&[meta, "l2.size=8KiB", "l2.ways=8", "sgx.cache_bytes=32KiB"]);
+            for pass in 0..2 {
+                e.reset_stats();
+                for k in 0..128u64 {
+                    read(&mut e, 0x40_0000 + k * 9 * 64).unwrap();
+                }
+                if pass == 1 {
+                    misses.push((stat(&e, "l2.misses"), stat(&e, "l2.meta_accesses")));
+                }
+            }
+        }
+        assert_eq!(misses[0], (0.0, 0.0), "own cache: data was displaced or the L2 held nodes");
+        assert!(misses[1].0 >= 64.0 && misses[1].1 > 0.0, "nodes in the L2 displaced too little data: {:?}", misses[1]);
+
+        // With room for everything, the walks are the same wherever the nodes are: line 0
+        // misses its whole path, line 1 finds its version node on chip, a line 8 MiB away
+        // walks up to their common ancestor. (16 ways: every level's first node and both
+        // data lines fall in one set, the tree's levels being aligned.)
+        let mut per_level = Vec::new();
+        for meta in ["sgx.meta=own", IN_L2] {
+            let mut e = engine(&[meta, "l2.size=256KiB", "l2.ways=16"]);
+            for a in [0u64, 64, 8 << 20] {
+                read(&mut e, a).unwrap();
+            }
+            let levels = stat(&e, "sgx.levels") as usize;
+            assert_eq!(stat(&e, "sgx.level0.hits"), 1.0, "{}", meta);
+            assert_eq!(stat(&e, "sgx.level0.read_bytes"), 128.0, "{}", meta);
+            assert_eq!(stat(&e, &format!("sgx.level{}.misses", levels - 1)), 1.0, "{}: the top node is fetched once", meta);
+            let keys = ["hits", "misses", "read_bytes", "write_bytes"];
+            per_level.push((0..levels).flat_map(|k| keys.map(|x| stat(&e, &format!("sgx.level{}.{}", k, x)))).chain([stat(&e, "sgx.walk_length")]).collect::<Vec<_>>());
+        }
+        assert_eq!(per_level[0], per_level[1]);
+    }
+
+    #[test]
+    fn nodes_in_the_l2_need_its_lines_to_be_nodes() {
+        match Engine::new(&params("none", "sgx", &[IN_L2, "l2.line=128B"]), 1) {
+            Err(e) => assert!(e.0.contains("l2.line=64"), "{}", e.0),
+            Ok(_) => panic!("sgx.meta=l2 with 128-B L2 lines was accepted"),
         }
     }
 }
