@@ -238,6 +238,7 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
         // serves a run of its instructions (8 on hot, 21 on mix).
         let below = cores[..c].iter().map(Core::now).min().unwrap_or(u64::MAX);
         let upto = cores[c + 1..].iter().map(Core::now).min().unwrap_or(u64::MAX);
+        let limit = (below - 1).min(upto); // below > its time, so at least 1
         let core = &mut cores[c];
         let lane = &mut lanes[c];
         let src = &mut srcs[c];
@@ -246,7 +247,7 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
         // not two an instruction.
         let mut open: Option<Share> = None;
         let mut failed = false;
-        while core.now() < below && core.now() <= upto {
+        while core.now() <= limit {
             if steps & 0xFF == 0 {
                 if let Some(sig) = stop_requested() {
                     let name = signal_name(sig);
