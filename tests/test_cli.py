@@ -149,6 +149,25 @@ def test_bench_reports_the_fastest_of_repeated_identical_runs(tmp_path):
     assert p.returncode != 0 and "--repeat" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_bench_cores_rows_set_four_cores_against_one_with_the_l2_shared_and_scaled(capsys):
+    # The full bench's multi-core rows (issue 31), called directly on a short run.
+    import argparse
+
+    from secmem.cli.bench import _bench_cores
+
+    one, shared, scaled = _bench_cores(argparse.Namespace(repeat=1, preset="suh2003"), 100_000)
+    assert (one["cores"], shared["cores"], scaled["cores"]) == (1, 4, 4)
+    assert (one["l2"], shared["l2"], scaled["l2"]) == ("1MiB", "1MiB", "4MiB")
+    # Four cores time at least their four counts' worth once all measure (a core past its
+    # count runs on), and the rate counts every one of them.
+    assert one["timed_instructions"] == one["instructions"] == 100_000
+    assert shared["instructions"] == 400_000 and shared["timed_instructions"] > 300_000
+    assert all(r["instructions_per_second"] > 0 and r["reads_per_kilo_instruction"] > 0 for r in (one, shared, scaled))
+    out = capsys.readouterr().out
+    ratio = scaled["instructions_per_second"] / one["instructions_per_second"]
+    assert re.search(rf"4 cores, 4x L2\s+4MiB .* {ratio:.2f}x$", out, re.M), out
+
+
 def test_bench_trace_input_rows_read_each_format(tmp_path):
     out = tmp_path / "bench.json"
     p = cli("bench", "--workloads", "hot", "--schemes", "none+none", "-n", "20k", "--repeat", "1", "--trace-input",

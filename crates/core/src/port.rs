@@ -256,6 +256,7 @@ impl Port {
         self.model.free_at()
     }
 
+    #[inline]
     pub fn counters(&self) -> &MemCounters {
         self.model.counters()
     }

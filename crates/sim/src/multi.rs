@@ -71,7 +71,7 @@ struct Share {
 }
 
 impl Share {
-    #[inline]
+    #[inline(always)]
     fn of(eng: &Engine) -> Share {
         let m = eng.machine();
         let (c, p) = (&m.counters, m.port.counters());
@@ -88,7 +88,7 @@ impl Share {
     }
 
     /// Add what happened between `a` and `b` (counters reset between them count from zero).
-    #[inline]
+    #[inline(always)]
     fn add(&mut self, a: &Share, b: &Share) {
         let d = |x: u64, y: u64| y.wrapping_sub(x);
         self.l2_accesses = self.l2_accesses.wrapping_add(d(a.l2_accesses, b.l2_accesses));
@@ -127,6 +127,12 @@ struct Lane {
 /// Run one core per input on one engine (see the module comment). `alone[k]`: core k's IPC
 /// when its program runs alone on the same machine, if known, for the mix's speedups.
 pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<f64>]) -> Result<RunResult, ConfigError> {
+    mix_run(p, inputs, o, alone, false)
+}
+
+/// [`run_mix`]; `one_by_one` picks the next core after every instruction, the simple path the
+/// runs of instructions between picks are tested against.
+fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<f64>], one_by_one: bool) -> Result<RunResult, ConfigError> {
     let k = inputs.len();
     if k == 0 || k as u64 > MAX_CORES {
         return Err(ConfigError(format!("a mix has 1 to {} cores, not {}", MAX_CORES, k)));
@@ -169,7 +175,9 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     let mut all_measuring: Option<(Instant, u64, u64)> = None; // (wall, steps, cycle)
     let mut waiting = k; // cores not done
     let mut log: Vec<u64> = Vec::new();
-    let mut snap: Option<Share> = None;
+    // Lanes measuring or done, and the sum of the lanes' instruction counts (for the bar).
+    let mut settled = 0;
+    let mut progressed: u64 = 0;
     if total == 0 {
         waiting = 0;
     }
@@ -217,137 +225,165 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     for core in &mut cores {
         core.start_at(start);
     }
-    while waiting > 0 {
-        // The core furthest behind goes next.
+    'run: while waiting > 0 {
+        // The core furthest behind goes next (the lowest number on a tie)...
         let mut c = 0;
         for (i, core) in cores.iter().enumerate().skip(1) {
             if core.now() < cores[c].now() {
                 c = i;
             }
         }
-        if steps & 0xFF == 0 {
-            if let Some(sig) = stop_requested() {
-                let name = signal_name(sig);
-                error = Some(format!("interrupted by {} after {} instructions", name, steps));
-                interrupted = Some(name);
-                break;
-            }
-        }
+        // ...and keeps going while it still is: its time below every lower-numbered core's
+        // and at most every higher-numbered one's (they do not move meanwhile). One pick
+        // serves a run of its instructions (8 on hot, 21 on mix).
+        let below = cores[..c].iter().map(Core::now).min().unwrap_or(u64::MAX);
+        let upto = cores[c + 1..].iter().map(Core::now).min().unwrap_or(u64::MAX);
+        let limit = (below - 1).min(upto); // below > its time, so at least 1
+        let core = &mut cores[c];
         let lane = &mut lanes[c];
-        let next = match lane.first.take() {
-            Some(first) => {
-                ins = first;
-                Ok(true)
-            }
-            None => srcs[c].next_into(&mut ins),
-        };
-        match next {
-            Ok(true) if lane.skip_image && ins.external => {
-                lane.read += 1;
-                continue;
-            }
-            Ok(true) => {
-                lane.read += 1;
-                lane.skip_image = false;
-            }
-            Ok(false) if lane.done && lane.read > 0 => {
-                // Past its count: start the trace again (its loads' values no longer match
-                // memory, which nobody measures any more).
-                lane.replays += 1;
-                lane.read = 0;
-                lane.skip_image = true;
-                match (inputs[c].open)() {
-                    Ok(s) => srcs[c] = s,
-                    Err(e) => {
-                        error = Some(format!("core {} ({}): reopening its trace: {}", c, lane.name, e));
-                        break;
-                    }
-                }
-                continue;
-            }
-            Ok(false) => {
-                error = Some(if lane.n < o.warmup {
-                    format!("core {} ({}): the trace ended after {} instructions, before the warm-up of {} was over", c, lane.name, lane.n, o.warmup)
-                } else {
-                    format!(
-                        "core {} ({}): the trace ended after {} instructions, {} of the {} to measure",
-                        c,
-                        lane.name,
-                        lane.n,
-                        lane.n - o.warmup,
-                        o.instructions
-                    )
-                });
-                break;
-            }
-            Err(e) => {
+        let src = &mut srcs[c];
+        // The shared counters when this core's current measured stretch began: what moves
+        // them between two of its instructions is its own, so a stretch needs two snapshots,
+        // not two an instruction.
+        let mut open: Option<Share> = None;
+        let mut failed = false;
+        while core.now() <= limit {
+            if steps & 0xFF == 0 {
                 if let Some(sig) = stop_requested() {
                     let name = signal_name(sig);
                     error = Some(format!("interrupted by {} after {} instructions", name, steps));
                     interrupted = Some(name);
-                } else {
-                    error = Some(format!("core {} ({}): trace error after {} instructions: {}", c, lane.name, lane.n, e));
+                    failed = true;
+                    break;
                 }
+            }
+            let next = match lane.first.take() {
+                Some(first) => {
+                    ins = first;
+                    Ok(true)
+                }
+                None => src.next_into(&mut ins),
+            };
+            match next {
+                Ok(true) if lane.skip_image && ins.external => {
+                    lane.read += 1;
+                    continue;
+                }
+                Ok(true) => {
+                    lane.read += 1;
+                    lane.skip_image = false;
+                }
+                Ok(false) if lane.done && lane.read > 0 => {
+                    // Past its count: start the trace again (its loads' values no longer match
+                    // memory, which nobody measures any more).
+                    lane.replays += 1;
+                    lane.read = 0;
+                    lane.skip_image = true;
+                    match (inputs[c].open)() {
+                        Ok(s) => *src = s,
+                        Err(e) => {
+                            error = Some(format!("core {} ({}): reopening its trace: {}", c, lane.name, e));
+                            failed = true;
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                Ok(false) => {
+                    error = Some(if lane.n < o.warmup {
+                        format!("core {} ({}): the trace ended after {} instructions, before the warm-up of {} was over", c, lane.name, lane.n, o.warmup)
+                    } else {
+                        format!(
+                            "core {} ({}): the trace ended after {} instructions, {} of the {} to measure",
+                            c,
+                            lane.name,
+                            lane.n,
+                            lane.n - o.warmup,
+                            o.instructions
+                        )
+                    });
+                    failed = true;
+                    break;
+                }
+                Err(e) => {
+                    if let Some(sig) = stop_requested() {
+                        let name = signal_name(sig);
+                        error = Some(format!("interrupted by {} after {} instructions", name, steps));
+                        interrupted = Some(name);
+                    } else {
+                        error = Some(format!("core {} ({}): trace error after {} instructions: {}", c, lane.name, lane.n, e));
+                    }
+                    failed = true;
+                    break;
+                }
+            }
+            let r = if ins.external {
+                // The memory it writes is nobody's share.
+                if let Some(o) = open.take() {
+                    lane.share.add(&o, &Share::of(&eng));
+                }
+                core.external(&ins, &mut eng)
+            } else {
+                if !lane.done && !lane.measuring && lane.n >= o.warmup {
+                    lane.measuring = true;
+                    core.reset_stats();
+                    lane.start_cycle = core.now();
+                    lane.share = Share::default();
+                    settled += 1;
+                    if settled == k {
+                        eng.reset_stats();
+                        all_measuring = Some((Instant::now(), steps, core.now()));
+                    }
+                }
+                steps += 1;
+                if !lane.done {
+                    lane.n += 1;
+                    progressed += 1;
+                }
+                if steps & 0xFFFF == 0 {
+                    bar.update(progressed);
+                }
+                if lane.measuring && !lane.done && open.is_none() {
+                    open = Some(Share::of(&eng));
+                }
+                let mut r = Ok(());
+                if steps & 0xFF == 0 {
+                    if let Err(e) = core.poll(&mut eng, steps) {
+                        r = Err(StepError::Integrity(e));
+                    }
+                }
+                if r.is_ok() {
+                    r = core.step(&ins, &mut eng);
+                }
+                if r.is_ok() && !lane.done && lane.n >= total {
+                    if let Some(o) = open.take() {
+                        lane.share.add(&o, &Share::of(&eng));
+                    }
+                    if !lane.measuring {
+                        settled += 1; // no instructions to measure
+                    }
+                    lane.done = true;
+                    waiting -= 1;
+                    lane.stats = Some(core_stats(core, lane, o));
+                }
+                r
+            };
+            if let Err(e) = r {
+                error = Some(format!("core {} ({}): {} (instruction {})", c, lane.name, step_error(e), lane.n));
+                failed = true;
+                break;
+            }
+            // Inclusion needs every core: done between picks.
+            if one_by_one || waiting == 0 || core.hier.evictions.as_ref().is_some_and(|e| !e.is_empty()) {
                 break;
             }
         }
-        let core = &mut cores[c];
-        let r = if ins.external {
-            snap = None;
-            core.external(&ins, &mut eng)
-        } else {
-            if !lane.done && !lane.measuring && lane.n >= o.warmup {
-                lane.measuring = true;
-                core.reset_stats();
-                lane.start_cycle = core.now();
-                lane.share = Share::default();
-                if lanes.iter().all(|l| l.measuring || l.done) {
-                    snap = None;
-                    eng.reset_stats();
-                    all_measuring = Some((Instant::now(), steps, core.now()));
-                }
-            }
-            let lane = &mut lanes[c];
-            steps += 1;
-            if !lane.done {
-                lane.n += 1;
-            }
-            if steps & 0xFFFF == 0 {
-                bar.update(lanes.iter().map(|l| l.n).sum());
-            }
-            // The counters as the previous step left them, unless something else moved them
-            // since: one snapshot a step instead of two.
-            let before = match snap.take() {
-                Some(s) => s,
-                None => Share::of(&eng),
-            };
-            let mut r = Ok(());
-            if steps & 0xFF == 0 {
-                if let Err(e) = core.poll(&mut eng, steps) {
-                    r = Err(StepError::Integrity(e));
-                }
-            }
-            if r.is_ok() {
-                r = core.step(&ins, &mut eng);
-            }
-            let lane = &mut lanes[c];
-            let after = Share::of(&eng);
-            if lane.measuring && !lane.done {
-                lane.share.add(&before, &after);
-            }
-            snap = Some(after);
-            if r.is_ok() && !lane.done && lane.n >= total {
-                lane.done = true;
-                waiting -= 1;
-                lane.stats = Some(core_stats(core, lane, o));
-            }
-            r
-        };
+        if let Some(o) = open.take() {
+            lane.share.add(&o, &Share::of(&eng));
+        }
         propagate(&mut cores, c, &mut log);
-        if let Err(e) = r {
-            let lane = &lanes[c];
-            error = Some(format!("core {} ({}): {} (instruction {})", c, lane.name, step_error(e), lane.n));
-            break;
+        if failed {
+            break 'run;
         }
     }
     bar.finish();
@@ -368,6 +404,9 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     }
     let end = lanes.iter().zip(&cores).map(|(l, c)| l.stats.as_ref().and_then(|s| s.get_f64("core_end")).unwrap_or(c.last_commit() as f64) as u64).max().unwrap_or(0);
     let (since, steps0, start) = all_measuring.unwrap_or((Instant::now(), steps, end));
+    // Every instruction the cores timed once all measured (past their counts and replays
+    // too): the span the shared statistics cover, and the host's work.
+    let timed = steps - steps0;
     let mut s = Stats::default();
     let measured: u64 = lanes.iter().map(|l| l.stats.as_ref().and_then(|s| s.get_f64("instructions")).unwrap_or(0.0) as u64).sum();
     let ipcs: Vec<f64> = lanes.iter().map(|l| l.stats.as_ref().and_then(|s| s.get_f64("ipc")).unwrap_or(0.0)).collect();
@@ -383,6 +422,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     }
     s.int("cores", k as u64);
     s.float("mix.throughput", throughput);
+    s.int("mix.timed_instructions", timed);
     if alone.len() == k && alone.iter().all(|a| a.is_some_and(|x| x > 0.0)) {
         let speedups: Vec<f64> = ipcs.iter().zip(alone).map(|(i, a)| i / a.unwrap()).collect();
         s.float("mix.weighted_speedup", speedups.iter().sum());
@@ -418,8 +458,6 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
     }
     let secs = since.elapsed().as_secs_f64();
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
-    // Every instruction the cores timed once all measured (replays too): the host's work.
-    let timed = steps - steps0;
     s.float("sim.instructions_per_second", if secs > 0.0 { timed as f64 / secs } else { 0.0 });
     Ok(RunResult { stats: s, error })
 }
@@ -428,7 +466,7 @@ pub fn run_mix(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Opt
 /// it of the core it belongs to (`c`'s own were cleared as it happened). Cores share no
 /// frames, so a line can only be in its owner's levels: telling only that core keeps this at
 /// one lookup per eviction, not one per level of every core.
-#[inline]
+#[inline(never)]
 fn propagate(cores: &mut [Core], c: usize, log: &mut Vec<u64>) {
     let Some(ev) = cores[c].hier.evictions.as_mut() else { return };
     if ev.is_empty() {
@@ -583,6 +621,27 @@ mod tests {
         }
         let sum: f64 = (0..3).map(|c| a.get_f64(&format!("core{}.ipc", c)).unwrap()).sum();
         assert!((a.get_f64("ipc").unwrap() - sum).abs() < 1e-12, "ipc is the mix's throughput");
+    }
+
+    #[test]
+    fn runs_of_one_cores_instructions_between_picks_give_what_picking_after_each_gives() {
+        // Same schedule, and each core's share of the shared counters summed over a run of its
+        // instructions instead of one by one: every statistic bit-identical.
+        let p = configure("suh2003", Some("chash"), Some("otp"), &["l2.size=64KiB".to_string()]).unwrap();
+        // The last mix replays hot's trace, cut short, while chase finishes (memory images
+        // skipped on the replays).
+        let (n, cut) = (20_000, Some(20_000 + 5_000));
+        for ws in [&[("stream", None), ("chase", None), ("hot", None)][..], &[("mix", None); 4][..], &[("hot", cut), ("chase", None)][..]] {
+            let run = |one_by_one| {
+                let mut ins: Vec<MixInput> = ws.iter().map(|&(w, cut)| input(w, cut)).collect();
+                simulated(&mix_run(&p, &mut ins, &opts(n), &[], one_by_one).unwrap().stats)
+            };
+            let (batched, simple) = (run(false), run(true));
+            assert_eq!(batched, simple, "{:?}", ws);
+            assert!(batched.get_f64("core0.mem.reads").unwrap() > 0.0);
+            assert_eq!(batched.get_f64("core0.replays").unwrap() > 0.0, ws[0].1.is_some());
+            assert!(batched.get_f64("mix.timed_instructions").unwrap() >= batched.get_f64("instructions").unwrap() * 0.9);
+        }
     }
 
     #[test]

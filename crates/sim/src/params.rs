@@ -27,6 +27,7 @@ pub const CORE: &[Component] = &[
             stat("mix.throughput", "instructions/cycle", "the sum of the cores' IPCs over their own windows (also `ipc` of a mix)"),
             stat("mix.weighted_speedup", "ratio", "sum over cores of IPC in the mix / IPC alone"),
             stat("mix.harmonic_speedup", "ratio", "cores / sum over cores of IPC alone / IPC in the mix"),
+            stat("mix.timed_instructions", "instructions", "every instruction the cores timed over the shared window (cores past their counts keep running): what the shared statistics and `sim.instructions_per_second` count"),
             stat("core#.workload", "name", "the program core K ran"),
             stat("core#.ipc_alone", "instructions/cycle", "core K's program alone on the same machine (results store, else a run alone)"),
             stat("core#.speedup", "ratio", "core K's IPC in the mix / alone"),
