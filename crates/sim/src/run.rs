@@ -62,7 +62,7 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     let mut eng = Engine::new(p, o.seed)?;
     let mut core = Core::new(p, &eng)?;
     core.pm.set_order(p, o.seed)?;
-    let mut buf = Instr::default();
+    let mut ins = Instr::default();
     let total = o.warmup.saturating_add(o.instructions);
     let mut n: u64 = 0;
     let mut measuring = false;
@@ -95,10 +95,9 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
             interrupted = Some(name);
             break;
         }
-        // Read where the source holds it (a trace file's read-ahead batch), not copied.
-        let ins = match src.next_ref(&mut buf) {
-            Ok(Some(ins)) => ins,
-            Ok(None) => break,
+        match src.next_into(&mut ins) {
+            Ok(true) => {}
+            Ok(false) => break,
             Err(e) => {
                 // A source that stopped on the request (a fast-forward, a live program's
                 // pipe) is an interruption, not a damaged trace.
@@ -111,9 +110,9 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
                 }
                 break;
             }
-        };
+        }
         let r = if ins.external {
-            core.external(ins, &mut eng)
+            core.external(&ins, &mut eng)
         } else {
             // A sampled run (`windows`) starts and ends its measurements itself.
             let i = n.checked_sub(o.warmup);
@@ -148,8 +147,8 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
                 }
             }
             match &mut windows {
-                Some(w) => w.instruction(i, ins, &mut core, &mut eng),
-                None => core.step(ins, &mut eng),
+                Some(w) => w.instruction(i, &ins, &mut core, &mut eng),
+                None => core.step(&ins, &mut eng),
             }
         };
         if let Err(e) = r {

@@ -2,11 +2,8 @@
 //!
 //! Decompressing and decoding a trace (xz above all) costs the simulating thread as much as
 //! simulating, while the machine's second core idles. A `ReadAhead` runs the source on a
-//! thread that decodes records straight into the slots of a batch; the consumer reads them
-//! there in order (`next_ref`: no copy) or copies them out (`next_into`), and emptied
-//! batches go back to the reader with their slots' buffers (no allocation once they have
-//! grown to the records' sizes). Packing each record into shared vectors instead cost two
-//! copies of every record, a fifth of a run's host instructions on gzip (callgrind).
+//! thread that packs batches of records; the consumer copies records out of them, in order
+//! (no allocation: emptied batches go back to the reader).
 //! Buffering is bounded: at most [`QUEUED`] batches of at most [`BATCH`] records or
 //! [`BATCH_BYTES`] bytes of values wait at a time.
 //!
@@ -19,7 +16,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::compress::repeat_err;
-use crate::record::{append_accesses, append_bytes};
+use crate::record::{append_accesses, append_bytes, Access, Branch, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{Instr, TraceError, TraceSource};
 
 /// Records per batch.
@@ -28,17 +25,64 @@ pub const BATCH: usize = 4096;
 pub const BATCH_BYTES: usize = 1 << 20;
 /// Batches waiting for the consumer, at most.
 pub const QUEUED: usize = 8;
-/// A slot whose value buffer has grown past this (a loader image's record) gives it up
-/// before its next record, so that a few big records do not stay allocated in every slot.
-const SLOT_BYTES: usize = 4096;
 
-/// What the reader thread hands over: the first `n` slots hold records, then how the
-/// source ended, if it did.
+/// The fixed part of a record in a batch; its accesses and values follow those of the
+/// records before it in the batch's shared vectors.
+#[derive(Clone, Copy)]
+struct Head {
+    pc: u64,
+    len: u8,
+    op: OpClass,
+    nsrc: u8,
+    src: [Reg; MAX_SRC],
+    ndst: u8,
+    dst: [Reg; MAX_DST],
+    branch: Branch,
+    external: bool,
+    thread: u32,
+    naccesses: u32,
+    ndata: u32,
+}
+
+/// What the reader thread hands over: records packed into three contiguous vectors (the
+/// consumer then reads memory the other core wrote in order, which the prefetcher follows;
+/// records with buffers of their own would cost a cache miss each), then how the source
+/// ended, if it did.
 #[derive(Default)]
 struct Batch {
-    recs: Vec<Instr>,
-    n: usize,
+    heads: Vec<Head>,
+    accesses: Vec<Access>,
+    data: Vec<u8>,
     end: Option<Result<(), TraceError>>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.accesses.clear();
+        self.data.clear();
+        self.end = None;
+    }
+
+    #[inline]
+    fn push(&mut self, r: &Instr) {
+        self.heads.push(Head {
+            pc: r.pc,
+            len: r.len,
+            op: r.op,
+            nsrc: r.nsrc,
+            src: r.src,
+            ndst: r.ndst,
+            dst: r.dst,
+            branch: r.branch,
+            external: r.external,
+            thread: r.thread,
+            naccesses: r.accesses.len() as u32,
+            ndata: r.data.len() as u32,
+        });
+        append_accesses(&mut self.accesses, &r.accesses);
+        append_bytes(&mut self.data, &r.data);
+    }
 }
 
 /// A [`TraceSource`] read ahead on a thread; see the module documentation.
@@ -47,8 +91,8 @@ pub struct ReadAhead {
     rx: Receiver<Batch>,
     back: SyncSender<Batch>,
     cur: Batch,
-    /// Next record of `cur`.
-    at: usize,
+    /// Next record, access and value byte of `cur`.
+    at: (usize, usize, usize),
     failed: Option<TraceError>,
     done: bool,
     stop: Option<Box<dyn FnOnce() + Send>>,
@@ -75,7 +119,7 @@ impl ReadAhead {
             .name("secmem-read-ahead".into())
             .spawn(move || read(src, tx, back_rx))
             .expect("cannot start the trace reader thread");
-        ReadAhead { name, rx, back, cur: Batch::default(), at: 0, failed: None, done: false, stop, thread: Some(thread) }
+        ReadAhead { name, rx, back, cur: Batch::default(), at: (0, 0, 0), failed: None, done: false, stop, thread: Some(thread) }
     }
 
     /// The reader thread stopped without saying how the source ended: it panicked.
@@ -95,23 +139,13 @@ impl ReadAhead {
 
 /// The reader thread: batches until the source ends or fails, or the consumer is gone.
 fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>) {
+    let mut r = Instr::default();
     loop {
         let mut b = back.try_recv().unwrap_or_default();
-        (b.n, b.end) = (0, None);
-        let mut bytes = 0;
-        while b.n < BATCH && bytes < BATCH_BYTES {
-            if b.n == b.recs.len() {
-                b.recs.push(Instr::default());
-            }
-            let r = &mut b.recs[b.n];
-            if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
-                (r.data, r.accesses) = (Vec::new(), Vec::new());
-            }
-            match src.next_into(r) {
-                Ok(true) => {
-                    bytes += r.data.len();
-                    b.n += 1;
-                }
+        b.clear();
+        while b.heads.len() < BATCH && b.data.len() < BATCH_BYTES {
+            match src.next_into(&mut r) {
+                Ok(true) => b.push(&r),
                 Ok(false) => {
                     b.end = Some(Ok(()));
                     break;
@@ -132,21 +166,11 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
 impl TraceSource for ReadAhead {
     #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-        if self.at < self.cur.n || self.next_batch()? {
-            copy_record(out, &self.cur.recs[self.at]);
-            self.at += 1;
+        if self.at.0 < self.cur.heads.len() {
+            self.take(out);
             return Ok(true);
         }
-        Ok(false)
-    }
-
-    #[inline]
-    fn next_ref<'a>(&'a mut self, _: &'a mut Instr) -> Result<Option<&'a Instr>, TraceError> {
-        if self.at < self.cur.n || self.next_batch()? {
-            self.at += 1;
-            return Ok(Some(&self.cur.recs[self.at - 1]));
-        }
-        Ok(None)
+        self.next_batch(out)
     }
 
     fn name(&self) -> &str {
@@ -154,29 +178,32 @@ impl TraceSource for ReadAhead {
     }
 }
 
-/// `out` = `r`, in `out`'s buffers (a derived `clone_from` would allocate new ones).
-#[inline]
-fn copy_record(out: &mut Instr, r: &Instr) {
-    out.pc = r.pc;
-    out.len = r.len;
-    out.op = r.op;
-    out.nsrc = r.nsrc;
-    out.src = r.src;
-    out.ndst = r.ndst;
-    out.dst = r.dst;
-    out.branch = r.branch;
-    out.external = r.external;
-    out.thread = r.thread;
-    out.accesses.clear();
-    append_accesses(&mut out.accesses, &r.accesses);
-    out.data.clear();
-    append_bytes(&mut out.data, &r.data);
-}
-
 impl ReadAhead {
-    /// Make `cur` a batch with records from `at` on: false at the end of the source.
+    /// The next record of the current batch into `out`.
+    #[inline]
+    fn take(&mut self, out: &mut Instr) {
+        let (i, a, d) = self.at;
+        let h = &self.cur.heads[i];
+        let (na, nd) = (h.naccesses as usize, h.ndata as usize);
+        out.pc = h.pc;
+        out.len = h.len;
+        out.op = h.op;
+        out.nsrc = h.nsrc;
+        out.src = h.src;
+        out.ndst = h.ndst;
+        out.dst = h.dst;
+        out.branch = h.branch;
+        out.external = h.external;
+        out.thread = h.thread;
+        out.accesses.clear();
+        append_accesses(&mut out.accesses, &self.cur.accesses[a..a + na]);
+        out.data.clear();
+        append_bytes(&mut out.data, &self.cur.data[d..d + nd]);
+        self.at = (i + 1, a + na, d + nd);
+    }
+
     #[cold]
-    fn next_batch(&mut self) -> Result<bool, TraceError> {
+    fn next_batch(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         loop {
             if let Some(e) = &self.failed {
                 return Err(repeat_err(e));
@@ -212,8 +239,9 @@ impl ReadAhead {
                 Ok(b) => {
                     let used = std::mem::replace(&mut self.cur, b);
                     let _ = self.back.try_send(used);
-                    self.at = 0;
-                    if self.cur.n > 0 {
+                    self.at = (0, 0, 0);
+                    if !self.cur.heads.is_empty() {
+                        self.take(out);
                         return Ok(true);
                     }
                 }
@@ -283,28 +311,17 @@ mod tests {
         (Scripted { recs: recs.clone(), at: 0, fail, read: read.clone(), dropped: dropped.clone() }, recs, read, dropped)
     }
 
-    /// Every record, then the end or the error: read by `next_into` and `next_ref` in turns
-    /// of 7 records (the two must give one stream, whichever is called), each end or error
-    /// repeated by both.
     fn drain(r: &mut ReadAhead) -> (Vec<Instr>, Option<String>) {
-        let (mut v, mut i, mut k) = (Vec::new(), Instr::default(), 0usize);
+        let (mut v, mut i) = (Vec::new(), Instr::default());
         loop {
-            let got = if (k / 7) % 2 == 1 {
-                r.next_ref(&mut Instr::default()).map(|x| x.cloned())
-            } else {
-                r.next_into(&mut i).map(|more| more.then(|| i.clone()))
-            };
-            k += 1;
-            match got {
-                Ok(Some(x)) => v.push(x),
-                Ok(None) => {
+            match r.next_into(&mut i) {
+                Ok(true) => v.push(i.clone()),
+                Ok(false) => {
                     assert!(!r.next_into(&mut i).unwrap(), "records after the end");
-                    assert!(r.next_ref(&mut i).unwrap().is_none(), "records after the end");
                     return (v, None);
                 }
                 Err(e) => {
                     assert_eq!(r.next_into(&mut i).unwrap_err().to_string(), e.to_string(), "errors are sticky");
-                    assert_eq!(r.next_ref(&mut i).unwrap_err().to_string(), e.to_string(), "errors are sticky");
                     return (v, Some(e.to_string()));
                 }
             }
