@@ -1,3 +1,6 @@
+//! One run to profile (callgrind): `prof WORKLOAD|TRACE-PATH [INTEGRITY ENCRYPTION [N [KEY=VALUE...]]]`
+//! on suh2003 after 500 k instructions of warm-up. A name with a `/` is a trace file, opened
+//! as `secmem run --trace` opens it (decoded on a thread of its own).
 fn main() {
     let w = std::env::args().nth(1).unwrap_or("chase".into());
     let i = std::env::args().nth(2).unwrap_or("chash".into());
@@ -17,7 +20,7 @@ fn main() {
             .collect();
         secmem_sim::run_mix(&p, &mut ins, &o, &[]).unwrap()
     } else {
-        let mut src = secmem_trace::workloads::builtin(&w, 1).unwrap();
+        let mut src = if w.contains('/') { secmem_trace::open_trace(&w).unwrap() } else { secmem_trace::workloads::builtin(&w, 1).unwrap() };
         secmem_sim::run(&p, &mut *src, &o).unwrap()
     };
     if let Some(e) = &r.error { println!("error = {}", e); }

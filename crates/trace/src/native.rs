@@ -18,7 +18,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::cputime::thread_cpu_seconds;
-use crate::record::{Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
+use crate::record::{append_bytes, Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
 /// First 8 bytes of every native trace (PNG-style: catches 7-bit and newline mangling).
@@ -205,6 +205,19 @@ impl Codec {
                 .try_into()
                 .ok()
                 .unwrap(),
+        }
+    }
+
+    /// `commit` of a record just read: a repeated static part (most records) needs no `Rec`,
+    /// whose register slices cost bounds checks on every record.
+    #[inline(always)]
+    fn commit_read(&mut self, r: &Instr, full: bool) {
+        if full {
+            return self.commit(&Rec::of(r), true);
+        }
+        self.prev_end = r.pc.wrapping_add(r.len as u64);
+        for (k, a) in r.accesses.iter().enumerate() {
+            self.addrs[addr_slot(r.pc, k)] = a.addr;
         }
     }
 
@@ -885,9 +898,7 @@ fn parse_instr<I: Input>(i: &mut I, c: &Codec, out: &mut Instr) -> Res<bool> {
     } else {
         c.prev_end.wrapping_add(unzigzag(i.varint()?) as u64)
     };
-    let full = h & H_REPEAT == 0;
-    out.src = [0; MAX_SRC];
-    out.dst = [0; MAX_DST];
+    let full = h & H_REPEAT == 0; // (registers: zeroed by `clear`)
     let s = &c.statics[static_slot(out.pc)];
     let nacc;
     if full {
@@ -996,7 +1007,7 @@ impl Input for Slice<'_> {
             .b
             .get(self.i..self.i.checked_add(n).ok_or(Bad)?)
             .ok_or(Bad)?;
-        out.extend_from_slice(s);
+        append_bytes(out, s);
         self.i += n;
         Ok(())
     }
@@ -1298,7 +1309,7 @@ impl NativeReader {
                         }
                         Err(Bad) => parse_instr(s, &self.codec, out)?,
                     };
-                    self.codec.commit(&Rec::of(out), full);
+                    self.codec.commit_read(out, full);
                     if let Some(why) = out.wrapping_access() {
                         return Err(self.s.fail(at, why));
                     }

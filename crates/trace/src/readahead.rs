@@ -16,7 +16,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::compress::repeat_err;
-use crate::record::{Access, Branch, OpClass, Reg, MAX_DST, MAX_SRC};
+use crate::record::{append_accesses, append_bytes, Access, Branch, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{Instr, TraceError, TraceSource};
 
 /// Records per batch.
@@ -80,8 +80,8 @@ impl Batch {
             naccesses: r.accesses.len() as u32,
             ndata: r.data.len() as u32,
         });
-        self.accesses.extend_from_slice(&r.accesses);
-        self.data.extend_from_slice(&r.data);
+        append_accesses(&mut self.accesses, &r.accesses);
+        append_bytes(&mut self.data, &r.data);
     }
 }
 
@@ -196,9 +196,9 @@ impl ReadAhead {
         out.external = h.external;
         out.thread = h.thread;
         out.accesses.clear();
-        out.accesses.extend_from_slice(&self.cur.accesses[a..a + na]);
+        append_accesses(&mut out.accesses, &self.cur.accesses[a..a + na]);
         out.data.clear();
-        out.data.extend_from_slice(&self.cur.data[d..d + nd]);
+        append_bytes(&mut out.data, &self.cur.data[d..d + nd]);
         self.at = (i + 1, a + na, d + nd);
     }
 
@@ -344,6 +344,32 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             assert!(dropped.load(Ordering::Relaxed), "the source is dropped once read");
+        }
+    }
+
+    /// Records of every value size up to 70 bytes and up to five accesses, in batches that
+    /// close on either limit, come out as they went in.
+    #[test]
+    fn records_of_every_shape_come_out_as_they_went_in() {
+        let mut recs = Vec::new();
+        for k in 0..3 * BATCH {
+            let mut r = Instr { pc: 0x40_0000 + 4 * k as u64, len: 4, external: k % 97 == 0, ..Instr::default() };
+            for j in 0..k % 6 {
+                let size = (k * 7 + j * 13) % 71;
+                let value: Vec<u8> = (0..size).map(|b| (b + k + j) as u8).collect();
+                r.add_access(j % 2 == 0, 0x1000_0000 + 64 * (k + j) as u64, &value);
+            }
+            if k == BATCH + 5 {
+                r.add_access(true, 0x2000_0000, &vec![7u8; BATCH_BYTES + 1]); // closes its batch alone
+            }
+            recs.push(r);
+        }
+        let src = Scripted { recs: recs.clone(), at: 0, fail: None, read: Arc::default(), dropped: Arc::default() };
+        let (got, err) = drain(&mut ReadAhead::new(src));
+        assert!(err.is_none());
+        assert_eq!(got.len(), recs.len());
+        for (k, (a, b)) in got.iter().zip(&recs).enumerate() {
+            assert_eq!(a, b, "record {k}");
         }
     }
 

@@ -1,0 +1,53 @@
+"""scripts/champsim-speed: the steady-state arithmetic (two lengths, their difference per
+instruction, the fastest round of each) and what it refuses before running anything."""
+
+import importlib.machinery
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "champsim-speed"
+
+
+def load():
+    loader = importlib.machinery.SourceFileLoader("champsim_speed", str(SCRIPT))
+    spec = importlib.util.spec_from_loader("champsim_speed", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_steady_state_is_the_difference_of_the_fastest_runs_per_instruction():
+    # ChampSim: 2 s of start-up and 5 us per instruction; secmem: 0.25 s and 100 ns. The
+    # slower rounds (load on the machine) must not count.
+    cs = {"short": [7.0, 7.5], "long": [27.0, 29.0]}
+    sm = {"short": [0.40, 0.35], "long": [0.75, 0.80]}
+    f = load().figures(1_000_000, 5_000_000, cs, sm)
+    assert math.isclose(f["champsim_ns_per_instr"], 5000.0)
+    assert math.isclose(f["secmem_ns_per_instr"], 100.0)
+    assert math.isclose(f["steady_ratio"], 50.0)
+    assert math.isclose(f["whole_ratio"], 27.0 / 0.75)
+    assert f["champsim_long_s"] == 27.0 and f["secmem_long_s"] == 0.75
+
+
+def test_no_ratio_when_the_longer_run_was_not_slower():
+    f = load().figures(1_000_000, 5_000_000, {"short": [7.0], "long": [27.0]}, {"short": [0.5], "long": [0.5]})
+    assert math.isnan(f["steady_ratio"])
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+
+
+def test_refuses_lengths_out_of_order_and_a_missing_champsim(tmp_path):
+    r = run("--champsim", "x", "--short", "5M", "--long", "1M", "t.smt")
+    assert r.returncode != 0 and "--short must be above 0 and below --long" in r.stderr
+    r = run("t.smt")
+    assert r.returncode != 0 and "give --champsim BIN or --champsim-times FILE" in r.stderr
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"other.smt": {"champsim": {"short": [1.0], "long": [2.0]}}}))
+    r = run("--champsim-times", str(old), "gzip-a.smt")
+    assert r.returncode != 0 and "has no times of gzip-a.smt" in r.stderr
