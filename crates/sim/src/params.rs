@@ -70,6 +70,7 @@ pub const CORE: &[Component] = &[
             param("core.store_ports", Def::Int(0), "stores/cycle", "store operations per cycle, executing or written to the L1 at commit (0: no limit)"),
             param("core.taken_ends_fetch", Def::Bool(false), "bool", "a taken branch ends its fetch cycle (ChampSim's front end: the next instruction comes from the target, a cycle later)"),
             param("core.sp_folding", Def::Bool(false), "bool", "stack-pointer folding (ChampSim's): a call, return, push, pop or constant change of the stack pointer writes it without a register dependence"),
+            param("core.ip_register", Def::Bool(false), "bool", "the instruction pointer as a renamed register (ChampSim's): every branch writes it and takes a physical register for it, conditional branches and calls read it, so they execute after the branch before them (needs btb.sets)"),
             param("core.syscall_barriers", Def::Bool(false), "bool", "the trace's barrier instructions (the tracer's system calls) are signing barriers: they commit once every pending check is done, and lhash checks all memory at each (003 §4.7); false: ordinary instructions, so lhash checks at the end or every lhash.check_period accesses (000 §6.2.3)"),
         ],
         stats: &[
