@@ -11,7 +11,7 @@
 use rustc_hash::FxHashMap;
 use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
-use secmem_timing::{Cycle, PerCycle, Slots, Tags};
+use secmem_timing::{Cycle, Slots, Tags};
 
 /// Which L1 an access starts at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +46,17 @@ pub const REPLACEMENTS: &[&str] = &["lru", "fifo", "random"];
 /// `CACHE::operate`): a lookup waits for the first cycle with one left. A lookup of the line
 /// another is waiting to look up, arriving while it waits, shares that one's check: ChampSim
 /// merges requests for one line that meet in a queue (src/channel.cc `check_collision`).
-/// With `LEVEL.tags_in_flight` at most that many lookups are under way at once, each for the
-/// level's latency (ChampSim starts no tag check while max_tag_check x its hit latency are
-/// under way, counting each until the cycle after its check: at 1 a cycle and a hit latency
-/// of 5, five checks every six cycles).
+/// With `LEVEL.tags_in_flight` at most that many lookups start in any `latency` consecutive
+/// cycles (ChampSim starts no tag check while max_tag_check x its hit latency are under way,
+/// counting each until the cycle after its check: at 1 a cycle and a hit latency of 5, five
+/// checks every six cycles; here `latency` includes that cycle, the channel's).
 struct TagPort {
-    per: PerCycle,
-    in_flight: Option<(Slots, Cycle)>,
+    width: u64,
+    /// With `tags_in_flight`: at most this many lookups in any `hold` consecutive cycles.
+    in_flight: Option<(u64, Cycle)>,
+    /// Lookups by cycle for the last `TAG_CAL` cycles (`cycle << 8 | lookups`), booked in
+    /// any order of cycles as an out-of-order core books them.
+    counts: Vec<u64>,
     /// The last lookup booked: its line, when it arrived and its cycle.
     line: u64,
     arrived: Cycle,
@@ -60,6 +64,8 @@ struct TagPort {
     /// Cycles lookups waited for a tag check.
     wait_cycles: u64,
 }
+
+const TAG_CAL: usize = 1 << 12;
 
 impl TagPort {
     /// Level `name`'s port, whose lookups take `latency`; None without `name.tag_checks`.
@@ -73,8 +79,31 @@ impl TagPort {
         if in_flight > 0 && n == 0 {
             return Err(ConfigError(format!("{}: needs {} (tag checks a cycle)", key("tags_in_flight"), key("tag_checks"))));
         }
-        let in_flight = (in_flight > 0).then(|| (Slots::new(in_flight as usize), latency));
-        Ok((n > 0).then(|| TagPort { per: PerCycle::new(n as u8), in_flight, line: u64::MAX, arrived: 0, at: 0, wait_cycles: 0 }))
+        let in_flight = (in_flight > 0).then_some((in_flight, latency.max(1)));
+        Ok((n > 0).then(|| TagPort { width: n, in_flight, counts: vec![u64::MAX; TAG_CAL], line: u64::MAX, arrived: 0, at: 0, wait_cycles: 0 }))
+    }
+
+    #[inline]
+    fn count(&self, c: Cycle) -> u64 {
+        let e = self.counts[c as usize & (TAG_CAL - 1)];
+        if e >> 8 == c {
+            e & 0xFF
+        } else {
+            0
+        }
+    }
+
+    /// Whether a lookup at `c` keeps every `hold` consecutive cycles around it under `n`.
+    fn fits(&self, c: Cycle, (n, hold): (u64, Cycle)) -> bool {
+        let lo = c.saturating_sub(hold - 1);
+        let mut sum: u64 = (lo..lo + hold).map(|x| self.count(x)).sum();
+        for s in lo..=c {
+            if sum >= n {
+                return false;
+            }
+            sum = sum + self.count(s + hold) - self.count(s);
+        }
+        true
     }
 
     /// The cycle line `line`, arriving at `t`, is looked up.
@@ -84,15 +113,12 @@ impl TagPort {
             self.wait_cycles += self.at - t;
             return self.at;
         }
-        let c = match &mut self.in_flight {
-            Some((slots, hold)) => {
-                let (i, free) = slots.acquire(t);
-                let c = self.per.take(free);
-                slots.hold_until(i, c + *hold);
-                c
-            }
-            None => self.per.take(t),
-        };
+        let mut c = t;
+        while self.count(c) >= self.width || self.in_flight.is_some_and(|w| !self.fits(c, w)) {
+            c += 1;
+        }
+        let i = c as usize & (TAG_CAL - 1);
+        self.counts[i] = c << 8 | (self.count(c) + 1);
         self.wait_cycles += c - t;
         (self.line, self.arrived, self.at) = (line, t, c);
         c
