@@ -248,12 +248,12 @@ impl Core {
         let store_ports = ports(p, "core.store_ports")?;
         // Stores are remembered as long as they can be queued.
         let sq_mem = StoreQueue::new(p, if sq > 0 { sq } else { lsq })?;
-        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active();
         let btb = Btb::new(p)?;
         let ip_register = p.bool("core.ip_register")?;
         if ip_register && btb.is_none() {
             return Err(ConfigError("core.ip_register: needs a BTB (btb.sets), whose branch kinds say which branches read it".into()));
         }
+        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register;
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -532,12 +532,13 @@ impl Core {
         }
         let (fetched, arrived) = self.fetch(ins, eng)?;
         let folded = self.folded(ins);
-        let ty = match &mut self.btb {
-            Some(b) => b.branch_type(ins),
-            None => None,
+        // With `core.ip_register` (one of the `queues`) a branch's kind, and it takes a register
+        // for the instruction pointer.
+        let ip_ty = match &mut self.btb {
+            Some(b) if Q && self.ip_register => b.branch_type(ins),
+            _ => None,
         };
-        // With `core.ip_register` a branch takes a register for the instruction pointer.
-        let ndst = ins.ndst - folded.is_some() as u8 + (self.ip_register && ty.is_some()) as u8;
+        let ndst = ins.ndst - folded.is_some() as u8 + ip_ty.is_some() as u8;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
         // Stores matter only to the store queue, its ports and the dependence tracking.
@@ -568,7 +569,7 @@ impl Core {
         for &r in ins.srcs() {
             (ready, cause) = later((ready, cause), self.reg_ready[r as usize], self.reg_cause[r as usize]);
         }
-        if self.ip_register && matches!(ty, Some(BranchType::Conditional | BranchType::DirectCall | BranchType::IndirectCall)) {
+        if matches!(ip_ty, Some(BranchType::Conditional | BranchType::DirectCall | BranchType::IndirectCall)) {
             (ready, cause) = later((ready, cause), self.ip_ready.0, self.ip_ready.1);
         }
         let issue = self.issue.take(ready);
@@ -617,7 +618,7 @@ impl Core {
                 None => {}
                 // Resolved when the next instruction shows the target (`resolve_branch`).
                 Some(b) => {
-                    let ty = ty.expect("a branch has a type");
+                    let ty = ip_ty.or_else(|| b.branch_type(ins)).expect("a branch has a type");
                     b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched, done });
                 }
             }
@@ -634,7 +635,7 @@ impl Core {
         if let Some((r, t, why)) = kept {
             (self.reg_ready[r as usize], self.reg_cause[r as usize]) = (t, why);
         }
-        if self.ip_register && ty.is_some() {
+        if ip_ty.is_some() {
             self.ip_ready = (done, cause);
         }
 
