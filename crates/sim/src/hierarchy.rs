@@ -42,6 +42,89 @@ enum Repl {
 
 pub const REPLACEMENTS: &[&str] = &["lru", "fifo", "random"];
 
+/// A level's tag checks a cycle (`LEVEL.tag_checks`; ChampSim's `max_tag_check`, src/cache.cc
+/// `CACHE::operate`): a lookup waits for the first cycle with one left. A lookup of the line
+/// another is waiting to look up, arriving while it waits, shares that one's check: ChampSim
+/// merges requests for one line that meet in a queue (src/channel.cc `check_collision`).
+/// With `LEVEL.tags_in_flight` at most that many lookups start in any `latency` consecutive
+/// cycles (ChampSim starts no tag check while max_tag_check x its hit latency are under way,
+/// counting each until the cycle after its check: at 1 a cycle and a hit latency of 5, five
+/// checks every six cycles; here `latency` includes that cycle, the channel's).
+struct TagPort {
+    width: u64,
+    /// With `tags_in_flight`: at most this many lookups in any `hold` consecutive cycles.
+    in_flight: Option<(u64, Cycle)>,
+    /// Lookups by cycle for the last `TAG_CAL` cycles (`cycle << 8 | lookups`), booked in
+    /// any order of cycles as an out-of-order core books them.
+    counts: Vec<u64>,
+    /// The last lookup booked: its line, when it arrived and its cycle.
+    line: u64,
+    arrived: Cycle,
+    at: Cycle,
+    /// Cycles lookups waited for a tag check.
+    wait_cycles: u64,
+}
+
+const TAG_CAL: usize = 1 << 12;
+
+impl TagPort {
+    /// Level `name`'s port, whose lookups take `latency`; None without `name.tag_checks`.
+    fn new(p: &Params, name: &str, latency: Cycle) -> Result<Option<TagPort>, ConfigError> {
+        let key = |k: &str| format!("{}.{}", name, k);
+        let get = |k: &str| if p.contains(&key(k)) { p.u64_min(&key(k), 0) } else { Ok(0) };
+        let (n, in_flight) = (get("tag_checks")?, get("tags_in_flight")?);
+        if n > 255 {
+            return Err(ConfigError(format!("{}: {} is more than 255", key("tag_checks"), n)));
+        }
+        if in_flight > 0 && n == 0 {
+            return Err(ConfigError(format!("{}: needs {} (tag checks a cycle)", key("tags_in_flight"), key("tag_checks"))));
+        }
+        let in_flight = (in_flight > 0).then_some((in_flight, latency.max(1)));
+        Ok((n > 0).then(|| TagPort { width: n, in_flight, counts: vec![u64::MAX; TAG_CAL], line: u64::MAX, arrived: 0, at: 0, wait_cycles: 0 }))
+    }
+
+    #[inline]
+    fn count(&self, c: Cycle) -> u64 {
+        let e = self.counts[c as usize & (TAG_CAL - 1)];
+        if e >> 8 == c {
+            e & 0xFF
+        } else {
+            0
+        }
+    }
+
+    /// Whether a lookup at `c` keeps every `hold` consecutive cycles around it under `n`.
+    fn fits(&self, c: Cycle, (n, hold): (u64, Cycle)) -> bool {
+        let lo = c.saturating_sub(hold - 1);
+        let mut sum: u64 = (lo..lo + hold).map(|x| self.count(x)).sum();
+        for s in lo..=c {
+            if sum >= n {
+                return false;
+            }
+            sum = sum + self.count(s + hold) - self.count(s);
+        }
+        true
+    }
+
+    /// The cycle line `line`, arriving at `t`, is looked up.
+    #[inline]
+    fn take(&mut self, line: u64, t: Cycle) -> Cycle {
+        if line == self.line && (self.arrived..=self.at).contains(&t) {
+            self.wait_cycles += self.at - t;
+            return self.at;
+        }
+        let mut c = t;
+        while self.count(c) >= self.width || self.in_flight.is_some_and(|w| !self.fits(c, w)) {
+            c += 1;
+        }
+        let i = c as usize & (TAG_CAL - 1);
+        self.counts[i] = c << 8 | (self.count(c) + 1);
+        self.wait_cycles += c - t;
+        (self.line, self.arrived, self.at) = (line, t, c);
+        c
+    }
+}
+
 /// One private level: tags, when each line's fill completes, MSHRs.
 pub struct Level {
     pub name: String,
@@ -58,6 +141,10 @@ pub struct Level {
     fill: Cycle,
     /// Misses in flight at once (None: unlimited).
     mshr: Option<Slots>,
+    /// Tag checks a cycle (None: unlimited): at an L1 for its loads and fetches only (stores
+    /// and page-walk reads reach ChampSim's L1D through queues of their own, each with its
+    /// own share), below the L1s for every lookup.
+    tag: Option<TagPort>,
     repl: Repl,
     rng: u64,
     pub accesses: u64,
@@ -65,7 +152,7 @@ pub struct Level {
 }
 
 /// Keys every level has, read by [`Level::new`] (and by the protected level's checks).
-pub const LEVEL_KEYS: &[&str] = &["size", "ways", "line", "latency", "fill_latency", "mshrs", "replacement"];
+pub const LEVEL_KEYS: &[&str] = &["size", "ways", "line", "latency", "fill_latency", "mshrs", "tag_checks", "tags_in_flight", "replacement"];
 
 impl Level {
     pub fn new(p: &Params, name: &str) -> Result<Level, ConfigError> {
@@ -74,6 +161,7 @@ impl Level {
         let tags = Tags::new(p.size(&k("size"))?, ways, p.size(&k("line"))?).map_err(|e| ConfigError(format!("{}: {}", name, e)))?;
         let n = tags.slots();
         let mshrs = p.u64_min(&k("mshrs"), 0)? as usize;
+        let latency = p.u64_min(&k("latency"), 1)?;
         let repl = match p.choice(&k("replacement"), REPLACEMENTS)?.as_str() {
             "lru" => Repl::Lru,
             "fifo" => Repl::Fifo,
@@ -86,9 +174,10 @@ impl Level {
             below: vec![secmem_timing::NO_SLOT; n],
             ways,
             sets: (n / ways) as u64,
-            latency: p.u64_min(&k("latency"), 1)?,
+            latency,
             fill: p.u64_min(&k("fill_latency"), 0)?,
             mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
+            tag: TagPort::new(p, name, latency)?,
             repl,
             rng: 0x9E37_79B9_7F4A_7C15,
             accesses: 0,
@@ -151,6 +240,9 @@ impl Level {
         if let Some(m) = &mut self.mshr {
             m.reset_stats();
         }
+        if let Some(g) = &mut self.tag {
+            g.wait_cycles = 0;
+        }
     }
 
     fn stats(&self, out: &mut Stats) {
@@ -158,6 +250,9 @@ impl Level {
         out.rate(&format!("{}.miss_rate", self.name), self.misses, self.accesses);
         if let Some(m) = &self.mshr {
             out.int(&format!("{}.mshr_full_cycles", self.name), m.wait_cycles);
+        }
+        if let Some(g) = &self.tag {
+            out.int(&format!("{}.tag_wait_cycles", self.name), g.wait_cycles);
         }
     }
 }
@@ -234,6 +329,8 @@ pub struct Hierarchy {
     /// The protected level's own fill latency and MSHRs (its tags and bytes are the engine's).
     last_fill: Cycle,
     last_mshr: Option<Slots>,
+    /// The protected level's tag checks a cycle (`l2.tag_checks`, None: unlimited).
+    last_tag: Option<TagPort>,
     line: u64,
     /// Lines of the protected level not read since an external record brought them in, and
     /// whether the statistics still count that write (not if they were reset since).
@@ -280,6 +377,7 @@ impl Hierarchy {
             private,
             last_fill: p.u64_min("l2.fill_latency", 0)?,
             last_mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
+            last_tag: TagPort::new(p, "l2", p.u64_min("l2.latency", 1)?)?,
             line: engine.line(),
             fresh: FreshLines::new(engine.line()),
             evictions: None,
@@ -307,6 +405,10 @@ impl Hierarchy {
     pub fn access(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
         let side = if kind == AccessKind::Fetch { Side::Inst } else { Side::Data };
         let l1 = self.l1(side);
+        let t = match &mut l1.tag {
+            Some(g) if matches!(kind, AccessKind::Load | AccessKind::Fetch) => g.take(pa >> l1.tags.line_bytes().trailing_zeros(), t),
+            _ => t,
+        };
         l1.accesses += 1;
         if let Some(s) = l1.lookup(pa) {
             // Inclusion: the protected level holds this line, so byte operations find it there.
@@ -318,7 +420,7 @@ impl Hierarchy {
 
     /// An L1 miss (kept out of `access`, so its hit path stays small enough to inline).
     fn miss(&mut self, kind: AccessKind, side: Side, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
-        if !self.private.is_empty() || self.last_mshr.is_some() || self.l1(side).mshr.is_some() {
+        if !self.private.is_empty() || self.last_mshr.is_some() || self.last_tag.is_some() || self.l1(side).mshr.is_some() {
             return self.access_below(kind, side, pa, t, eng);
         }
         // The seeds' two-level machines: straight to the protected level.
@@ -360,6 +462,9 @@ impl Hierarchy {
                 self.l1(side)
             } else {
                 let l = &mut self.private[i - 1];
+                if let Some(g) = &mut l.tag {
+                    t = g.take(pa >> l.tags.line_bytes().trailing_zeros(), t);
+                }
                 l.accesses += 1;
                 if let Some(s) = l.lookup(pa) {
                     served = Some(Served { ready: (t + l.latency).max(l.ready[s as usize]), depth: i as u8, engine: false, slot: 0 });
@@ -380,6 +485,9 @@ impl Hierarchy {
         let mut s = match served {
             Some(s) => s,
             None => {
+                if let Some(g) = &mut self.last_tag {
+                    t = g.take(pa >> self.line.trailing_zeros(), t);
+                }
                 let mut tm = t;
                 let mut slot = None;
                 if let Some(m) = &mut self.last_mshr {
@@ -504,6 +612,9 @@ impl Hierarchy {
         if let Some(m) = &mut self.last_mshr {
             m.reset_stats();
         }
+        if let Some(g) = &mut self.last_tag {
+            g.wait_cycles = 0;
+        }
     }
 
     pub fn stats(&self, out: &mut Stats) {
@@ -514,6 +625,9 @@ impl Hierarchy {
         }
         if let Some(m) = &self.last_mshr {
             out.int("l2.mshr_full_cycles", m.wait_cycles);
+        }
+        if let Some(g) = &self.last_tag {
+            out.int("l2.tag_wait_cycles", g.wait_cycles);
         }
     }
 
@@ -603,6 +717,78 @@ mod tests {
         let first = r[0].ready.min(r[1].ready);
         assert!(r[2].ready >= first + h.l1d.latency, "{:?}", r);
         assert!(h.l1d.mshr.as_ref().unwrap().wait_cycles > 0);
+    }
+
+    #[test]
+    fn loads_wait_for_a_tag_check_and_one_line_waiting_shares_it() {
+        let (mut h, mut eng) = machine(&["l1d.tag_checks=1", "l2c.tag_checks=0", "l2c.tags_in_flight=0", "l2.tag_checks=0", "l2.tags_in_flight=0"]);
+        let lat = h.l1d.latency;
+        // Warm four lines into the L1D, far apart in time.
+        for k in 0..4u64 {
+            h.access(AccessKind::Load, 0x20_0000 + 64 * k, 10_000 * k, &mut eng).unwrap();
+            eng.settle().unwrap();
+        }
+        let t = 100_000;
+        let at = |h: &mut Hierarchy, eng: &mut Engine, a: u64, t: Cycle| h.access(AccessKind::Load, a, t, eng).unwrap().ready;
+        // Three hits to three lines at once: one a cycle.
+        assert_eq!(at(&mut h, &mut eng, 0x20_0000, t), t + lat);
+        assert_eq!(at(&mut h, &mut eng, 0x20_0040, t), t + 1 + lat);
+        assert_eq!(at(&mut h, &mut eng, 0x20_0080, t), t + 2 + lat);
+        // A load of the line still waiting (arrived at t, looked up at t + 2) shares its check.
+        assert_eq!(at(&mut h, &mut eng, 0x20_0088, t + 1), t + 2 + lat);
+        // One arriving after it was looked up takes a check of its own.
+        assert_eq!(at(&mut h, &mut eng, 0x20_0090, t + 3), t + 3 + lat);
+        // Stores come through a queue of their own.
+        assert_eq!(h.access(AccessKind::Store, 0x20_00C0, t + 3, &mut eng).unwrap().ready, t + 3 + lat);
+        assert_eq!(h.l1d.tag.as_ref().unwrap().wait_cycles, 1 + 2 + 1);
+    }
+
+    #[test]
+    fn a_private_level_takes_its_tag_checks_for_every_lookup_that_reaches_it() {
+        let (mut h, mut eng) = machine(&["l1d.tag_checks=0", "l2c.tag_checks=1", "l2.tag_checks=0", "l2.tags_in_flight=0"]);
+        // Two lines in the L2C and not in the L1D: bring them in, then evict them from the L1D
+        // by filling its set (64 sets x 12 ways of 64 B: 4 KiB apart share a set).
+        for a in [0x40_0000u64, 0x40_0040] {
+            h.access(AccessKind::Load, a, 0, &mut eng).unwrap();
+            eng.settle().unwrap();
+        }
+        for k in 1..=12u64 {
+            for a in [0x40_0000u64, 0x40_0040] {
+                h.access(AccessKind::Load, a + 4096 * k, 1_000 * k, &mut eng).unwrap();
+                eng.settle().unwrap();
+            }
+        }
+        let t = 100_000;
+        let (l1, l2c) = (h.l1d.latency, h.private[0].latency);
+        let a = h.access(AccessKind::Load, 0x40_0000, t, &mut eng).unwrap();
+        let b = h.access(AccessKind::Walk, 0x40_0040, t, &mut eng).unwrap();
+        assert_eq!((a.depth, b.depth), (1, 1));
+        assert_eq!(a.ready, t + l1 + l2c + h.l1d.fill);
+        assert_eq!(b.ready, a.ready + 1, "the second L2C lookup waits a cycle");
+    }
+
+    #[test]
+    fn tags_in_flight_hold_a_lookup_for_the_levels_latency() {
+        // The L1D at one load a cycle and at most two lookups under way, each for its
+        // latency (2): two every two cycles, then one a cycle once the latency is 1.
+        let hits = |sets: &[&str]| {
+            let (mut h, mut eng) = machine(sets);
+            for k in 0..6u64 {
+                h.access(AccessKind::Load, 0x20_0000 + 64 * k, 10_000 * k, &mut eng).unwrap();
+                eng.settle().unwrap();
+            }
+            let t = 100_000;
+            (0..6u64).map(|k| h.access(AccessKind::Load, 0x20_0000 + 64 * k, t, &mut eng).unwrap().ready - t - h.l1d.latency).collect::<Vec<_>>()
+        };
+        assert_eq!(hits(&["l1d.tag_checks=2", "l1d.tags_in_flight=2"]), vec![0, 0, 2, 2, 4, 4]);
+        assert_eq!(hits(&["l1d.tag_checks=1", "l1d.tags_in_flight=2", "l1d.latency=1"]), vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(hits(&["l1d.tag_checks=1", "l1d.tags_in_flight=2", "l1d.latency=3"]), vec![0, 1, 3, 4, 6, 7]);
+        let p = configure("champsim", Some("none"), Some("none"), &["l1d.tag_checks=0".into(), "l1d.tags_in_flight=2".into()]).unwrap();
+        let eng = Engine::new(&p, 1).unwrap();
+        match Hierarchy::new(&p, &eng) {
+            Err(e) => assert_eq!(e.0, "l1d.tags_in_flight: needs l1d.tag_checks (tag checks a cycle)"),
+            Ok(_) => panic!("tags_in_flight without tag_checks was taken"),
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::storeq::{LoadDep, StoreQueue};
 use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::Cycle;
-use secmem_trace::champsim::{folded_stack_pointer, NumberingGuess};
+use secmem_trace::champsim::{folded_stack_pointer, BranchType, NumberingGuess};
 use secmem_trace::{Branch, Instr, OpClass, Reg};
 
 /// Cycles between fetch and dispatch (decode/rename).
@@ -169,6 +169,11 @@ pub struct Core {
     /// Stack-pointer folding (`core.sp_folding`, ChampSim's): the trace's register numbering
     /// as learned so far; None: off.
     sp_folding: Option<NumberingGuess>,
+    /// The instruction pointer as a register (`core.ip_register`, ChampSim's): every branch
+    /// writes it, conditional branches and calls read it; when its last writer finished and
+    /// what it waited for.
+    ip_register: bool,
+    ip_ready: (Cycle, Cause),
     sq: StoreQueue,
     reg_ready: [Cycle; 256],
     reg_cause: [Cause; 256],
@@ -243,7 +248,12 @@ impl Core {
         let store_ports = ports(p, "core.store_ports")?;
         // Stores are remembered as long as they can be queued.
         let sq_mem = StoreQueue::new(p, if sq > 0 { sq } else { lsq })?;
-        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active();
+        let btb = Btb::new(p)?;
+        let ip_register = p.bool("core.ip_register")?;
+        if ip_register && btb.is_none() {
+            return Err(ConfigError("core.ip_register: needs a BTB (btb.sets), whose branch kinds say which branches read it".into()));
+        }
+        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register;
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -255,9 +265,11 @@ impl Core {
             hier,
             mmu: Mmu::new(p, page)?,
             bp: Predictor::new(p)?,
-            btb: Btb::new(p)?,
+            btb,
             taken_ends_fetch: p.bool("core.taken_ends_fetch")?,
             sp_folding: p.bool("core.sp_folding")?.then(NumberingGuess::default),
+            ip_register,
+            ip_ready: (0, cpistack::BASE),
             sq: sq_mem,
             reg_ready: [0; 256],
             reg_cause: [cpistack::BASE; 256],
@@ -269,7 +281,8 @@ impl Core {
                 commits: vec![0; phys],
                 allocated: 0,
                 seen: [false; 256],
-                architectural: 0,
+                // The instruction pointer is in use from the start.
+                architectural: ip_register as usize,
             }),
             queues,
             fetch_t: 0,
@@ -519,6 +532,13 @@ impl Core {
         }
         let (fetched, arrived) = self.fetch(ins, eng)?;
         let folded = self.folded(ins);
+        // With `core.ip_register` (one of the `queues`) a branch's kind, and it takes a register
+        // for the instruction pointer.
+        let ip_ty = match &mut self.btb {
+            Some(b) if Q && self.ip_register => b.branch_type(ins),
+            _ => None,
+        };
+        let ndst = ins.ndst - folded.is_some() as u8 + ip_ty.is_some() as u8;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
         // Stores matter only to the store queue, its ports and the dependence tracking.
@@ -536,7 +556,7 @@ impl Core {
             wait(sqw.next_free(), cpistack::SQ_FULL);
         }
         if let (true, Some(regs)) = (Q, &mut self.regs) {
-            wait(regs.available(ins, ins.ndst - folded.is_some() as u8), cpistack::REGS_FULL);
+            wait(regs.available(ins, ndst), cpistack::REGS_FULL);
         }
         if dispatch > earliest {
             // Window full: the front end stalls with it.
@@ -548,6 +568,9 @@ impl Core {
         let (mut ready, mut cause) = (dispatch, why);
         for &r in ins.srcs() {
             (ready, cause) = later((ready, cause), self.reg_ready[r as usize], self.reg_cause[r as usize]);
+        }
+        if matches!(ip_ty, Some(BranchType::Conditional | BranchType::DirectCall | BranchType::IndirectCall)) {
+            (ready, cause) = later((ready, cause), self.ip_ready.0, self.ip_ready.1);
         }
         let issue = self.issue.take(ready);
         if self.pending_n > 0 {
@@ -595,7 +618,7 @@ impl Core {
                 None => {}
                 // Resolved when the next instruction shows the target (`resolve_branch`).
                 Some(b) => {
-                    let ty = b.branch_type(ins).expect("a branch has a type");
+                    let ty = ip_ty.or_else(|| b.branch_type(ins)).expect("a branch has a type");
                     b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched, done });
                 }
             }
@@ -611,6 +634,9 @@ impl Core {
         }
         if let Some((r, t, why)) = kept {
             (self.reg_ready[r as usize], self.reg_cause[r as usize]) = (t, why);
+        }
+        if ip_ty.is_some() {
+            self.ip_ready = (done, cause);
         }
 
         // Commit in order, commit_width per cycle.
@@ -645,7 +671,7 @@ impl Core {
             self.lsq.take(c);
         }
         if let (true, Some(regs)) = (Q, &mut self.regs) {
-            regs.commit(ins.ndst - folded.is_some() as u8, c);
+            regs.commit(ndst, c);
         }
         if has_store {
             // Stores are written to the L1 at commit, through a store port if ports are few.

@@ -71,6 +71,7 @@ pub const CORE: &[Component] = &[
             param("core.store_ports", Def::Int(0), "stores/cycle", "store operations per cycle, executing or written to the L1 at commit (0: no limit)"),
             param("core.taken_ends_fetch", Def::Bool(false), "bool", "a taken branch ends its fetch cycle (ChampSim's front end: the next instruction comes from the target, a cycle later)"),
             param("core.sp_folding", Def::Bool(false), "bool", "stack-pointer folding (ChampSim's): a call, return, push, pop or constant change of the stack pointer writes it without a register dependence"),
+            param("core.ip_register", Def::Bool(false), "bool", "the instruction pointer as a renamed register (ChampSim's): every branch writes it and takes a physical register for it, conditional branches and calls read it, so they execute after the branch before them (needs btb.sets)"),
             param("core.syscall_barriers", Def::Bool(false), "bool", "the trace's barrier instructions (the tracer's system calls) are signing barriers: they commit once every pending check is done, and lhash checks all memory at each (003 §4.7); false: ordinary instructions, so lhash checks at the end or every lhash.check_period accesses (000 §6.2.3)"),
         ],
         stats: &[
@@ -133,12 +134,15 @@ pub const CORE: &[Component] = &[
             param("l1i.latency", Def::Preset, "cycles", "hit latency"),
             param("l1i.fill_latency", Def::Int(0), "cycles", "a miss's data written in on its way up"),
             param("l1i.mshrs", Def::Int(0), "misses", "misses in flight at once (0: no limit)"),
+            param("l1i.tag_checks", Def::Int(0), "lookups/cycle", "fetches looked up a cycle; one for a line another waits to look up shares its check (0: no limit)"),
+            param("l1i.tags_in_flight", Def::Int(0), "lookups", "lookups under way at once, each for the level's latency (0: no limit; needs l1i.tag_checks)"),
             param("l1i.replacement", Def::Str("lru"), "lru|fifo|random", "replacement policy"),
         ],
         stats: &[
             stat("l1i.accesses", "accesses", "accesses to the L1 instruction cache"),
             stat("l1i.miss_rate", "fraction", "misses per access of the L1 instruction cache"),
             stat("l1i.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 instruction cache miss-status register"),
+            stat("l1i.tag_wait_cycles", "cycles", "cycles fetches waited for a tag check of the L1 instruction cache (with l1i.tag_checks)"),
         ],
     },
     Component {
@@ -153,12 +157,15 @@ pub const CORE: &[Component] = &[
             param("l1d.latency", Def::Preset, "cycles", "hit latency"),
             param("l1d.fill_latency", Def::Int(0), "cycles", "a miss's data written in on its way up"),
             param("l1d.mshrs", Def::Int(0), "misses", "misses in flight at once (0: no limit)"),
+            param("l1d.tag_checks", Def::Int(0), "lookups/cycle", "loads looked up a cycle; one for a line another waits to look up shares its check (0: no limit)"),
+            param("l1d.tags_in_flight", Def::Int(0), "lookups", "lookups under way at once, each for the level's latency (0: no limit; needs l1d.tag_checks)"),
             param("l1d.replacement", Def::Str("lru"), "lru|fifo|random", "replacement policy"),
         ],
         stats: &[
             stat("l1d.accesses", "accesses", "accesses to the L1 data cache"),
             stat("l1d.miss_rate", "fraction", "misses per access of the L1 data cache"),
             stat("l1d.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 data cache miss-status register"),
+            stat("l1d.tag_wait_cycles", "cycles", "cycles loads waited for a tag check of the L1 data cache (with l1d.tag_checks)"),
         ],
     },
     Component {
@@ -187,12 +194,15 @@ pub const CORE: &[Component] = &[
             param("caches.private", Def::Str(""), "names", "private levels between the L1s and the protected l2, nearest first (e.g. \"l2c\")"),
             param("l2.fill_latency", Def::Int(0), "cycles", "the protected level's fill on a miss's way up"),
             param("l2.mshrs", Def::Int(0), "misses", "misses in flight at the protected level (0: no limit)"),
+            param("l2.tag_checks", Def::Int(0), "lookups/cycle", "lookups a cycle at the protected level by accesses from above (0: no limit)"),
+            param("l2.tags_in_flight", Def::Int(0), "lookups", "lookups under way at once at the protected level, each for its latency (0: no limit; needs l2.tag_checks)"),
             param("l2.replacement", Def::Str("lru"), "lru", "the protected level is the engine's trusted cache: LRU only"),
         ],
         stats: &[
             stat("*.accesses", "accesses", "accesses to a private cache level named in caches.private"),
             stat("*.miss_rate", "fraction", "misses per access of that level"),
             stat("*.mshr_full_cycles", "cycles", "cycles its misses waited for a free miss-status register"),
+            stat("*.tag_wait_cycles", "cycles", "cycles lookups waited for a tag check there (with LEVEL.tag_checks; l2.tag_wait_cycles for the protected level)"),
         ],
     },
     Component {

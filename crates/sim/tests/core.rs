@@ -6,7 +6,7 @@ use secmem_core::stats::Stats;
 use secmem_sim::{configure, run, RunOptions};
 use secmem_trace::champsim::{ChampSimRecord, ChampSimWriter, Numbering};
 use secmem_trace::workloads::{builtin, builtin_workloads};
-use secmem_trace::{Consistent, Instr, OpClass, Skip, TraceError, TraceSource};
+use secmem_trace::{Branch, Consistent, Instr, OpClass, Skip, TraceError, TraceSource};
 
 struct VecSource(Vec<Instr>, usize);
 
@@ -110,6 +110,53 @@ fn folding_the_stack_pointer_frees_pops_from_each_other() {
     let moves: Vec<Instr> = (0..4000u64).flat_map(|k| [ins(0x2000 + (k % 8) * 8, OpClass::Alu, &[3], &[4]), mem(0x2004 + (k % 8) * 8, false, 0x7f_0000 + (k % 64) * 8, 8, &[4], &[3])]).collect();
     let (off, on) = (sim("champsim", &["core.sp_folding=false"], &moves), sim("champsim", &["core.sp_folding=true"], &moves));
     assert_eq!(f(&off, "cycles"), f(&on, "cycles"));
+}
+
+/// A branch in x86 numbering (flags: 16) at `pc`, 2 bytes long.
+fn branch(pc: u64, srcs: &[u8], b: Branch) -> Instr {
+    Instr { branch: b, len: 2, ..ins(pc, OpClass::Branch, srcs, &[]) }
+}
+
+#[test]
+fn with_the_instruction_pointer_a_register_a_conditional_branch_waits_for_the_branch_before_it() {
+    // A loop: a chain of dependent loads (L1D hits), a branch on each loaded value (always
+    // not taken), then a branch on a register ready long ago whose direction is random (half
+    // mispredicted). Without `core.ip_register` the random branch is found out as soon as it
+    // issues; with it (ChampSim: both read and write the instruction pointer) only after the
+    // branch on the load, so each misprediction costs the load chain's latency too.
+    const FLAGS: u8 = 16;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut prog = Vec::new();
+    for k in 0..3000u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let taken = x & 1 == 1;
+        prog.push(mem(0x1000, false, 0x7f_0000 + (k % 64) * 8, 8, &[1], &[1]));
+        prog.push(ins(0x1004, OpClass::Alu, &[1], &[FLAGS]));
+        prog.push(branch(0x1008, &[FLAGS], Branch::NotTaken));
+        prog.push(ins(0x100a, OpClass::Alu, &[5], &[FLAGS]));
+        prog.push(branch(0x100e, &[FLAGS], if taken { Branch::Taken } else { Branch::NotTaken }));
+        if !taken {
+            prog.push(ins(0x1010, OpClass::Alu, &[5], &[6]));
+        }
+        prog.push(branch(0x1014, &[], Branch::Taken));
+    }
+    let (off, on) = (sim("champsim", &["core.ip_register=false"], &prog), sim("champsim", &["core.ip_register=true"], &prog));
+    let mispredicts = f(&on, "branch.conditional_mispredicts");
+    assert_eq!(mispredicts, f(&off, "branch.conditional_mispredicts"));
+    assert!(mispredicts > 1000.0, "{}", mispredicts);
+    // A dependent L1D hit takes 5 cycles on this machine: each misprediction waits for one
+    // more load-and-branch than without.
+    let extra = (f(&on, "cycles") - f(&off, "cycles")) / mispredicts;
+    assert!(extra > 3.0, "{} cycles more a misprediction", extra);
+    // With a one-cycle operation instead of each load, the wait is that much shorter.
+    let alu: Vec<Instr> = prog.iter().map(|i| if i.accesses.is_empty() { i.clone() } else { ins(i.pc, OpClass::Alu, &[5], &[1]) }).collect();
+    let (off, on) = (sim("champsim", &["core.ip_register=false"], &alu), sim("champsim", &["core.ip_register=true"], &alu));
+    let alu_extra = (f(&on, "cycles") - f(&off, "cycles")) / f(&on, "branch.conditional_mispredicts");
+    assert!(alu_extra > 0.0 && alu_extra < extra - 2.0, "{} against {} cycles more a misprediction", alu_extra, extra);
+    let e = configure("suh2003", Some("none"), Some("none"), &["core.ip_register=true".to_string()]).and_then(|p| run(&p, &mut VecSource(alu, 0), &RunOptions { instructions: 10, warmup: 0, seed: 1, progress: false, interval: 0 }).map(|_| ()));
+    assert!(e.is_err_and(|e| e.0.contains("core.ip_register: needs a BTB")));
 }
 
 #[test]
