@@ -48,6 +48,20 @@ def run_cached():
     return _run
 
 
+def load_script(path) -> object:
+    """A file of scripts/ (no .py suffix) imported as a module, to test its functions."""
+    import importlib.machinery
+    import importlib.util
+
+    name = path.name.replace("-", "_")
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
 def _env():
     env = dict(os.environ)
     # No progress bar (stderr is a pipe anyway) and no Rust backtrace noise in stderr checks.

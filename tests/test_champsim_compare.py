@@ -1,8 +1,6 @@
 """scripts/champsim-compare: the figures it reads off both simulators' statistics, and what it
 says when --champsim names neither a build nor its source (it cannot run ChampSim here)."""
 
-import importlib.machinery
-import importlib.util
 import json
 import math
 import subprocess
@@ -11,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "champsim-compare"
 
 
 def load():
-    loader = importlib.machinery.SourceFileLoader("champsim_compare", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("champsim_compare", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 def cache(load, rfo, translation, write=0):

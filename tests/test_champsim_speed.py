@@ -1,23 +1,19 @@
 """scripts/champsim-speed: the steady-state arithmetic (two lengths, their difference per
 instruction, the fastest round of each) and what it refuses before running anything."""
 
-import importlib.machinery
-import importlib.util
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
+from conftest import load_script
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "champsim-speed"
 
 
 def load():
-    loader = importlib.machinery.SourceFileLoader("champsim_speed", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("champsim_speed", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    return load_script(SCRIPT)
 
 
 def test_steady_state_is_the_difference_of_the_fastest_runs_per_instruction():

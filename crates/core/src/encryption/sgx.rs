@@ -1192,29 +1192,39 @@ mod tests {
             let mut model = std::collections::HashMap::new();
             let mut x = 99u64;
             for k in 0..6000u64 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // A quarter of the writes on 128 neighbouring lines, a quarter on one of them:
-                // its counter outgrows its neighbours' and overflows.
-                let a = match k % 4 {
-                    0 => (x % 128) * 64,
-                    1 => 0,
-                    _ => (x % (60 << 20)) & !63,
-                };
+                let a = hot_and_scattered(&mut x, k);
                 e.write(a, &pattern(k, 64), 0).unwrap();
                 model.insert(a, k);
                 if k % 7 == 0 {
                     e.flush(0).unwrap();
                 }
             }
-            for (&a, &k) in model.iter() {
-                assert_eq!(read(&mut e, a).unwrap(), pattern(k, 64), "{} at {:#x}", counters, a);
-            }
-            e.flush(0).unwrap();
-            e.check(0).unwrap();
+            all_read_back(&mut e, &model, counters);
             assert!(stat(&e, "sgx.overflows") > 0.0, "{}: no overflow exercised", counters);
         }
+    }
+
+    /// The random-write tests' next address (`x` a xorshift state): a quarter of the writes
+    /// on 128 neighbouring lines, a quarter on one of them (its counter outgrows its
+    /// neighbours' and overflows), the rest anywhere in 60 MiB.
+    fn hot_and_scattered(x: &mut u64, k: u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        match k % 4 {
+            0 => (*x % 128) * 64,
+            1 => 0,
+            _ => (*x % (60 << 20)) & !63,
+        }
+    }
+
+    /// Every line of `model` (address -> pattern index) reads back, and memory checks whole.
+    fn all_read_back(e: &mut Engine, model: &std::collections::HashMap<u64, u64>, counters: &str) {
+        for (&a, &k) in model.iter() {
+            assert_eq!(read(e, a).unwrap(), pattern(k, 64), "{} at {:#x}", counters, a);
+        }
+        e.flush(0).unwrap();
+        e.check(0).unwrap();
     }
 
     /// Every line of the group at `base` written once, then its first line `hot` more times,
@@ -1518,14 +1528,7 @@ mod tests {
             let mut model = std::collections::HashMap::new();
             let mut x = 31u64;
             for k in 0..5000u64 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let a = match k % 4 {
-                    0 => (x % 128) * 64,
-                    1 => 0,
-                    _ => (x % (60 << 20)) & !63,
-                };
+                let a = hot_and_scattered(&mut x, k);
                 e.write(a, &pattern(k, 64), 0).unwrap();
                 model.insert(a, k);
                 if k % 3 == 0 {
@@ -1536,11 +1539,7 @@ mod tests {
                     e.flush(0).unwrap();
                 }
             }
-            for (&a, &k) in model.iter() {
-                assert_eq!(read(&mut e, a).unwrap(), pattern(k, 64), "{} at {:#x}", counters, a);
-            }
-            e.flush(0).unwrap();
-            e.check(0).unwrap();
+            all_read_back(&mut e, &model, counters);
             assert!(stat(&e, "l2.meta_writebacks") > 0.0, "{}: no node left the L2 dirty", counters);
             if counters != "mono" {
                 assert!(stat(&e, "sgx.overflows") > 0.0, "{}: no overflow exercised", counters);
