@@ -22,17 +22,19 @@ pub fn integrities_with(enc: &str) -> Vec<&'static str> {
     crate::registry::pair_names().into_iter().filter(|&(_, e)| e == enc).map(|(i, _)| i).collect()
 }
 
+/// The next number of a xorshift sequence kept in `x` (nonzero): the tests' reproducible
+/// random inputs.
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// `n` deterministic pseudo-random bytes (xorshift), distinct per seed.
 pub fn pattern(seed: u64, n: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    (0..n).map(|_| xorshift(&mut x) as u8).collect()
 }
 
 /// Writes `lines` lines at 1 MiB whose chunks mix a few small values (frequent) with random

@@ -87,6 +87,15 @@ impl Share {
         }
     }
 
+    /// Close the stretch `open` began (if one is open): what moved the counters since is
+    /// `self`'s.
+    #[inline(always)]
+    fn close(&mut self, open: &mut Option<Share>, eng: &Engine) {
+        if let Some(o) = open.take() {
+            self.add(&o, &Share::of(eng));
+        }
+    }
+
     /// Add what happened between `a` and `b` (counters reset between them count from zero).
     #[inline(always)]
     fn add(&mut self, a: &Share, b: &Share) {
@@ -319,9 +328,7 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
             }
             let r = if ins.external {
                 // The memory it writes is nobody's share.
-                if let Some(o) = open.take() {
-                    lane.share.add(&o, &Share::of(&eng));
-                }
+                lane.share.close(&mut open, &eng);
                 core.external(&ins, &mut eng)
             } else {
                 if !lane.done && !lane.measuring && lane.n >= o.warmup {
@@ -356,9 +363,7 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
                     r = core.step(&ins, &mut eng);
                 }
                 if r.is_ok() && !lane.done && lane.n >= total {
-                    if let Some(o) = open.take() {
-                        lane.share.add(&o, &Share::of(&eng));
-                    }
+                    lane.share.close(&mut open, &eng);
                     if !lane.measuring {
                         settled += 1; // no instructions to measure
                     }
@@ -378,9 +383,7 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
                 break;
             }
         }
-        if let Some(o) = open.take() {
-            lane.share.add(&o, &Share::of(&eng));
-        }
+        lane.share.close(&mut open, &eng);
         propagate(&mut cores, c, &mut log);
         if failed {
             break 'run;

@@ -365,6 +365,7 @@ impl Format {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::xorshift;
 
     /// Drive `f` with increments from `seq`, checking against a model: counters only grow,
     /// an increment raises exactly its child's counter unless it reports an overflow, and
@@ -481,9 +482,7 @@ mod tests {
         // A pseudo-random mix over all children: the model check holds throughout.
         let mut x = 7u64;
         let seq = (0..20_000).map(move |_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = xorshift(&mut x);
             if x % 4 == 0 { (x >> 8) as usize % 128 } else { (x >> 8) as usize % 3 }
         });
         let (o, _) = check(f, seq);

@@ -1028,7 +1028,7 @@ impl Encryption for Sgx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{flip, lines_in_memory, params, pattern, replay_line_and_mac, stat};
+    use crate::testutil::{flip, lines_in_memory, params, pattern, replay_line_and_mac, stat, xorshift};
     use crate::layout::MetaKind;
     use crate::Engine;
 
@@ -1105,10 +1105,7 @@ mod tests {
         let mut model = std::collections::HashMap::new();
         let mut x = 12345u64;
         for k in 0..20_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let a = (x % (8 << 30)) & !63;
+            let a = (xorshift(&mut x) % (8 << 30)) & !63;
             e.write(a, &pattern(k, 64), 0).unwrap();
             model.insert(a, k);
             if k % 3 == 0 {
@@ -1208,13 +1205,11 @@ mod tests {
     /// on 128 neighbouring lines, a quarter on one of them (its counter outgrows its
     /// neighbours' and overflows), the rest anywhere in 60 MiB.
     fn hot_and_scattered(x: &mut u64, k: u64) -> u64 {
-        *x ^= *x << 13;
-        *x ^= *x >> 7;
-        *x ^= *x << 17;
+        let r = xorshift(x);
         match k % 4 {
-            0 => (*x % 128) * 64,
+            0 => (r % 128) * 64,
             1 => 0,
-            _ => (*x % (60 << 20)) & !63,
+            _ => (r % (60 << 20)) & !63,
         }
     }
 
@@ -1464,9 +1459,7 @@ mod tests {
         let mut model = std::collections::HashMap::new();
         let mut x = 7u64;
         for k in 0..6000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            xorshift(&mut x);
             let a = if k % 2 == 0 { (x % 4096) * 64 } else { (x % (60 << 20)) & !63 };
             e.write(a, &pattern(k, 64), 0).unwrap();
             model.insert(a, k);
