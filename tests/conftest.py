@@ -14,7 +14,12 @@ import sys
 
 import pytest
 
-import secmem
+# Off a terminal the engine and the sweeps print a progress line every SECMEM_PROGRESS_SECONDS
+# (10 by default). On a loaded machine a short run can last that long, and the line would add
+# to a stderr a test checks line by line; tests of progress set their own value.
+os.environ["SECMEM_PROGRESS_SECONDS"] = "1e9"
+
+import secmem  # noqa: E402  (after the setting: secmem.progress reads it when imported)
 from secmem.api import DEFAULT_SCHEMES
 
 # Small runs: long enough for every workload to miss in the L2 and write back, short enough

@@ -490,6 +490,17 @@ def test_run_progress_off_a_terminal_is_a_plain_line_naming_the_run():
     assert lines and all(re.match(r"secmem: hot none\+none: \d+% [0-9.]+M/0\.3M instr", line) for line in lines), p.stderr
 
 
+@pytest.mark.parametrize("value,seconds", [("2.5", 2.5), ("0", 0.0), ("soon", 10.0), ("-1", 10.0)])
+def test_the_sweeps_progress_lines_follow_the_engines_setting(value, seconds):
+    # One setting for both layers: a sweep's lines and a run's come at the same pace; a value
+    # that is not a number of seconds leaves the default.
+    env = dict(os.environ, SECMEM_PROGRESS_SECONDS=value)
+    p = subprocess.run([sys.executable, "-c", "import secmem.progress as p; print(p.LINE_INTERVAL)"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert float(p.stdout) == seconds
+
+
 # ---------------------------------------------------------------------------------------
 # Sampled simulation (--sample, docs/sampling.md)
 

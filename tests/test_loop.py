@@ -418,8 +418,12 @@ def test_the_store_estimates_new_points_from_its_past_timings(tmp_path):
     assert results.estimate(results.open_store(str(tmp_path / "empty")), [("suh2003", "none+none", 10)]) is None
 
 
-def test_a_sweep_says_how_long_it_will_take_before_it_starts(tmp_path, scheduler):
+def test_a_sweep_says_how_long_it_will_take_before_it_starts(tmp_path, scheduler, monkeypatch):
     from secmem.sweep import _estimate_text
+
+    # A sweep is announced in a log when it will outlast the progress lines' interval: the
+    # default one here (conftest turns progress lines off for the other tests).
+    monkeypatch.setenv("SECMEM_PROGRESS_SECONDS", "10")
 
     assert _estimate_text(None, 3, 2) == " (no estimate: the store has no timings of earlier points)"
     assert _estimate_text((400.0, 3, 10), 3, 2) == "; about 3m20s (from 10 stored timings)"

@@ -104,6 +104,29 @@ def _children(pid: int) -> list:
     return _stat_field(1, pid)
 
 
+def _workers(pid: int) -> list:
+    """The Dask worker processes ``pid`` started (multiprocessing's spawn)."""
+    out = []
+    for c in _children(pid):
+        try:
+            with open(f"/proc/{c}/cmdline", "rb") as f:
+                if b"spawn_main" in f.read():
+                    out.append(c)
+        except OSError:
+            pass
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds ``pid`` has used (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -169,11 +192,13 @@ def test_sigterm_stops_a_sweep_and_its_workers(tmp_path):
                           "--warmup", "0", "--workers", "1", "--store", str(tmp_path / "s")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(), start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while len(_session(p.pid)) < 3:  # secmem, multiprocessing's tracker, the worker
+        # Signalled while the cluster starts, the sweep first lets it start (sweep.dask_client:
+        # a cluster cut in half fails with a traceback), which on a loaded machine is seconds.
+        # So wait until the point runs: the worker has spent more CPU than its start-up takes.
+        deadline = time.monotonic() + 120
+        while sum(_cpu_seconds(w) for w in _workers(p.pid)) < 3.0:
             assert time.monotonic() < deadline and p.poll() is None, "did not start"
             time.sleep(0.1)
-        time.sleep(2)  # the point is running on the worker
         t = time.monotonic()
         p.send_signal(signal.SIGTERM)
         p.wait(30)

@@ -14,9 +14,12 @@ import sys
 import time
 from typing import Literal, Optional, Sequence, TextIO
 
+from . import _core
+
 # Off a terminal, at most one line per this many seconds (and none for work shorter than
-# that): logs of batch jobs stay short.
-LINE_INTERVAL = 10.0
+# that): logs of batch jobs stay short. The engine's setting (SECMEM_PROGRESS_SECONDS, 10 by
+# default), so a run's lines and a sweep's come at the same pace.
+LINE_INTERVAL = _core.progress_seconds()
 # The bar's own width on a terminal: short, so that the count and ETA fit in 80 columns.
 BAR_WIDTH = 20
 

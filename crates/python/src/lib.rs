@@ -264,6 +264,13 @@ fn trace_length(py: Python<'_>, trace: &str, trace_format: Option<&str>, skip: u
 }
 
 /// The built-in workloads as (name, description).
+/// Seconds between two progress lines off a terminal (`SECMEM_PROGRESS_SECONDS`, default 10):
+/// one setting for the engine's bars and the Python layer's.
+#[pyfunction]
+fn progress_seconds() -> f64 {
+    secmem_trace::progress::line_seconds()
+}
+
 #[pyfunction]
 fn workloads() -> Vec<(String, String)> {
     secmem_trace::workloads::builtin_workloads().iter().map(|(n, d)| (n.to_string(), d.to_string())).collect()
@@ -745,6 +752,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sample_plan, m)?)?;
     m.add_function(wrap_pyfunction!(t95, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(progress_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(run_mix, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(integrity_schemes, m)?)?;

@@ -18,9 +18,15 @@ pub struct Progress {
     shown: bool,
 }
 
+/// Seconds between two plain progress lines off a terminal: `SECMEM_PROGRESS_SECONDS`, 10 by
+/// default. The Python layer's progress lines (compare, sweep) use the same value.
+pub fn line_seconds() -> f64 {
+    std::env::var("SECMEM_PROGRESS_SECONDS").ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| *v >= 0.0).unwrap_or(10.0)
+}
+
 impl Progress {
     pub fn new(want: bool, total: u64, label: String) -> Progress {
-        let interval = std::env::var("SECMEM_PROGRESS_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10.0);
+        let interval = line_seconds();
         Progress { want, terminal: std::io::stderr().is_terminal(), interval, label, total, start: Instant::now(), last_line: 0.0, shown: false }
     }
 
