@@ -77,3 +77,20 @@ def test_a_directory_that_is_neither_a_build_nor_the_source_is_refused_in_one_li
 def test_bad_counts_are_refused_by_argparse(bad):
     r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", "x", bad, "lots", "t.smt"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_the_source_is_cloned_from_champsim_repo_when_given(tmp_path):
+    # A local repository without ChampSim's commit: the clone from it succeeds (no network
+    # needed), then checking out the compared commit fails, in one message naming it.
+    src = tmp_path / "src"
+    src.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", "-C", str(src), *cmd], check=True, env=env)
+    d = tmp_path / "cs"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", str(d), "--champsim-repo", str(src), "x.smt"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert (d / ".git").is_dir()
+    assert r.stderr.startswith(f"git -C {d} checkout --quiet {load().CHAMPSIM_COMMIT} failed")
