@@ -791,6 +791,32 @@ mod tests {
     }
 
     #[test]
+    fn a_dirty_line_displaced_from_the_l1d_goes_to_the_l2c_and_a_clean_one_does_not() {
+        // One L1D set filled, then one line more: the first is displaced. `gone`: the L2C has
+        // lost its copy meanwhile, so the write-back must bring it in.
+        for (kind, gone, dirty) in [(AccessKind::Store, false, true), (AccessKind::Store, true, true), (AccessKind::Load, false, false)] {
+            let (mut h, mut eng) = machine(&[]);
+            let first = 0x10_0000;
+            let stride = h.l1d.sets * h.l1d.line_bytes();
+            let mut t = 0;
+            for k in 0..=h.l1d.ways as u64 {
+                if gone && k == h.l1d.ways as u64 {
+                    h.private[0].invalidate_range(first, 64);
+                }
+                t = h.access(kind, first + k * stride, t, &mut eng).unwrap().ready + 1;
+                h.settle(&mut eng).unwrap();
+            }
+            assert!(h.l1d.tags.find(first).is_none(), "displaced from the L1D");
+            let l2c = &h.private[0];
+            let in_l2c = l2c.tags.find(first).map(|s| l2c.dirty[s as usize]);
+            assert_eq!(in_l2c, if dirty || !gone { Some(dirty) } else { None }, "{kind:?}, gone {gone}");
+        }
+        // Without write-backs no level keeps dirty bits.
+        let (h, _) = machine(&["caches.writebacks=false"]);
+        assert!(h.l1d.dirty.is_empty() && h.private[0].dirty.is_empty());
+    }
+
+    #[test]
     fn a_full_mshr_file_delays_the_next_miss_until_one_returns() {
         let (mut h, mut eng) = machine(&["l1d.mshrs=2"]);
         let r: Vec<Served> = (0..3u64)

@@ -99,4 +99,22 @@ fn stores_written_after_retirement_hold_l1d_mshrs_as_in_champsim() {
     near("L2C stores", l2c, CS_L2STORE);
     let at_execute = cpi("l2store-exec", &l2, warmup, &["core.store_at_retire=false"]);
     assert!(at_execute < 1.1, "stores written at execute wait for nothing: {at_execute:.3}");
+    // Without write-backs each store takes one of the L2C's tag checks, 5 every 6 cycles.
+    let no_writebacks = cpi("l2store-nowb", &l2, warmup, &["caches.writebacks=false"]);
+    assert!((no_writebacks - 1.2).abs() < 0.02, "one L2C tag check a store: {no_writebacks:.3}");
+}
+
+#[test]
+fn stores_at_retirement_need_a_store_queue() {
+    // suh2003 has none: its stores share the LSQ, so there is nowhere for them to wait.
+    let sets = ["core.store_at_retire=true".to_string()];
+    let p = configure("suh2003", Some("none"), Some("none"), &sets).unwrap();
+    let path = std::env::temp_dir().join(format!("secmem-champsim-sq-{}.champsim", std::process::id()));
+    let mut w = ChampSimWriter::create(&path).unwrap();
+    stores(10, 4096).iter().for_each(|r| w.write(r).unwrap());
+    w.finish().unwrap();
+    let mut src = secmem_trace::open_trace(path.to_str().unwrap()).unwrap();
+    let e = run(&p, &mut *src, &RunOptions { instructions: 10, warmup: 0, seed: 1, progress: false, interval: 0 });
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.is_err_and(|e| e.0.contains("core.store_at_retire: needs a store queue")));
 }
