@@ -77,3 +77,47 @@ def test_a_directory_that_is_neither_a_build_nor_the_source_is_refused_in_one_li
 def test_bad_counts_are_refused_by_argparse(bad):
     r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", "x", bad, "lots", "t.smt"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_the_source_is_cloned_from_champsim_repo_when_given(tmp_path):
+    # A local repository without ChampSim's commit: the clone from it succeeds (no network
+    # needed), then checking out the compared commit fails, in one message naming it.
+    src = tmp_path / "src"
+    src.mkdir()
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    for cmd in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", "-C", str(src), *cmd], check=True, env=env)
+    d = tmp_path / "cs"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", str(d), "--champsim-repo", str(src), "x.smt"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert (d / ".git").is_dir()
+    assert r.stderr.startswith(f"git -C {d} checkout --quiet {load().CHAMPSIM_COMMIT} failed")
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_copy_runs_secmem_on_the_exported_records(tmp_path, copy):
+    # A stand-in secmem that notes which trace it ran and writes fixed statistics; ChampSim's
+    # statistics are reused, so no simulator runs.
+    fake = tmp_path / "fake_secmem.py"
+    fake.write_text(
+        "import json, sys\n"
+        "a = sys.argv[1:]\n"
+        "open(a[a.index('--json') + 1] + '.ran', 'w').write(a[a.index('--trace') + 1])\n"
+        "json.dump({'stats': {'instructions': 1000, 'ipc': 1.0}}, open(a[a.index('--json') + 1], 'w'))\n")
+    trace = tmp_path / "p.smt"
+    trace.write_bytes(b"")
+    (tmp_path / "p.champsim.gz").write_bytes(b"")
+    roi = {"cores": [{"instructions": 1000, "cycles": 1000, "mispredict": {"BRANCH_CONDITIONAL": 0, "BRANCH_INDIRECT": 0,
+                                                                             "BRANCH_INDIRECT_CALL": 0}}],
+           "cpu0_L1D": cache(0, 0, 0), "cpu0_L2C": cache(0, 0, 0), "LLC": cache(0, 0, 0), "cpu0_STLB": {"miss latency": None}}
+    (tmp_path / "p.champsim-stats.json").write_text(json.dumps([{"roi": roi}]))
+    champsim = tmp_path / "champsim"
+    champsim.write_text("")
+    r = subprocess.run([sys.executable, str(SCRIPT), "--champsim", str(champsim), "--reuse", "--secmem", f"{sys.executable} {fake}",
+                        str(trace)] + (["--copy"] if copy else []), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    stats = tmp_path / ("p.secmem-copy-stats.json" if copy else "p.secmem-stats.json")
+    assert (tmp_path / (stats.name + ".ran")).read_text() == str(tmp_path / ("p.champsim.gz" if copy else "p.smt"))
+    assert "| p | 1.000 / 1.000 (+0.0%)" in r.stdout

@@ -147,6 +147,10 @@ pub struct Level {
     tag: Option<TagPort>,
     repl: Repl,
     rng: u64,
+    /// Per slot, whether the line was written since it came in (with `caches.writebacks`;
+    /// empty otherwise), and the dirty line the last `install` displaced.
+    dirty: Vec<bool>,
+    dirty_victim: Option<u64>,
     pub accesses: u64,
     pub misses: u64,
 }
@@ -180,6 +184,8 @@ impl Level {
             tag: TagPort::new(p, name, latency)?,
             repl,
             rng: 0x9E37_79B9_7F4A_7C15,
+            dirty: if p.bool("caches.writebacks")? { vec![false; n] } else { Vec::new() },
+            dirty_victim: None,
             accesses: 0,
             misses: 0,
         })
@@ -219,9 +225,23 @@ impl Level {
                 }
             }
         };
+        if !self.dirty.is_empty() {
+            if let (Some(a), true) = (self.tags.addr_of(v), self.dirty[v as usize]) {
+                self.dirty_victim = Some(a);
+            }
+            self.dirty[v as usize] = false;
+        }
         self.tags.install(v, pa);
         self.ready[v as usize] = ready;
         v
+    }
+
+    /// A store wrote the line in `slot` (with `caches.writebacks`).
+    #[inline]
+    fn set_dirty(&mut self, slot: u32) {
+        if let Some(d) = self.dirty.get_mut(slot as usize) {
+            *d = true;
+        }
     }
 
     fn invalidate_range(&mut self, base: u64, len: u64) {
@@ -338,6 +358,9 @@ pub struct Hierarchy {
     /// With several cores (`multi`): the protected level's evictions seen here, which the
     /// run loop passes on to the other cores' levels (None: one core, nothing to pass on).
     pub evictions: Option<Vec<u64>>,
+    /// When the last L1 miss left its L1 (its lookup done and an MSHR taken): where a store
+    /// written after commit frees its place in the write queue (`write`).
+    l1_left: Cycle,
 }
 
 impl Hierarchy {
@@ -381,6 +404,7 @@ impl Hierarchy {
             line: engine.line(),
             fresh: FreshLines::new(engine.line()),
             evictions: None,
+            l1_left: 0,
         })
     }
 
@@ -411,11 +435,61 @@ impl Hierarchy {
         };
         l1.accesses += 1;
         if let Some(s) = l1.lookup(pa) {
+            if kind == AccessKind::Store {
+                l1.set_dirty(s);
+            }
             // Inclusion: the protected level holds this line, so byte operations find it there.
             return Ok(Served { ready: (t + l1.latency).max(l1.ready[s as usize]), depth: 0, engine: false, slot: s });
         }
         l1.misses += 1;
-        self.miss(kind, side, pa, t, eng)
+        let s = self.miss(kind, side, pa, t, eng)?;
+        if kind == AccessKind::Store {
+            self.l1d.set_dirty(s.slot);
+        }
+        Ok(s)
+    }
+
+    /// With `caches.writebacks`: level `i`'s fill at `t` displaced a dirty line (0: an L1,
+    /// 1..=k the private levels), which goes to the level below, as ChampSim's write-backs do
+    /// (src/cache.cc `handle_fill` sends it to the lower level's write queue): a tag check
+    /// there, and a private level without the line takes it in, dirty, as a fill
+    /// (`handle_write`), which may displace one of its own. The protected level already holds
+    /// every line's bytes: there only the tag check.
+    #[cold]
+    fn write_back(&mut self, i: usize, t: Cycle) {
+        let from = if i == 0 { &mut self.l1d } else { &mut self.private[i - 1] };
+        let Some(addr) = from.dirty_victim.take() else { return };
+        if i == self.private.len() {
+            if let Some(g) = &mut self.last_tag {
+                g.take(addr >> self.line.trailing_zeros(), t);
+            }
+            return;
+        }
+        let l = &mut self.private[i];
+        let t = match &mut l.tag {
+            Some(g) => g.take(addr >> l.tags.line_bytes().trailing_zeros(), t),
+            None => t,
+        };
+        match l.tags.find(addr) {
+            Some(s) => l.set_dirty(s),
+            None => {
+                let ready = t + l.latency + l.fill;
+                let s = l.install(addr, ready);
+                l.set_dirty(s);
+                self.write_back(i + 1, ready);
+            }
+        }
+    }
+
+    /// A retired store's write of `pa`, arriving at the L1D at `t` (`core.store_at_retire`):
+    /// the access, and when the L1D took it out of its write queue — at its lookup, or for a
+    /// miss once it holds an MSHR (ChampSim's L1D starts no tag check while its checks wait
+    /// for MSHRs, src/cache.cc `CACHE::operate`, so its write queue waits with them).
+    pub fn write(&mut self, pa: u64, t: Cycle, eng: &mut Engine) -> Result<(Served, Cycle), IntegrityError> {
+        let lat = self.l1d.latency;
+        self.l1_left = t + lat;
+        let s = self.access(AccessKind::Store, pa, t, eng)?;
+        Ok((s, self.l1_left - lat))
     }
 
     /// An L1 miss (kept out of `access`, so its hit path stays small enough to inline).
@@ -433,6 +507,9 @@ impl Hierarchy {
         let l1 = self.l1(side);
         ready += l1.fill;
         let slot = l1.install(pa, ready);
+        if l1.dirty_victim.is_some() {
+            self.write_back(0, ready);
+        }
         Ok(Served { ready, depth: if hit { 1 } else { 2 }, engine: true, slot })
     }
 
@@ -441,10 +518,13 @@ impl Hierarchy {
     /// a hit on its set's most recent line, which changes no replacement order — the access is
     /// counted and its data ready time returned. `slot` remembers where the line is.
     #[inline]
-    pub fn l1d_again(&mut self, pa: u64, slot: &mut u32, t: Cycle) -> Option<Cycle> {
+    pub fn l1d_again(&mut self, kind: AccessKind, pa: u64, slot: &mut u32, t: Cycle) -> Option<Cycle> {
         let l1 = &mut self.l1d;
         if *slot == secmem_timing::tags::NO_SLOT || l1.tags.addr_of(*slot) != Some(pa & !(l1.line_bytes() - 1)) {
             *slot = l1.tags.find(pa)?;
+        }
+        if kind == AccessKind::Store {
+            l1.set_dirty(*slot);
         }
         l1.accesses += 1;
         Some((t + l1.latency).max(l1.ready[*slot as usize]))
@@ -480,6 +560,9 @@ impl Hierarchy {
                     held[i] = (idx, 1);
                 }
                 t = start;
+            }
+            if i == 0 {
+                self.l1_left = t;
             }
         }
         let mut s = match served {
@@ -524,6 +607,9 @@ impl Hierarchy {
             }
             if let (Some(m), true) = (&mut l.mshr, i < held.len() && held[i].1 == 1) {
                 m.hold_until(held[i].0, s.ready);
+            }
+            if l.dirty_victim.is_some() {
+                self.write_back(i, s.ready);
             }
         }
         Ok(s)
@@ -702,6 +788,32 @@ mod tests {
         let i = h.access(AccessKind::Fetch, a, m.ready + 10, &mut eng).unwrap();
         assert_eq!(i.depth, 1);
         assert_eq!(i.ready, m.ready + 10 + h.l1i.latency + h.private[0].latency + h.l1i.fill);
+    }
+
+    #[test]
+    fn a_dirty_line_displaced_from_the_l1d_goes_to_the_l2c_and_a_clean_one_does_not() {
+        // One L1D set filled, then one line more: the first is displaced. `gone`: the L2C has
+        // lost its copy meanwhile, so the write-back must bring it in.
+        for (kind, gone, dirty) in [(AccessKind::Store, false, true), (AccessKind::Store, true, true), (AccessKind::Load, false, false)] {
+            let (mut h, mut eng) = machine(&[]);
+            let first = 0x10_0000;
+            let stride = h.l1d.sets * h.l1d.line_bytes();
+            let mut t = 0;
+            for k in 0..=h.l1d.ways as u64 {
+                if gone && k == h.l1d.ways as u64 {
+                    h.private[0].invalidate_range(first, 64);
+                }
+                t = h.access(kind, first + k * stride, t, &mut eng).unwrap().ready + 1;
+                h.settle(&mut eng).unwrap();
+            }
+            assert!(h.l1d.tags.find(first).is_none(), "displaced from the L1D");
+            let l2c = &h.private[0];
+            let in_l2c = l2c.tags.find(first).map(|s| l2c.dirty[s as usize]);
+            assert_eq!(in_l2c, if dirty || !gone { Some(dirty) } else { None }, "{kind:?}, gone {gone}");
+        }
+        // Without write-backs no level keeps dirty bits.
+        let (h, _) = machine(&["caches.writebacks=false"]);
+        assert!(h.l1d.dirty.is_empty() && h.private[0].dirty.is_empty());
     }
 
     #[test]

@@ -174,6 +174,11 @@ pub struct Core {
     /// what it waited for.
     ip_register: bool,
     ip_ready: (Cycle, Cause),
+    /// Stores access the L1D after commit (`core.store_at_retire`), through its write queue
+    /// (`core.store_write_queue`; None: no limit). ChampSim's, src/ooo_cpu.cc `operate_lsq`:
+    /// a store leaves the store queue once it retired and the L1D's write queue took it.
+    store_at_retire: bool,
+    l1d_wq: Option<Window>,
     sq: StoreQueue,
     reg_ready: [Cycle; 256],
     reg_cause: [Cause; 256],
@@ -253,7 +258,12 @@ impl Core {
         if ip_register && btb.is_none() {
             return Err(ConfigError("core.ip_register: needs a BTB (btb.sets), whose branch kinds say which branches read it".into()));
         }
-        let queues = sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register;
+        let store_at_retire = p.bool("core.store_at_retire")?;
+        if store_at_retire && sq == 0 {
+            return Err(ConfigError("core.store_at_retire: needs a store queue (core.sq_size), where stores wait to be written".into()));
+        }
+        let wq = p.u64_min("core.store_write_queue", 0)? as usize;
+        let queues = store_at_retire || sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register;
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -270,6 +280,8 @@ impl Core {
             sp_folding: p.bool("core.sp_folding")?.then(NumberingGuess::default),
             ip_register,
             ip_ready: (0, cpistack::BASE),
+            store_at_retire,
+            l1d_wq: (store_at_retire && wq > 0).then(|| Window::new(wq)),
             sq: sq_mem,
             reg_ready: [0; 256],
             reg_cause: [cpistack::BASE; 256],
@@ -594,7 +606,13 @@ impl Core {
                 let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
                 let bytes = &val[off as usize..(off + n) as usize];
                 let (t, why) = if a.store {
-                    self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?;
+                    if Q && self.store_at_retire {
+                        // Translated now (ChampSim's store finishes once translated); the
+                        // L1D and the bytes at commit, below.
+                        self.store_translate(ins.pc, va, bytes.len() as u64, issue + 1, eng)?;
+                    } else {
+                        self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?;
+                    }
                     (0, cause)
                 } else {
                     self.load::<Q>(ins.pc, va, bytes, issue + 1, eng)?
@@ -675,10 +693,13 @@ impl Core {
         }
         if has_store {
             // Stores are written to the L1 at commit, through a store port if ports are few.
-            let written = match &mut self.store_ports {
+            let mut written = match &mut self.store_ports {
                 Some(p) => p.take(c),
                 None => c,
             };
+            if self.store_at_retire {
+                written = self.write_retired(ins, written, eng)?;
+            }
             if let Some(sqw) = &mut self.sqw {
                 sqw.take(written);
             }
@@ -773,7 +794,7 @@ impl Core {
         if self.mmu.dtlb_misses != misses {
             self.recent.forget_line(); // a page walk may have read through the L1D
         } else if self.recent.same_line(pa) {
-            if let Some(ready) = self.hier.l1d_again(pa, &mut self.recent.slot, t) {
+            if let Some(ready) = self.hier.l1d_again(kind, pa, &mut self.recent.slot, t) {
                 return Ok((pa, Served { ready, depth: 0, engine: false, slot: self.recent.slot }));
             }
         }
@@ -817,6 +838,55 @@ impl Core {
             self.sq.store(pc, va, bytes.len() as u64, t);
         }
         Ok(())
+    }
+
+    /// A store of `len` bytes at `va` executed at `t` with `core.store_at_retire`: translated
+    /// (through the D-TLB, a walk if it misses) and known to the store queue; `write_retired`
+    /// writes it to the L1D after commit.
+    fn store_translate(&mut self, pc: u64, va: u64, len: u64, t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        let t = match &mut self.store_ports {
+            Some(p) => p.take(t),
+            None => t,
+        };
+        self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
+        self.sq.store(pc, va, len, t);
+        Ok(())
+    }
+
+    /// The stores of `ins`, committed and sent to the L1D at `t`: each waits for a place in
+    /// the L1D's write queue, then accesses the L1D (write-allocate: a miss fetches its line
+    /// and holds an MSHR), and its bytes are written. Returns when the write queue took the
+    /// last, which is when its store-queue entry frees. The bytes are written in this step,
+    /// before any younger instruction runs, so values and forwarding are as at execute.
+    fn write_retired(&mut self, ins: &Instr, t: Cycle, eng: &mut Engine) -> Result<Cycle, StepError> {
+        let mut left = t;
+        for a in ins.accesses.iter().filter(|a| a.store) {
+            let val = ins.value(a);
+            let mut off = 0u64;
+            while off < a.size as u64 {
+                let va = a.addr + off;
+                let l1b = self.hier.l1d.line_bytes();
+                let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
+                let bytes = &val[off as usize..(off + n) as usize];
+                let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+                let arrive = match &self.l1d_wq {
+                    Some(w) => t.max(w.next_free()),
+                    None => t,
+                };
+                let (s, taken) = self.hier.write(pa, arrive, eng)?;
+                if let Some(w) = &mut self.l1d_wq {
+                    w.take(taken);
+                }
+                eng.write_cached_at(pa, bytes, &mut self.hier.l1d.below[s.slot as usize]);
+                eng.track_values(pa, bytes.len());
+                if s.engine {
+                    self.hier.settle(eng)?;
+                }
+                left = left.max(arrive);
+                off += n;
+            }
+        }
+        Ok(left)
     }
 
     /// A load of `bytes` (the trace's value) at `va`, ready to go at `t`: returns when its

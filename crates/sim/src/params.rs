@@ -69,6 +69,8 @@ pub const CORE: &[Component] = &[
             param("core.load_result_latency", Def::Int(0), "cycles", "from the L1 delivering a load's data to its dependents' issue"),
             param("core.load_ports", Def::Int(0), "loads/cycle", "loads sent to the L1D per cycle (0: no limit beyond the issue width)"),
             param("core.store_ports", Def::Int(0), "stores/cycle", "store operations per cycle, executing or written to the L1 at commit (0: no limit)"),
+            param("core.store_at_retire", Def::Bool(false), "bool", "stores access the L1D after they commit (ChampSim's): their lookups, misses and MSHRs, and their place in the store queue until the L1D's write queue takes them, are timed then; false: when they execute. Their bytes are written, and forwarded, as before (needs core.sq_size)"),
+            param("core.store_write_queue", Def::Int(0), "entries", "with core.store_at_retire: the L1D's write queue, each entry held until its store's lookup, or for a miss until it has an MSHR (0: no limit)"),
             param("core.taken_ends_fetch", Def::Bool(false), "bool", "a taken branch ends its fetch cycle (ChampSim's front end: the next instruction comes from the target, a cycle later)"),
             param("core.sp_folding", Def::Bool(false), "bool", "stack-pointer folding (ChampSim's): a call, return, push, pop or constant change of the stack pointer writes it without a register dependence"),
             param("core.ip_register", Def::Bool(false), "bool", "the instruction pointer as a renamed register (ChampSim's): every branch writes it and takes a physical register for it, conditional branches and calls read it, so they execute after the branch before them (needs btb.sets)"),
@@ -192,6 +194,7 @@ pub const CORE: &[Component] = &[
         source: "ChampSim's cache model (docs/core-model.md)",
         params: &[
             param("caches.private", Def::Str(""), "names", "private levels between the L1s and the protected l2, nearest first (e.g. \"l2c\")"),
+            param("caches.writebacks", Def::Bool(false), "bool", "a dirty line displaced from a level above the protected one is written to the level below (ChampSim's): a tag check there, and a private level without the line takes it in; false: levels above hold clean tags only"),
             param("l2.fill_latency", Def::Int(0), "cycles", "the protected level's fill on a miss's way up"),
             param("l2.mshrs", Def::Int(0), "misses", "misses in flight at the protected level (0: no limit)"),
             param("l2.tag_checks", Def::Int(0), "lookups/cycle", "lookups a cycle at the protected level by accesses from above (0: no limit)"),

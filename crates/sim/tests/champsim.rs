@@ -50,3 +50,71 @@ fn a_walk_heavy_loop_times_as_in_champsim() {
     // Every walk starts below the root, from the page-structure caches.
     assert_eq!(st("ptw.psc_hits"), st("ptw.walks"));
 }
+
+/// `scripts/champsim-micro l1store` / `l2store`: independent stores, each to the next line
+/// of 16 KiB (L1D hits) or of 256 KiB (misses in the L1D that hit the L2C).
+fn stores(n: u64, region: u64) -> Vec<ChampSimRecord> {
+    (0..n)
+        .map(|i| ChampSimRecord {
+            ip: 0x400000 + 4 * (i % 16),
+            source_registers: [42, 0, 0, 0],
+            destination_memory: [0x1000_0000 + (i * 64) % region, 0],
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Cycles per instruction of `records` on `champsim` with `sets`, after `warmup`.
+fn cpi(name: &str, records: &[ChampSimRecord], warmup: u64, sets: &[&str]) -> f64 {
+    let path = std::env::temp_dir().join(format!("secmem-champsim-{name}-{}.champsim", std::process::id()));
+    let mut w = ChampSimWriter::create(&path).unwrap();
+    records.iter().for_each(|r| w.write(r).unwrap());
+    w.finish().unwrap();
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let p = configure("champsim", Some("none"), Some("none"), &sets).unwrap();
+    let mut src = secmem_trace::open_trace(path.to_str().unwrap()).unwrap();
+    let n = records.len() as u64 - warmup;
+    let r = run(&p, &mut *src, &RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 }).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(r.error, None);
+    1.0 / r.stats.get_f64("ipc").unwrap()
+}
+
+#[test]
+fn stores_written_after_retirement_hold_l1d_mshrs_as_in_champsim() {
+    // `bin/champsim --hide-heartbeat -w 200000 -i 800000 --json F NAME.champsim`
+    // (2026-11-28): cycles per instruction of its region of interest. A store that misses the
+    // L1D holds one of its 16 MSHRs until the L2C's line is in, and the write queue and store
+    // queue fill behind them; written at execute, nothing waits for the MSHRs.
+    const CS_L1STORE: f64 = 1.000;
+    const CS_L2STORE: f64 = 2.40;
+    let (warmup, n) = (50_000, 200_000);
+    let near = |what: &str, secmem: f64, champsim: f64| {
+        assert!((secmem / champsim - 1.0).abs() <= 0.05, "{what}: secmem {secmem:.3}, ChampSim {champsim:.3}");
+    };
+    near("L1D stores", cpi("l1store", &stores(warmup + n, 16 << 10), warmup, &[]), CS_L1STORE);
+    let l2 = stores(warmup + n, 256 << 10);
+    let l2c = cpi("l2store", &l2, warmup, &[]);
+    eprintln!("l2store {l2c}");
+    near("L2C stores", l2c, CS_L2STORE);
+    let at_execute = cpi("l2store-exec", &l2, warmup, &["core.store_at_retire=false"]);
+    assert!(at_execute < 1.1, "stores written at execute wait for nothing: {at_execute:.3}");
+    // Without write-backs each store takes one of the L2C's tag checks, 5 every 6 cycles.
+    let no_writebacks = cpi("l2store-nowb", &l2, warmup, &["caches.writebacks=false"]);
+    assert!((no_writebacks - 1.2).abs() < 0.02, "one L2C tag check a store: {no_writebacks:.3}");
+}
+
+#[test]
+fn stores_at_retirement_need_a_store_queue() {
+    // suh2003 has none: its stores share the LSQ, so there is nowhere for them to wait.
+    let sets = ["core.store_at_retire=true".to_string()];
+    let p = configure("suh2003", Some("none"), Some("none"), &sets).unwrap();
+    let path = std::env::temp_dir().join(format!("secmem-champsim-sq-{}.champsim", std::process::id()));
+    let mut w = ChampSimWriter::create(&path).unwrap();
+    stores(10, 4096).iter().for_each(|r| w.write(r).unwrap());
+    w.finish().unwrap();
+    let mut src = secmem_trace::open_trace(path.to_str().unwrap()).unwrap();
+    let e = run(&p, &mut *src, &RunOptions { instructions: 10, warmup: 0, seed: 1, progress: false, interval: 0 });
+    std::fs::remove_file(&path).unwrap();
+    assert!(e.is_err_and(|e| e.0.contains("core.store_at_retire: needs a store queue")));
+}
