@@ -491,16 +491,19 @@ def _load_graph(path: Path):
     return n, off, adj
 
 
-def test_graph_kernels_match_an_independent_bfs_and_pagerank(tmp_path):
-    """The C kernels checked against plain Python on a small Kronecker graph: the graph is
-    undirected and clean, every BFS reaches exactly the source's component at the right depth,
-    and PageRank's top vertices and scores agree."""
+@pytest.mark.parametrize("kind", ["kron", "urand"])
+def test_graph_kernels_match_an_independent_bfs_and_pagerank(tmp_path, kind):
+    """The C kernels checked against plain Python on a small graph of each kind: the graph is
+    undirected and clean, its degrees are as its generator makes them (Kronecker: hubs;
+    uniform random: none), every BFS reaches exactly the source's component at the right
+    depth, and PageRank's top vertices and scores agree."""
     _gcc_or_skip()
     from collections import deque
 
     from secmem.suite.workloads import prepare_gapgraph
 
-    files = inputs.gen_gapgraph(tmp_path, 3, scale=10, degree=8)
+    files = inputs.gen_gapgraph(tmp_path, 3, scale=10, degree=8, kind=kind)
+    assert (tmp_path / "graph.params").read_text() == ("10 8 3\n" if kind == "kron" else "10 8 3 urand\n")
     files += prepare_gapgraph(tmp_path, suite.base_env(tmp_path))
     assert files == ["gapgraph.c", "graph.params", "gapgraph", "graph.sg"]
     n, off, adj = _load_graph(tmp_path / "graph.sg")
@@ -511,7 +514,14 @@ def test_graph_kernels_match_an_independent_bfs_and_pagerank(tmp_path):
         assert lst == sorted(set(lst)) and v not in lst, "sorted, no duplicates, no self loops"
         assert all(v in nbrs[u] for u in lst[:3]), "every edge is in both lists"
     degrees = sorted((len(x) for x in nbrs), reverse=True)
-    assert degrees[0] > 10 * (len(adj) / n), "Kronecker graphs have hubs (power-law degrees)"
+    mean = len(adj) / n
+    if kind == "kron":
+        assert degrees[0] > 10 * mean, "Kronecker graphs have hubs (power-law degrees)"
+    else:
+        # 8 * 1024 uniform edges, both directions: a mean degree just under 16 (a few
+        # duplicates and self loops dropped), Poisson-distributed, so no vertex far above it.
+        assert 15.5 < mean <= 16 and degrees[0] < 2.5 * mean, (mean, degrees[:3])
+        assert degrees[-1] >= 1 and sum(degrees[:10]) < 0.025 * len(adj), "no hubs: the ten largest hold 1.7%"
 
     def run(*args):
         p = subprocess.run([str(tmp_path / "gapgraph"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -552,11 +562,14 @@ def test_graph_program_errors_are_one_line(tmp_path):
     prepare_gapgraph(tmp_path, suite.base_env(tmp_path))
     (tmp_path / "bad.sg").write_bytes(b"SMGRAPH1" + bytes(8))
     for args, msg in ((["bfs", "nosuch.sg", "1", "1"], "cannot open: nosuch.sg"), (["pr", "bad.sg", "1", "1"], "truncated graph file"),
-                      (["gen", "40", "1", "1", "x.sg"], "scale must be"), (["bogus"], "usage:")):
+                      (["gen", "40", "1", "1", "x.sg"], "scale must be"), (["gen", "4", "2", "1", "x.sg", "rmat"], "graph kind must be kron or urand"),
+                      (["bogus"], "usage:")):
         p = subprocess.run([str(tmp_path / "gapgraph"), *args], cwd=tmp_path, capture_output=True, text=True)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and msg in p.stderr, (args, p.stderr)
     with pytest.raises(ValueError, match="scale must be 1-28"):
         inputs.gen_gapgraph(tmp_path, 1, scale=0)
+    with pytest.raises(ValueError, match="must be kron or urand"):
+        inputs.gen_gapgraph(tmp_path, 1, kind="rmat")
 
 
 @pytest.mark.parametrize("name", ["bfs", "pr"])

@@ -158,4 +158,36 @@ fn main() {
         }
         put("engine", &format!("pair{sel}"), &ops);
     }
+    // engine_choices: two selector bytes (pair, sizes), then a byte per declared choice
+    // parameter of the pair (`engine::choices`), then operations as above. Every value of
+    // every choice of the counter-tree pairs, the others at their defaults, on a 16 KiB memory
+    // under a 4 KiB L2 (sgx's nodes in the L2 compete with data for its 64 lines).
+    use secmem_core::registry::{self, ENCRYPTION_SCHEMES, INTEGRITY_SCHEMES};
+    let (ni, ne) = (INTEGRITY_SCHEMES.len(), ENCRYPTION_SCHEMES.len());
+    let index = |list: &[&str], name: &str| list.iter().position(|n| *n == name).expect("registered");
+    for (integ, enc) in [("none", "sgx"), ("chash", "sgx"), ("tdx", "sgx"), ("bonsai", "split"), ("bonsai", "otp")] {
+        if registry::compatible(registry::integrity(integ).unwrap(), registry::encryption(enc).unwrap()).is_err() {
+            continue;
+        }
+        let sel = (index(INTEGRITY_SCHEMES, integ) + ni * index(ENCRYPTION_SCHEMES, enc) + 2 * ni * ne) as u16;
+        let choices = secmem_fuzz::engine::choices(integ, enc);
+        for (k, (key, values)) in choices.iter().enumerate() {
+            for (v, value) in values.iter().enumerate().skip(1) {
+                // sgx's nodes in the L2 under each organisation: the placement is what is new.
+                let in_l2 = choices.iter().position(|c| c.0 == "sgx.meta");
+                let mut ops = sel.to_le_bytes().to_vec();
+                ops.extend(choices.iter().enumerate().map(|(j, _)| if j == k { v as u8 } else if Some(j) == in_l2 { 1 } else { 0 }));
+                for i in 0..12u8 {
+                    ops.extend([i % 10, i.wrapping_mul(37), i, 40 + i]);
+                    ops.extend((0..(40 + i)).map(|k| k ^ i));
+                }
+                // A combination the schemes refuse (tdx and sgx both in the ECC bits) is no seed.
+                let (i, e, sets) = secmem_fuzz::engine::choice_machine(&ops).expect("a pair that can be built");
+                let built = secmem_sim::configure("suh2003", Some(i), Some(e), &sets).map(|p| secmem_core::Engine::new(&p, 1).is_ok());
+                if built == Ok(true) {
+                    put("engine_choices", &format!("{integ}-{enc}-{key}-{value}"), &ops);
+                }
+            }
+        }
+    }
 }

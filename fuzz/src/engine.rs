@@ -14,9 +14,9 @@
 //! - after any IntegrityError, or a MECU reboot (old memory is garbage by design), only
 //!   "no panic" is checked from then on.
 
-use secmem_core::decl::{Detection, Role};
+use secmem_core::decl::{Def, Detection, Role};
 use secmem_core::registry::{self, ENCRYPTION_SCHEMES as ENCRYPTION, INTEGRITY_SCHEMES as INTEGRITY};
-use secmem_core::{Engine, IntegrityError};
+use secmem_core::{Engine, IntegrityError, Params};
 
 /// The input, consumed a value at a time; zeros once exhausted.
 struct Bytes<'a>(&'a [u8]);
@@ -88,10 +88,11 @@ fn outcome(r: Result<(), IntegrityError>, trust: &mut Trust, suspended: bool, in
     }
 }
 
-pub fn engine(data: &[u8]) {
-    let mut b = Bytes(data);
-    // Every registered pair, two memory sizes and two L2 sizes: one selector byte while they
-    // fit in it (the corpus was made so), two once the registry outgrows it.
+/// The pair and machine one or two selector bytes pick: every registered pair, two memory
+/// sizes and two L2 sizes (one byte while they fit in it, as the corpus was made; two once
+/// the registry outgrew it). None for a pair that cannot be built (a tree over counters with
+/// a scheme keeping none).
+fn select(b: &mut Bytes) -> Option<(&'static str, &'static str, u64, Vec<String>)> {
     let (ni, ne) = (INTEGRITY.len(), ENCRYPTION.len());
     let pairs = ni * ne;
     let mut sel = b.u8() as usize;
@@ -100,16 +101,68 @@ pub fn engine(data: &[u8]) {
     }
     let (integ, enc) = (INTEGRITY[sel % ni], ENCRYPTION[(sel / ni) % ne]);
     if registry::compatible(registry::integrity(integ).expect("registered"), registry::encryption(enc).expect("registered")).is_err() {
-        return; // a pair that cannot be built (a tree over counters with a scheme keeping none)
+        return None;
     }
     let size: u64 = [16 << 10, 64 << 10][(sel / pairs) & 1];
     let l2 = ["1KiB", "4KiB"][(sel / (2 * pairs)) & 1];
-    let sets = vec![format!("memory.size={}", size), format!("l2.size={}", l2), "l2.ways=2".to_string()];
-    let p = secmem_sim::configure("suh2003", Some(integ), Some(enc), &sets).expect("a valid small machine");
-    let mut e = Engine::new(&p, 1).expect("engine");
+    Some((integ, enc, size, vec![format!("memory.size={}", size), format!("l2.size={}", l2), "l2.ways=2".to_string()]))
+}
+
+/// The pair's declared choice parameters, integrity scheme first, each in declaration order:
+/// a string parameter whose unit lists its values ("own|l2") is one.
+pub fn choices(integ: &str, enc: &str) -> Vec<(&'static str, Vec<&'static str>)> {
+    let decls = [registry::integrity(integ).expect("registered").decl, registry::encryption(enc).expect("registered").decl];
+    decls
+        .iter()
+        .flat_map(|d| d.params.iter())
+        .filter(|p| matches!(p.default, Def::Str(_)) && p.unit.contains('|'))
+        .map(|p| (p.key, p.unit.split('|').collect()))
+        .collect()
+}
+
+/// `engine`: the pair's parameters at their defaults.
+pub fn engine(data: &[u8]) {
+    let mut b = Bytes(data);
+    if let Some((integ, enc, size, sets)) = select(&mut b) {
+        let p = secmem_sim::configure("suh2003", Some(integ), Some(enc), &sets).expect("a valid small machine");
+        let e = Engine::new(&p, 1).expect("engine");
+        run(b, &p, e, integ, enc, size);
+    }
+}
+
+/// `engine_choices`: the same operations, after a byte per declared choice parameter of the
+/// pair (`choices`) picking its value, so that every organisation and placement a scheme
+/// declares is attacked (sgx's nodes in the L2, MACs in ECC bits, ...). A target of its own,
+/// so that the `engine` corpus keeps its meaning. A combination the schemes refuse (two
+/// schemes in the same ECC bits) is a configuration error, which `params` covers: skipped.
+pub fn engine_choices(data: &[u8]) {
+    let mut b = Bytes(data);
+    let Some((integ, enc, size, sets)) = choice_sets(&mut b) else { return };
+    let Ok(p) = secmem_sim::configure("suh2003", Some(integ), Some(enc), &sets) else { return };
+    let Ok(e) = Engine::new(&p, 1) else { return };
+    run(b, &p, e, integ, enc, size);
+}
+
+/// The pair, memory size and `--set` lines `engine_choices` reads from the input's start.
+fn choice_sets(b: &mut Bytes) -> Option<(&'static str, &'static str, u64, Vec<String>)> {
+    let (integ, enc, size, mut sets) = select(b)?;
+    for (key, values) in choices(integ, enc) {
+        sets.push(format!("{}={}", key, values[b.u8() as usize % values.len()]));
+    }
+    Some((integ, enc, size, sets))
+}
+
+/// What `engine_choices` runs for `data`: the pair and its `--set` lines (None: a pair that
+/// cannot be built). For tests of the corpus.
+pub fn choice_machine(data: &[u8]) -> Option<(&'static str, &'static str, Vec<String>)> {
+    choice_sets(&mut Bytes(data)).map(|(i, e, _, sets)| (i, e, sets))
+}
+
+/// Up to 64 operations from the input against `e`, checked against a plain byte array.
+fn run(mut b: Bytes, p: &Params, mut e: Engine, integ: &str, enc: &str, size: u64) {
     let raw = e.untrusted().size();
     let (dma, dma_size) = e.dma_region();
-    let pair = registry::Pair::of(&p).expect("declared guarantees");
+    let pair = registry::Pair::of(p).expect("declared guarantees");
     let g = pair.data();
     let mut model = vec![0u8; size as usize];
     let mut trust = Trust::Exact;

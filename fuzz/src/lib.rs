@@ -15,6 +15,8 @@
 //! - `engine`: a sequence of SecureMemory operations and adversary pokes under one of the
 //!   36 scheme pairs, against a plain byte array: untampered memory reads back exactly what
 //!   was written and never raises; tampering is noticed as the scheme promises.
+//! - `engine_choices`: the same, with the pair's declared choice parameters (sgx.meta,
+//!   sgx.counters, the MAC placements, the hashes, ...) taken from the input too.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,6 +34,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("tracer_stream", tracer_stream),
     ("params", params),
     ("engine", engine::engine),
+    ("engine_choices", engine::engine_choices),
 ];
 
 pub fn target(name: &str) -> Option<fn(&[u8])> {

@@ -1477,7 +1477,8 @@ def _cl_rows(d: Data, paper: Paper, scale: Scale):
         x, o = g[(w, "xts")], g[(w, "otp")]
         rows.append(Row(f"{w}: counter mode's pad (otp) hides the cipher that xts waits for: otp ≥ xts",
                         paper.value("counterlight-xts", "sequential"), None,
-                        "-" if x is None or o is None else f"otp {o:.3f}, xts {x:.3f}", _trend(lambda: o >= x, x, o)))
+                        "-" if x is None or o is None else f"otp {o:.3f}, xts {x:.3f}", _trend(lambda: o >= x, x, o),
+                        cause="stamps"))
     for w in ws:
         x, sp, sg = t[(w, "xts")], t[(w, "split")], t[(w, "sgx")]
         rows.append(Row(f"{w}: counter mode with a 32 KiB metadata cache moves more bytes than xts (split, sgx)",

@@ -1,8 +1,11 @@
 /* secmem's graph workloads, after the GAP Benchmark Suite (Beamer, Asanovic, Patterson 2015):
- * a Kronecker graph generator with the Graph500 parameters, and two kernels over the graph in
- * CSR form, a direction-optimizing breadth-first search and a pull PageRank.
+ * GAP's two synthetic graph generators (Kronecker with the Graph500 parameters, and uniform
+ * random), and two kernels over the graph in CSR form, a direction-optimizing breadth-first
+ * search and a pull PageRank.
  *
- *   gapgraph gen SCALE DEGREE SEED OUT   2^SCALE vertices, DEGREE*2^SCALE edges, undirected
+ *   gapgraph gen SCALE DEGREE SEED OUT [KIND]
+ *                                        2^SCALE vertices, DEGREE*2^SCALE edges, undirected;
+ *                                        KIND kron (the default) or urand
  *   gapgraph bfs GRAPH TRIALS SEED       BFS from TRIALS sources drawn with SEED
  *   gapgraph pr GRAPH ITERS TOLERANCE    PageRank (damping 0.85) until ITERS or TOLERANCE
  *
@@ -54,32 +57,38 @@ static int cmp_node(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Graph500's R-MAT recursion (A=0.57, B=0.19, C=0.19, D=0.05) as 32-bit thresholds, then a
- * random relabelling of the vertices (as Graph500 and GAP do) so that the high-degree
- * vertices are not all at low ids. */
-static void generate(int scale, int degree, uint64_t seed, const char *out) {
+/* kron: Graph500's R-MAT recursion (A=0.57, B=0.19, C=0.19, D=0.05) as 32-bit thresholds,
+ * then a random relabelling of the vertices (as Graph500 and GAP do) so that the high-degree
+ * vertices are not all at low ids. urand: GAP's uniform random graph (Erdos-Renyi; GAP's
+ * generator.h MakeUniformEL draws both endpoints of every edge uniformly from all vertices),
+ * whose degrees are all near 2*DEGREE, so no hub vertices stay cached. */
+static void generate(int scale, int degree, uint64_t seed, const char *out, int urand) {
     if (scale < 1 || scale > 28 || degree < 1 || degree > 64) die("scale must be 1-28 and degree 1-64", NULL);
     uint64_t n = 1ull << scale, edges = n * (uint64_t)degree;
     const uint64_t A = (uint64_t)(0.57 * 4294967296.0), AB = (uint64_t)(0.76 * 4294967296.0),
                    ABC = (uint64_t)(0.95 * 4294967296.0);
     seed_rng(seed);
-    node_t *perm = xmalloc(n * sizeof *perm);
-    for (uint64_t i = 0; i < n; i++) perm[i] = (node_t)i;
-    for (uint64_t i = n - 1; i > 0; i--) {
-        uint64_t j = below(i + 1);
-        node_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-    }
     node_t *src = xmalloc(edges * sizeof *src), *dst = xmalloc(edges * sizeof *dst);
-    for (uint64_t e = 0; e < edges; e++) {
-        uint64_t u = 0, v = 0;
-        for (int level = 0; level < scale; level++) {
-            uint64_t r = next64() >> 32;
-            u <<= 1; v <<= 1;
-            if (r >= A) { if (r < AB) v |= 1; else if (r < ABC) u |= 1; else { u |= 1; v |= 1; } }
+    if (urand) {
+        for (uint64_t e = 0; e < edges; e++) { src[e] = (node_t)below(n); dst[e] = (node_t)below(n); }
+    } else {
+        node_t *perm = xmalloc(n * sizeof *perm);
+        for (uint64_t i = 0; i < n; i++) perm[i] = (node_t)i;
+        for (uint64_t i = n - 1; i > 0; i--) {
+            uint64_t j = below(i + 1);
+            node_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
         }
-        src[e] = perm[u]; dst[e] = perm[v];
+        for (uint64_t e = 0; e < edges; e++) {
+            uint64_t u = 0, v = 0;
+            for (int level = 0; level < scale; level++) {
+                uint64_t r = next64() >> 32;
+                u <<= 1; v <<= 1;
+                if (r >= A) { if (r < AB) v |= 1; else if (r < ABC) u |= 1; else { u |= 1; v |= 1; } }
+            }
+            src[e] = perm[u]; dst[e] = perm[v];
+        }
+        free(perm);
     }
-    free(perm);
     uint64_t *off = xmalloc((n + 1) * sizeof *off);
     memset(off, 0, (n + 1) * sizeof *off);
     for (uint64_t e = 0; e < edges; e++)
@@ -108,7 +117,7 @@ static void generate(int scale, int degree, uint64_t seed, const char *out) {
     if (fwrite("SMGRAPH1", 1, 8, f) != 8 || fwrite(hdr, 8, 2, f) != 2 || fwrite(off, 8, n + 1, f) != n + 1 ||
         fwrite(adj, sizeof *adj, w, f) != w || fclose(f) != 0)
         die("cannot write", out);
-    printf("kronecker scale %d degree %d seed %llu: %llu vertices, %llu arcs\n", scale, degree,
+    printf("%s scale %d degree %d seed %llu: %llu vertices, %llu arcs\n", urand ? "urand" : "kronecker", scale, degree,
            (unsigned long long)seed, (unsigned long long)n, (unsigned long long)w);
 }
 
@@ -254,8 +263,10 @@ static void pagerank(const graph_t *g, int iters, double tolerance) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 6 && strcmp(argv[1], "gen") == 0) {
-        generate(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5]);
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "gen") == 0) {
+        const char *kind = argc == 7 ? argv[6] : "kron";
+        if (strcmp(kind, "kron") != 0 && strcmp(kind, "urand") != 0) die("graph kind must be kron or urand", kind);
+        generate(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5], strcmp(kind, "urand") == 0);
     } else if (argc == 5 && strcmp(argv[1], "bfs") == 0) {
         graph_t g = load(argv[2]);
         bfs(&g, atoi(argv[3]), strtoull(argv[4], NULL, 10));
@@ -263,7 +274,7 @@ int main(int argc, char **argv) {
         graph_t g = load(argv[2]);
         pagerank(&g, atoi(argv[3]), strtod(argv[4], NULL));
     } else {
-        die("usage: gapgraph gen SCALE DEGREE SEED OUT | bfs GRAPH TRIALS SEED | pr GRAPH ITERS TOLERANCE", NULL);
+        die("usage: gapgraph gen SCALE DEGREE SEED OUT [kron|urand] | bfs GRAPH TRIALS SEED | pr GRAPH ITERS TOLERANCE", NULL);
     }
     return 0;
 }

@@ -704,13 +704,17 @@ def gen_wav(outdir: Path, seed: int, seconds: float = 4.0, rate: int = 44100) ->
 GAPGRAPH_SOURCE = Path(__file__).with_name("gapgraph.c")
 
 
-def gen_gapgraph(outdir: Path, seed: int, scale: int = 16, degree: int = 16) -> list[str]:
-    """The graph workloads' inputs: the kernels' C source and the Kronecker graph's parameters
-    (2**scale vertices, degree * 2**scale edges, the seed). The prepare step compiles the
-    source and generates the graph itself: R-MAT over millions of edges is C's work, not pure
+def gen_gapgraph(outdir: Path, seed: int, scale: int = 16, degree: int = 16, kind: str = "kron") -> list[str]:
+    """The graph workloads' inputs: the kernels' C source and the graph's parameters
+    (2**scale vertices, degree * 2**scale edges, the seed, and the generator: GAP's ``kron``,
+    power-law Kronecker, or ``urand``, uniform random). The prepare step compiles the source
+    and generates the graph itself: R-MAT over millions of edges is C's work, not pure
     Python's (minutes here, a second there), and the C generator is as deterministic."""
     if not (1 <= scale <= 28 and 1 <= degree <= 64):
         raise ValueError(f"graph scale {scale} / degree {degree}: scale must be 1-28 and degree 1-64")
+    if kind not in ("kron", "urand"):
+        raise ValueError(f"graph kind {kind!r}: must be kron or urand")
     _write(outdir / "gapgraph.c", GAPGRAPH_SOURCE.read_bytes())
-    _write(outdir / "graph.params", f"{scale} {degree} {seed}\n")
+    # A Kronecker graph's parameters name no kind (the program's default), as before urand.
+    _write(outdir / "graph.params", f"{scale} {degree} {seed}" + ("" if kind == "kron" else f" {kind}") + "\n")
     return ["gapgraph.c", "graph.params"]

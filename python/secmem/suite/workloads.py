@@ -97,10 +97,11 @@ def prepare_hmmer(d: Path, env: dict) -> list:
 
 def prepare_gapgraph(d: Path, env: dict) -> list:
     """gcc compiles the graph kernels (-O2, the baseline x86-64 ISA: the same code on every
-    machine), then the program generates the Kronecker graph the parameters file names."""
-    scale, degree, seed = (d / "graph.params").read_text().split()
+    machine), then the program generates the graph the parameters file names (scale, degree,
+    seed and, unless Kronecker, the kind)."""
+    scale, degree, seed, *kind = (d / "graph.params").read_text().split()
     _run_tool(["/usr/bin/gcc", "-O2", "-o", "gapgraph", "gapgraph.c"], d, env)
-    _run_tool(["./gapgraph", "gen", scale, degree, seed, "graph.sg"], d, env)
+    _run_tool(["./gapgraph", "gen", scale, degree, seed, "graph.sg", *kind], d, env)
     return ["gapgraph", "graph.sg"]
 
 
@@ -362,46 +363,53 @@ WORKLOADS = (
         name="bfs",
         description="direction-optimizing breadth-first search (8 sources) on a generated Kronecker graph, "
                     "2^16 vertices / edge factor 16",
-        stands_for="GAP Benchmark Suite bfs (kron)",
+        stands_for="GAP Benchmark Suite bfs (kron; urand at the spec size)",
         packages=("libc6",),
         prepare_packages=("gcc", "libc6-dev"),
         program="gapgraph",
         builds_program=True,
         args=("bfs", "graph.sg", "8", "1"),
-        generate=partial(inputs.gen_gapgraph, scale=16, degree=16),
+        generate=partial(inputs.gen_gapgraph, scale=16, degree=16, kind="kron"),
         prepare=prepare_gapgraph,
         instructions=34_582_639,
         native_seconds=0.201,
         notes="secmem's own C program (python/secmem/suite/gapgraph.c), compiled by the prepare step.",
+        # Sized to miss in a 4 MiB L2 as 181.mcf did (41.5%): a uniform random graph, whose
+        # parent reads have no hubs to stay cached (docs/workloads.md has the measurements).
         sizes={"spec": Size(
-            generate=dict(scale=20, degree=16),
-            description="direction-optimizing BFS (8 sources) on a generated Kronecker graph, 2^20 vertices / "
-                        "edge factor 16 (31.4 M arcs, a 128 MiB graph file)",
-            footprint="134 MiB",
-            skip=200_000_000,  # past loading the graph (one read() per array): inside the first searches
+            generate=dict(scale=20, degree=16, kind="urand"),
+            description="direction-optimizing BFS (8 sources) on a generated uniform random graph (GAP's urand), "
+                        "2^20 vertices / edge factor 16 (33.6 M arcs, a 136 MiB graph file, generated in about 6 s)",
+            footprint="145 MiB",
+            # Past loading the graph (one read() per array) and the memset clearing the first
+            # search's parents, which runs 200-203 M (a byte a traced instruction, IPC 1):
+            # inside the first search.
+            skip=204_000_000,
         )},
     ),
     Workload(
         name="pr",
         description="pull PageRank (damping 0.85, tolerance 1e-4, at most 20 iterations) on a generated "
                     "Kronecker graph, 2^16 vertices / edge factor 16",
-        stands_for="GAP Benchmark Suite pr (kron)",
+        stands_for="GAP Benchmark Suite pr (kron; urand at the spec size)",
         packages=("libc6",),
         prepare_packages=("gcc", "libc6-dev"),
         program="gapgraph",
         builds_program=True,
         args=("pr", "graph.sg", "20", "1e-4"),
-        generate=partial(inputs.gen_gapgraph, scale=16, degree=16),
+        generate=partial(inputs.gen_gapgraph, scale=16, degree=16, kind="kron"),
         prepare=prepare_gapgraph,
         instructions=92_868_864,
         native_seconds=0.163,
         notes="secmem's own C program (python/secmem/suite/gapgraph.c), compiled by the prepare step.",
+        # Sized to miss in a 4 MiB L2 as 181.mcf did (41.5%): 32 MiB of scores read at random
+        # (a uniform random graph has no hubs to keep them cached; docs/workloads.md).
         sizes={"spec": Size(
-            generate=dict(scale=20, degree=16),
-            description="pull PageRank on a generated Kronecker graph, 2^20 vertices / edge factor 16 "
-                        "(31.4 M arcs, a 128 MiB graph file)",
-            footprint="137 MiB",
-            skip=200_000_000,  # past loading the graph: inside the first iterations
+            generate=dict(scale=23, degree=4, kind="urand"),
+            description="pull PageRank on a generated uniform random graph (GAP's urand), 2^23 vertices / edge factor 4 "
+                        "(67.1 M arcs, a 320 MiB graph file, generated in about 13 s)",
+            footprint="385 MiB",
+            skip=200_000_000,  # past loading the graph and the first contributions: inside the first pull
         )},
     ),
 )
