@@ -249,6 +249,11 @@ impl Windows {
         self.cpu_at = now;
     }
 
+    /// The windows measured, uncombined (after `stats`, which times the last phase).
+    pub(crate) fn take(&mut self) -> crate::run::Measured {
+        crate::run::Measured { windows: std::mem::take(&mut self.done), state: self.state.take().unwrap_or_default(), cpu: self.cpu }
+    }
+
     /// Windows measured so far.
     pub fn measured(&self) -> usize {
         self.done.len()
