@@ -1,7 +1,7 @@
 //! One simulation: a trace through the core model and the secure engine.
 
 use crate::ooo::{Core, StepError};
-use crate::sample::{Sampling, Windows};
+use crate::sample::{Measured, Sampling, Windows};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::progress::Progress;
@@ -55,15 +55,6 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         }
     }
     run_inner(p, src, o, plan, false).map(|(r, _)| r)
-}
-
-/// The windows a sampled run measured, uncombined: each window's statistics, those right
-/// after the first reset (`combine`'s `state`), and the host CPU seconds warming and in
-/// detail.
-pub(crate) struct Measured {
-    pub windows: Vec<Stats>,
-    pub state: Stats,
-    pub cpu: [f64; 2],
 }
 
 /// `run_sampled` without its checks (a checkpointed window is one period: `checkpointed`),
