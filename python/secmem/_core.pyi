@@ -9,6 +9,7 @@ __all__ = [
     "CodeAuthError",
     "Component",
     "ConfigError",
+    "DEFAULT_PREWARM",
     "IntegrityError",
     "Param",
     "Record",
@@ -27,6 +28,7 @@ __all__ = [
     "bench_schemes",
     "build_commit",
     "build_id",
+    "checkpoint_windows",
     "codeauth_derive_keys",
     "codeauth_fingerprint",
     "codeauth_keys",
@@ -45,6 +47,7 @@ __all__ = [
     "parse_size",
     "presets",
     "run",
+    "run_checkpointed",
     "run_mix",
     "sample_plan",
     "scheme_pairs",
@@ -231,6 +234,23 @@ def params(
 def trace_length(trace: str, trace_format: Optional[str] = None, skip: int = 0, limit: int = ...) -> Optional[int]: ...
 def sample_plan(spec: str, instructions: int) -> tuple[int, int, int]: ...
 def t95(df: int) -> float: ...
+# Lines a checkpointed window loads before its warming (crates/trace/src/checkpoint.rs).
+DEFAULT_PREWARM: int
+
+def checkpoint_windows(
+    directory: str,
+    sample: str,
+    instructions: int,
+    warmup: int,
+    warm: int,
+    workload: Optional[str] = None,
+    trace: Optional[str] = None,
+    trace_format: Optional[str] = None,
+    seed: int = 1,
+    prewarm: int = ...,
+    progress: bool = False,
+) -> dict[str, Any]: ...
+def run_checkpointed(spec: RunSpec, files: list[str], prewarm: list[int], warm: int, name: str) -> RunOutcome: ...
 def export_workload(workload: str, path: str, records: int, seed: int) -> int: ...
 def export(
     path: str,

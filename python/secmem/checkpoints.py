@@ -77,3 +77,64 @@ def make(p: Path, records: int, workload: Optional[str], trace: Optional[str], s
     held = records if int(done["instructions"]) < records else int(done["instructions"])
     write_file(str(p.with_suffix(".json")), json.dumps({"instructions": held, "skip": skip, "written": int(done["instructions"])}) + "\n", "checkpoint")
     return str(p)
+
+
+# --- Per-window checkpoints of a sampled run (``secmem run --sample --checkpointed B``) ---
+#
+# One pass over the input writes each window of the plan as a trace of its own
+# (``_core.checkpoint_windows``, crates/trace/src/checkpoint.rs): the memory image the
+# window's records touch, loads of the lines touched last before it (the prewarm), then its
+# B + D + W instructions. They live in ``<store>/checkpoints/<key>/`` with a ``manifest.json``
+# written last (a pass cut short is never used), keyed by the input's identity, the plan,
+# the warm-up, B, the prewarm, the seed and the engine's build identity: every scheme and
+# parameter point over the same input and plan reads the same files.
+
+
+def windows_key(identity: dict[str, Any], plan: str, instructions: int, warmup: int, warm: int, prewarm: int, seed: int) -> str:
+    """The key of the checkpoints of the sampled run ``plan`` (resolved ``U:W:D``) measuring
+    ``instructions`` after ``warmup`` of the input ``identity``, with B = ``warm``."""
+    doc = {
+        "workload_digest": identity["digest"],
+        "workload_kind": identity["kind"],
+        "workload": identity["name"],
+        "plan": plan,
+        "instructions": instructions,
+        "warmup": warmup,
+        "warm": warm,
+        "prewarm": prewarm,
+        "seed": seed,
+        "build_id": results.build_identity(),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def make_windows(
+    store: "os.PathLike[str] | str",
+    identity: dict[str, Any],
+    plan: str,
+    instructions: int,
+    warmup: int,
+    warm: int,
+    prewarm: int,
+    seed: int,
+    workload: Optional[str],
+    trace: Optional[str],
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The checkpoints of every window (made now unless the store holds them): the manifest
+    ``{"files", "instructions", "prewarm", "image_bytes", "read", "seconds", "reused"}``."""
+    from ._files import write_file
+
+    if identity["kind"] not in ("builtin", "trace") or identity["digest"] is None:
+        raise _core.ConfigError("--checkpointed: checkpoints are cut from a built-in workload or a trace file")
+    d = Path(store) / DIRECTORY / windows_key(identity, plan, instructions, warmup, warm, prewarm, seed)
+    manifest = d / "manifest.json"
+    try:
+        done: dict[str, Any] = json.loads(manifest.read_text())
+        if all(Path(f).exists() for f in done["files"]):
+            return dict(done, reused=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    made = _core.checkpoint_windows(str(d), plan, instructions, warmup, warm, workload, trace, seed=seed, prewarm=prewarm, progress=progress)
+    write_file(str(manifest), json.dumps(made) + "\n", "checkpoint manifest")
+    return dict(made, reused=False)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from . import _core
+from . import _core, checkpoints
 
-__all__ = ["parts", "combine", "run_parallel"]
+__all__ = ["parts", "combine", "run_parallel", "run_checkpointed"]
 
 
 def parts(instructions: int, warmup: int, period: int, k: int, part_warmup: int) -> list[tuple[int, int, int]]:
@@ -124,3 +124,111 @@ def run_parallel(
         stats["parallel.reference_seconds"] = whole["wall_seconds"]
         stats["parallel.warmup_error"] = (stats["ipc"] - r) / r if r else 0.0
     return {"stats": stats, "parts": done, "reference": whole, "error": whole["error"] if whole is not None and whole["error"] else None}
+
+
+def run_windows_task(kwargs: dict[str, Any], files: list[str], prewarm: list[int], warm: int, name: str) -> dict[str, Any]:
+    """Run a group of windows from their checkpoints (on a Dask worker): statistics and
+    error, never an exception."""
+    import platform
+    import time
+
+    t = time.perf_counter()
+    try:
+        spec = _core.RunSpec(**{key: kwargs[key] for key in ("preset", "integrity", "encryption", "sets", "instructions", "warmup", "seed", "sample")})
+        r = _core.run_checkpointed(spec, files, prewarm, warm, name)
+        stats, error = r.stats, r.error
+    except Exception as e:  # recorded with the group; the others go on
+        stats, error = {}, f"{type(e).__name__}: {e}"
+    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
+
+
+def run_checkpointed(
+    workload: Optional[str] = None,
+    *,
+    trace: Optional[str] = None,
+    integrity: Optional[str] = None,
+    encryption: Optional[str] = None,
+    preset: str = "suh2003",
+    sets: Sequence[str] = (),
+    instructions: int,
+    warmup: int = 0,
+    seed: int = 1,
+    sample: str = "",
+    warm: int = 100_000,
+    prewarm: Optional[int] = None,
+    store: Optional[str] = None,
+    k: int = 1,
+    scheduler: Optional[str] = None,
+    workers: Optional[int] = None,
+    reference: bool = False,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """A sampled run from per-window checkpoints (docs/sampling.md): the checkpoints of the
+    plan's windows are made in one pass over the input (or found in the results ``store``,
+    keyed like its points), then the windows run each on a machine of its own, warmed from
+    cold over their B = ``warm`` instructions after ``prewarm`` loads of the lines touched
+    last. ``k`` > 1 (or a ``scheduler``) runs them as ``k`` Dask tasks of consecutive windows,
+    combined as strata (``combine``); one group combines every rate with its interval.
+    ``reference`` also runs the same plan with full functional warming (``--sample``) and
+    reports ``checkpointed.reference_ipc`` and ``checkpointed.warmup_error``, the bounded
+    warming's error. Returns ``{"stats", "parts", "reference", "error", "checkpoints"}``."""
+    import time
+
+    from . import provenance, results
+    from .sweep import dask_client
+
+    period, window, warming = _core.sample_plan(sample, instructions)
+    plan = f"{period}:{window}:{warming}"
+    identity = provenance.workload_identity(workload, trace=trace, seed=seed)
+    pw = _core.DEFAULT_PREWARM if prewarm is None else prewarm
+    made = checkpoints.make_windows(store or results.default_path(), identity, plan, instructions, warmup, warm, pw, seed, workload, trace, progress)
+    files, warms = list(made["files"]), [int(x) for x in made["prewarm"]]
+    if k < 1 or k > len(files):
+        raise _core.ConfigError(f"--parallel: {k} groups of {len(files)} windows (at least one window each)")
+    base = dict(workload=workload, trace=trace, integrity=integrity, encryption=encryption, preset=preset, sets=list(sets), seed=seed,
+                sample=plan, instructions=instructions, warmup=warmup)
+    name = identity["name"]
+    bounds = [len(files) * j // k for j in range(k + 1)]
+    groups = [(files[bounds[j]:bounds[j + 1]], warms[bounds[j]:bounds[j + 1]]) for j in range(k)]
+    t = time.perf_counter()
+    whole: Optional[dict[str, Any]] = None
+    if k == 1 and scheduler is None:
+        done = [run_windows_task(base, files, warms, warm, name)]
+        wall = time.perf_counter() - t
+        if reference:
+            from .sweep import simulate
+
+            whole = simulate(base)
+    else:
+        from .sweep import simulate
+
+        with dask_client(scheduler, workers) as client:
+            futures = [client.submit(run_windows_task, base, f, w, warm, name, key=f"secmem-windows-{j}-{time.time_ns()}", pure=False) for j, (f, w) in enumerate(groups)]
+            ref = client.submit(simulate, base, key=f"secmem-sampled-{time.time_ns()}", pure=False) if reference else None
+            done = [f.result() for f in futures]
+            wall = time.perf_counter() - t
+            whole = ref.result() if ref is not None else None
+    errors = [f"windows {bounds[j] + 1}-{bounds[j + 1]}: {d['error']}" for j, d in enumerate(done) if d["error"]]
+    info = {key: made[key] for key in ("image_bytes", "read", "seconds", "reused")}
+    if errors:
+        return {"stats": {}, "parts": done, "reference": whole, "error": "; ".join(errors), "checkpoints": info}
+    stats = dict(done[0]["stats"]) if k == 1 else combine([d["stats"] for d in done])
+    stats.update({
+        "integrity": done[0]["stats"].get("integrity"),
+        "encryption": done[0]["stats"].get("encryption"),
+        "sampling.period": period, "sampling.window": window, "sampling.warming": warming,
+        "sampling.checkpointed": warm, "checkpointed.prewarm_lines": pw,
+        "checkpointed.groups": k,
+        "checkpointed.pass_seconds": float(made["seconds"]),
+        "checkpointed.reused": bool(made["reused"]),
+        "checkpointed.image_bytes": int(made["image_bytes"]),
+        "checkpointed.wall_seconds": wall,
+        "checkpointed.group_seconds": [d["wall_seconds"] for d in done],
+    })
+    if whole is not None and not whole["error"]:
+        r = float(whole["stats"]["ipc"])
+        stats["checkpointed.reference_ipc"] = r
+        stats["checkpointed.reference_ci95_ipc"] = whole["stats"].get("ci95.ipc", 0.0)
+        stats["checkpointed.reference_seconds"] = whole["wall_seconds"]
+        stats["checkpointed.warmup_error"] = (stats["ipc"] - r) / r if r else 0.0
+    return {"stats": stats, "parts": done, "reference": whole, "error": whole["error"] if whole is not None and whole["error"] else None, "checkpoints": info}

@@ -301,6 +301,89 @@ fn sample_plan(spec: &str, instructions: u64) -> PyResult<(u64, u64, u64)> {
     Ok((s.period, s.window, s.warming))
 }
 
+/// One pass over an input (a built-in `workload` or a `trace` file, from its start) writing
+/// each window of the sampled run `sample` (measuring `instructions` after `warmup`) as a
+/// checkpoint in `directory` (`secmem_trace::checkpoint`): the memory image its records
+/// touch, loads of the `prewarm` lines touched last before it, then its `warm` (B) + D + W
+/// instructions. Returns `{"files", "instructions", "prewarm", "image_bytes", "read",
+/// "seconds"}` (CPU seconds of the pass). A plan or B that does not fit is a ConfigError.
+#[pyfunction]
+#[pyo3(signature = (directory, sample, instructions, warmup, warm, workload=None, trace=None, trace_format=None, seed=1, prewarm=secmem_trace::checkpoint::DEFAULT_PREWARM, progress=false))]
+#[allow(clippy::too_many_arguments)]
+fn checkpoint_windows<'py>(
+    py: Python<'py>,
+    directory: &str,
+    sample: &str,
+    instructions: u64,
+    warmup: u64,
+    warm: u64,
+    workload: Option<&str>,
+    trace: Option<&str>,
+    trace_format: Option<&str>,
+    seed: u64,
+    prewarm: usize,
+    progress: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let plan = secmem_sim::Sampling::parse(sample, instructions).map_err(cfg_err)?;
+    let starts = secmem_sim::checkpointed::starts(&plan, warmup, instructions, warm).map_err(cfg_err)?;
+    let len = secmem_sim::checkpointed::length(&plan, warm);
+    let _signals = interrupt::Guard::install();
+    let opened = py.detach(|| source(workload, trace, trace_format, 0, None, None, false, None, None, None, None, seed));
+    interrupt::check()?;
+    let mut src = opened?;
+    std::fs::create_dir_all(directory).map_err(|e| cfg_err(format!("{directory}: {e}")))?;
+    let dir = std::path::PathBuf::from(directory);
+    let path = |j: usize| dir.join(format!("w{j:05}.smt"));
+    let t = secmem_trace::cputime::thread_cpu_seconds();
+    let w = py.detach(|| {
+        src.show_progress(progress);
+        secmem_trace::checkpoint::write_windows(&mut *src, &starts, len, prewarm, &path, progress)
+    });
+    let seconds = secmem_trace::cputime::thread_cpu_seconds() - t;
+    interrupt::check()?;
+    let w = w.map_err(cfg_err)?;
+    let d = PyDict::new(py);
+    let files: Vec<String> = (0..w.instructions.len()).map(|j| path(j).to_string_lossy().into_owned()).collect();
+    d.set_item("files", files)?;
+    d.set_item("instructions", w.instructions)?;
+    d.set_item("prewarm", w.prewarm)?;
+    d.set_item("image_bytes", w.image_bytes)?;
+    d.set_item("read", w.read)?;
+    d.set_item("seconds", seconds)?;
+    Ok(d)
+}
+
+/// A sampled run from checkpoints (`checkpoint_windows`): `spec` gives the machine, the plan
+/// (`sample`, resolved for `instructions`), the seed; `files[j]` is a window's checkpoint and
+/// `prewarm[j]` the loads it begins with; `warm` is B. Each window runs on a machine of its
+/// own; the statistics are the windows' combined, with 95% intervals (`ci95.*`).
+#[pyfunction]
+#[pyo3(signature = (spec, files, prewarm, warm, name))]
+fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<String>, prewarm: Vec<u64>, warm: u64, name: &str) -> PyResult<spec::RunOutcome> {
+    let s: spec::RunSpec = spec.clone();
+    let p = secmem_sim::configure(&s.preset, s.integrity.as_deref(), s.encryption.as_deref(), &s.sets).map_err(cfg_err)?;
+    let plan = secmem_sim::Sampling::parse(s.sample.as_deref().unwrap_or(""), s.instructions).map_err(cfg_err)?;
+    if files.len() != prewarm.len() {
+        return Err(cfg_err(format!("run_checkpointed: {} files and {} prewarm counts", files.len(), prewarm.len())));
+    }
+    let config = PyDict::new(py);
+    for (k, v) in p.iter() {
+        config.set_item(k, v.to_string())?;
+    }
+    let r = py
+        .detach(|| {
+            let _signals = interrupt::Guard::install();
+            let mut open = |j: usize| {
+                secmem_trace::NativeReader::open(&files[j])
+                    .map(|r| (Box::new(r) as Box<dyn secmem_trace::TraceSource>, prewarm[j]))
+                    .map_err(|e| e.to_string())
+            };
+            secmem_sim::checkpointed::run_windows(&p, &mut open, files.len(), plan, warm, s.seed, name)
+        })
+        .map_err(cfg_err)?;
+    Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error: r.error, config: config.unbind() })
+}
+
 /// Student's t quantile of a two-sided 95% interval with `df` degrees of freedom (the one
 /// sampled runs use).
 #[pyfunction]
@@ -750,6 +833,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     secmem_files::set_stop_check(|| secmem_trace::stop::stop_requested().is_some());
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sample_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint_windows, m)?)?;
+    m.add("DEFAULT_PREWARM", secmem_trace::checkpoint::DEFAULT_PREWARM)?;
+    m.add_function(wrap_pyfunction!(run_checkpointed, m)?)?;
     m.add_function(wrap_pyfunction!(t95, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(progress_seconds, m)?)?;

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bpred;
 pub mod btb;
+pub mod checkpointed;
 pub mod cpistack;
 pub mod error;
 pub mod hierarchy;

@@ -426,6 +426,19 @@ impl Core {
         Ok(())
     }
 
+    /// A checkpoint's memory image (`checkpointed`) is in: apply what is pending of it, then
+    /// write back and drop every cached line, so that a window does not find the lines its
+    /// image wrote waiting in the L2 (a run of the whole input finds them in memory). Fetch
+    /// starts once that traffic is over, as a mix's cores start once their images are in
+    /// (`load_image`): the image was there before the window.
+    pub(crate) fn settle_image(&mut self, eng: &mut Engine) -> Result<(), StepError> {
+        let done = self.load_image(eng)?;
+        let done = eng.flush(done)?;
+        self.hier.back_invalidate(eng);
+        self.start_at(done.max(eng.busy_until()));
+        Ok(())
+    }
+
     /// Apply the pending external records at `t`; `demand`: for the instruction about to
     /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
     #[cold]

@@ -1,7 +1,7 @@
 //! One simulation: a trace through the core model and the secure engine.
 
 use crate::ooo::{Core, StepError};
-use crate::sample::{Sampling, Windows};
+use crate::sample::{Measured, Sampling, Windows};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::progress::Progress;
@@ -54,6 +54,14 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
             return Err(ConfigError("--interval measures every instruction in detail: it cannot be combined with --sample".into()));
         }
     }
+    run_inner(p, src, o, plan, false).map(|(r, _)| r)
+}
+
+/// `run_sampled` without its checks (a checkpointed window is one period: `checkpointed`),
+/// also handing back the windows uncombined. `image`: the external records before the first
+/// instruction are a checkpoint's memory image, flushed to memory before it runs
+/// (`Core::settle_image`).
+pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>, image: bool) -> Result<(RunResult, Option<Measured>), ConfigError> {
     let cores = crate::params::cores(p)?;
     if cores > 1 {
         return Err(ConfigError(format!("cores = {}: a run of several cores is a mix (run_mix), with one trace per core{}", cores, if plan.is_some() { "; sampling runs one core" } else { "" })));
@@ -108,6 +116,12 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
                 } else {
                     error = Some(format!("trace error after {} instructions: {}", n, e));
                 }
+                break;
+            }
+        }
+        if image && n == 0 && !ins.external {
+            if let Err(e) = core.settle_image(&mut eng) {
+                error = Some(format!("{:?} (flushing the checkpoint's memory image)", e));
                 break;
             }
         }
@@ -169,7 +183,8 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
         let secs = w.measuring_since.map_or(0.0, |t| t.elapsed().as_secs_f64());
         s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
         s.float("sim.instructions_per_second", if secs > 0.0 { n.saturating_sub(o.warmup) as f64 / secs } else { 0.0 });
-        return Ok(RunResult { stats: s, error });
+        let m = w.take();
+        return Ok((RunResult { stats: s, error }, Some(m)));
     }
     if let (Some(w), None) = (&windows, &error) {
         if n >= o.warmup {
@@ -220,7 +235,7 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
     finish(&mut eng, &core, &mut s, &mut error);
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
-    Ok(RunResult { stats: s, error })
+    Ok((RunResult { stats: s, error }, None))
 }
 
 /// Schemes that verify at the end (lhash's certified execution) do it now, after the

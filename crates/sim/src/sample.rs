@@ -140,6 +140,15 @@ pub enum Phase {
     Measured,
 }
 
+/// The windows a sampled run measured, uncombined: each window's statistics, those right
+/// after the first reset (`combine`'s `state`), and the host CPU seconds warming and in
+/// detail (`Windows::take`; a checkpointed run combines the windows of many runs).
+pub(crate) struct Measured {
+    pub windows: Vec<Stats>,
+    pub state: Stats,
+    pub cpu: [f64; 2],
+}
+
 /// A sampled run in progress: which phase the core is in and the windows measured so far.
 pub struct Windows {
     pub plan: Sampling,
@@ -247,6 +256,11 @@ impl Windows {
         let now = thread_cpu_seconds();
         self.cpu[(self.phase != Phase::Functional) as usize] += now - self.cpu_at;
         self.cpu_at = now;
+    }
+
+    /// The windows measured, uncombined (after `stats`, which times the last phase).
+    pub(crate) fn take(&mut self) -> Measured {
+        Measured { windows: std::mem::take(&mut self.done), state: self.state.take().unwrap_or_default(), cpu: self.cpu }
     }
 
     /// Windows measured so far.

@@ -92,10 +92,10 @@ impl Default for Shadow {
 /// (std's SipHash guards against adversarial keys, which a trace's addresses are not, and
 /// costs several times more).
 #[derive(Default, Clone, Copy)]
-struct BuildPageHasher;
+pub(crate) struct BuildPageHasher;
 
 #[derive(Default)]
-struct PageHasher(u64);
+pub(crate) struct PageHasher(u64);
 
 impl std::hash::BuildHasher for BuildPageHasher {
     type Hasher = PageHasher;
@@ -235,6 +235,21 @@ impl Shadow {
         let start = (from..PAGE as usize).find(|&b| bit(b))?;
         let end = (start..PAGE as usize).find(|&b| !bit(b)).unwrap_or(PAGE as usize);
         Some((self.numbers[k] * PAGE + start as u64, &p.data[start..end]))
+    }
+
+    /// The known bytes of the 64-byte line holding `addr`, as runs (address, bytes) in
+    /// address order; nothing for a line never seen (no page is allocated to say so). A
+    /// page's known-bits word covers exactly one such line.
+    pub fn line_runs(&self, addr: u64, mut f: impl FnMut(u64, &[u8])) {
+        let Some(&i) = self.index.get(&(addr / PAGE)) else { return };
+        let (p, po) = (&self.pages[i], (addr % PAGE) as usize & !63);
+        let mut k = p.known[po / 64];
+        while k != 0 {
+            let s = k.trailing_zeros() as usize;
+            let len = (!(k >> s)).trailing_zeros() as usize;
+            f(addr & !63 | s as u64, &p.data[po + s..po + s + len]);
+            k &= if len == 64 { 0 } else { !(((1u64 << len) - 1) << s) };
+        }
     }
 
     /// Pages touched so far.

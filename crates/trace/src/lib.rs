@@ -11,9 +11,11 @@
 //! - [`bench_files`]: the same instructions as a file of each format, for the input benchmark.
 //! - [`consistent`]: [`Consistent`] supplies memory a trace never saw written;
 //!   [`Skip`] fast-forwards over the first instructions of any source.
+//! - [`checkpoint`]: one pass writes each window of a sampled run as a trace of its own.
 
 pub mod bench_files;
 pub mod champsim;
+pub mod checkpoint;
 pub mod compress;
 pub mod consistent;
 pub mod cputime;

@@ -24,6 +24,12 @@ def add_parser(sub: Any) -> None:
                      help="instructions warmed functionally before each later part (default: --warmup, at least one period)")
     par.add_argument("--check-warmup", action="store_true",
                      help="also run the whole sampled run in one piece (one more task) and report the parts' warm-up error")
+    par.add_argument("--checkpointed", type=counts("--checkpointed"), metavar="B",
+                     help="with --sample: cut every window out in one pass (checkpoints, kept in the results store) and run each "
+                          "from cold after B instructions of functional warming; with --parallel K, as K Dask tasks")
+    par.add_argument("--prewarm", type=counts("--prewarm"), metavar="LINES",
+                     help="with --checkpointed: lines touched last before a window, loaded before its warming (default 16384)")
+    par.add_argument("--store", metavar="DIR", help="with --checkpointed: the results store holding the checkpoints (default $SECMEM_RESULTS or ./secmem-results)")
     g = par.add_mutually_exclusive_group()
     g.add_argument("--workers", type=positive_int("--workers"), help="local Dask worker processes (default: every core)")
     g.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster, e.g. tcp://head:8786 (docs/sweeps.md)")
@@ -63,7 +69,50 @@ def _parallel(a: argparse.Namespace) -> int:
     return 0 if not r["error"] else 1
 
 
+def _checkpointed(a: argparse.Namespace) -> int:
+    """`run --sample --checkpointed B [--parallel K]`: windows from their checkpoints."""
+    from ..windows import run_checkpointed
+
+    if a.sample is None:
+        raise BadArgument("--checkpointed runs a sampled run's windows: give --sample too")
+    if program(a.program) or a.cores or a.skip:
+        raise BadArgument("--checkpointed cuts windows from a built-in workload or a trace file, on one core, from its start (no --skip)")
+    if a.instructions is None:
+        raise BadArgument("--checkpointed needs -n (the windows are cut from it)")
+    if a.part_warmup is not None:
+        raise BadArgument("--part-warmup warms --parallel's parts: checkpointed windows warm over --checkpointed B")
+    out = output(a.json)
+    r = run_checkpointed(
+        a.workload, trace=a.trace, integrity=a.integrity, encryption=a.encryption, preset=a.preset, sets=codeauth_sets(a),
+        instructions=a.instructions, warmup=DEFAULT_WARMUP if a.warmup is None else a.warmup, seed=a.seed, sample=a.sample,
+        warm=a.checkpointed, prewarm=a.prewarm, store=a.store, k=a.parallel or 1, scheduler=a.scheduler, workers=a.workers,
+        reference=a.check_warmup, progress=sys.stderr.isatty(),
+    )
+    if r["error"]:
+        print(f"secmem: error: {r['error']}", file=sys.stderr, flush=True)
+    s, c = r["stats"], r["checkpoints"]
+    if s and a.json != "-":
+        print(f"secmem {a.workload or a.trace or 'mix'}: {s['sampling.windows']:,} windows from checkpoints, sampled "
+              f"{s['sampling.period']}:{s['sampling.window']}:{s['sampling.warming']}, each warmed over {s['sampling.checkpointed']:,} "
+              f"instructions after {s['checkpointed.prewarm_lines']:,} prewarm lines")
+        print(f"  IPC {s['ipc']:.4f} ± {s['ci95.ipc']:.4f} (95%)   L2 miss rate "
+              + (f"{s['l2.miss_rate']:.4f} ± {s.get('ci95.l2.miss_rate', 0.0):.4f}" if "l2.miss_rate" in s else "-"))
+        print(f"  checkpoints: " + ("reused from the store" if c["reused"] else f"one pass, {c['seconds']:.1f} s CPU")
+              + f", {c['image_bytes'] / 1e6:.1f} MB of memory image; windows: {s['checkpointed.wall_seconds']:.1f} s wall in "
+              f"{s['checkpointed.groups']} group{'s' if s['checkpointed.groups'] > 1 else ''}")
+        if "checkpointed.reference_ipc" in s:
+            print(f"  with full warming (--sample): IPC {s['checkpointed.reference_ipc']:.4f} ± {s['checkpointed.reference_ci95_ipc']:.4f}, "
+                  f"{s['checkpointed.reference_seconds']:.1f} s; warm-up error of the checkpointed windows {100 * s['checkpointed.warmup_error']:+.2f}%")
+    if a.json is not None:
+        write_json(a.json, {"stats": s, "parts": [p["stats"] for p in r["parts"]], "checkpoints": c, "error": r["error"]}, out)
+    return 0 if not r["error"] else 1
+
+
 def cmd(a: argparse.Namespace) -> int:
+    if a.checkpointed is not None:
+        return _checkpointed(a)
+    if a.prewarm is not None or a.store is not None:
+        raise BadArgument("--prewarm and --store go with --checkpointed")
     if a.parallel is not None:
         return _parallel(a)
     prog = program(a.program)
