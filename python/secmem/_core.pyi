@@ -46,6 +46,7 @@ __all__ = [
     "parse_count",
     "parse_size",
     "presets",
+    "progress_seconds",
     "run",
     "run_checkpointed",
     "run_mix",
