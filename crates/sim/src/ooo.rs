@@ -446,6 +446,15 @@ impl Core {
         eng.set_predating(!self.after_syscall);
         for ins in &self.pending[..self.pending_n] {
             for a in &ins.accesses {
+                if a.size == 0 {
+                    // A zero-byte store (`Instr::set_mapped`): the page gets its frame now, in
+                    // the order the records give, and nothing is written.
+                    self.pm.translate(a.addr).ok_or(StepError::OutOfMemory(a.addr))?;
+                    if self.pm.has_predated() {
+                        crate::mmu::predated(&mut self.pm, eng);
+                    }
+                    continue;
+                }
                 let val = ins.value(a);
                 let mut off = 0u64;
                 let line = eng.line();

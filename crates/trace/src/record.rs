@@ -146,6 +146,18 @@ impl Instr {
         self.external && self.accesses.first().is_some_and(|a| !a.store && a.size == 0)
     }
 
+    /// An external record that gives `pages` (page numbers) their frames in this order and
+    /// writes nothing: zero-byte stores, one per page. A checkpointed window's file starts
+    /// with the pages the input touched before it, in the order it first touched them, so
+    /// that they land in the frames a run of the whole input gives them (`pages.order`).
+    pub fn set_mapped(&mut self, pages: impl Iterator<Item = u64>) {
+        self.clear();
+        self.external = true;
+        for p in pages {
+            self.accesses.push(Access { store: true, addr: p << 12, size: 0, off: 0 });
+        }
+    }
+
     #[inline]
     pub fn srcs(&self) -> &[Reg] {
         &self.src[..self.nsrc as usize]
