@@ -456,22 +456,17 @@ impl Core {
                     continue;
                 }
                 let val = ins.value(a);
-                let mut off = 0u64;
-                let line = eng.line();
-                while off < a.size as u64 {
-                    // Line by line (lines never cross pages): each may be brought in.
-                    let va = a.addr + off;
-                    let n = (line - (va & (line - 1))).min(a.size as u64 - off);
+                // Line by line (lines never cross pages): each may be brought in.
+                for (va, r) in line_pieces(a.addr, a.size, eng.line()) {
                     let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
                     if self.pm.has_predated() {
                         crate::mmu::predated(&mut self.pm, eng);
                     }
                     let cached = eng.machine().l2.tags.find(pa).is_some();
-                    eng.write(pa, &val[off as usize..(off + n) as usize], t)?;
+                    eng.write(pa, &val[r], t)?;
                     if demand && !cached {
                         self.hier.brought_in(pa);
                     }
-                    off += n;
                 }
                 self.external_bytes += a.size as u64;
             }
@@ -620,13 +615,9 @@ impl Core {
         // Memory accesses.
         for a in &ins.accesses {
             let val = ins.value(a);
-            let mut off = 0u64;
-            while off < a.size as u64 {
-                let va = a.addr + off;
-                // Split at L1-line (hence page and protected-line) boundaries.
-                let l1b = self.hier.l1d.line_bytes();
-                let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
-                let bytes = &val[off as usize..(off + n) as usize];
+            // Split at L1-line (hence page and protected-line) boundaries.
+            for (va, r) in line_pieces(a.addr, a.size, self.hier.l1d.line_bytes()) {
+                let bytes = &val[r];
                 let (t, why) = if a.store {
                     if Q && self.store_at_retire {
                         // Translated now (ChampSim's store finishes once translated); the
@@ -640,7 +631,6 @@ impl Core {
                     self.load::<Q>(ins.pc, va, bytes, issue + 1, eng)?
                 };
                 (done, cause) = later((done, cause), t, why);
-                off += n;
             }
             if a.store {
                 self.stores += 1;
@@ -884,12 +874,8 @@ impl Core {
         let mut left = t;
         for a in ins.accesses.iter().filter(|a| a.store) {
             let val = ins.value(a);
-            let mut off = 0u64;
-            while off < a.size as u64 {
-                let va = a.addr + off;
-                let l1b = self.hier.l1d.line_bytes();
-                let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
-                let bytes = &val[off as usize..(off + n) as usize];
+            for (va, r) in line_pieces(a.addr, a.size, self.hier.l1d.line_bytes()) {
+                let bytes = &val[r];
                 let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
                 let arrive = match &self.l1d_wq {
                     Some(w) => t.max(w.next_free()),
@@ -905,7 +891,6 @@ impl Core {
                     self.hier.settle(eng)?;
                 }
                 left = left.max(arrive);
-                off += n;
             }
         }
         Ok(left)
@@ -1007,9 +992,38 @@ impl Core {
     }
 }
 
+
+/// The pieces of an access of `size` bytes at `addr` cut at `line`-byte boundaries (a power
+/// of two): each piece's address and the range of the access's value it holds.
+#[inline]
+fn line_pieces(addr: u64, size: u32, line: u64) -> impl Iterator<Item = (u64, std::ops::Range<usize>)> {
+    let (size, mut off) = (size as u64, 0u64);
+    std::iter::from_fn(move || {
+        (off < size).then(|| {
+            let va = addr + off;
+            let n = (line - (va & (line - 1))).min(size - off);
+            off += n;
+            (va, (off - n) as usize..off as usize)
+        })
+    })
+}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_pieces_cover_an_access_in_order_each_within_one_line() {
+        for (addr, size, line) in [(0x1000u64, 8u32, 64u64), (0x103c, 8, 64), (0x0fff, 4098, 64), (0x20, 1, 32), (0x7, 200, 128), (0x40, 0, 64)] {
+            let mut next = (addr, 0usize);
+            for (va, r) in line_pieces(addr, size, line) {
+                assert_eq!((va, r.start), next, "contiguous");
+                assert!(r.end > r.start && va / line == (va + (r.end - r.start) as u64 - 1) / line, "one line");
+                assert!(r.end == size as usize || (va + (r.end - r.start) as u64) % line == 0, "cut at a boundary only");
+                next = (va + (r.end - r.start) as u64, r.end);
+            }
+            assert_eq!(next.1, size as usize, "covered");
+        }
+    }
 
     /// A port's packed slots give every take the cycle a plain count per cycle gives, while
     /// the takes stay within the remembered window (times go back and forth, as an
