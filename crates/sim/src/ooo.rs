@@ -395,6 +395,16 @@ impl Core {
         Ok(())
     }
 
+    /// The physical address of `va` for the environment's writes, its page given a frame if
+    /// it has none (a page from before the trace is set up as such when it gets it).
+    fn frame(pm: &mut PageMap, va: u64, eng: &mut Engine) -> Result<u64, StepError> {
+        let pa = pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
+        if pm.has_predated() {
+            crate::mmu::predated(pm, eng);
+        }
+        Ok(pa)
+    }
+
     /// Memory written by the environment (loader, kernel, or memory a trace never saw
     /// written). It was there before the instruction after it reads it, so nothing waits for
     /// it: the writes are applied through the engine (their traffic and checks are real) when
@@ -449,19 +459,13 @@ impl Core {
                 if a.size == 0 {
                     // A zero-byte store (`Instr::set_mapped`): the page gets its frame now, in
                     // the order the records give, and nothing is written.
-                    self.pm.translate(a.addr).ok_or(StepError::OutOfMemory(a.addr))?;
-                    if self.pm.has_predated() {
-                        crate::mmu::predated(&mut self.pm, eng);
-                    }
+                    Self::frame(&mut self.pm, a.addr, eng)?;
                     continue;
                 }
                 let val = ins.value(a);
                 // Line by line (lines never cross pages): each may be brought in.
                 for (va, r) in line_pieces(a.addr, a.size, eng.line()) {
-                    let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
-                    if self.pm.has_predated() {
-                        crate::mmu::predated(&mut self.pm, eng);
-                    }
+                    let pa = Self::frame(&mut self.pm, va, eng)?;
                     let cached = eng.machine().l2.tags.find(pa).is_some();
                     eng.write(pa, &val[r], t)?;
                     if demand && !cached {
