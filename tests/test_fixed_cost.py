@@ -67,7 +67,8 @@ def test_compare_still_tabulates_with_pandas_loaded_on_demand():
 
 def test_the_fixed_cost_bench_rows_time_fresh_processes(capsys):
     rows = bench._bench_fixed_cost(argparse.Namespace(repeat=1))
-    assert [r["command"] for r in rows] == ["secmem --version", "secmem run -n 10k --warmup 0 -i chash -e otp"]
+    run = "secmem run -n 10k --warmup 0 -i chash -e otp"
+    assert [r["command"] for r in rows] == ["secmem --version", run, run + " --set pages.image=lazy"]
     assert all(r["seconds"] > 0 for r in rows)
     out = capsys.readouterr().out
     assert "fixed cost" in out and "target: under 0.25 s" in out
