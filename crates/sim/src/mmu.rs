@@ -452,7 +452,7 @@ impl Walker {
     }
 }
 
-/// Pages that predate the trace just got frames: those a tracer's `--skip` named
+/// Pages that predate the trace just came into use: those a tracer's `--skip` named
 /// (`Instr::set_pages`) the engine sets up as memory from before the trace when first used;
 /// those of a lazily set-up loader image (`pages.image=lazy`) have their lines written now,
 /// untimed (`Engine::set_up`), `t` being the cycle the run is at. Returns whether any was:

@@ -205,7 +205,7 @@ pub struct Core {
     commit_n: u32,
     pub pm: PageMap,
     /// `pages.image=lazy`: the external records before the first instruction (the loader's
-    /// image) are set up page by page as the run first gives each page a frame, untimed
+    /// image) are set up page by page as the run first uses each page, untimed
     /// (`take_image`); false: applied through the engine like any external record.
     lazy_image: bool,
     /// An instruction was stepped or warmed: external records are no longer the image.
@@ -436,9 +436,6 @@ impl Core {
             }
             return Ok(());
         }
-        if self.lazy_image && !self.started {
-            return self.take_image(ins, eng);
-        }
         if self.pending.len() == self.pending_n {
             self.pending.push(Instr::default());
         }
@@ -451,29 +448,34 @@ impl Core {
         Ok(())
     }
 
-    /// An external record before the first instruction, with `pages.image=lazy`: its bytes are
-    /// the loader's image, kept until their page gets its frame and then set up untimed
-    /// (`mmu::predated`), so a run pays only for the pages it uses. A page with a frame
-    /// already (mapped by a zero-byte store, `Instr::set_mapped`) has them set up now.
+    /// The pending external records are the image (before the first instruction), with
+    /// `pages.image=lazy`: each page they write takes its frame now, in their order, as a timed
+    /// image's pages do (`PageMap::reserve`), but their bytes are kept until the run first uses
+    /// the page and then set up untimed (`mmu::predated`), so a run pays only for the pages it
+    /// uses. A page in use already (mapped by a zero-byte store, `Instr::set_mapped`, or the
+    /// first instruction's own fetch) has them set up now.
     #[cold]
-    fn take_image(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
-        let t = self.fetch_t;
-        for a in &ins.accesses {
-            if a.size == 0 {
-                Self::frame(&mut self.pm, a.addr, eng, t)?;
-                continue;
-            }
-            let val = ins.value(a);
-            // Page by page (one lookup each), then line by line where set up at once.
-            for (va, r) in line_pieces(a.addr, a.size, 4096) {
-                if let Some(pa) = self.pm.add_image(va, &val[r.clone()], eng.line()) {
-                    for (p, q) in line_pieces(pa, r.len() as u32, eng.line()) {
-                        eng.set_up(p, &val[r.start + q.start..r.start + q.end], t)?;
+    fn take_image(&mut self, t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        for ins in &self.pending[..self.pending_n] {
+            for a in &ins.accesses {
+                if a.size == 0 {
+                    Self::frame(&mut self.pm, a.addr, eng, t)?;
+                    continue;
+                }
+                let val = ins.value(a);
+                // Page by page (one lookup each), then line by line where set up at once.
+                for (va, r) in line_pieces(a.addr, a.size, 4096) {
+                    self.pm.reserve(va).ok_or(StepError::OutOfMemory(va))?;
+                    if let Some(pa) = self.pm.add_image(va, &val[r.clone()], eng.line()) {
+                        for (p, q) in line_pieces(pa, r.len() as u32, eng.line()) {
+                            eng.set_up(p, &val[r.start + q.start..r.start + q.end], t)?;
+                        }
                     }
                 }
+                self.external_bytes += a.size as u64;
             }
-            self.external_bytes += a.size as u64;
         }
+        (self.pending_n, self.pending_bytes) = (0, 0);
         self.hier.back_invalidate(eng);
         Ok(())
     }
@@ -495,6 +497,9 @@ impl Core {
     /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
     #[cold]
     fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
+        if self.lazy_image && !self.started {
+            return self.take_image(t, eng);
+        }
         eng.set_predating(!self.after_syscall);
         for ins in &self.pending[..self.pending_n] {
             for a in &ins.accesses {

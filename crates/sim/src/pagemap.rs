@@ -94,9 +94,10 @@ pub const ORDERS: &[&str] = &["first_touch", "random"];
 /// instruction, the loader's) enters memory.
 pub const IMAGES: &[&str] = &["timed", "lazy"];
 
-/// A 4 KiB page of a loader image held until the page gets its frame (`pages.image=lazy`):
-/// its bytes (zero where the image wrote nothing, as never-written memory reads) and which of
-/// its lines (of `line` bytes, at most 128 a page) the image wrote.
+/// A 4 KiB page of a loader image held until the run first uses the page (`pages.image=lazy`;
+/// `PageMap::translate` takes its reserved frame into use): its bytes (zero where the image
+/// wrote nothing, as never-written memory reads) and which of its lines (of `line` bytes, at
+/// most 128 a page) the image wrote.
 pub struct ImagePage {
     pub bytes: Box<[u8; 4096]>,
     pub lines: u128,
@@ -122,6 +123,8 @@ pub struct PageMap {
     /// physical address.
     image: FxHashMap<u64, ImagePage>,
     image_ready: Vec<(u64, ImagePage)>,
+    /// Frames held for pages of a lazy image not in use yet (`reserve`), by virtual page.
+    reserved: FxHashMap<u64, u64>,
 }
 
 const RECENT: usize = 256;
@@ -140,6 +143,7 @@ impl PageMap {
             predated: Vec::new(),
             image: FxHashMap::default(),
             image_ready: Vec::new(),
+            reserved: FxHashMap::default(),
         }
     }
 
@@ -164,7 +168,7 @@ impl PageMap {
             }
             id
         };
-        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id, predating: FxHashSet::default(), predated: Vec::new(), image: FxHashMap::default(), image_ready: Vec::new() }
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id, predating: FxHashSet::default(), predated: Vec::new(), image: FxHashMap::default(), image_ready: Vec::new(), reserved: FxHashMap::default() }
     }
 
     /// The number of the map (core) whose program or page tables physical address `pa` was
@@ -186,16 +190,10 @@ impl PageMap {
         let pf = match self.map.get(&vp) {
             Some(&f) => f,
             None => {
-                let mut pool = self.pool.borrow_mut();
-                if pool.next >= pool.top {
-                    return None;
-                }
-                let f = pool.frame(pool.next);
-                pool.next += 1;
-                if pool.maps > 1 {
-                    pool.owners[f as usize] = self.id;
-                }
-                drop(pool);
+                let f = match (!self.reserved.is_empty()).then(|| self.reserved.remove(&vp)).flatten() {
+                    Some(f) => f,
+                    None => self.new_frame()?,
+                };
                 self.map.insert(vp, f);
                 if !self.predating.is_empty() || !self.image.is_empty() {
                     self.got_frame(vp, f);
@@ -205,6 +203,34 @@ impl PageMap {
         };
         self.recent[vp as usize % RECENT] = (vp, pf);
         Some(pf << self.shift | off)
+    }
+
+    /// The next frame of the pool for this map's program; `None` when memory is exhausted.
+    fn new_frame(&mut self) -> Option<u64> {
+        let mut pool = self.pool.borrow_mut();
+        if pool.next >= pool.top {
+            return None;
+        }
+        let f = pool.frame(pool.next);
+        pool.next += 1;
+        if pool.maps > 1 {
+            pool.owners[f as usize] = self.id;
+        }
+        Some(f)
+    }
+
+    /// A frame for the page of `va`, held for it but not in use (`pages.image=lazy`): a lazy
+    /// image's pages take their frames in the order the image gives them, as a timed image's
+    /// do, so the physical layout (which cache sets the program's lines fall in) is the same;
+    /// the page is in use, and its image set up, once the run first translates it. `None`
+    /// when memory is exhausted.
+    pub fn reserve(&mut self, va: u64) -> Option<()> {
+        let vp = va >> self.shift;
+        if !self.map.contains_key(&vp) && !self.reserved.contains_key(&vp) {
+            let f = self.new_frame()?;
+            self.reserved.insert(vp, f);
+        }
+        Some(())
     }
 
     /// The 4 KiB pages of virtual page `vp`, just given frame `f`, that predate the trace or
@@ -223,9 +249,10 @@ impl PageMap {
         }
     }
 
-    /// Bytes of a loader image at `va` (within one 4 KiB page, not empty; lines of `line` bytes) to be
-    /// set up lazily (`pages.image=lazy`): held until the page gets its frame. A page that has
-    /// one already gives its physical address instead: the caller sets the bytes up now.
+    /// Bytes of a loader image at `va` (within one 4 KiB page, not empty; lines of `line`
+    /// bytes) to be set up lazily (`pages.image=lazy`): held until the page is first in use
+    /// (`translate`). A page in use already gives its physical address instead: the caller
+    /// sets the bytes up now.
     pub fn add_image(&mut self, va: u64, bytes: &[u8], line: u64) -> Option<u64> {
         if let Some(&f) = self.map.get(&(va >> self.shift)) {
             return Some(f << self.shift | va & ((1 << self.shift) - 1));
@@ -238,7 +265,7 @@ impl PageMap {
         None
     }
 
-    /// The image pages (`add_image`) that got frames since the last call, by physical address.
+    /// The image pages (`add_image`) that came into use since the last call, by physical address.
     pub fn drain_image(&mut self) -> std::vec::Drain<'_, (u64, ImagePage)> {
         self.image_ready.drain(..)
     }
