@@ -518,6 +518,13 @@ impl Engine {
         let saved = (m.counters.clone(), m.read_buf.clone(), m.write_buf.clone(), m.checks_done, m.predating);
         let pipes = [(m.aes.units, m.aes.ops, m.aes.wait_cycles), (m.hash.units, m.hash.ops, m.hash.wait_cycles)];
         m.predating = true;
+        // Engines of a scheme's own (tdes's) and of ciphertext speculation book nothing either.
+        let enc_frozen = self.enc.freeze(true);
+        let spec = m.spec.fv.as_mut().and_then(|f| f.engine.as_mut()).map(|e| {
+            let was = e.frozen();
+            e.freeze(true);
+            was
+        });
         let n = self.line as usize;
         let (integ, enc) = (&mut *self.integ, &mut *self.enc);
         let r = m.untimed(|m| {
@@ -538,7 +545,11 @@ impl Engine {
             }
             drain(m, integ, enc)
         });
+        self.enc.freeze(enc_frozen);
         let m = &mut self.m;
+        if let (Some(was), Some(e)) = (spec, m.spec.fv.as_mut().and_then(|f| f.engine.as_mut())) {
+            e.freeze(was);
+        }
         (m.counters, m.read_buf, m.write_buf, m.checks_done, m.predating) = saved;
         (m.aes.units, m.aes.ops, m.aes.wait_cycles) = pipes[0];
         (m.hash.units, m.hash.ops, m.hash.wait_cycles) = pipes[1];
