@@ -9,7 +9,7 @@ use crate::encryption::{Encryption, Seed};
 use crate::integrity::Integrity;
 use crate::error::IntegrityError;
 use crate::layout::{Layout, Meta, MAX_LINE, MIN_LINE};
-use crate::machine::Machine;
+use crate::machine::{Machine, Victim};
 use crate::mem::{UntrustedMemory, PAGE};
 use crate::params::{ConfigError, Params};
 use crate::registry;
@@ -489,15 +489,71 @@ impl Engine {
     /// back through the encryption scheme). Write-backs may pull parents in and push others
     /// out, so this runs until the buffer is empty. Returns the latest acceptance time.
     fn drain(&mut self) -> Result<Cycle, IntegrityError> {
-        let mut accepted = 0;
-        while let Some(v) = self.m.pop_victim() {
-            // Metadata the encryption keeps in the L2 itself is its own to write back.
-            let own = if v.kind == LineKind::Meta { self.enc.evict_meta(&mut self.m, &v) } else { None };
-            let r = own.unwrap_or_else(|| self.integ.evict(&mut self.m, &mut *self.enc, &v));
-            self.m.recycle(v);
-            accepted = accepted.max(r?);
+        drain(&mut self.m, &mut *self.integ, &mut *self.enc)
+    }
+
+    /// Memory from before the run that never passed through the L2 (a loader's image set up
+    /// page by page as the run first uses it, the core's `pages.image=lazy`): `data` (within
+    /// one line) is written at `addr` as an eviction writes a line back — read and checked
+    /// first, as a store's write-allocate would (a scheme may set memory up on its first use),
+    /// then enciphered and written with its MAC, hash or counters brought up to date — but
+    /// untimed and uncounted: no bus, engine or buffer time is booked and the L2's, the
+    /// memory's and the engines' counters are left as they were. The data line itself is not
+    /// cached (if it already is, the cached copy is written); metadata the schemes read on the
+    /// way (and lines a scheme checks together with it: mhash's chunk) stays cached as if the
+    /// run had read it, and is counted by the scheme's own statistics (`chash.hash_loads`,
+    /// ...), as lhash counts the pages it sets up untimed.
+    pub fn set_up(&mut self, addr: u64, data: &[u8], t: Cycle) -> Result<(), IntegrityError> {
+        let line = addr & !(self.line - 1);
+        let off = (addr - line) as usize;
+        debug_assert!(off + data.len() <= self.line as usize, "set_up crosses a line");
+        if let Some(slot) = self.m.lookup(line) {
+            self.m.l2.bytes_mut(slot)[off..off + data.len()].copy_from_slice(data);
+            self.m.l2.set_dirty(slot);
+            return Ok(());
         }
-        Ok(accepted)
+        // Lines an earlier access displaced go back at their own times first.
+        self.drain()?;
+        let m = &mut self.m;
+        let saved = (m.counters.clone(), m.read_buf.clone(), m.write_buf.clone(), m.checks_done, m.predating);
+        let pipes = [(m.aes.units, m.aes.ops, m.aes.wait_cycles), (m.hash.units, m.hash.ops, m.hash.wait_cycles)];
+        m.predating = true;
+        // Engines of a scheme's own (tdes's) and of ciphertext speculation book nothing either.
+        let enc_frozen = self.enc.freeze(true);
+        let spec = m.spec.fv.as_mut().and_then(|f| f.engine.as_mut()).map(|e| {
+            let was = e.frozen();
+            e.freeze(true);
+            was
+        });
+        let n = self.line as usize;
+        let (integ, enc) = (&mut *self.integ, &mut *self.enc);
+        let r = m.untimed(|m| {
+            let mut buf = [0u8; MAX_LINE];
+            let plain = &mut buf[..n];
+            let t_data = enc.read_line(m, line, t, plain)?;
+            enc.take_checked();
+            integ.verify(m, enc, line, plain, t, t_data)?;
+            plain[off..off + data.len()].copy_from_slice(data);
+            // A scheme that checks several lines together may have cached this one (mhash
+            // caches a chunk's blocks): then the cached copy is the line.
+            if let Some(slot) = m.l2.tags.find(line) {
+                m.l2.bytes_mut(slot)[off..off + data.len()].copy_from_slice(data);
+                m.l2.set_dirty(slot);
+            } else {
+                let v = Victim { addr: line, bytes: plain.to_vec(), dirty: true, kind: LineKind::Data, t };
+                integ.evict(m, enc, &v)?;
+            }
+            drain(m, integ, enc)
+        });
+        self.enc.freeze(enc_frozen);
+        let m = &mut self.m;
+        if let (Some(was), Some(e)) = (spec, m.spec.fv.as_mut().and_then(|f| f.engine.as_mut())) {
+            e.freeze(was);
+        }
+        (m.counters, m.read_buf, m.write_buf, m.checks_done, m.predating) = saved;
+        (m.aes.units, m.aes.ops, m.aes.wait_cycles) = pipes[0];
+        (m.hash.units, m.hash.ops, m.hash.wait_cycles) = pipes[1];
+        r.map(|_| ())
     }
 
     /// Write back and drop every cached line (data and metadata) so the next access comes
@@ -686,4 +742,17 @@ impl Engine {
             a.stats(out);
         }
     }
+}
+
+/// `Engine::drain` on the engine's parts (`Engine::set_up` drains inside an untimed stretch).
+fn drain(m: &mut Machine, integ: &mut dyn Integrity, enc: &mut dyn Encryption) -> Result<Cycle, IntegrityError> {
+    let mut accepted = 0;
+    while let Some(v) = m.pop_victim() {
+        // Metadata the encryption keeps in the L2 itself is its own to write back.
+        let own = if v.kind == LineKind::Meta { enc.evict_meta(m, &v) } else { None };
+        let r = own.unwrap_or_else(|| integ.evict(m, enc, &v));
+        m.recycle(v);
+        accepted = accepted.max(r?);
+    }
+    Ok(accepted)
 }

@@ -336,13 +336,15 @@ impl Machine {
     /// bytes but book no time on the bus or the engines (work that happened before the timed
     /// run, such as setting up memory a fast-forwarded program built).
     pub fn untimed<R>(&mut self, f: impl FnOnce(&mut Machine) -> R) -> R {
-        // The engines may already be frozen (a sampled run's functional warming): restore.
-        let (aes, hash) = (self.aes.frozen(), self.hash.frozen());
+        // The engines may already be frozen (a sampled run's functional warming), the port
+        // untimed (an untimed stretch within another: `Engine::set_up` reaching lhash's
+        // set-up of a page): restore.
+        let (aes, hash, port) = (self.aes.frozen(), self.hash.frozen(), self.port.untimed());
         self.port.set_untimed(true);
         self.aes.freeze(true);
         self.hash.freeze(true);
         let r = f(self);
-        self.port.set_untimed(false);
+        self.port.set_untimed(port);
         self.aes.freeze(aes);
         self.hash.freeze(hash);
         r

@@ -60,6 +60,11 @@ impl Port {
         self.untimed = on;
     }
 
+    /// Whether transfers are untimed now (`set_untimed`).
+    pub(crate) fn untimed(&self) -> bool {
+        self.untimed
+    }
+
     /// Read `out.len()` bytes at `addr`, requested at `t`.
     #[inline]
     pub fn read(&mut self, addr: u64, out: &mut [u8], t: Cycle) -> Transfer {

@@ -3,9 +3,10 @@
 //! simulated, and diff the two outputs (a changed line names the configuration; `--dump`
 //! prints the statistics themselves).
 //!
-//! `cargo run --release --example digest [INSTRUCTIONS] [--dump] [--only SUBSTRING] [--without KEY,KEY]`
+//! `cargo run --release --example digest [INSTRUCTIONS] [--dump] [--only SUBSTRING] [--without KEY,KEY] [--set KEY=VALUE]`
 //! (`--without`: statistics left out of the digest, e.g. keys a change adds on purpose, so
-//! that the rest can be shown unchanged)
+//! that the rest can be shown unchanged; `--set`: a setting added to every row, e.g.
+//! `pages.image=lazy` to see what it moves)
 
 use secmem_sim::run::simulated;
 use std::hash::{Hash, Hasher};
@@ -15,6 +16,7 @@ fn main() {
     let n = args.first().and_then(|s| secmem_core::params::parse_count(s)).unwrap_or(200_000);
     let dump = args.iter().any(|a| a == "--dump");
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let set = args.iter().position(|a| a == "--set").and_then(|i| args.get(i + 1)).cloned();
     let without: Vec<String> = args.iter().position(|a| a == "--without").and_then(|i| args.get(i + 1)).map_or(vec![], |v| v.split(',').map(String::from).collect());
     let mut grid: Vec<(&str, &str, String, String, Vec<String>)> = Vec::new();
     for w in ["stream", "chase", "hot", "mix"] {
@@ -44,7 +46,8 @@ fn main() {
     for (p, w, i, e, sets) in extra {
         grid.push((p, w, i.into(), e.into(), sets));
     }
-    for (preset, w, i, e, sets) in grid {
+    for (preset, w, i, e, mut sets) in grid {
+        sets.extend(set.clone());
         let name = format!("{} {} {}+{} {}", preset, w, i, e, sets.join(" "));
         if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
             continue;

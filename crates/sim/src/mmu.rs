@@ -154,8 +154,8 @@ impl Mmu {
             tlb.last = (u64::MAX, 0);
             return Err(StepError::OutOfMemory(va));
         };
-        if pm.has_predated() {
-            predated(pm, eng);
+        if pm.has_predated() && predated(pm, eng, t)? {
+            hier.back_invalidate(eng);
         }
         tlb.frames[slot as usize] = pa - off;
         *misses += 1;
@@ -452,13 +452,25 @@ impl Walker {
     }
 }
 
-/// Pages that predate the trace (`Instr::set_pages`) just got frames: the engine sets them up
-/// as memory from before the trace when first used.
+/// Pages that predate the trace just came into use: those a tracer's `--skip` named
+/// (`Instr::set_pages`) the engine sets up as memory from before the trace when first used;
+/// those of a lazily set-up loader image (`pages.image=lazy`) have their lines written now,
+/// untimed (`Engine::set_up`), `t` being the cycle the run is at. Returns whether any was:
+/// lines the set-up displaced from the L2 must then leave the core's caches
+/// (`Hierarchy::back_invalidate`).
 #[cold]
-pub(crate) fn predated(pm: &mut PageMap, eng: &mut Engine) {
+pub(crate) fn predated(pm: &mut PageMap, eng: &mut Engine, t: Cycle) -> Result<bool, StepError> {
     for pa in pm.drain_predated() {
         eng.mark_predating(pa);
     }
+    let line = eng.line() as usize;
+    let pages: Vec<_> = pm.drain_image().collect();
+    for (pa, page) in &pages {
+        for l in (0..4096 / line).filter(|&l| page.lines >> l & 1 == 1) {
+            eng.set_up(pa + (l * line) as u64, &page.bytes[l * line..(l + 1) * line], t)?;
+        }
+    }
+    Ok(!pages.is_empty())
 }
 
 #[cfg(test)]

@@ -613,6 +613,20 @@ mod tests {
     }
 
     #[test]
+    fn each_core_of_a_mix_sets_its_own_image_up_lazily() {
+        // Each core's image lands in its own frames, set up when that core first uses them:
+        // every load of both cores reads the trace's bytes, as with the images timed.
+        for image in ["timed", "lazy"] {
+            let set = format!("pages.image={}", image);
+            let s = mix(&["cores=2", &set], &mut [input("mix", None), input("hot", None)], 20_000).stats;
+            for c in 0..2 {
+                assert_eq!(s.get_f64(&format!("core{}.trace.value_mismatches", c)), Some(0.0), "core {}, {}", c, image);
+                assert_eq!(s.get_f64(&format!("core{}.instructions", c)), Some(20_000.0), "core {}, {}", c, image);
+            }
+        }
+    }
+
+    #[test]
     fn a_mix_gives_bit_identical_statistics_twice() {
         let run = || simulated(&mix(&[], &mut [input("stream", None), input("chase", None), input("hot", None)], 30_000).stats);
         let (a, b) = (run(), run());

@@ -204,6 +204,12 @@ pub struct Core {
     commit_t: Cycle,
     commit_n: u32,
     pub pm: PageMap,
+    /// `pages.image=lazy`: the external records before the first instruction (the loader's
+    /// image) are set up page by page as the run first uses each page, untimed
+    /// (`take_image`); false: applied through the engine like any external record.
+    lazy_image: bool,
+    /// An instruction was stepped or warmed: external records are no longer the image.
+    started: bool,
     /// External records waiting for the next instruction (see `external`).
     pending: Vec<Instr>,
     pending_n: usize,
@@ -240,6 +246,10 @@ impl Core {
         let page = p.size("tlb.page")?;
         // Checked with the rest of the core; the run applies it with the seed (`PageMap::set_order`).
         p.choice("pages.order", crate::pagemap::ORDERS)?;
+        let lazy_image = p.choice("pages.image", crate::pagemap::IMAGES)? == "lazy";
+        if lazy_image && 4096 / engine.line() > 128 {
+            return Err(ConfigError(format!("pages.image: lazy needs lines of at least 32 B (l2.line is {} B)", engine.line())));
+        }
         let mut lat = [1; 8];
         lat[OpClass::Mul as usize] = w("core.mul_latency")?;
         lat[OpClass::Div as usize] = w("core.div_latency")?;
@@ -307,6 +317,8 @@ impl Core {
             commit_t: 0,
             commit_n: 0,
             pm: PageMap::new(engine.data_size(), page),
+            lazy_image,
+            started: false,
             pending: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
@@ -396,11 +408,11 @@ impl Core {
     }
 
     /// The physical address of `va` for the environment's writes, its page given a frame if
-    /// it has none (a page from before the trace is set up as such when it gets it).
-    fn frame(pm: &mut PageMap, va: u64, eng: &mut Engine) -> Result<u64, StepError> {
+    /// it has none (a page from before the trace is set up as such when it gets it, at `t`).
+    fn frame(pm: &mut PageMap, va: u64, eng: &mut Engine, t: Cycle) -> Result<u64, StepError> {
         let pa = pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
         if pm.has_predated() {
-            crate::mmu::predated(pm, eng);
+            crate::mmu::predated(pm, eng, t)?;
         }
         Ok(pa)
     }
@@ -419,8 +431,8 @@ impl Core {
             for a in &ins.accesses {
                 self.pm.add_predating(a.addr);
             }
-            if self.pm.has_predated() {
-                crate::mmu::predated(&mut self.pm, eng);
+            if self.pm.has_predated() && crate::mmu::predated(&mut self.pm, eng, self.fetch_t)? {
+                self.hier.back_invalidate(eng);
             }
             return Ok(());
         }
@@ -433,6 +445,38 @@ impl Core {
         if self.pending_bytes > PENDING_BYTES {
             self.apply_external(self.fetch_t, false, eng)?;
         }
+        Ok(())
+    }
+
+    /// The pending external records are the image (before the first instruction), with
+    /// `pages.image=lazy`: each page they write takes its frame now, in their order, as a timed
+    /// image's pages do (`PageMap::reserve`), but their bytes are kept until the run first uses
+    /// the page and then set up untimed (`mmu::predated`), so a run pays only for the pages it
+    /// uses. A page in use already (mapped by a zero-byte store, `Instr::set_mapped`, or the
+    /// first instruction's own fetch) has them set up now.
+    #[cold]
+    fn take_image(&mut self, t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        for ins in &self.pending[..self.pending_n] {
+            for a in &ins.accesses {
+                if a.size == 0 {
+                    Self::frame(&mut self.pm, a.addr, eng, t)?;
+                    continue;
+                }
+                let val = ins.value(a);
+                // Page by page (one lookup each), then line by line where set up at once.
+                for (va, r) in line_pieces(a.addr, a.size, 4096) {
+                    self.pm.reserve(va).ok_or(StepError::OutOfMemory(va))?;
+                    if let Some(pa) = self.pm.add_image(va, &val[r.clone()], eng.line()) {
+                        for (p, q) in line_pieces(pa, r.len() as u32, eng.line()) {
+                            eng.set_up(p, &val[r.start + q.start..r.start + q.end], t)?;
+                        }
+                    }
+                }
+                self.external_bytes += a.size as u64;
+            }
+        }
+        (self.pending_n, self.pending_bytes) = (0, 0);
+        self.hier.back_invalidate(eng);
         Ok(())
     }
 
@@ -453,19 +497,22 @@ impl Core {
     /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
     #[cold]
     fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
+        if self.lazy_image && !self.started {
+            return self.take_image(t, eng);
+        }
         eng.set_predating(!self.after_syscall);
         for ins in &self.pending[..self.pending_n] {
             for a in &ins.accesses {
                 if a.size == 0 {
                     // A zero-byte store (`Instr::set_mapped`): the page gets its frame now, in
                     // the order the records give, and nothing is written.
-                    Self::frame(&mut self.pm, a.addr, eng)?;
+                    Self::frame(&mut self.pm, a.addr, eng, t)?;
                     continue;
                 }
                 let val = ins.value(a);
                 // Line by line (lines never cross pages): each may be brought in.
                 for (va, r) in line_pieces(a.addr, a.size, eng.line()) {
-                    let pa = Self::frame(&mut self.pm, va, eng)?;
+                    let pa = Self::frame(&mut self.pm, va, eng, t)?;
                     let cached = eng.machine().l2.tags.find(pa).is_some();
                     eng.write(pa, &val[r], t)?;
                     if demand && !cached {
@@ -676,6 +723,7 @@ impl Core {
         // Commit in order, commit_width per cycle.
         let mut c = done.max(self.commit_t);
         self.after_syscall = ins.op == OpClass::Barrier;
+        self.started = true;
         if ins.op == OpClass::Barrier && self.syscall_barriers {
             self.barriers += 1;
             let checks = eng.barrier(c)?;
@@ -791,6 +839,7 @@ impl Core {
             }
         }
         self.after_syscall = ins.op == OpClass::Barrier;
+        self.started = true;
         if ins.op == OpClass::Barrier && self.syscall_barriers {
             let checks = eng.barrier(t)?;
             self.hier.back_invalidate(eng);

@@ -90,6 +90,19 @@ fn mix(mut z: u64) -> u64 {
 /// `pages.order`'s choices.
 pub const ORDERS: &[&str] = &["first_touch", "random"];
 
+/// `pages.image`'s choices: how a trace's memory image (its external records before the first
+/// instruction, the loader's) enters memory.
+pub const IMAGES: &[&str] = &["timed", "lazy"];
+
+/// A 4 KiB page of a loader image held until the run first uses the page (`pages.image=lazy`;
+/// `PageMap::translate` takes its reserved frame into use): its bytes (zero where the image
+/// wrote nothing, as never-written memory reads) and which of its lines (of `line` bytes, at
+/// most 128 a page) the image wrote.
+pub struct ImagePage {
+    pub bytes: Box<[u8; 4096]>,
+    pub lines: u128,
+}
+
 pub struct PageMap {
     map: FxHashMap<u64, u64>,
     /// Touched only when a page is first seen (shared by the cores of a mix).
@@ -105,6 +118,13 @@ pub struct PageMap {
     /// that got one since the last `drain_predated`.
     predating: FxHashSet<u64>,
     predated: Vec<u64>,
+    /// A lazily set-up loader image (`pages.image=lazy`): its 4 KiB pages without a frame yet,
+    /// by virtual page number, and those that got one since the last `drain_image`, by
+    /// physical address.
+    image: FxHashMap<u64, ImagePage>,
+    image_ready: Vec<(u64, ImagePage)>,
+    /// Frames held for pages of a lazy image not in use yet (`reserve`), by virtual page.
+    reserved: FxHashMap<u64, u64>,
 }
 
 const RECENT: usize = 256;
@@ -121,6 +141,9 @@ impl PageMap {
             id: 0,
             predating: FxHashSet::default(),
             predated: Vec::new(),
+            image: FxHashMap::default(),
+            image_ready: Vec::new(),
+            reserved: FxHashMap::default(),
         }
     }
 
@@ -145,7 +168,7 @@ impl PageMap {
             }
             id
         };
-        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id, predating: FxHashSet::default(), predated: Vec::new() }
+        PageMap { map: FxHashMap::default(), pool: Rc::clone(&self.pool), shift: self.shift, recent: Box::new([(u64::MAX, 0); RECENT]), id, predating: FxHashSet::default(), predated: Vec::new(), image: FxHashMap::default(), image_ready: Vec::new(), reserved: FxHashMap::default() }
     }
 
     /// The number of the map (core) whose program or page tables physical address `pa` was
@@ -167,18 +190,12 @@ impl PageMap {
         let pf = match self.map.get(&vp) {
             Some(&f) => f,
             None => {
-                let mut pool = self.pool.borrow_mut();
-                if pool.next >= pool.top {
-                    return None;
-                }
-                let f = pool.frame(pool.next);
-                pool.next += 1;
-                if pool.maps > 1 {
-                    pool.owners[f as usize] = self.id;
-                }
-                drop(pool);
+                let f = match (!self.reserved.is_empty()).then(|| self.reserved.remove(&vp)).flatten() {
+                    Some(f) => f,
+                    None => self.new_frame()?,
+                };
                 self.map.insert(vp, f);
-                if !self.predating.is_empty() {
+                if !self.predating.is_empty() || !self.image.is_empty() {
                     self.got_frame(vp, f);
                 }
                 f
@@ -188,15 +205,69 @@ impl PageMap {
         Some(pf << self.shift | off)
     }
 
-    /// The 4 KiB pages of virtual page `vp`, just given frame `f`, that predate the trace.
+    /// The next frame of the pool for this map's program; `None` when memory is exhausted.
+    fn new_frame(&mut self) -> Option<u64> {
+        let mut pool = self.pool.borrow_mut();
+        if pool.next >= pool.top {
+            return None;
+        }
+        let f = pool.frame(pool.next);
+        pool.next += 1;
+        if pool.maps > 1 {
+            pool.owners[f as usize] = self.id;
+        }
+        Some(f)
+    }
+
+    /// A frame for the page of `va`, held for it but not in use (`pages.image=lazy`): a lazy
+    /// image's pages take their frames in the order the image gives them, as a timed image's
+    /// do, so the physical layout (which cache sets the program's lines fall in) is the same;
+    /// the page is in use, and its image set up, once the run first translates it. `None`
+    /// when memory is exhausted.
+    pub fn reserve(&mut self, va: u64) -> Option<()> {
+        let vp = va >> self.shift;
+        if !self.map.contains_key(&vp) && !self.reserved.contains_key(&vp) {
+            let f = self.new_frame()?;
+            self.reserved.insert(vp, f);
+        }
+        Some(())
+    }
+
+    /// The 4 KiB pages of virtual page `vp`, just given frame `f`, that predate the trace or
+    /// hold a lazily set-up image.
     #[cold]
     fn got_frame(&mut self, vp: u64, f: u64) {
         let sub = self.shift.saturating_sub(12);
         for k in 0..1u64 << sub {
+            let pa = (f << self.shift) + (k << 12);
             if self.predating.remove(&((vp << sub) + k)) {
-                self.predated.push((f << self.shift) + (k << 12));
+                self.predated.push(pa);
+            }
+            if let Some(page) = self.image.remove(&((vp << sub) + k)) {
+                self.image_ready.push((pa, page));
             }
         }
+    }
+
+    /// Bytes of a loader image at `va` (within one 4 KiB page, not empty; lines of `line`
+    /// bytes) to be set up lazily (`pages.image=lazy`): held until the page is first in use
+    /// (`translate`). A page in use already gives its physical address instead: the caller
+    /// sets the bytes up now.
+    pub fn add_image(&mut self, va: u64, bytes: &[u8], line: u64) -> Option<u64> {
+        if let Some(&f) = self.map.get(&(va >> self.shift)) {
+            return Some(f << self.shift | va & ((1 << self.shift) - 1));
+        }
+        let page = self.image.entry(va >> 12).or_insert_with(|| ImagePage { bytes: Box::new([0; 4096]), lines: 0 });
+        let off = (va & 4095) as usize;
+        page.bytes[off..off + bytes.len()].copy_from_slice(bytes);
+        let (first, last) = (off as u64 / line, (off + bytes.len() - 1) as u64 / line);
+        page.lines |= (u128::MAX >> (127 - last)) & (u128::MAX << first);
+        None
+    }
+
+    /// The image pages (`add_image`) that came into use since the last call, by physical address.
+    pub fn drain_image(&mut self) -> std::vec::Drain<'_, (u64, ImagePage)> {
+        self.image_ready.drain(..)
     }
 
     /// The 4 KiB page at `va` was touched before the trace (`Instr::set_pages`): when it
@@ -211,10 +282,11 @@ impl PageMap {
         }
     }
 
-    /// Whether pages that predate the trace got frames since the last drain.
+    /// Whether pages that predate the trace, or hold a lazily set-up image, got frames since
+    /// the last drain.
     #[inline(always)]
     pub fn has_predated(&self) -> bool {
-        !self.predated.is_empty()
+        !self.predated.is_empty() || !self.image_ready.is_empty()
     }
 
     /// The physical pages (by address) that predate the trace and got frames since the last

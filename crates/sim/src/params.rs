@@ -40,7 +40,10 @@ pub const CORE: &[Component] = &[
         kind: Kind::Machine,
         summary: "physical frames for the programs' pages (one pool for every core)",
         source: "ChampSim's VirtualMemory (first touch); an OS's scattered free list (random)",
-        params: &[param("pages.order", Def::Str("first_touch"), "first_touch|random", "frames given out in first-touch order, or in an order drawn from the seed (spreads copies of one program over the last level's sets)")],
+        params: &[
+            param("pages.order", Def::Str("first_touch"), "first_touch|random", "frames given out in first-touch order, or in an order drawn from the seed (spreads copies of one program over the last level's sets)"),
+            param("pages.image", Def::Str("timed"), "timed|lazy", "how a trace's memory image (its external records before the first instruction: the loader's, a checkpoint's) enters memory. timed: written through the engine before the first instruction, its traffic, cycles and cache fill part of the run; lazy: its pages take their frames in the same order, but each 4 KiB page's bytes are set up only when the run first uses the page, untimed and uncounted, straight into memory through the schemes (encrypted, MACs, trees and counters brought up to date; docs/speed.md), so a run pays only for the pages it uses"),
+        ],
         stats: &[],
     },
     Component {

@@ -531,3 +531,127 @@ fn a_warmup_too_short_for_the_l2_brings_in_fewer_lines_than_it_holds() {
     // No warm-up, no fills.
     assert_eq!(f(&with("stream", &[], RunOptions { warmup: 0, ..o }), "l2.warmup_fills"), 0.0);
 }
+
+/// Pairs enough to reach every scheme: each integrity scheme over otp (or the first
+/// encryption scheme it pairs with), each encryption scheme alone (or under the first
+/// integrity scheme it needs).
+fn every_scheme_once() -> Vec<(&'static str, &'static str)> {
+    let pairs = secmem_core::registry::pair_names();
+    let mut v: Vec<(&str, &str)> = Vec::new();
+    for &(i, e) in &pairs {
+        let want = (i, if pairs.contains(&(i, "otp")) { "otp" } else { e });
+        if !v.iter().any(|p| p.0 == i) && want == (i, e) {
+            v.push(want);
+        }
+    }
+    for &(i, e) in &pairs {
+        if !v.iter().any(|p| p.1 == e) {
+            v.push(if pairs.contains(&("none", e)) { ("none", e) } else { (i, e) });
+        }
+    }
+    v
+}
+
+#[test]
+fn a_lazily_set_up_image_gives_every_load_the_bytes_a_timed_image_gives() {
+    // Every load is compared with the trace's value (`trace.value_mismatches`): a page of
+    // the image set up wrongly, or not at all, reads differently from the timed image.
+    for w in ["hot", "mix", "stream"] {
+        let timed = sim(w, "chash", "otp", &[], 20_000);
+        assert_eq!(f(&timed, "trace.value_mismatches"), 0.0, "{} timed", w);
+        for (i, e) in every_scheme_once() {
+            let s = sim(w, i, e, &["pages.image=lazy"], 20_000);
+            assert_eq!(f(&s, "trace.value_mismatches"), 0.0, "{} under {}+{}, lazy", w, i, e);
+            assert_eq!(f(&s, "instructions"), 20_000.0, "{} under {}+{}, lazy", w, i, e);
+            if (i, e) == ("chash", "otp") {
+                // The image's pages have the frames a timed image gives them: the program's
+                // lines fall in the same L1D sets (in touch order stream's arrays did not).
+                for k in ["l1d.miss_rate", "tlb.dtlb_misses"] {
+                    assert_eq!(f(&s, k), f(&timed, k), "{} {}", w, k);
+                }
+            }
+        }
+    }
+    // The image's cost is out of the statistics: mix's 31 MiB take nearly all of a short
+    // timed run's cycles with no warm-up.
+    let o = RunOptions { instructions: 10_000, warmup: 0, seed: 1, progress: false, interval: 0 };
+    let cycles = |sets: &[String]| {
+        let p = configure("suh2003", Some("chash"), Some("otp"), sets).unwrap();
+        let r = run(&p, &mut *builtin("mix", 1).unwrap(), &o).unwrap();
+        (f(&r.stats, "cycles"), f(&r.stats, "mem.write_bytes"), f(&r.stats, "trace.value_mismatches"))
+    };
+    let (timed, lazy) = (cycles(&[]), cycles(&["pages.image=lazy".into()]));
+    assert!(lazy.0 * 100.0 < timed.0, "cycles: lazy {} against timed {}", lazy.0, timed.0);
+    assert!(lazy.1 * 100.0 < timed.1, "bytes written: lazy {} against timed {}", lazy.1, timed.1);
+    assert_eq!((timed.2, lazy.2), (0.0, 0.0));
+}
+
+#[test]
+fn a_lazy_image_page_first_touched_by_a_fetch_a_load_a_store_or_the_kernel_holds_the_image() {
+    // Four pages of image, each first touched another way, plus a page the image never wrote.
+    let (code, data, stored, kernel) = (0x40_0000u64, 0x60_0000u64, 0x61_0000u64, 0x62_0000u64);
+    // Bytes of the image at page `a`: deterministic, distinct per page (xorshift).
+    let img = |a: u64| {
+        let mut x = a | 1;
+        (0..4096).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }).collect::<Vec<u8>>()
+    };
+    // The data page is mapped before its image comes (a checkpoint's page order): its bytes
+    // are set up as they come.
+    let mut mapped = Instr::default();
+    mapped.set_mapped([data >> 12].into_iter());
+    let mut prog = vec![mapped];
+    for a in [code, data, stored, kernel] {
+        let mut x = Instr { external: true, ..Default::default() };
+        x.add_access(true, a, &img(a)[..2048]);
+        prog.push(x);
+        let mut x = Instr { external: true, ..Default::default() };
+        x.add_access(true, a + 2048, &img(a)[2048..]);
+        prog.push(x);
+    }
+    let load_of = |pc: u64, a: u64, bytes: &[u8]| {
+        let mut l = Instr { pc, len: 4, op: OpClass::Mem, ..Default::default() };
+        l.add_access(false, a, bytes);
+        l.add_dst(1);
+        l
+    };
+    let (c, d, s, k) = (img(code), img(data), img(stored), img(kernel));
+    // Fetched first (its own code), then read as data.
+    prog.push(Instr { pc: code + 64, len: 4, op: OpClass::Alu, ..Default::default() });
+    prog.push(load_of(code + 68, code + 64, &c[64..72]));
+    prog.push(load_of(code + 72, data + 1000, &d[1000..1016]));
+    let mut st = Instr { pc: code + 76, len: 4, op: OpClass::Mem, ..Default::default() };
+    st.add_access(true, stored + 8, &[0xAB; 8]);
+    prog.push(st);
+    let mut after: Vec<u8> = s[..24].to_vec();
+    after[8..16].fill(0xAB);
+    prog.push(load_of(code + 80, stored, &after));
+    // A system call whose kernel writes part of a page nobody touched yet.
+    prog.push(Instr { pc: code + 84, len: 2, op: OpClass::Barrier, ..Default::default() });
+    let mut io = Instr { external: true, ..Default::default() };
+    io.add_access(true, kernel + 100, &[0x5A; 4]);
+    prog.push(io);
+    let mut after: Vec<u8> = k[96..112].to_vec();
+    after[4..8].fill(0x5A);
+    prog.push(load_of(code + 86, kernel + 96, &after));
+    prog.push(load_of(code + 90, 0x70_0000, &[0; 8]));
+    let n = prog.iter().filter(|i| !i.external).count() as u64;
+    let run_with = |integ: &str, enc: &str, image: &str, prog: &[Instr]| {
+        let p = configure("suh2003", Some(integ), Some(enc), &[format!("pages.image={}", image)]).unwrap();
+        let r = run(&p, &mut VecSource(prog.to_vec(), 0), &RunOptions { instructions: n, warmup: 0, seed: 1, progress: false, interval: 0 }).unwrap();
+        assert_eq!(r.error, None, "{}+{} {}", integ, enc, image);
+        f(&r.stats, "trace.value_mismatches")
+    };
+    for (i, e) in every_scheme_once() {
+        for image in ["timed", "lazy"] {
+            assert_eq!(run_with(i, e, image, &prog), 0.0, "{}+{}, {}", i, e, image);
+        }
+    }
+    // Without the image the same loads read other bytes: the check can fail.
+    let bare: Vec<Instr> = prog.iter().skip(9).cloned().collect();
+    assert!(run_with("chash", "otp", "lazy", &bare) >= 4.0);
+}

@@ -242,20 +242,66 @@ mod tests {
     }
 
     #[test]
-    fn champsim_xz_exports_use_the_fast_preset() {
-        // The block header's LZMA2 property byte encodes the dictionary: 4 MiB (20) for
-        // presets 3-4, 8 MiB (22) for the default preset 6, which compressed 20-40x slower.
+    fn champsim_xz_exports_use_the_fast_preset_in_blocks_of_the_records_one_thread_writes() {
+        // 300,000 records (19.2 MB) make two blocks of EXPORT_XZ_BLOCK.
         let d = dir();
         let path = d.join("fast.champsim.xz");
         let mut src = builtin("hot", 1).unwrap();
-        export(&mut *src, path.to_str().unwrap(), "champsim", 10_000, Numbering::X86).unwrap();
+        export(&mut *src, path.to_str().unwrap(), "champsim", 300_000, Numbering::X86).unwrap();
         let b = std::fs::read(&path).unwrap();
         assert_eq!(&b[..6], b"\xfd7zXZ\0");
-        // stream header (12 bytes), block header: size, flags (one filter, no sizes), then
-        // the filter: LZMA2 (0x21), one property byte.
-        assert_eq!((b[13], b[14], b[15]), (0x00, 0x21, 0x01));
+        // Stream header (12 bytes), then the first block header: its size, flags (one filter;
+        // 0x40/0x80: compressed/uncompressed size follow, as varints), the filter: LZMA2
+        // (0x21), one property byte, which encodes the dictionary: 4 MiB (20) for presets
+        // 3-4, 8 MiB (22) for the default preset 6, which compressed 20-40x slower.
+        let flags = b[13];
+        assert_eq!(flags & 0x3f, 0x00, "one filter");
+        let mut at = 14;
+        let varint = |at: &mut usize| {
+            let (mut v, mut shift) = (0u64, 0);
+            loop {
+                let x = b[*at];
+                *at += 1;
+                v |= ((x & 0x7f) as u64) << shift;
+                shift += 7;
+                if x & 0x80 == 0 {
+                    return v;
+                }
+            }
+        };
+        assert_eq!(flags & 0x80, 0x80, "a block of a multithreaded encoder states its size");
+        if flags & 0x40 != 0 {
+            varint(&mut at);
+        }
+        assert_eq!(varint(&mut at), crate::champsim::EXPORT_XZ_BLOCK, "the first block is whole");
+        assert_eq!((b[at], b[at + 1]), (0x21, 0x01));
         let dict = |p: u8| (2u64 | (p as u64 & 1)) << (p / 2 + 11);
         assert_eq!(crate::champsim::EXPORT_XZ_PRESET, 3);
-        assert_eq!(dict(b[16]), 4 << 20, "dictionary property {}", b[16]);
+        assert_eq!(dict(b[at + 2]), 4 << 20, "dictionary property {}", b[at + 2]);
+        // The records are what the single-threaded encoder of preset 3 (the old path) wraps,
+        // byte for byte, and the file is the same with one thread as with three.
+        let raw = d.join("fast.champsim");
+        let mut src = builtin("hot", 1).unwrap();
+        export(&mut *src, raw.to_str().unwrap(), "champsim", 300_000, Numbering::X86).unwrap();
+        let records = std::fs::read(&raw).unwrap();
+        assert_eq!(records.len(), 300_000 * 64);
+        let xz = |w: &mut dyn std::io::Write| {
+            w.write_all(&records).unwrap();
+        };
+        let mut old = liblzma::write::XzEncoder::new(Vec::new(), crate::champsim::EXPORT_XZ_PRESET);
+        xz(&mut old);
+        let old = old.finish().unwrap();
+        let unpack = |c: &[u8]| {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut liblzma::read::XzDecoder::new_multi_decoder(c), &mut out).unwrap();
+            out
+        };
+        assert!(unpack(&b) == unpack(&old) && unpack(&b) == records, "the export's records differ from one thread's");
+        for threads in [1, 3] {
+            let mut w = crate::champsim::export_xz(Vec::new(), threads).unwrap();
+            xz(&mut w);
+            assert!(w.finish().unwrap() == b, "{} threads wrote another file", threads);
+        }
     }
+
 }

@@ -142,6 +142,13 @@ pub trait Encryption: Send {
     /// Forget on-chip copies of untrusted metadata (flush).
     fn drop_cached(&mut self) {}
 
+    /// While `on`, the scheme's own engines book nothing and answer as if idle (memory set up
+    /// before the timed run, `Engine::set_up`), as `Machine::untimed` does for the shared
+    /// ones. Returns whether they were frozen already, to be put back.
+    fn freeze(&mut self, _on: bool) -> bool {
+        false
+    }
+
     /// A line the scheme keeps in the L2 itself (`LineKind::Meta`: its own metadata, sharing
     /// the L2 with data as the seeds' trees do) left it: write it back as the scheme must.
     /// None when the line is not the scheme's (the integrity scheme's then).

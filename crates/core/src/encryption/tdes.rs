@@ -315,6 +315,12 @@ impl Encryption for Tdes {
         "tdes"
     }
 
+    fn freeze(&mut self, on: bool) -> bool {
+        let was = self.engine.frozen();
+        self.engine.freeze(on);
+        was
+    }
+
     fn prefetch(&self, m: &Machine, addr: u64) {
         m.port.prefetch(addr);
         m.port.prefetch(self.ctr_addr(addr));
