@@ -13,19 +13,24 @@
 //!   known at the window's start (stored or loaded by any earlier record), as external
 //!   records — taken lazily, when a record of the window first touches the line, before that
 //!   record's own accesses change it, so they are exactly the bytes there at the start;
-//! - the prewarm: a load of each of the `prewarm` lines touched (fetched, loaded or stored)
-//!   most recently before the window's start (distinct lines, the least recent first), as the instructions that begin
-//!   the window's functional warming. They bring the caches, TLBs and the protection's
-//!   metadata caches to about what the whole run held there — the most recent lines of a
-//!   cache of up to that many lines, whatever its size or scheme — after the memory-timestamp
-//!   record of Barr, Falsafi and Asanović (ISCA 2005). Without them a window starts from an
-//!   empty L2 (the image is written back before the first instruction), and on gzip 100 k
-//!   instructions of warming alone left the IPC 28% low; without the instruction lines, gcc's
-//!   windows missed in the L2 three times as often as the full run (IPC 33% low). A line the history stored to is
-//!   stored again (its first known bytes, with the value they have at the window's start, so
-//!   memory is unchanged), to be dirty in the caches as in the whole run — clean, stream ran
-//!   32% fast, its misses evicting nothing to write back; the others are loaded (zeros as
-//!   values: they run only in functional warming, which checks no value);
+//! - the prewarm, the instructions that begin the window's functional warming: first the
+//!   last [`BRANCHES`] branches before the window, each followed by an instruction where it
+//!   went (no accesses), which train the branch predictor (and a BTB) over a longer history
+//!   than B; then the 32-byte pieces of the `prewarm` lines the L2 saw last before the
+//!   window, the least recent first — ordered by the misses and write-backs of a model of
+//!   the L1s (`L1`), as an L2's recency is, not by every access — code fetched, data loaded
+//!   or (dirty) stored; then what that L1 model holds. They bring the caches, TLBs and the
+//!   protection's metadata caches to about what the whole run held there, after the
+//!   memory-timestamp record of Barr, Falsafi and Asanović (ISCA 2005). Without them a
+//!   window starts from an empty L2 (the image is written back before the first
+//!   instruction), and on gzip 100 k instructions of warming alone left the IPC 28% low;
+//!   without the instruction lines, gcc's windows missed in the L2 three times as often as
+//!   the full run (IPC 33% low). A piece written back to since its line last came in is
+//!   stored again (its first known bytes, with the value they have at the window's start,
+//!   so memory is unchanged), to be dirty in the caches as in the whole run — clean, stream
+//!   ran 32% fast, its misses evicting nothing to write back; the others are loaded (zeros
+//!   as values: they run only in functional warming, which checks no value). What each part
+//!   did, window by window against full warming: docs/sampling.md;
 //! - the window's records, unchanged.
 //!
 //! So every load of the window finds the bytes a run of the whole input would find
@@ -732,6 +737,47 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The L1 model is an LRU cache of 32-byte pieces: a hit moves nothing out, the third
+    /// piece of a 2-way set evicts the least recent, and a stored piece leaves dirty.
+    #[test]
+    fn the_l1_model_evicts_the_least_recent_piece_of_a_set() {
+        let mut l1 = L1::new();
+        let s = L1_SETS as u64;
+        assert_eq!(l1.access(7, true), Some(None));
+        assert_eq!(l1.access(7 + s, false), Some(None));
+        assert_eq!(l1.access(7 + s, false), None);
+        assert_eq!(l1.access(7 + 2 * s, false), Some(Some((7, true))), "the least recent, dirty");
+        assert_eq!(l1.access(7 + s, false), None, "the more recent stays");
+        assert_eq!(l1.access(8, false), Some(None), "another set");
+        let mut out = Vec::new();
+        l1.contents(false, &mut out);
+        let at: Vec<u64> = out.iter().map(|p| p.addr >> 5).collect();
+        assert_eq!(at, [7 + 2 * s, 7 + s, 8], "the least recent of each set first");
+    }
+
+    /// The prewarm's order is the L2's: a line that keeps hitting in the L1 is not made
+    /// recent by it (the L2 sees only misses and write-backs), and what the L1 holds comes
+    /// last; a line written back is dirty.
+    #[test]
+    fn the_prewarm_orders_lines_as_the_l2_sees_them() {
+        let mut r = Recent::new(4);
+        let s = (L1_SETS * 32) as u64; // one set's pieces lie this far apart
+        r.touch(0x1000, 8, true); // A: a store miss
+        r.touch(0x1000 + 64 * 3, 8, false); // B
+        r.touch(0x1000, 8, false); // A again: an L1 hit
+        let l2: Vec<Piece> = r.lines(1);
+        // The L2 saw B last; then the L1 holds A (dirty) and B.
+        assert_eq!(l2[0], Piece { addr: 0x1000 + 64 * 3, dirty: false, code: false });
+        assert!(l2[1..].contains(&Piece { addr: 0x1000, dirty: true, code: false }));
+        // A leaves the L1 (two more pieces of its set): written back, dirty in the L2's order.
+        r.touch(0x1000 + s, 8, false);
+        r.touch(0x1000 + 2 * s, 8, false);
+        let l2 = r.lines(4);
+        assert!(l2.contains(&Piece { addr: 0x1000, dirty: true, code: false }), "{l2:?}");
+        r.fetch(0x9000);
+        assert!(r.lines(4).contains(&Piece { addr: 0x9000, dirty: false, code: true }));
     }
 
     #[test]
