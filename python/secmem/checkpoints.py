@@ -83,7 +83,8 @@ def make(p: Path, records: int, workload: Optional[str], trace: Optional[str], s
 #
 # One pass over the input writes each window of the plan as a trace of its own
 # (``_core.checkpoint_windows``, crates/trace/src/checkpoint.rs): the memory image the
-# window's records touch, loads of the lines touched last before it (the prewarm), then its
+# window's records touch, the prewarm (the last branches and the lines the caches held before
+# it, replayed), then its
 # B + D + W instructions. They live in ``<store>/checkpoints/<key>/`` with a ``manifest.json``
 # written last (a pass cut short is never used), keyed by the input's identity, the plan,
 # the warm-up, B, the prewarm, the seed and the engine's build identity: every scheme and

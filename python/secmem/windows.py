@@ -166,8 +166,8 @@ def run_checkpointed(
     """A sampled run from per-window checkpoints (docs/sampling.md): the checkpoints of the
     plan's windows are made in one pass over the input (or found in the results ``store``,
     keyed like its points), then the windows run each on a machine of its own, warmed from
-    cold over their B = ``warm`` instructions after ``prewarm`` loads of the lines touched
-    last. ``k`` > 1 (or a ``scheduler``) runs them as ``k`` Dask tasks of consecutive windows,
+    cold over their B = ``warm`` instructions after a prewarm of ``prewarm`` lines the L2 saw
+    last (and the last branches). ``k`` > 1 (or a ``scheduler``) runs them as ``k`` Dask tasks of consecutive windows,
     combined as strata (``combine``); one group combines every rate with its interval.
     ``reference`` also runs the same plan with full functional warming (``--sample``) and
     reports ``checkpointed.reference_ipc`` and ``checkpointed.warmup_error``, the bounded

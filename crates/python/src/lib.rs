@@ -304,7 +304,8 @@ fn sample_plan(spec: &str, instructions: u64) -> PyResult<(u64, u64, u64)> {
 /// One pass over an input (a built-in `workload` or a `trace` file, from its start) writing
 /// each window of the sampled run `sample` (measuring `instructions` after `warmup`) as a
 /// checkpoint in `directory` (`secmem_trace::checkpoint`): the memory image its records
-/// touch, loads of the `prewarm` lines touched last before it, then its `warm` (B) + D + W
+/// touch, the prewarm (its last branches, the `prewarm` lines the L2 saw last before it and
+/// what the L1s held), then its `warm` (B) + D + W
 /// instructions. Returns `{"files", "instructions", "prewarm", "image_bytes", "read",
 /// "seconds"}` (CPU seconds of the pass). A plan or B that does not fit is a ConfigError.
 #[pyfunction]

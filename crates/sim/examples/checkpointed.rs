@@ -5,10 +5,13 @@
 //! trace file is decoded here, not on a read-ahead thread), so the CPU times count decoding.
 //!
 //! `cargo run --release --example checkpointed INPUT N [--warmup W] [--plan U:W:D]
-//!  [--warm B1,B2] [--prewarm LINES] [-s i+e,…] [--dir DIR] [--full]` (INPUT: a built-in, or a trace file if
-//! it has a `/`; DIR: where checkpoints go, default a temporary directory, removed after)
+//!  [--warm B1,B2] [--prewarm LINES] [-s i+e,…] [--dir DIR] [--full] [--compare]` (INPUT: a built-in, or a trace file if
+//! it has a `/`; DIR: where checkpoints go, default a temporary directory, removed after).
+//! `--compare` also runs the plan with full warming (`--sample`) and compares the windows
+//! one by one: the warming error (Σ cycles against Σ cycles of the same windows) and the
+//! counts that differ most between them, to show where bounded warming's error comes from.
 
-use secmem_sim::checkpointed::{length, run_windows, starts};
+use secmem_sim::checkpointed::{length, run_windows_kept, sampled_windows, starts};
 use secmem_sim::{configure, run, RunOptions, Sampling};
 use secmem_trace::checkpoint::{write_windows, DEFAULT_PREWARM};
 use secmem_trace::cputime::thread_cpu_seconds as cpu;
@@ -32,6 +35,7 @@ fn main() {
     let warms: Vec<u64> = opt("--warm").unwrap_or("100k".into()).split(',').map(|s| secmem_core::params::parse_count(s).expect("--warm B1,B2")).collect();
     let schemes = opt("-s").unwrap_or("chash+otp".into());
     let full = args.iter().any(|a| a == "--full");
+    let compare = args.iter().any(|a| a == "--compare");
     let prewarm = opt("--prewarm").map(|s| secmem_core::params::parse_count(&s).expect("--prewarm LINES") as usize).unwrap_or(DEFAULT_PREWARM);
     let keep = opt("--dir");
     let dir = keep.clone().map(std::path::PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join(format!("secmem-checkpointed-{}", std::process::id())));
@@ -42,6 +46,7 @@ fn main() {
         "input", "schemes", "B", "full IPC", "sampled", "±95%", "error", "in?", "image MB", "pass s", "full s", "windows s", "speedup", "w/ pass"
     );
     let mut fulls = std::collections::HashMap::new();
+    let mut fully_warmed = std::collections::HashMap::new();
     for &b in &warms {
         let st = starts(&plan, warmup, n, b).unwrap_or_else(|e| panic!("{}", e));
         let d = dir.join(format!("{}-{}", name, b));
@@ -68,7 +73,7 @@ fn main() {
                 .clone();
             let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
             let t = cpu();
-            let r = run_windows(&p, &mut open, done.instructions.len(), plan, b, 1, &name).unwrap();
+            let (r, each) = run_windows_kept(&p, &mut open, done.instructions.len(), plan, b, 1, &name).unwrap();
             let tw = cpu() - t;
             assert!(r.error.is_none(), "{:?}", r.error);
             let g = |k: &str| r.stats.get_f64(k).unwrap_or(f64::NAN);
@@ -95,6 +100,17 @@ fn main() {
             let rates = ["l1d.miss_rate", "l2.miss_rate", "l2.meta_miss_rate", "core.branch_mispredict_rate"];
             let line = |s: &secmem_core::stats::Stats| rates.iter().map(|k| format!("{}={:.4}", k, s.get_f64(k).unwrap_or(f64::NAN))).collect::<Vec<_>>().join(" ");
             println!("    sampled {}\n    full    {}", line(&r.stats), line(&fs));
+            if compare {
+                // The same plan with full warming: once per scheme pair, whatever B.
+                let full_warm = fully_warmed.entry(pair.to_string()).or_insert_with(|| {
+                    let o = RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 };
+                    let t = cpu();
+                    let w = sampled_windows(&p, &mut *source(&input), &o, plan).unwrap();
+                    println!("    full warming (--sample) over the whole input: {:.2} s", cpu() - t);
+                    w
+                });
+                compare_windows(&each, full_warm);
+            }
         }
         if keep.is_none() {
             std::fs::remove_dir_all(&d).unwrap();
@@ -103,4 +119,43 @@ fn main() {
     if keep.is_none() {
         let _ = std::fs::remove_dir(&dir);
     }
+}
+
+/// The same windows from checkpoints (`ck`) and with full warming (`fw`): Σ cycles of each,
+/// the counts whose sums differ most (relative), and how the cycle difference spreads over
+/// windows.
+fn compare_windows(ck: &[secmem_core::stats::Stats], fw: &[secmem_core::stats::Stats]) {
+    use secmem_core::stats::Stat;
+    let n = ck.len().min(fw.len());
+    let sum = |w: &[secmem_core::stats::Stats], k: &str| -> f64 { w[..n].iter().map(|s| s.get_f64(k).unwrap_or(0.0)).sum() };
+    let (cc, cf) = (sum(ck, "cycles"), sum(fw, "cycles"));
+    println!("    compare: {} windows; cycles checkpointed {:.0}, full warming {:.0} ({:+.2}%): IPC error from warming {:+.2}%", n, cc, cf, (cc - cf) / cf * 100.0, (cf / cc - 1.0) * 100.0);
+    // Counts, and the numerators of rates (misses of a miss rate).
+    let count = |s: &secmem_core::stats::Stats, k: &str| -> f64 {
+        match s.get(k) {
+            Some(Stat::Int(v)) => *v as f64,
+            Some(Stat::Rate(_, num, _)) => *num as f64,
+            _ => 0.0,
+        }
+    };
+    let csum = |w: &[secmem_core::stats::Stats], k: &str| -> f64 { w[..n].iter().map(|s| count(s, k)).sum() };
+    let mut d: Vec<(f64, String, f64, f64)> = Vec::new();
+    for (k, v) in &ck[0].0 {
+        if !matches!(v, Stat::Int(_) | Stat::Rate(..)) || k == "cycles" || k == "instructions" || k.starts_with("mem.resident") {
+            continue;
+        }
+        let (a, b) = (csum(ck, k), csum(fw, k));
+        if a.max(b) >= 10.0 && a != b {
+            d.push(((a - b).abs() / b.max(1.0), k.clone(), a, b));
+        }
+    }
+    d.sort_by(|x, y| y.0.partial_cmp(&x.0).unwrap());
+    for (r, k, a, b) in d.iter().take(40) {
+        println!("      {:<40} checkpointed {:>12.0} full warming {:>12.0} ({:+.1}%)", k, a, b, r * (a - b).signum() * 100.0);
+    }
+    // The cycle difference by window: how concentrated it is.
+    let mut dw: Vec<f64> = (0..n).map(|j| ck[j].get_f64("cycles").unwrap_or(0.0) - fw[j].get_f64("cycles").unwrap_or(0.0)).collect();
+    dw.sort_by(|x, y| y.abs().partial_cmp(&x.abs()).unwrap());
+    let top: f64 = dw.iter().take(n / 10).sum();
+    println!("      Σ Δcycles {:.0}; the 10% of windows differing most carry {:.0}; more cycles in {} windows, fewer in {}", dw.iter().sum::<f64>(), top, dw.iter().filter(|x| **x > 0.0).count(), dw.iter().filter(|x| **x < 0.0).count());
 }

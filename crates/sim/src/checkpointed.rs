@@ -56,6 +56,30 @@ pub fn run_windows(
     seed: u64,
     name: &str,
 ) -> Result<RunResult, ConfigError> {
+    run_windows_kept(p, open, count, plan, warm, seed, name).map(|(r, _)| r)
+}
+
+/// The windows of a `--sample` run of `src` with full warming, uncombined: each window's
+/// statistics, to compare window by window with the same windows run from checkpoints
+/// (`run_windows_kept`) and find where bounded warming's error comes from.
+pub fn sampled_windows(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Sampling) -> Result<Vec<Stats>, ConfigError> {
+    let (r, m) = run_inner(p, src, o, Some(plan), true)?;
+    if let Some(e) = r.error {
+        return Err(ConfigError(e));
+    }
+    Ok(m.map(|m| m.windows).unwrap_or_default())
+}
+
+/// `run_windows`, also handing back each window's own statistics.
+pub fn run_windows_kept(
+    p: &Params,
+    open: &mut dyn FnMut(usize) -> Result<(Box<dyn TraceSource>, u64), String>,
+    count: usize,
+    plan: Sampling,
+    warm: u64,
+    seed: u64,
+    name: &str,
+) -> Result<(RunResult, Vec<Stats>), ConfigError> {
     if plan.window == 0 {
         return Err(ConfigError("--sample: the measured window W must be at least 1 instruction".into()));
     }
@@ -112,7 +136,7 @@ pub fn run_windows(
     if done.is_empty() && error.is_none() {
         error = Some("no window to run".into());
     }
-    Ok(RunResult { stats: s, error })
+    Ok((RunResult { stats: s, error }, done))
 }
 
 #[cfg(test)]

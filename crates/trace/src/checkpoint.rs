@@ -13,19 +13,24 @@
 //!   known at the window's start (stored or loaded by any earlier record), as external
 //!   records — taken lazily, when a record of the window first touches the line, before that
 //!   record's own accesses change it, so they are exactly the bytes there at the start;
-//! - the prewarm: a load of each of the `prewarm` lines touched (fetched, loaded or stored)
-//!   most recently before the window's start (distinct lines, the least recent first), as the instructions that begin
-//!   the window's functional warming. They bring the caches, TLBs and the protection's
-//!   metadata caches to about what the whole run held there — the most recent lines of a
-//!   cache of up to that many lines, whatever its size or scheme — after the memory-timestamp
-//!   record of Barr, Falsafi and Asanović (ISCA 2005). Without them a window starts from an
-//!   empty L2 (the image is written back before the first instruction), and on gzip 100 k
-//!   instructions of warming alone left the IPC 28% low; without the instruction lines, gcc's
-//!   windows missed in the L2 three times as often as the full run (IPC 33% low). A line the history stored to is
-//!   stored again (its first known bytes, with the value they have at the window's start, so
-//!   memory is unchanged), to be dirty in the caches as in the whole run — clean, stream ran
-//!   32% fast, its misses evicting nothing to write back; the others are loaded (zeros as
-//!   values: they run only in functional warming, which checks no value);
+//! - the prewarm, the instructions that begin the window's functional warming: first the
+//!   last [`BRANCHES`] branches before the window, each followed by an instruction where it
+//!   went (no accesses), which train the branch predictor (and a BTB) over a longer history
+//!   than B; then the 32-byte pieces of the `prewarm` lines the L2 saw last before the
+//!   window, the least recent first — ordered by the misses and write-backs of a model of
+//!   the L1s (`L1`), as an L2's recency is, not by every access — code fetched, data loaded
+//!   or (dirty) stored; then what that L1 model holds. They bring the caches, TLBs and the
+//!   protection's metadata caches to about what the whole run held there, after the
+//!   memory-timestamp record of Barr, Falsafi and Asanović (ISCA 2005). Without them a
+//!   window starts from an empty L2 (the image is written back before the first
+//!   instruction), and on gzip 100 k instructions of warming alone left the IPC 28% low;
+//!   without the instruction lines, gcc's windows missed in the L2 three times as often as
+//!   the full run (IPC 33% low). A piece written back to since its line last came in is
+//!   stored again (its first known bytes, with the value they have at the window's start,
+//!   so memory is unchanged), to be dirty in the caches as in the whole run — clean, stream
+//!   ran 32% fast, its misses evicting nothing to write back; the others are loaded (zeros
+//!   as values: they run only in functional warming, which checks no value). What each part
+//!   did, window by window against full warming: docs/sampling.md;
 //! - the window's records, unchanged.
 //!
 //! So every load of the window finds the bytes a run of the whole input would find
@@ -45,12 +50,11 @@ use crate::{Instr, TraceError, TraceSource};
 /// Accesses per external record of the image (a record may hold up to [`MAX_ACCESSES`]).
 const IMAGE_ACCESSES: usize = 64;
 
-/// Lines of memory-access history kept to find the most recent distinct lines at a window's
-/// start (2 M: 16 MiB; a window finds fewer than it asks for when they lie further back).
-const HISTORY: usize = 1 << 21;
 /// Prewarm lines by default: 1 MiB of lines, suh2003's L2 (twice as many cost twice the
 /// time, each a miss through the protection, for no better estimate on gzip).
 pub const DEFAULT_PREWARM: usize = 1 << 14;
+/// Branches replayed before the prewarm (4 times suh2003's gshare table of 4,096 counters).
+const BRANCHES: usize = 1 << 14;
 
 /// What one pass wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,67 +84,237 @@ pub fn check_cuts(starts: &[u64], len: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The most recent distinct lines of memory-access history: a ring of line numbers, each
-/// with a bit saying it was a store.
+/// The most recently touched lines of memory (64 bytes), each with when it was last touched
+/// and, for each of its two 32-byte pieces (the smallest L1 line a preset uses: suh2003's
+/// L1s have 32-byte lines, its L2 64-byte ones, so a load of each piece brings both halves
+/// of a line into the L1, where one load a line left the L1s half empty), whether it was
+/// touched, fetched (code: the prewarm fetches it, into the L1I and the I-TLB) and stored
+/// to (dirty). A map, not a ring of the last accesses: a ring of 2 M accesses reached about
+/// a million instructions back, and lines a program keeps in the L2 for longer (gzip's)
+/// missed in every window.
 struct Recent {
-    ring: Vec<u64>,
-    next: usize,
+    /// Line → (last touch, `fresh` at the last touch, piece bits).
+    map: HashMap<u64, (u64, u64, u8), crate::consistent::BuildPageHasher>,
+    stamp: u64,
+    /// Lines the map took in (new to it): at least as many distinct lines as were touched
+    /// since, so a line touched again after more than `keep` of them had left a cache of
+    /// `keep` lines.
+    fresh: u64,
+    /// The last piece pushed, with its kind (a repeat changes nothing).
     last: u64,
-    /// The instruction line last fetched.
+    /// The instruction piece last fetched.
     code: u64,
+    /// Lines asked for at a window's start: the map keeps at least twice as many.
+    keep: usize,
+    /// Models of the L1s, whose misses and write-backs are what the L2 sees.
+    l1i: L1,
+    l1d: L1,
+}
+
+/// A set-associative LRU cache of 32-byte pieces with suh2003's L1 geometry (64 KiB, 2
+/// ways), indexed by virtual address: a filter, so that the history the prewarm replays is
+/// ordered as the L2 sees it — by the L1s' misses and write-backs — not by every access
+/// (lines that live in an L1 are old in the L2's order and may have left it; gcc's windows
+/// missed in the L2 on instruction fetch 84% more often than with full warming when the
+/// prewarm ordered every access). Its contents at a window's start end the prewarm.
+struct L1 {
+    /// `L1_WAYS` a set, the most recent first; `EMPTY` where nothing is.
+    tags: Vec<u64>,
+    dirty: Vec<bool>,
+}
+
+const L1_WAYS: usize = 2;
+const L1_SETS: usize = 64 * 1024 / 32 / L1_WAYS;
+const EMPTY: u64 = u64::MAX;
+
+impl L1 {
+    fn new() -> L1 {
+        L1 { tags: vec![EMPTY; L1_SETS * L1_WAYS], dirty: vec![false; L1_SETS * L1_WAYS] }
+    }
+
+    /// Access `piece`: None on a hit, else Some of the piece it evicted (with whether it
+    /// was dirty), if any.
+    #[inline]
+    fn access(&mut self, piece: u64, store: bool) -> Option<Option<(u64, bool)>> {
+        let s = (piece as usize % L1_SETS) * L1_WAYS;
+        let (tags, dirty) = (&mut self.tags[s..s + L1_WAYS], &mut self.dirty[s..s + L1_WAYS]);
+        if let Some(i) = tags.iter().position(|&t| t == piece) {
+            tags[..=i].rotate_right(1);
+            dirty[..=i].rotate_right(1);
+            dirty[0] |= store;
+            return None;
+        }
+        let victim = (tags[L1_WAYS - 1] != EMPTY).then(|| (tags[L1_WAYS - 1], dirty[L1_WAYS - 1]));
+        tags.rotate_right(1);
+        dirty.rotate_right(1);
+        (tags[0], dirty[0]) = (piece, store);
+        Some(victim)
+    }
+
+    /// What it holds, the least recent of each set first.
+    fn contents(&self, code: bool, out: &mut Vec<Piece>) {
+        for w in (0..L1_WAYS).rev() {
+            for set in 0..L1_SETS {
+                let i = set * L1_WAYS + w;
+                if self.tags[i] != EMPTY {
+                    out.push(Piece { addr: self.tags[i] << 5, dirty: !code && self.dirty[i], code });
+                }
+            }
+        }
+    }
+}
+
+/// One piece of the prewarm: its address, whether the history stored to it (dirty), and
+/// whether it was fetched (code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Piece {
+    addr: u64,
+    dirty: bool,
+    code: bool,
 }
 
 impl Recent {
-    fn new() -> Recent {
-        Recent { ring: Vec::new(), next: 0, last: u64::MAX, code: u64::MAX }
+    fn new(keep: usize) -> Recent {
+        Recent { map: HashMap::default(), stamp: 0, fresh: 0, last: u64::MAX, code: u64::MAX, keep, l1i: L1::new(), l1d: L1::new() }
     }
 
-    /// An instruction's fetch: its line is history too (the L2 holds code as well as data).
+    /// An instruction's fetch: its piece is history too (the L2 holds code as well as data).
     #[inline]
     fn fetch(&mut self, pc: u64) {
-        if pc >> 6 != self.code {
-            self.code = pc >> 6;
-            self.touch(pc, false);
+        if pc >> 5 != self.code {
+            self.code = pc >> 5;
+            self.push(pc, false, true);
+        }
+    }
+
+    /// A data access of `size` bytes: every piece it touches. The environment's writes
+    /// (external records: a `read()`'s buffer) count too: a run writes them through the L2.
+    #[inline]
+    fn touch(&mut self, addr: u64, size: u32, store: bool) {
+        self.push(addr, store, false);
+        let end = addr.saturating_add(size.max(1) as u64 - 1);
+        for p in (addr >> 5) + 1..=end >> 5 {
+            self.push(p << 5, store, false);
         }
     }
 
     #[inline]
-    fn touch(&mut self, addr: u64, store: bool) {
-        let e = (addr >> 6) << 1 | store as u64;
-        // A repeat of the last line adds nothing, unless it stores where that one loaded.
-        if e == self.last || e == self.last & !1 && self.last & 1 == 1 {
+    fn push(&mut self, addr: u64, store: bool, code: bool) {
+        if self.keep == 0 {
             return;
         }
-        self.last = e;
-        if self.ring.len() < HISTORY {
-            self.ring.push(e);
-        } else {
-            self.ring[self.next] = e;
+        let piece = addr >> 5;
+        let key = piece << 2 | (code as u64) << 1 | store as u64;
+        if key == self.last {
+            return;
         }
-        self.next = (self.next + 1) % HISTORY;
+        self.last = key;
+        // The L2 sees the L1s' misses and write-backs, not their hits.
+        let l1 = if code { &mut self.l1i } else { &mut self.l1d };
+        if let Some(victim) = l1.access(piece, store) {
+            if let Some((v, true)) = victim {
+                self.l2(v, true, false);
+            }
+            self.l2(piece, false, code);
+        }
     }
 
-    /// Up to `k` distinct lines (addresses), the least recent first, each with whether it was
-    /// stored to since the history (as far as it was searched) saw it first: a line a cache
-    /// would hold dirty.
-    fn lines(&self, k: usize) -> Vec<(u64, bool)> {
-        let mut seen: HashMap<u64, usize, crate::consistent::BuildPageHasher> = HashMap::default();
-        let mut out: Vec<(u64, bool)> = Vec::with_capacity(k);
-        let n = self.ring.len();
-        for i in 0..n {
-            let e = self.ring[(self.next + n - 1 - i) % n];
-            match seen.get(&(e >> 1)) {
-                Some(&at) => out[at].1 |= e & 1 == 1,
-                None if out.len() < k => {
-                    seen.insert(e >> 1, out.len());
-                    out.push(((e >> 1) << 6, e & 1 == 1));
+    /// A piece the L2 sees: fetched or loaded into an L1, or written back from one (store).
+    fn l2(&mut self, piece: u64, store: bool, code: bool) {
+        self.stamp += 1;
+        let h = piece & 1;
+        let fresh = self.fresh;
+        let e = self.map.entry(piece >> 1).or_insert_with(|| (0, fresh + 1, 0));
+        if e.1 > fresh {
+            self.fresh += 1;
+        } else if fresh - e.1 > self.keep as u64 {
+            // More new lines came since it was last touched than a cache of `keep` lines
+            // holds: it was written back, and comes in clean.
+            e.2 &= !(16 | 32);
+        }
+        e.0 = self.stamp;
+        e.1 = self.fresh;
+        e.2 = e.2 & !(4 << h) | 1 << h | (code as u8) << (2 + h) | (store as u8) << (4 + h);
+        if self.map.len() > 4 * self.keep {
+            self.prune();
+        }
+    }
+
+    /// Forget all but the 2·keep lines touched last (a line forgotten and touched again is
+    /// clean: by then a cache of `keep` lines would have written it back).
+    #[cold]
+    fn prune(&mut self) {
+        let mut stamps: Vec<u64> = self.map.values().map(|v| v.0).collect();
+        let at = stamps.len() - 2 * self.keep;
+        let (_, &mut oldest_kept, _) = stamps.select_nth_unstable(at);
+        self.map.retain(|_, v| v.0 >= oldest_kept);
+    }
+
+    /// The pieces of the `k` lines the L2 saw last, the least recent line first, each dirty
+    /// if written back to since the map last took its line in; then what the L1s hold.
+    fn lines(&self, k: usize) -> Vec<Piece> {
+        let mut v: Vec<(u64, u64, u8)> = self.map.iter().map(|(&l, &(t, _, b))| (t, l, b)).collect();
+        if v.len() > k {
+            let at = v.len() - k;
+            v.select_nth_unstable(at);
+            v.drain(..at);
+        }
+        v.sort_unstable();
+        let mut out = Vec::with_capacity(2 * v.len());
+        for (_, line, b) in v {
+            for h in 0..2u64 {
+                if b & (1 << h) != 0 {
+                    let code = b & (4 << h) != 0;
+                    out.push(Piece { addr: (line << 6) | (h << 5), dirty: !code && b & (16 << h) != 0, code });
                 }
-                // Searched back as far as k lines reach: older stores are not looked for.
-                None => break,
             }
         }
-        out.reverse();
+        self.l1i.contents(true, &mut out);
+        self.l1d.contents(false, &mut out);
         out
+    }
+}
+
+/// The last [`BRANCHES`] branches before the window, each with the address of the
+/// instruction after it (where it went): replayed before the prewarm so that the branch
+/// predictor (and a BTB, by the branch's target) is trained over a longer history than B.
+/// Each is the branch's record without its accesses (the prewarm must change no memory).
+struct Branches {
+    ring: Vec<(Instr, u64)>,
+    next: usize,
+    /// The slot of the last branch, waiting for the instruction after it.
+    open: Option<usize>,
+}
+
+impl Branches {
+    fn new() -> Branches {
+        Branches { ring: Vec::new(), next: 0, open: None }
+    }
+
+    /// An instruction of the input (not an external record).
+    #[inline]
+    fn note(&mut self, ins: &Instr) {
+        if let Some(i) = self.open.take() {
+            self.ring[i].1 = ins.pc;
+        }
+        if ins.branch != crate::Branch::None {
+            if self.ring.len() < BRANCHES {
+                self.ring.push((Instr::default(), 0));
+            }
+            let slot = self.next;
+            let r = &mut self.ring[slot].0;
+            r.clear();
+            (r.pc, r.len, r.op, r.branch, r.thread) = (ins.pc, ins.len, ins.op, ins.branch, ins.thread);
+            (r.nsrc, r.src, r.ndst, r.dst) = (ins.nsrc, ins.src, ins.ndst, ins.dst);
+            self.open = Some(slot);
+            self.next = (self.next + 1) % BRANCHES;
+        }
+    }
+
+    /// The branches whose next instruction is known, the oldest first.
+    fn history(&self) -> Vec<(Instr, u64)> {
+        let n = self.ring.len();
+        (0..n).map(|i| (self.next + i) % n).filter(|&i| Some(i) != self.open).map(|i| self.ring[i].clone()).collect()
     }
 }
 
@@ -194,13 +368,15 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
     let mut image: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut n = 0u64; // instructions read
     let mut ended = false;
-    let mut recent = Recent::new();
+    let mut recent = Recent::new(prewarm);
     let mut order = Order::new();
     // Bring the shadow up to date with one record (Skip's rule: every byte stored or loaded).
-    let apply = |ins: &Instr, shadow: &mut Shadow, pages: &mut Vec<u64>, recent: &mut Recent, order: &mut Order| {
+    let mut branches = Branches::new();
+    let apply = |ins: &Instr, shadow: &mut Shadow, pages: &mut Vec<u64>, recent: &mut Recent, order: &mut Order, branches: &mut Branches| {
         if !ins.external {
             recent.fetch(ins.pc);
             order.touch(ins.pc, ins.len.max(1) as u32);
+            branches.note(ins);
         }
         if ins.is_pages() {
             pages.extend(ins.accesses.iter().map(|a| a.addr >> 12));
@@ -208,8 +384,8 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
             for a in &ins.accesses {
                 shadow.store(a.addr, ins.value(a));
                 order.touch(a.addr, a.size);
-                if !ins.external {
-                    recent.touch(a.addr, a.store);
+                if a.size > 0 {
+                    recent.touch(a.addr, a.size, a.store);
                 }
             }
         }
@@ -232,7 +408,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                 ended = true;
                 break;
             }
-            apply(&ins, &mut shadow, &mut pages, &mut recent, &mut order);
+            apply(&ins, &mut shadow, &mut pages, &mut recent, &mut order, &mut branches);
             if !ins.external {
                 n += 1;
                 poll(n, &mut bar)?;
@@ -249,22 +425,32 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
         // The prewarm, with the values at the window's start: a line the history stored to
         // is stored to again (its first known bytes, unchanged), so a cache holds it dirty
         // as the whole run's would; the others are loaded.
-        let mut warm: Vec<(u64, Vec<u8>, bool)> = Vec::new();
-        for (line, dirty) in if prewarm > 0 { recent.lines(prewarm) } else { Vec::new() } {
+        // A fetched piece is fetched again (an instruction there, no accesses).
+        let mut warm: Vec<(u64, Vec<u8>, bool, bool)> = Vec::new();
+        for pc in if prewarm > 0 { recent.lines(prewarm) } else { Vec::new() } {
+            if pc.code {
+                warm.push((pc.addr, Vec::new(), false, true));
+                continue;
+            }
             let mut v = None;
-            if dirty {
-                shadow.line_runs(line, |at, b| {
-                    if v.is_none() {
-                        let size = [8usize, 4, 2, 1].into_iter().find(|&z| z <= b.len() && at % z as u64 == 0).unwrap_or(1);
-                        v = Some((at, b[..size].to_vec()));
+            if pc.dirty {
+                shadow.line_runs(pc.addr, |at, b| {
+                    // The first known bytes inside the piece.
+                    let from = at.max(pc.addr);
+                    let end = (at + b.len() as u64).min(pc.addr + 32);
+                    if v.is_none() && from < end {
+                        let b = &b[(from - at) as usize..(end - at) as usize];
+                        let size = [8usize, 4, 2, 1].into_iter().find(|&z| z <= b.len() && from % z as u64 == 0).unwrap_or(1);
+                        v = Some((from, b[..size].to_vec()));
                     }
                 });
             }
             warm.push(match v {
-                Some((at, b)) => (at, b, true),
-                None => (line, vec![0; 8], false),
+                Some((at, b)) => (at, b, true, false),
+                None => (pc.addr, vec![0; 8], false, false),
             });
         }
+        let taken = if prewarm > 0 { branches.history() } else { Vec::new() };
         while held < len {
             if !src.next_into(&mut ins)? {
                 ended = true;
@@ -273,6 +459,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
             if !ins.external {
                 recent.fetch(ins.pc);
                 order.touch(ins.pc, ins.len.max(1) as u32);
+                branches.note(&ins);
             }
             if !ins.is_pages() {
                 for a in &ins.accesses {
@@ -290,12 +477,12 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                     }
                     // Later accesses of the same record see this one's bytes, as in a run.
                     shadow.store(a.addr, ins.value(a));
-                    if !ins.external {
-                        recent.touch(a.addr, a.store);
+                    if a.size > 0 {
+                        recent.touch(a.addr, a.size, a.store);
                     }
                 }
             } else {
-                apply(&ins, &mut shadow, &mut pages, &mut recent, &mut order);
+                apply(&ins, &mut shadow, &mut pages, &mut recent, &mut order, &mut branches);
             }
             if used == buf.len() {
                 buf.push(Instr::default());
@@ -330,12 +517,24 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                 }
                 w.write(&rec)?;
             }
-            // The prewarm: plain loads at the first instruction's address (one fetch line).
-            let pc = buf[..used].iter().find(|r| !r.external).map_or(0, |r| r.pc);
-            for (at, v, store) in &warm {
+            // The branches, each followed by an instruction where it went (no accesses).
+            for (b, to) in &taken {
+                w.write(b)?;
                 rec.clear();
-                (rec.pc, rec.len, rec.op) = (pc, 4, crate::OpClass::Mem);
-                rec.add_access(*store, *at, v);
+                (rec.pc, rec.len, rec.thread) = (*to, 1, b.thread);
+                w.write(&rec)?;
+            }
+            // The prewarm: code fetched, data loaded or stored at the first instruction's
+            // address (one fetch line).
+            let pc = buf[..used].iter().find(|r| !r.external).map_or(0, |r| r.pc);
+            for (at, v, store, code) in &warm {
+                rec.clear();
+                if *code {
+                    (rec.pc, rec.len) = (*at, 1);
+                } else {
+                    (rec.pc, rec.len, rec.op) = (pc, 4, crate::OpClass::Mem);
+                    rec.add_access(*store, *at, v);
+                }
                 w.write(&rec)?;
             }
             for r in &buf[..used] {
@@ -345,7 +544,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
         })?;
         out.image_bytes += image.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         out.instructions.push(held);
-        out.prewarm.push(warm.len() as u64);
+        out.prewarm.push((warm.len() + 2 * taken.len()) as u64);
         if ended {
             break;
         }
@@ -407,12 +606,37 @@ mod tests {
                     }
                 }
             }
+            // Every branch of the input so far: pc, outcome, the next instruction's pc (MAX
+            // until it comes).
+            let mut taken: Vec<(u64, crate::Branch, u64)> = Vec::new();
+            // Every 32-byte piece fetched or accessed so far (before each window's start).
+            let mut touched: HashSet<u64> = HashSet::new();
+            fn note_branch(r: &Instr, b: &mut Vec<(u64, crate::Branch, u64)>) {
+                if r.external {
+                    return;
+                }
+                if let Some(last) = b.last_mut().filter(|l| l.2 == u64::MAX) {
+                    last.2 = r.pc;
+                }
+                if r.branch != crate::Branch::None {
+                    b.push((r.pc, r.branch, u64::MAX));
+                }
+            }
             for (j, &s) in starts.iter().enumerate() {
                 let recs = read_all(&path(j));
                 // Up to the window's start: memory only.
                 while n < s {
                     assert!(all.next_into(&mut ins).unwrap());
                     first_touch(&ins, &mut order, &mut seen);
+                    note_branch(&ins, &mut taken);
+                    if !ins.external {
+                        touched.insert(ins.pc & !31);
+                    }
+                    for a in ins.accesses.iter().filter(|a| a.size > 0) {
+                        for p in a.addr >> 5..=(a.addr + a.size as u64 - 1) >> 5 {
+                            touched.insert(p << 5);
+                        }
+                    }
                     for a in &ins.accesses {
                         full.store(a.addr, ins.value(a));
                         if !ins.external {
@@ -421,6 +645,8 @@ mod tests {
                     }
                     n += !ins.external as u64;
                 }
+                // The branches the prewarm replays: the last ones whose next instruction came.
+                let before: Vec<_> = taken[taken.len().saturating_sub(BRANCHES)..].iter().filter(|b| b.2 != u64::MAX).copied().collect();
                 // The input's records from the window's start: external ones first (they may
                 // sit at the image's end in the file), then the instructions.
                 // The file starts by mapping those pages in that order, writing nothing.
@@ -436,25 +662,47 @@ mod tests {
                 while held < len {
                     assert!(all.next_into(&mut ins).unwrap());
                     first_touch(&ins, &mut order, &mut seen);
+                    note_branch(&ins, &mut taken);
+                    if !ins.external {
+                        touched.insert(ins.pc & !31);
+                    }
+                    for a in ins.accesses.iter().filter(|a| a.size > 0) {
+                        for p in a.addr >> 5..=(a.addr + a.size as u64 - 1) >> 5 {
+                            touched.insert(p << 5);
+                        }
+                    }
                     held += !ins.external as u64;
                     n += !ins.external as u64;
                     window.push(ins.clone());
                 }
-                // The file ends with them; before them the prewarm: loads of the lines
-                // touched last, distinct, the last one the window's start's latest; before
-                // that the image.
+                // The file ends with them; before them the prewarm, and before that the image.
+                // The prewarm: first the last branches before the window (the input's, in
+                // order, each followed by an instruction where it went, none with accesses);
+                // then the pieces of the 100 lines touched last, distinct, the last one the
+                // window's start's latest, code fetched and data loaded or stored.
                 let pw = done.prewarm[j] as usize;
-                assert_eq!(pw, 100, "{w} window {j}: the history holds 100 lines");
                 let image_end = recs.len() - window.len() - pw;
                 let warm = &recs[image_end..image_end + pw];
-                assert!(warm.iter().all(|r| !r.external && r.accesses.len() == 1));
+                assert!(warm.iter().all(|r| !r.external && r.accesses.len() <= 1));
+                assert!(before.len() > 100, "{w} window {j}: {} branches", before.len());
+                let (branch_recs, pieces) = warm.split_at(2 * before.len());
+                for (k, b) in before.iter().enumerate() {
+                    let (r, to) = (&branch_recs[2 * k], &branch_recs[2 * k + 1]);
+                    assert_eq!((r.pc, r.branch, to.pc, to.branch), (b.0, b.1, b.2, crate::Branch::None), "{w} window {j}: branch {k}");
+                    assert!(r.accesses.is_empty() && to.accesses.is_empty());
+                }
+                assert!(pieces.iter().all(|r| r.branch == crate::Branch::None));
                 // A prewarm store writes the bytes memory holds at the start: nothing changes.
-                for r in warm.iter().filter(|r| r.accesses[0].store) {
+                for r in pieces.iter().filter(|r| r.accesses.first().is_some_and(|a| a.store)) {
                     let a = &r.accesses[0];
                     assert!(full.matches(a.addr, r.value(a)), "{w} window {j}: prewarm store at {:#x}", a.addr);
                 }
-                let lines: std::collections::HashSet<u64> = warm.iter().map(|r| r.accesses[0].addr & !63).collect();
-                assert_eq!(lines.len(), pw, "{w} window {j}: distinct lines");
+                let at: Vec<u64> = pieces.iter().map(|r| r.accesses.first().map_or(r.pc, |a| a.addr) & !31).collect();
+                let lines: std::collections::HashSet<u64> = at.iter().map(|a| a & !63).collect();
+                // The 100 lines the L2 saw last, then what the L1s hold (some of the same).
+                assert!(lines.len() >= 100, "{w} window {j}: {} distinct lines", lines.len());
+                assert!(at.iter().all(|a| touched.contains(a)), "{w} window {j}: only pieces the input touched before");
+                assert!(pieces.iter().any(|r| r.accesses.is_empty()), "{w} window {j}: code is fetched");
                 assert!(lines.contains(&(last_line & !63)), "{w} window {j}: the last line touched is prewarmed");
                 for (k, (a, b)) in recs[image_end + pw..].iter().zip(&window).enumerate() {
                     assert_eq!(same(a), same(b), "{w} window {j}: record {k}");
@@ -489,6 +737,47 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The L1 model is an LRU cache of 32-byte pieces: a hit moves nothing out, the third
+    /// piece of a 2-way set evicts the least recent, and a stored piece leaves dirty.
+    #[test]
+    fn the_l1_model_evicts_the_least_recent_piece_of_a_set() {
+        let mut l1 = L1::new();
+        let s = L1_SETS as u64;
+        assert_eq!(l1.access(7, true), Some(None));
+        assert_eq!(l1.access(7 + s, false), Some(None));
+        assert_eq!(l1.access(7 + s, false), None);
+        assert_eq!(l1.access(7 + 2 * s, false), Some(Some((7, true))), "the least recent, dirty");
+        assert_eq!(l1.access(7 + s, false), None, "the more recent stays");
+        assert_eq!(l1.access(8, false), Some(None), "another set");
+        let mut out = Vec::new();
+        l1.contents(false, &mut out);
+        let at: Vec<u64> = out.iter().map(|p| p.addr >> 5).collect();
+        assert_eq!(at, [7 + 2 * s, 7 + s, 8], "the least recent of each set first");
+    }
+
+    /// The prewarm's order is the L2's: a line that keeps hitting in the L1 is not made
+    /// recent by it (the L2 sees only misses and write-backs), and what the L1 holds comes
+    /// last; a line written back is dirty.
+    #[test]
+    fn the_prewarm_orders_lines_as_the_l2_sees_them() {
+        let mut r = Recent::new(4);
+        let s = (L1_SETS * 32) as u64; // one set's pieces lie this far apart
+        r.touch(0x1000, 8, true); // A: a store miss
+        r.touch(0x1000 + 64 * 3, 8, false); // B
+        r.touch(0x1000, 8, false); // A again: an L1 hit
+        let l2: Vec<Piece> = r.lines(1);
+        // The L2 saw B last; then the L1 holds A (dirty) and B.
+        assert_eq!(l2[0], Piece { addr: 0x1000 + 64 * 3, dirty: false, code: false });
+        assert!(l2[1..].contains(&Piece { addr: 0x1000, dirty: true, code: false }));
+        // A leaves the L1 (two more pieces of its set): written back, dirty in the L2's order.
+        r.touch(0x1000 + s, 8, false);
+        r.touch(0x1000 + 2 * s, 8, false);
+        let l2 = r.lines(4);
+        assert!(l2.contains(&Piece { addr: 0x1000, dirty: true, code: false }), "{l2:?}");
+        r.fetch(0x9000);
+        assert!(r.lines(4).contains(&Piece { addr: 0x9000, dirty: false, code: true }));
     }
 
     #[test]

@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
                      help="with --sample: cut every window out in one pass (checkpoints, kept in the results store) and run each "
                           "from cold after B instructions of functional warming; with --parallel K, as K Dask tasks")
     par.add_argument("--prewarm", type=counts("--prewarm"), metavar="LINES",
-                     help="with --checkpointed: lines touched last before a window, loaded before its warming (default 16384)")
+                     help="with --checkpointed: lines the L2 saw last before a window, replayed (after its last branches) before its warming (default 16384)")
     par.add_argument("--store", metavar="DIR", help="with --checkpointed: the results store holding the checkpoints (default $SECMEM_RESULTS or ./secmem-results)")
     g = par.add_mutually_exclusive_group()
     g.add_argument("--workers", type=positive_int("--workers"), help="local Dask worker processes (default: every core)")
