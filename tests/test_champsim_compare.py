@@ -18,10 +18,12 @@ def load():
     return load_script(SCRIPT)
 
 
-def cache(load, rfo, translation, write=0):
-    # ChampSim prints each type's hits and misses per cpu as lists.
-    return {"LOAD": {"hit": [0], "miss": [load]}, "RFO": {"hit": [0], "miss": [rfo]},
-            "TRANSLATION": {"hit": [0], "miss": [translation]}, "WRITE": {"hit": [write], "miss": [0]}}
+def cache(load, rfo, translation, write=0, merged=0, write_miss=0, write_merged=0):
+    # ChampSim prints each type's hits, misses and MSHR merges per cpu as lists; its misses
+    # include the requests then merged into an MSHR in flight.
+    return {"LOAD": {"hit": [0], "miss": [load], "mshr_merge": [merged]}, "RFO": {"hit": [0], "miss": [rfo], "mshr_merge": [0]},
+            "TRANSLATION": {"hit": [0], "miss": [translation], "mshr_merge": [0]},
+            "WRITE": {"hit": [write], "miss": [write_miss], "mshr_merge": [write_merged]}}
 
 
 def test_champsim_figures_count_loads_rfos_and_translations_per_kilo_instruction(tmp_path):
@@ -37,6 +39,15 @@ def test_champsim_figures_count_loads_rfos_and_translations_per_kilo_instruction
     assert (f["l1d_mpki"], f["l2c_mpki"], f["llc_mpki"]) == (12.5, 5.2, 1.5)
     assert (f["llc_load_misses"], f["llc_rfo_misses"]) == (11, 3)
     assert (f["branch_mpki"], f["cond_mpki"], f["indirect_mpki"]) == (4.0, 3.0, 0.5)
+    # Misses merged into an MSHR in flight never reach the level below (secmem counts them as
+    # hits); the L1D's stores (WRITE) count with its loads, a lower level's write-backs do not.
+    roi["cpu0_L1D"] = cache(100, 20, 5, write=7, merged=10, write_miss=6, write_merged=2)
+    roi["cpu0_L2C"] = cache(40, 10, 2, write_miss=9)
+    roi["LLC"] = cache(11, 3, 1, merged=4)
+    p.write_text(json.dumps([{"roi": {}}, {"roi": roi}]))
+    f = load().champsim_figures(str(p))
+    assert (f["l1d_mpki"], f["l2c_mpki"], f["llc_mpki"]) == (11.9, 5.2, 1.1)
+    assert (f["llc_load_misses"], f["llc_rfo_misses"]) == (7, 3)
     assert f["walk_latency"] == 512.5
     # A program whose pages all stay in the STLB: ChampSim prints its miss latency as null.
     roi["cpu0_STLB"]["miss latency"] = None
