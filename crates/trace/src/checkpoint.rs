@@ -611,6 +611,16 @@ mod tests {
             let mut taken: Vec<(u64, crate::Branch, u64)> = Vec::new();
             // Every 32-byte piece fetched or accessed so far (before each window's start).
             let mut touched: HashSet<u64> = HashSet::new();
+            fn note_pieces(r: &Instr, touched: &mut HashSet<u64>) {
+                if !r.external {
+                    touched.insert(r.pc & !31);
+                }
+                for a in r.accesses.iter().filter(|a| a.size > 0) {
+                    for p in a.addr >> 5..=(a.addr + a.size as u64 - 1) >> 5 {
+                        touched.insert(p << 5);
+                    }
+                }
+            }
             fn note_branch(r: &Instr, b: &mut Vec<(u64, crate::Branch, u64)>) {
                 if r.external {
                     return;
@@ -629,14 +639,7 @@ mod tests {
                     assert!(all.next_into(&mut ins).unwrap());
                     first_touch(&ins, &mut order, &mut seen);
                     note_branch(&ins, &mut taken);
-                    if !ins.external {
-                        touched.insert(ins.pc & !31);
-                    }
-                    for a in ins.accesses.iter().filter(|a| a.size > 0) {
-                        for p in a.addr >> 5..=(a.addr + a.size as u64 - 1) >> 5 {
-                            touched.insert(p << 5);
-                        }
-                    }
+                    note_pieces(&ins, &mut touched);
                     for a in &ins.accesses {
                         full.store(a.addr, ins.value(a));
                         if !ins.external {
@@ -663,14 +666,7 @@ mod tests {
                     assert!(all.next_into(&mut ins).unwrap());
                     first_touch(&ins, &mut order, &mut seen);
                     note_branch(&ins, &mut taken);
-                    if !ins.external {
-                        touched.insert(ins.pc & !31);
-                    }
-                    for a in ins.accesses.iter().filter(|a| a.size > 0) {
-                        for p in a.addr >> 5..=(a.addr + a.size as u64 - 1) >> 5 {
-                            touched.insert(p << 5);
-                        }
-                    }
+                    note_pieces(&ins, &mut touched);
                     held += !ins.external as u64;
                     n += !ins.external as u64;
                     window.push(ins.clone());
