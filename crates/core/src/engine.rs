@@ -519,12 +519,8 @@ impl Engine {
         let pipes = [(m.aes.units, m.aes.ops, m.aes.wait_cycles), (m.hash.units, m.hash.ops, m.hash.wait_cycles)];
         m.predating = true;
         // Engines of a scheme's own (tdes's) and of ciphertext speculation book nothing either.
-        let enc_frozen = self.enc.freeze(true);
-        let spec = m.spec.fv.as_mut().and_then(|f| f.engine.as_mut()).map(|e| {
-            let was = e.frozen();
-            e.freeze(true);
-            was
-        });
+        let own = self.freeze_own(true);
+        let m = &mut self.m;
         let n = self.line as usize;
         let (integ, enc) = (&mut *self.integ, &mut *self.enc);
         let r = m.untimed(|m| {
@@ -545,11 +541,8 @@ impl Engine {
             }
             drain(m, integ, enc)
         });
-        self.enc.freeze(enc_frozen);
+        self.thaw_own(own);
         let m = &mut self.m;
-        if let (Some(was), Some(e)) = (spec, m.spec.fv.as_mut().and_then(|f| f.engine.as_mut())) {
-            e.freeze(was);
-        }
         (m.counters, m.read_buf, m.write_buf, m.checks_done, m.predating) = saved;
         (m.aes.units, m.aes.ops, m.aes.wait_cycles) = pipes[0];
         (m.hash.units, m.hash.ops, m.hash.wait_cycles) = pipes[1];
@@ -652,13 +645,35 @@ impl Engine {
     }
 
     /// Crypto untimed while `on` (a sampled run's functional warming): every operation is
-    /// performed on the real bytes as ever, but the AES and hash engines book nothing and
-    /// answer as if idle (detailed warming refills them before a measured window). The memory
+    /// performed on the real bytes as ever, but the AES and hash engines (and a scheme's own:
+    /// tdes's; ciphertext speculation's) book nothing and answer as if idle (detailed warming refills them before a measured window). The memory
     /// bus stays timed: freezing its calendar too left every later window slow (mix, IPC
     /// −75%; not understood yet, see docs/sampling.md).
     pub fn set_untimed(&mut self, on: bool) {
         self.m.aes.freeze(on);
         self.m.hash.freeze(on);
+        self.freeze_own(on);
+    }
+
+    /// Freeze (or thaw) the engines beside the machine's shared AES and hash pipes: the
+    /// encryption scheme's own (tdes's) and ciphertext speculation's. Returns whether each
+    /// was frozen already, to be put back with `thaw_own`.
+    fn freeze_own(&mut self, on: bool) -> [bool; 2] {
+        let enc = self.enc.freeze(on);
+        let spec = self.m.spec.fv.as_mut().and_then(|f| f.engine.as_mut()).map_or(false, |e| {
+            let was = e.frozen();
+            e.freeze(on);
+            was
+        });
+        [enc, spec]
+    }
+
+    /// Put the engines `freeze_own` froze back as they were.
+    fn thaw_own(&mut self, was: [bool; 2]) {
+        self.enc.freeze(was[0]);
+        if let Some(e) = self.m.spec.fv.as_mut().and_then(|f| f.engine.as_mut()) {
+            e.freeze(was[1]);
+        }
     }
 
     /// While `on`, what is written predates the trace (a fast-forward's memory image, the

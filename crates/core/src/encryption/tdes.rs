@@ -687,6 +687,36 @@ mod tests {
     }
 
     #[test]
+    fn functional_warming_books_neither_tdes_nor_speculation_engines() {
+        // A sampled run's functional warming (`Engine::set_untimed`) is untimed crypto: the
+        // a burst that swamps the engine books no TDES engine and no
+        // dedicated speculation engine while warming, yet still decrypts and speculates.
+        for (extra, wait) in [(&[][..], "tdes.engine_wait_cycles"), (&["speculation.engines=1"][..], "speculation.engine_wait_cycles")] {
+            let mut r = Vec::new();
+            for warm in [false, true] {
+                let mut p = params("none", "tdes", &["speculation.frequent_values=8", "memory.latency=250"]);
+                for kv in extra {
+                    p.set_str(kv).unwrap();
+                }
+                let mut e = Engine::new(&p, 3).unwrap();
+                workload(&mut e, 64);
+                e.reset_stats();
+                e.set_untimed(warm);
+                // All at once: the engine is swamped unless frozen.
+                for k in 0..64u64 {
+                    e.access(0x10_0000 + k * 64, crate::AccessKind::Load, 1_000_000).unwrap();
+                }
+                e.settle().unwrap();
+                e.set_untimed(false);
+                r.push((stat(&e, wait), stat(&e, "speculation.fv_encryptions")));
+            }
+            // (Frozen, an operation still starts on the engine's next slot boundary.)
+            assert!(r[1].0 * 10.0 < r[0].0, "{extra:?}: warming waited for an engine: {r:?}");
+            assert!(r[1].1 > 0.0, "{extra:?}: warming never speculated: {r:?}");
+        }
+    }
+
+    #[test]
     fn dedicated_speculation_engines_leave_demand_work_alone() {
         // 004 Fig. 2's own "Pipelined Encryption Engines" (speculation.engines): the burst's
         // speculations now wait for each other, the demand decryptions for none of them.
