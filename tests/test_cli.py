@@ -84,6 +84,17 @@ def test_console_script_entry_point():
     assert "chase" in p.stdout
 
 
+def test_output_to_a_reader_that_left_stops_quietly():
+    # `secmem schemes | head -1`: the reader closes the pipe; secmem stops as Unix tools do
+    # (the status of a process ended by SIGPIPE, nothing on stderr), not with "Broken pipe".
+    p = subprocess.Popen([sys.executable, "-m", "secmem", "schemes"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141, err
+    assert err == ""
+
+
 # ---------------------------------------------------------------------------------------
 # secmem run
 

@@ -6,6 +6,8 @@ sweep, results, reproduce, trace and codeauth commands live beside the code they
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from typing import NoReturn, Optional, Sequence
 
@@ -58,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``secmem schemes | head -1``)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLERR)
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -79,6 +91,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 a.program = program
             code: int = a.func(a)
             return code
+    except BrokenPipeError as e:
+        if not _stdout_reader_gone():
+            print(f"secmem: error: {e}", file=sys.stderr)
+            return 1
+        # The reader of our output left (`| head`): stop quietly, as Unix tools do, with the
+        # status a process ended by SIGPIPE has; stdout goes to /dev/null so that Python's
+        # final flush does not complain either. Files written are complete (atomic writes).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except (BadArgument, _core.ConfigError, ValueError, OSError, OverflowError) as e:
         print(f"secmem: error: {e}", file=sys.stderr)
         return 2
