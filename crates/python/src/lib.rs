@@ -379,7 +379,7 @@ fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<S
                     .map(|r| (Box::new(r) as Box<dyn secmem_trace::TraceSource>, prewarm[j]))
                     .map_err(|e| e.to_string())
             };
-            secmem_sim::checkpointed::run_windows(&p, &mut open, files.len(), plan, warm, s.seed, name)
+            secmem_sim::checkpointed::run_windows(&p, &mut open, files.len(), plan, warm, s.seed, name).map(|(r, _)| r)
         })
         .map_err(cfg_err)?;
     Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error: r.error, config: config.unbind() })

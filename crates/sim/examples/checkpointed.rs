@@ -11,7 +11,7 @@
 //! one by one: the warming error (Σ cycles against Σ cycles of the same windows) and the
 //! counts that differ most between them, to show where bounded warming's error comes from.
 
-use secmem_sim::checkpointed::{length, run_windows_kept, sampled_windows, starts};
+use secmem_sim::checkpointed::{length, run_windows, sampled_windows, starts};
 use secmem_sim::{configure, run, RunOptions, Sampling};
 use secmem_trace::checkpoint::{write_windows, DEFAULT_PREWARM};
 use secmem_trace::cputime::thread_cpu_seconds as cpu;
@@ -73,7 +73,7 @@ fn main() {
                 .clone();
             let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
             let t = cpu();
-            let (r, each) = run_windows_kept(&p, &mut open, done.instructions.len(), plan, b, 1, &name).unwrap();
+            let (r, each) = run_windows(&p, &mut open, done.instructions.len(), plan, b, 1, &name).unwrap();
             let tw = cpu() - t;
             assert!(r.error.is_none(), "{:?}", r.error);
             let g = |k: &str| r.stats.get_f64(k).unwrap_or(f64::NAN);

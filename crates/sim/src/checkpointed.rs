@@ -42,26 +42,9 @@ pub fn length(plan: &Sampling, warm: u64) -> u64 {
     warm + plan.warming + plan.window
 }
 
-/// Run `count` windows from their checkpoints (`open(j)`: window j's, and the prewarm loads
-/// it begins with), each on a machine of its own, and combine them. `plan` is the whole
-/// run's (its W and D are each window's); `warm` is B. A window that fails ends the run with
-/// the error, keeping the windows measured before it; so does a stop request
-/// (SIGINT/SIGTERM), between windows.
-pub fn run_windows(
-    p: &Params,
-    open: &mut dyn FnMut(usize) -> Result<(Box<dyn TraceSource>, u64), String>,
-    count: usize,
-    plan: Sampling,
-    warm: u64,
-    seed: u64,
-    name: &str,
-) -> Result<RunResult, ConfigError> {
-    run_windows_kept(p, open, count, plan, warm, seed, name).map(|(r, _)| r)
-}
-
 /// The windows of a `--sample` run of `src` with full warming, uncombined: each window's
 /// statistics, to compare window by window with the same windows run from checkpoints
-/// (`run_windows_kept`) and find where bounded warming's error comes from.
+/// (`run_windows`) and find where bounded warming's error comes from.
 pub fn sampled_windows(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Sampling) -> Result<Vec<Stats>, ConfigError> {
     let (r, m) = run_inner(p, src, o, Some(plan), true)?;
     if let Some(e) = r.error {
@@ -70,8 +53,12 @@ pub fn sampled_windows(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, pl
     Ok(m.map(|m| m.windows).unwrap_or_default())
 }
 
-/// `run_windows`, also handing back each window's own statistics.
-pub fn run_windows_kept(
+/// Run `count` windows from their checkpoints (`open(j)`: window j's, and the prewarm loads
+/// it begins with), each on a machine of its own, and combine them; also each window's own
+/// statistics. `plan` is the whole run's (its W and D are each window's); `warm` is B. A
+/// window that fails ends the run with the error, keeping the windows measured before it; so
+/// does a stop request (SIGINT/SIGTERM), between windows.
+pub fn run_windows(
     p: &Params,
     open: &mut dyn FnMut(usize) -> Result<(Box<dyn TraceSource>, u64), String>,
     count: usize,
@@ -165,7 +152,7 @@ mod tests {
         let done = write_windows(&mut *workloads::builtin(w, 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
         assert_eq!(done.instructions.len(), st.len());
         let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
-        let r = run_windows(p, &mut open, st.len(), plan, warm, 1, w).unwrap();
+        let (r, _) = run_windows(p, &mut open, st.len(), plan, warm, 1, w).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
         assert!(r.error.is_none(), "{:?}", r.error);
         r.stats
@@ -227,7 +214,7 @@ mod tests {
         // No prewarm: the run after --skip has none either.
         write_windows(&mut *workloads::builtin("hot", 1).unwrap(), &st, length(&plan, warm), 0, &path, false).unwrap();
         let mut open = |j: usize| NativeReader::open(path(j + 1)).map(|r| (Box::new(r) as Box<dyn TraceSource>, 0)).map_err(|e| e.to_string());
-        let ck = run_windows(&p, &mut open, 1, plan, warm, 1, "hot").unwrap();
+        let (ck, _) = run_windows(&p, &mut open, 1, plan, warm, 1, "hot").unwrap();
         assert!(ck.error.is_none(), "{:?}", ck.error);
         // The same instructions after --skip: warm-up B, then one period of D + W.
         let one = Sampling { period: 5_000, window: 2_000, warming: 3_000 };

@@ -206,7 +206,7 @@ pub struct Core {
     pub pm: PageMap,
     /// `pages.image=lazy`: the external records before the first instruction (the loader's
     /// image) are set up page by page as the run first uses each page, untimed
-    /// (`take_image`); false: applied through the engine like any external record.
+    /// (`hold_image`); false: applied through the engine like any external record.
     lazy_image: bool,
     /// An instruction was stepped or warmed: external records are no longer the image.
     started: bool,
@@ -448,35 +448,22 @@ impl Core {
         Ok(())
     }
 
-    /// The pending external records are the image (before the first instruction), with
-    /// `pages.image=lazy`: each page they write takes its frame now, in their order, as a timed
-    /// image's pages do (`PageMap::reserve`), but their bytes are kept until the run first uses
-    /// the page and then set up untimed (`mmu::predated`), so a run pays only for the pages it
-    /// uses. A page in use already (mapped by a zero-byte store, `Instr::set_mapped`, or the
-    /// first instruction's own fetch) has them set up now.
-    #[cold]
-    fn take_image(&mut self, t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
-        for ins in &self.pending[..self.pending_n] {
-            for a in &ins.accesses {
-                if a.size == 0 {
-                    Self::frame(&mut self.pm, a.addr, eng, t)?;
-                    continue;
+    /// Bytes `val` of the image at `addr` (`pages.image=lazy`, before the first instruction):
+    /// each page they write takes its frame now, in the records' order, as a timed image's
+    /// pages do (`PageMap::reserve`), but the bytes are kept until the run first uses the page
+    /// and then set up untimed (`mmu::predated`), so a run pays only for the pages it uses. A
+    /// page in use already (mapped by a zero-byte store, `Instr::set_mapped`, or the first
+    /// instruction's own fetch) has them set up now.
+    fn hold_image(pm: &mut PageMap, addr: u64, val: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
+        // Page by page (one lookup each), then line by line where set up at once.
+        for (va, r) in line_pieces(addr, val.len() as u32, 4096) {
+            pm.reserve(va).ok_or(StepError::OutOfMemory(va))?;
+            if let Some(pa) = pm.add_image(va, &val[r.clone()], eng.line()) {
+                for (p, q) in line_pieces(pa, r.len() as u32, eng.line()) {
+                    eng.set_up(p, &val[r.start + q.start..r.start + q.end], t)?;
                 }
-                let val = ins.value(a);
-                // Page by page (one lookup each), then line by line where set up at once.
-                for (va, r) in line_pieces(a.addr, a.size, 4096) {
-                    self.pm.reserve(va).ok_or(StepError::OutOfMemory(va))?;
-                    if let Some(pa) = self.pm.add_image(va, &val[r.clone()], eng.line()) {
-                        for (p, q) in line_pieces(pa, r.len() as u32, eng.line()) {
-                            eng.set_up(p, &val[r.start + q.start..r.start + q.end], t)?;
-                        }
-                    }
-                }
-                self.external_bytes += a.size as u64;
             }
         }
-        (self.pending_n, self.pending_bytes) = (0, 0);
-        self.hier.back_invalidate(eng);
         Ok(())
     }
 
@@ -497,10 +484,11 @@ impl Core {
     /// read them, to which the lines they bring in are still misses (`Hierarchy::brought_in`).
     #[cold]
     fn apply_external(&mut self, t: Cycle, demand: bool, eng: &mut Engine) -> Result<(), StepError> {
-        if self.lazy_image && !self.started {
-            return self.take_image(t, eng);
+        // With `pages.image=lazy` the records before the first instruction are the image.
+        let image = self.lazy_image && !self.started;
+        if !image {
+            eng.set_predating(!self.after_syscall);
         }
-        eng.set_predating(!self.after_syscall);
         for ins in &self.pending[..self.pending_n] {
             for a in &ins.accesses {
                 if a.size == 0 {
@@ -510,6 +498,11 @@ impl Core {
                     continue;
                 }
                 let val = ins.value(a);
+                self.external_bytes += a.size as u64;
+                if image {
+                    Self::hold_image(&mut self.pm, a.addr, val, t, eng)?;
+                    continue;
+                }
                 // Line by line (lines never cross pages): each may be brought in.
                 for (va, r) in line_pieces(a.addr, a.size, eng.line()) {
                     let pa = Self::frame(&mut self.pm, va, eng, t)?;
@@ -519,7 +512,6 @@ impl Core {
                         self.hier.brought_in(pa);
                     }
                 }
-                self.external_bytes += a.size as u64;
             }
         }
         eng.set_predating(false);
