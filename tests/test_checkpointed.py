@@ -66,3 +66,61 @@ def test_the_cli_runs_from_checkpoints_and_refuses_bad_plans_with_one_line(tmp_p
     assert_clean_error(cli(*base, "--sample", "300k:2k:3k", "--checkpointed", "10k"), "at least 2")
     assert_clean_error(cli("run", "-w", "hot", "--sample", "--checkpointed", "10k"), "--checkpointed needs -n")
     assert_clean_error(cli(*base, "--prewarm", "10"), "go with --checkpointed")
+
+
+def test_a_sweep_makes_one_pass_of_windows_for_every_scheme_point(tmp_path, scheduler):
+    import secmem
+
+    store = tmp_path / "store"
+    axes = {"workload": ["hot"], "scheme": ["none+none", "chash+otp"]}
+    base = dict(instructions="400k", warmup="50k", sample="20k:2k:3k", checkpointed="10k", prewarm="4096", store=str(store), scheduler=scheduler)
+    df = secmem.sweep(axes, checkpoint=True, **base)
+    assert (df["status"] == "ok").all(), list(df["error"])
+    made = list((store / "checkpoints").iterdir())
+    assert len(made) == 1 and len(list(made[0].glob("w*.smt"))) == 20, "one pass for both points"
+    stamp = (made[0] / "manifest.json").stat().st_mtime_ns
+    assert list(df["checkpointed"]) == [10_000, 10_000] and list(df["prewarm"]) == [4096, 4096]
+    assert list(df["sampling.checkpointed"]) == [10_000, 10_000] and (df["sampling.windows"] == 20).all()
+    # the pass was a task of its own, before either point: both read its windows
+    assert df["checkpointed.reused"].all() and df["checkpointed.pass_seconds"].nunique() == 1
+    # each point is the run `secmem run --checkpointed` makes from the same files
+    for _, row in df.iterrows():
+        r = run_checkpointed("hot", integrity=row["integrity"], encryption=row["encryption"], store=str(store), **KW)
+        assert r["checkpoints"]["reused"] is True
+        assert (row["ipc"], row["cycles"], row["ci95.ipc"]) == (r["stats"]["ipc"], r["stats"]["cycles"], r["stats"]["ci95.ipc"])
+    assert (made[0] / "manifest.json").stat().st_mtime_ns == stamp
+    # the store keeps them apart from the same plan warmed in full, and from another B
+    full = secmem.sweep(axes, **{k: v for k, v in base.items() if k not in ("checkpointed", "prewarm")})
+    assert set(full["key"]).isdisjoint(df["key"]) and full["checkpointed"].isna().all()
+    other = secmem.sweep(axes, checkpoint=True, **dict(base, checkpointed="5k"))
+    assert set(other["key"]).isdisjoint(df["key"]) and len(list((store / "checkpoints").iterdir())) == 2
+    # a given scheduler's default: each point cuts its own windows, elsewhere, alike
+    own = secmem.sweep(axes, recompute=True, **dict(base, store=str(tmp_path / "own")))
+    assert list(own["ipc"]) == list(df["ipc"])
+    assert not (tmp_path / "own" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize(
+    "fixed, message",
+    [
+        (dict(checkpointed="10k"), "give sample too"),
+        (dict(sample="20k:2k:3k", checkpointed="16k"), "B = 16000 is more than U - W - D = 15000"),
+        (dict(sample="20k:2k:3k", checkpointed="10k", skip="1000"), "no skip"),
+        (dict(sample="20k:2k:3k", prewarm="100"), "prewarm goes with checkpointed"),
+    ],
+)
+def test_a_sweep_refuses_points_that_cannot_run_from_checkpoints_before_running_any(tmp_path, fixed, message):
+    from secmem import _core
+    from secmem.sweep import grid, plan
+
+    with pytest.raises(_core.ConfigError, match=message):
+        plan(grid({"workload": ["hot"]}, instructions="400k", warmup="50k", **fixed))
+
+
+def test_the_sweep_cli_takes_checkpointed_and_prewarm(tmp_path):
+    p = cli("sweep", "-w", "hot", "--schemes", "chash+otp", "-n", "400k", "--warmup", "50k", "--sample", "20k:2k:3k",
+            "--checkpointed", "10k", "--prewarm", "4096", "--store", tmp_path / "s", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert "checkpointed 10000" in p.stdout and "1 points" in p.stdout
+    assert_clean_error(cli("sweep", "-w", "hot", "-n", "400k", "--checkpointed", "10k", "--store", tmp_path / "s", "--dry-run"),
+                       "give sample too")

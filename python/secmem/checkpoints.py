@@ -139,3 +139,86 @@ def make_windows(
     made = _core.checkpoint_windows(str(d), plan, instructions, warmup, warm, workload, trace, seed=seed, prewarm=prewarm, progress=progress)
     write_file(str(manifest), json.dumps(made) + "\n", "checkpoint manifest")
     return dict(made, reused=False)
+
+
+def run_windows_task(kwargs: dict[str, Any], files: list[str], prewarm: list[int], warm: int, name: str) -> dict[str, Any]:
+    """Run a group of windows from their checkpoints (on a Dask worker): statistics and
+    error, never an exception."""
+    import platform
+    import time
+
+    t = time.perf_counter()
+    try:
+        spec = _core.RunSpec(**{key: kwargs[key] for key in ("preset", "integrity", "encryption", "sets", "instructions", "warmup", "seed", "sample")})
+        r = _core.run_checkpointed(spec, files, prewarm, warm, name)
+        stats, error = r.stats, r.error
+    except Exception as e:  # recorded with the group; the others go on
+        stats, error = {}, f"{type(e).__name__}: {e}"
+    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
+
+
+def annotate(stats: dict[str, Any], done: list[dict[str, Any]], plan: tuple[int, int, int], warm: int, prewarm: int,
+             made: dict[str, Any], wall: float) -> None:
+    """Add to the windows' combined ``stats`` what the run was: the plan, B, the prewarm,
+    the groups ``done`` and the pass ``made`` (``make_windows``'s manifest)."""
+    period, window, warming = plan
+    stats.update({
+        "integrity": done[0]["stats"].get("integrity"),
+        "encryption": done[0]["stats"].get("encryption"),
+        "sampling.period": period, "sampling.window": window, "sampling.warming": warming,
+        "sampling.checkpointed": warm, "checkpointed.prewarm_lines": prewarm,
+        "checkpointed.groups": len(done),
+        "checkpointed.pass_seconds": float(made["seconds"]),
+        "checkpointed.reused": bool(made["reused"]),
+        "checkpointed.image_bytes": int(made["image_bytes"]),
+        "checkpointed.wall_seconds": wall,
+        "checkpointed.group_seconds": [d["wall_seconds"] for d in done],
+    })
+
+
+# A sweep's checkpointed points (``checkpointed`` axis): the pass is a task of its own, made
+# once per windows key, and each point a task that reads its windows as one group.
+
+
+def make_windows_task(store: str, identity: dict[str, Any], plan: str, instructions: int, warmup: int, warm: int,
+                      prewarm: int, seed: int, workload: Optional[str], trace: Optional[str]) -> Optional[str]:
+    """Make (or find) the windows' checkpoints in ``store`` (on a Dask worker): None, or
+    the error that every point over them then reports without trying again."""
+    try:
+        make_windows(store, identity, plan, instructions, warmup, warm, prewarm, seed, workload, trace)
+        return None
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def run_point(kwargs: dict[str, Any], identity: dict[str, Any], store: Optional[str], warm: int, prewarm: int,
+              pass_error: Optional[str] = None) -> dict[str, Any]:
+    """One checkpointed sampled point of a sweep (on a Dask worker): its windows' checkpoints
+    from ``store`` (made now if it lacks them; None: a directory of the task's own, removed
+    after), run as one group. Statistics and error, never an exception. ``pass_error``: the
+    shared pass failed; the point reports that."""
+    import contextlib
+    import platform
+    import tempfile
+    import time
+
+    t = time.perf_counter()
+    if pass_error is not None:
+        return {"stats": {}, "error": pass_error, "host": platform.node(), "wall_seconds": 0.0}
+    try:
+        period, window, warming = _core.sample_plan(kwargs["sample"], kwargs["instructions"])
+        plan = f"{period}:{window}:{warming}"
+        run = dict(kwargs, sample=plan)
+        with tempfile.TemporaryDirectory(prefix="secmem-windows-") if store is None else contextlib.nullcontext(store) as where:
+            made = make_windows(where, identity, plan, kwargs["instructions"], kwargs["warmup"], warm, prewarm, kwargs["seed"],
+                                kwargs["workload"], kwargs["trace"])
+            files, warms = list(made["files"]), [int(x) for x in made["prewarm"]]
+            done = [run_windows_task(run, files, warms, warm, identity["name"])]
+        stats = dict(done[0]["stats"])
+        if done[0]["error"] is None:
+            annotate(stats, done, (period, window, warming), warm, prewarm, made, done[0]["wall_seconds"])
+        error = done[0]["error"]
+    except Exception as e:  # recorded with the point; the sweep goes on
+        stats, error = {}, f"{type(e).__name__}: {e}"
+    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
+

@@ -55,6 +55,9 @@ def add_sweep_parser(sub) -> None:
     s.add_argument("--skip", help="instructions to fast-forward first (default 0)")
     s.add_argument("--seed", help="seeds, comma-separated (default 1)")
     s.add_argument("--sample", nargs="?", const="default", metavar="U:W:D", help="sampled runs (docs/sampling.md); alone: the default plan")
+    s.add_argument("--checkpointed", metavar="B", help="with --sample: the windows run from checkpoints made in one pass per input and plan, "
+                   "shared by every point, each window warmed over B instructions (docs/sampling.md); B values comma-separated")
+    s.add_argument("--prewarm", metavar="N", help=f"with --checkpointed: prewarm lines before each window's warming (default {_core.DEFAULT_PREWARM})")
     s.add_argument("--interval", metavar="N", help="also statistics of every N measured instructions (series interval.*, kept in the store)")
     _add_exec(s)
     s.add_argument("--checkpoints", action=argparse.BooleanOptionalAction, default=None,
@@ -83,9 +86,11 @@ def _axes_from_args(a) -> dict:
             cli[k] = _csv(getattr(a, k))
     if a.seed:
         cli["seed"] = _csv(a.seed)
-    for k in ("instructions", "warmup", "skip", "sample", "interval"):
+    for k in ("instructions", "warmup", "skip", "sample", "interval", "prewarm"):
         if getattr(a, k):
             cli[k] = getattr(a, k)
+    if a.checkpointed:
+        cli["checkpointed"] = _csv(a.checkpointed)
     for item in a.axis:
         k, eq, v = item.partition("=")
         if not eq or not k.strip():
@@ -108,7 +113,7 @@ def _axes_from_args(a) -> dict:
 
 def _varying(points) -> list:
     """Names of the point fields and parameters that differ between points."""
-    fields = ["input", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip"]
+    fields = ["input", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip", "checkpointed"]
     out = [f for f in fields if len({getattr(p, f) for p in points}) > 1]
     params = list(dict.fromkeys(k for p in points for k, _ in p.sets))
     out += [k for k in params if len({dict(p.sets).get(k) for p in points}) > 1]

@@ -63,9 +63,10 @@ def build_identity() -> str:
 
 
 def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup: int, skip: int, sample: Optional[str] = None,
-              interval: int = 0) -> str:
+              interval: int = 0, checkpointed: Optional[tuple[int, int]] = None) -> str:
     """The store key of one simulated point (see the module docstring). A sampled point's
-    plan and an ``--interval`` are part of it (other runs keep the keys they had)."""
+    plan, an ``--interval`` and a checkpointed point's (B, prewarm lines) are part of it
+    (other runs keep the keys they had)."""
     doc = {
         "config": dict(sorted(config.items())),
         "workload_digest": identity["digest"],
@@ -81,6 +82,8 @@ def point_key(config: dict, identity: dict, seed: int, instructions: int, warmup
         doc["sample"] = sample
     if interval:
         doc["interval"] = int(interval)
+    if checkpointed is not None:
+        doc["checkpointed"], doc["prewarm"] = int(checkpointed[0]), int(checkpointed[1])
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

@@ -48,9 +48,9 @@ if TYPE_CHECKING:
 
 # Axes that are not machine parameters.
 INPUT_AXES = ("workload", "trace")
-RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip", "sample", "interval")
+RUN_AXES = ("scheme", "integrity", "encryption", "preset", "seed", "instructions", "warmup", "skip", "sample", "interval", "checkpointed", "prewarm")
 AXES = INPUT_AXES + RUN_AXES
-_COUNTS = ("instructions", "warmup", "skip", "interval")
+_COUNTS = ("instructions", "warmup", "skip", "interval", "checkpointed", "prewarm")
 _NOT_PARAMS = ("description", "inherit")
 
 
@@ -72,6 +72,10 @@ class Point:
     seed: int = 1
     sample: Optional[str] = None  # a sampled run's plan ("" for the defaults, "U:W:D"); None: in full
     interval: int = 0  # statistics of every this many instructions (`interval.*`); 0: none
+    # a sampled point's windows run from checkpoints made once per input and plan (B: each
+    # window's warming; docs/sampling.md), with this many prewarm lines (None: the default)
+    checkpointed: Optional[int] = None
+    prewarm: Optional[int] = None
 
     @property
     def input(self) -> str:
@@ -80,7 +84,8 @@ class Point:
     def label(self) -> str:
         scheme = f"{self.integrity or 'preset'}+{self.encryption or 'preset'}" if self.integrity or self.encryption else ""
         sets = " ".join(f"{k}={v}" for k, v in self.sets)
-        return " ".join(x for x in (os.path.basename(self.input), scheme, self.preset if self.preset != DEFAULT_PRESET else "", sets) if x)
+        cp = f"checkpointed {self.checkpointed}" if self.checkpointed is not None else ""
+        return " ".join(x for x in (os.path.basename(self.input), scheme, self.preset if self.preset != DEFAULT_PRESET else "", sets, cp) if x)
 
     def run_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -110,6 +115,7 @@ class Planned:
     key: str
     instructions: int = 0
     warmup: int = 0
+    prewarm: int = 0  # a checkpointed point's prewarm lines, resolved
 
 
 @dataclass
@@ -273,9 +279,35 @@ def plan(points: Iterable[Point]) -> list[Planned]:
         if fk not in fits:
             fits[fk] = _fit(p)
         n, warm = fits[fk]
-        key = point_key(cfg, ident, p.seed, n, warm, p.skip, p.sample, interval=p.interval)
-        out.append(Planned(p, cfg, ident, key, n, warm))
+        pw = _checkpointed(p, ident, n)
+        key = point_key(cfg, ident, p.seed, n, warm, p.skip, p.sample, interval=p.interval,
+                        checkpointed=None if p.checkpointed is None else (p.checkpointed, pw))
+        out.append(Planned(p, cfg, ident, key, n, warm, pw))
     return out
+
+
+def _checkpointed(p: Point, ident: dict[str, Any], n: int) -> int:
+    """A checkpointed point's prewarm lines (0 for any other point); what cannot be cut into
+    checkpointed windows raises ``ConfigError`` naming the point, as ``secmem run`` refuses it."""
+    if p.checkpointed is None:
+        if p.prewarm is not None:
+            raise _core.ConfigError(f"{p.label()}: prewarm goes with checkpointed")
+        return 0
+    why = ("checkpointed runs a sampled run's windows: give sample too" if p.sample is None else
+           "checkpointed windows are cut from the input's start (no skip)" if p.skip else
+           "checkpointed windows are cut from a built-in workload or a trace file" if ident["kind"] not in ("builtin", "trace") or ident["digest"] is None else
+           "checkpointed windows are cut from a count of instructions: give instructions" if n >= 2**63 else
+           "checkpointed windows run on one core" if int(dict(p.sets).get("cores", "1")) != 1 or "," in (p.workload or "") else None)
+    if why:
+        raise _core.ConfigError(f"{p.label()}: {why}")
+    try:
+        period, window, warming = _core.sample_plan(p.sample or "", n)
+    except _core.ConfigError as e:
+        raise _core.ConfigError(f"{p.label()}: {e}") from None
+    if p.checkpointed > period - window - warming:
+        raise _core.ConfigError(f"{p.label()}: checkpointed: B = {p.checkpointed} is more than U - W - D = {period - window - warming} "
+                                "(the windows' checkpoints would overlap)")
+    return int(_core.DEFAULT_PREWARM if p.prewarm is None else p.prewarm)
 
 
 def _fit(p: Point) -> tuple[int, int]:
@@ -312,6 +344,14 @@ def simulate(kwargs: dict[str, Any], checkpoint: Optional[str] = None) -> dict[s
     return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
 
 
+def simulate_checkpointed(kwargs: dict[str, Any], identity: dict[str, Any], store: Optional[str], warm: int, prewarm: int,
+                          pass_error: Optional[str] = None) -> dict[str, Any]:
+    """Run one checkpointed point (on a Dask worker) with what ``checkpoints.run_point`` needs
+    of its ``Point.run_kwargs``: the counts as planned."""
+    keep = ("workload", "trace", "integrity", "encryption", "preset", "sets", "instructions", "warmup", "seed", "sample")
+    return checkpoints.run_point({k: kwargs[k] for k in keep}, identity, store, warm, prewarm, pass_error)
+
+
 def make_checkpoint(path: str, records: int, workload: Optional[str], trace: Optional[str], skip: int, seed: int) -> Optional[str]:
     """Save a window for the points over it (on a Dask worker); None if it cannot be made:
     its points then fast-forward themselves and report what is wrong."""
@@ -333,6 +373,16 @@ def _windows(todo: Sequence[Planned], store: Store) -> dict[str, tuple[str, int,
             held = out[k][1] if k in out else 0
             out[k] = (os.path.abspath(checkpoints.path(store.path, k)), max(held, (DEFAULT_WARMUP if p.warmup is None else p.warmup) + (p.instructions or 0)), p)
     return out
+
+
+def _plan_text(pl: Planned) -> str:
+    """A sampled point's plan resolved ("U:W:D"), as its windows' key takes it."""
+    return ":".join(str(x) for x in _core.sample_plan(pl.point.sample or "", pl.instructions))
+
+
+def _windows_key(pl: Planned) -> str:
+    p = pl.point
+    return checkpoints.windows_key(pl.identity, _plan_text(pl), pl.instructions, pl.warmup, p.checkpointed or 0, pl.prewarm, p.seed)
 
 
 def row(pl: Planned, result: dict[str, Any], command: Optional[str] = None) -> dict[str, Any]:
@@ -364,6 +414,8 @@ def row(pl: Planned, result: dict[str, Any], command: Optional[str] = None) -> d
             "skip": p.skip,
             "sample": p.sample,
             "interval": p.interval or None,
+            "checkpointed": p.checkpointed,
+            "prewarm": pl.prewarm if p.checkpointed is not None else None,
             "sets": json.dumps(dict(p.sets), sort_keys=True),
             "config_digest": provenance.json_digest(cfg),
         }
@@ -604,13 +656,26 @@ def execute(
                       estimate=guess[0] / parallel if guess and guess[1] == len(todo) else None) as bar:
             futures = {}
             saved: dict[str, Any] = {}
-            if (checkpoint if checkpoint is not None else scheduler is None and cluster is None):
+            shared = checkpoint if checkpoint is not None else scheduler is None and cluster is None
+            if shared:
                 for k, (path, records, p) in _windows(todo, store).items():
                     saved[k] = client.submit(make_checkpoint, path, records, p.workload, p.trace, p.skip, p.seed, key=f"secmem-checkpoint-{k}", pure=False)
+            passes: dict[str, Any] = {}
             for pl in todo:
                 p = pl.point
-                ck = saved.get(checkpoints.key(pl.identity, p.skip, p.seed)) if checkpoints.usable(pl.identity, p.skip, p.instructions) else None
-                f = client.submit(simulate, p.run_kwargs(), ck, key=f"secmem-{pl.key}", pure=False)
+                if p.checkpointed is not None:
+                    kw = dict(p.run_kwargs(), instructions=pl.instructions, warmup=pl.warmup)
+                    # Shared: one pass per windows key, in the store, ahead of every point that
+                    # reads it. Otherwise (workers that may not see the store) each point's own.
+                    where = os.path.abspath(store.path) if shared else None
+                    wk = _windows_key(pl)
+                    if where is not None and wk not in passes:
+                        passes[wk] = client.submit(checkpoints.make_windows_task, where, pl.identity, _plan_text(pl), pl.instructions, pl.warmup,
+                                                   p.checkpointed, pl.prewarm, p.seed, p.workload, p.trace, key=f"secmem-windows-{wk}", pure=False)
+                    f = client.submit(simulate_checkpointed, kw, pl.identity, where, p.checkpointed, pl.prewarm, passes.get(wk), key=f"secmem-{pl.key}", pure=False)
+                else:
+                    ck = saved.get(checkpoints.key(pl.identity, p.skip, p.seed)) if checkpoints.usable(pl.identity, p.skip, p.instructions) else None
+                    f = client.submit(simulate, p.run_kwargs(), ck, key=f"secmem-{pl.key}", pure=False)
                 futures[f] = pl
                 if len(futures) <= max(s.workers, 1):
                     bar.running(pl.point.label())
@@ -691,7 +756,7 @@ def sweep(
     and return a pandas DataFrame with one row per point: its configuration (``config.*``),
     workload identity, provenance and statistics (see :mod:`secmem.results`). Points already
     in ``store`` (default ``$SECMEM_RESULTS`` or ``./secmem-results``) are not run again.
-    ``fixed`` gives single values: ``instructions``, ``warmup``, ``skip``, ``seed``,
+    ``fixed`` gives single values: ``instructions``, ``warmup``, ``skip``, ``seed``, ``sample``, ``checkpointed``, ``prewarm``,
     ``preset``, ``workload``, ``params`` (a dict of parameters), ``interval``. Counts not
     given are what ``secmem.run`` takes: a trace file to its end, anything else 10M after a
     warm-up of 1M. ``cluster`` (``"slurm"``, ``"pbs"``, ``"sge"``): the points run as jobs of

@@ -126,22 +126,6 @@ def run_parallel(
     return {"stats": stats, "parts": done, "reference": whole, "error": whole["error"] if whole is not None and whole["error"] else None}
 
 
-def run_windows_task(kwargs: dict[str, Any], files: list[str], prewarm: list[int], warm: int, name: str) -> dict[str, Any]:
-    """Run a group of windows from their checkpoints (on a Dask worker): statistics and
-    error, never an exception."""
-    import platform
-    import time
-
-    t = time.perf_counter()
-    try:
-        spec = _core.RunSpec(**{key: kwargs[key] for key in ("preset", "integrity", "encryption", "sets", "instructions", "warmup", "seed", "sample")})
-        r = _core.run_checkpointed(spec, files, prewarm, warm, name)
-        stats, error = r.stats, r.error
-    except Exception as e:  # recorded with the group; the others go on
-        stats, error = {}, f"{type(e).__name__}: {e}"
-    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
-
-
 def run_checkpointed(
     workload: Optional[str] = None,
     *,
@@ -193,7 +177,7 @@ def run_checkpointed(
     t = time.perf_counter()
     whole: Optional[dict[str, Any]] = None
     if k == 1 and scheduler is None:
-        done = [run_windows_task(base, files, warms, warm, name)]
+        done = [checkpoints.run_windows_task(base, files, warms, warm, name)]
         wall = time.perf_counter() - t
         if reference:
             from .sweep import simulate
@@ -203,7 +187,7 @@ def run_checkpointed(
         from .sweep import simulate
 
         with dask_client(scheduler, workers) as client:
-            futures = [client.submit(run_windows_task, base, f, w, warm, name, key=f"secmem-windows-{j}-{time.time_ns()}", pure=False) for j, (f, w) in enumerate(groups)]
+            futures = [client.submit(checkpoints.run_windows_task, base, f, w, warm, name, key=f"secmem-windows-{j}-{time.time_ns()}", pure=False) for j, (f, w) in enumerate(groups)]
             ref = client.submit(simulate, base, key=f"secmem-sampled-{time.time_ns()}", pure=False) if reference else None
             done = [f.result() for f in futures]
             wall = time.perf_counter() - t
@@ -213,18 +197,7 @@ def run_checkpointed(
     if errors:
         return {"stats": {}, "parts": done, "reference": whole, "error": "; ".join(errors), "checkpoints": info}
     stats = dict(done[0]["stats"]) if k == 1 else combine([d["stats"] for d in done])
-    stats.update({
-        "integrity": done[0]["stats"].get("integrity"),
-        "encryption": done[0]["stats"].get("encryption"),
-        "sampling.period": period, "sampling.window": window, "sampling.warming": warming,
-        "sampling.checkpointed": warm, "checkpointed.prewarm_lines": pw,
-        "checkpointed.groups": k,
-        "checkpointed.pass_seconds": float(made["seconds"]),
-        "checkpointed.reused": bool(made["reused"]),
-        "checkpointed.image_bytes": int(made["image_bytes"]),
-        "checkpointed.wall_seconds": wall,
-        "checkpointed.group_seconds": [d["wall_seconds"] for d in done],
-    })
+    checkpoints.annotate(stats, done, (period, window, warming), warm, pw, made, wall)
     if whole is not None and not whole["error"]:
         r = float(whole["stats"]["ipc"])
         stats["checkpointed.reference_ipc"] = r
