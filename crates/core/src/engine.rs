@@ -655,6 +655,15 @@ impl Engine {
         self.freeze_own(on);
     }
 
+    /// Memory transfers untimed while `on` (a checkpoint's prewarm, `Core::prewarm`, which
+    /// installs what the caches held before a window by reading it in through the schemes):
+    /// the bytes move through the port as ever, decrypted and verified, but book no bus
+    /// time, as in `Machine::untimed`. The crypto engines are frozen by functional warming
+    /// (`set_untimed`) around it.
+    pub fn set_transfers_untimed(&mut self, on: bool) {
+        self.m.port.set_untimed(on);
+    }
+
     /// Freeze (or thaw) the engines beside the machine's shared AES and hash pipes: the
     /// encryption scheme's own (tdes's) and ciphertext speculation's. Returns whether each
     /// was frozen already, to be put back with `thaw_own`.

@@ -7,6 +7,7 @@
 //! `cargo run --release --example checkpointed INPUT N [--warmup W] [--plan U:W:D]
 //!  [--warm B1,B2] [--prewarm LINES] [-s i+e,…] [--dir DIR] [--full] [--compare]` (INPUT: a built-in, or a trace file if
 //! it has a `/`; DIR: where checkpoints go, default a temporary directory, removed after).
+//! With `--dir`, a second run over the same DIR, input, plan and B reuses the pass made there.
 //! `--compare` also runs the plan with full warming (`--sample`) and compares the windows
 //! one by one: the warming error (Σ cycles against Σ cycles of the same windows) and the
 //! counts that differ most between them, to show where bounded warming's error comes from.
@@ -52,8 +53,23 @@ fn main() {
         let d = dir.join(format!("{}-{}", name, b));
         std::fs::create_dir_all(&d).unwrap();
         let path = |j: usize| d.join(format!("w{:05}.smt", j));
+        // With --dir, a pass already made there (its counts in `made`) is reused: the windows
+        // alone can then be timed or profiled (callgrind) without the pass.
+        let made = d.join("made");
         let t = cpu();
-        let done = write_windows(&mut *source(&input), &st, length(&plan, b), prewarm, &path, false).unwrap();
+        let done = match std::fs::read_to_string(&made).ok().filter(|_| keep.is_some()) {
+            Some(s) => {
+                let v: Vec<Vec<u64>> = s.lines().map(|l| l.split(' ').map(|x| x.parse().unwrap()).collect()).collect();
+                secmem_trace::checkpoint::Written { instructions: v[0].clone(), prewarm: v[1].clone(), image_bytes: v[2][0], read: v[2][1] }
+            }
+            None => {
+                let done = write_windows(&mut *source(&input), &st, length(&plan, b), prewarm, &path, false).unwrap();
+                let line = |v: &[u64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ");
+                let text = format!("{}\n{}\n{} {}\n", line(&done.instructions), line(&done.prewarm), done.image_bytes, done.read);
+                std::fs::write(&made, text).unwrap();
+                done
+            }
+        };
         let pass = cpu() - t;
         for pair in schemes.split(',') {
             let (i, e) = pair.split_once('+').expect("schemes as i+e");

@@ -210,6 +210,8 @@ pub struct Core {
     lazy_image: bool,
     /// An instruction was stepped or warmed: external records are no longer the image.
     started: bool,
+    /// The last prewarm record was a branch: the next is where it went (`prewarm`).
+    prewarm_target: bool,
     /// External records waiting for the next instruction (see `external`).
     pending: Vec<Instr>,
     pending_n: usize,
@@ -319,6 +321,7 @@ impl Core {
             pm: PageMap::new(engine.data_size(), page),
             lazy_image,
             started: false,
+            prewarm_target: false,
             pending: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
@@ -823,12 +826,7 @@ impl Core {
             }
         }
         if ins.branch != Branch::None {
-            let taken = ins.branch == Branch::Taken;
-            let right = self.bp.predict(ins.pc, taken);
-            if let Some(b) = &mut self.btb {
-                let ty = b.branch_type(ins).expect("a branch has a type");
-                b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched: t, done: t });
-            }
+            self.warm_branch(ins, t);
         }
         self.after_syscall = ins.op == OpClass::Barrier;
         self.started = true;
@@ -839,6 +837,44 @@ impl Core {
         }
         self.rob.take(done);
         Ok(())
+    }
+
+    /// A branch while warming trains the direction predictor now and the BTB (its target,
+    /// return stack, indirect predictor) when the next instruction shows where it went.
+    #[inline]
+    fn warm_branch(&mut self, ins: &Instr, t: Cycle) {
+        let taken = ins.branch == Branch::Taken;
+        let right = self.bp.predict(ins.pc, taken);
+        if let Some(b) = &mut self.btb {
+            let ty = b.branch_type(ins).expect("a branch has a type");
+            b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched: t, done: t });
+        }
+    }
+
+    /// A record of a checkpoint's prewarm (`secmem_trace::checkpoint`: branches, each followed
+    /// by a record where it went, then the lines the caches held). A branch and the record
+    /// after it only train the predictors, as `warm` trains them, without fetching either:
+    /// their code lines are among the prewarm's lines, fetched after them in the L2's order,
+    /// which a fetch here would only disturb. The lines are warmed as any instruction is,
+    /// but their transfers book no bus time (docs/sampling.md: what this saves).
+    pub fn prewarm(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        if std::mem::take(&mut self.prewarm_target) {
+            if let Some(b) = &mut self.btb {
+                b.resolve(ins.pc, false);
+            }
+            return Ok(());
+        }
+        if ins.branch != Branch::None {
+            self.warm_branch(ins, self.fetch_t);
+            (self.prewarm_target, self.started) = (true, true);
+            return Ok(());
+        }
+        // What the caches held is read in without booking the bus: the window's detailed
+        // warming (B) starts from an idle memory system, as it would after any prewarm.
+        eng.set_transfers_untimed(true);
+        let r = self.warm(ins, eng);
+        eng.set_transfers_untimed(false);
+        r
     }
 
     /// A data access while warming, as `step`'s (translation, then the cache levels), except
@@ -1067,6 +1103,93 @@ mod tests {
                 next = (va + (r.end - r.start) as u64, r.end);
             }
             assert_eq!(next.1, size as usize, "covered");
+        }
+    }
+
+    /// A checkpoint's prewarm (`Core::prewarm`) against functional warming (`Core::warm`) of
+    /// the same records: its branches leave the direction predictor and the BTB as warming
+    /// leaves them (the same predictions of the same branches after), without a fetch; its
+    /// lines come into the L2 through the schemes as warming brings them (as many misses,
+    /// the same bytes), without booking the bus.
+    #[test]
+    fn the_prewarm_trains_the_predictors_as_warming_does_and_books_no_bus_time() {
+        let p = crate::configure("champsim", Some("chash"), Some("otp"), &[]).unwrap();
+        let fresh = || {
+            let mut eng = Engine::new(&p, 1).unwrap();
+            let mut core = Core::new(&p, &eng).unwrap();
+            core.pm.set_order(&p, 1).unwrap();
+            eng.set_untimed(true); // functional warming, as a window's warm-up
+            (core, eng)
+        };
+        let ((mut a, mut ea), (mut b, mut eb)) = (fresh(), fresh());
+        // Branches, each followed by a record where it went: conditional and taken or not,
+        // some pcs often, their targets far apart (the BTB must learn each).
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut pairs = Vec::new();
+        for _ in 0..3_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pc = 0x40_0000 + (x % 97) * 36;
+            let taken = (x % 97) % 3 != 0; // each branch always goes the same way
+            let mut br = Instr::default();
+            (br.pc, br.len, br.branch) = (pc, 4, if taken { Branch::Taken } else { Branch::NotTaken });
+            let mut to = Instr::default();
+            (to.pc, to.len) = (if taken { 0x80_0000 + (pc % 4096) * 64 } else { pc + 4 }, 1);
+            pairs.push((br, to));
+        }
+        for (br, to) in &pairs {
+            for r in [br, to] {
+                a.warm(r, &mut ea).unwrap();
+                b.prewarm(r, &mut eb).unwrap();
+            }
+        }
+        let stat = |c: &Core, e: &Engine, k: &str| {
+            let mut s = Stats::default();
+            c.stats(&mut s);
+            e.stats(&mut s);
+            s.get_f64(k).unwrap_or_else(|| panic!("{k}"))
+        };
+        assert!(stat(&a, &ea, "l1i.accesses") > 0.0);
+        assert_eq!(stat(&b, &eb, "l1i.accesses"), 0.0, "the prewarm's branches fetch nothing");
+        // The same branches again, predicted and counted by both: the same mispredictions,
+        // branch by branch, so the same state after training; and they have learnt.
+        let (ba, bb) = (a.btb.as_ref().unwrap().counts(), b.btb.as_ref().unwrap().counts());
+        for (br, to) in &pairs {
+            for c in [&mut a, &mut b] {
+                c.warm_branch(br, 0);
+                c.btb.as_mut().unwrap().resolve(to.pc, true);
+            }
+            assert_eq!(a.btb.as_ref().unwrap().counts(), b.btb.as_ref().unwrap().counts());
+        }
+        assert_eq!(ba, bb);
+        let (la, ma) = a.btb.as_ref().unwrap().counts();
+        assert_eq!(la - ba.0, pairs.len() as u64);
+        assert!(((ma - ba.1) as f64) < 0.25 * pairs.len() as f64, "trained: {} of {} mispredicted", ma - ba.1, pairs.len());
+        // Lines: loads and stores of data pieces, with their bytes, on fresh machines (the
+        // branches' fetches gave warming's pages their frames in another order).
+        let ((mut a, mut ea), (mut b, mut eb)) = (fresh(), fresh());
+        let busy = |e: &Engine| e.machine().port.counters().busy_cycles;
+        let (busy_a, busy_b) = (busy(&ea), busy(&eb));
+        let (miss_a, miss_b) = (stat(&a, &ea, "l2.misses"), stat(&b, &eb, "l2.misses"));
+        for k in 0..200u64 {
+            let mut r = Instr::default();
+            (r.pc, r.len, r.op) = (0x40_0000, 4, OpClass::Mem);
+            r.add_access(k % 3 == 0, 0x1000_0000 + k * 4096 + (k % 7) * 64, &k.to_le_bytes());
+            a.warm(&r, &mut ea).unwrap();
+            b.prewarm(&r, &mut eb).unwrap();
+        }
+        // The data's lines and the page walks': about as many either way (measured 428
+        // warmed, 430 prewarmed: timing moves what the buffers in front of memory catch).
+        let (da, db) = (stat(&a, &ea, "l2.misses") - miss_a, stat(&b, &eb, "l2.misses") - miss_b);
+        assert!(db >= 200.0 && (da - db).abs() <= 0.02 * da, "{da} warmed, {db} prewarmed");
+        assert!(busy(&ea) > busy_a, "warming books the bus");
+        assert_eq!(busy(&eb), busy_b, "the prewarm books none");
+        for (c, e) in [(&mut a, &mut ea), (&mut b, &mut eb)] {
+            let pa = c.pm.translate(0x1000_0000 + 3 * 4096 + 3 * 64).unwrap();
+            let mut v = [0u8; 8];
+            e.read(pa, &mut v, 0).unwrap();
+            assert_eq!(u64::from_le_bytes(v), 3, "the stored bytes");
         }
     }
 

@@ -54,14 +54,15 @@ pub fn run_sampled(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: 
             return Err(ConfigError("--interval measures every instruction in detail: it cannot be combined with --sample".into()));
         }
     }
-    run_inner(p, src, o, plan, false).map(|(r, _)| r)
+    run_inner(p, src, o, plan, None).map(|(r, _)| r)
 }
 
 /// `run_sampled` without its checks (a checkpointed window is one period: `checkpointed`),
-/// also handing back the windows uncombined. `image`: the external records before the first
-/// instruction are a checkpoint's memory image, flushed to memory before it runs
-/// (`Core::settle_image`).
-pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>, image: bool) -> Result<(RunResult, Option<Measured>), ConfigError> {
+/// also handing back the windows uncombined. `checkpoint`: Some(k) when the input is a
+/// checkpoint: the external records before the first instruction are its memory image,
+/// flushed to memory before it runs (`Core::settle_image`), and its first k instructions
+/// its prewarm (`Core::prewarm`), part of the warm-up.
+pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, plan: Option<Sampling>, checkpoint: Option<u64>) -> Result<(RunResult, Option<Measured>), ConfigError> {
     let cores = crate::params::cores(p)?;
     if cores > 1 {
         return Err(ConfigError(format!("cores = {}: a run of several cores is a mix (run_mix), with one trace per core{}", cores, if plan.is_some() { "; sampling runs one core" } else { "" })));
@@ -90,6 +91,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     // image written before the first instruction).
     let mut warmup_fills = 0;
     let l2_fills = |e: &Engine| e.machine().counters.data_misses + e.machine().counters.meta_misses;
+    let prewarm = checkpoint.unwrap_or(0).min(o.warmup);
     loop {
         if let Some(iv) = intervals.as_mut().filter(|iv| measuring && n == iv.next) {
             iv.close(Mark::now(n, &core, &eng));
@@ -119,7 +121,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 break;
             }
         }
-        if image && n == 0 && !ins.external {
+        if checkpoint.is_some() && n == 0 && !ins.external {
             if let Err(e) = core.settle_image(&mut eng) {
                 error = Some(format!("{:?} (flushing the checkpoint's memory image)", e));
                 break;
@@ -161,6 +163,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 }
             }
             match &mut windows {
+                Some(_) if n <= prewarm => core.prewarm(&ins, &mut eng),
                 Some(w) => w.instruction(i, &ins, &mut core, &mut eng),
                 None => core.step(&ins, &mut eng),
             }
