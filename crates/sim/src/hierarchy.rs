@@ -49,9 +49,17 @@ pub const REPLACEMENTS: &[&str] = &["lru", "fifo", "random"];
 /// With `LEVEL.tags_in_flight` at most that many lookups start in any `latency` consecutive
 /// cycles (ChampSim starts no tag check while max_tag_check x its hit latency are under way,
 /// counting each until the cycle after its check: at 1 a cycle and a hit latency of 5, five
-/// checks every six cycles; here `latency` includes that cycle, the channel's).
-struct TagPort {
+/// checks every six cycles; here `latency` includes that cycle, the channel's; an L1's
+/// latency does not, so there it is `latency` + 1).
+///
+/// At the L1D, retired stores (`core.store_at_retire`) reach ChampSim's tag checks through
+/// the core's write queue, which has a share of its own (`width` a cycle, as the read queue)
+/// and goes first (src/cache.cc `CACHE::operate` serves each upper level's WQ, then RQ):
+/// `take_write` books them in their own count, and against `tags_in_flight` with the loads.
+pub(crate) struct TagPort {
     width: u64,
+    /// Lookups of the write queue by cycle, as `counts` (empty until the first).
+    writes: Vec<u64>,
     /// With `tags_in_flight`: at most this many lookups in any `hold` consecutive cycles.
     in_flight: Option<(u64, Cycle)>,
     /// Lookups by cycle for the last `TAG_CAL` cycles (`cycle << 8 | lookups`), booked in
@@ -69,7 +77,7 @@ const TAG_CAL: usize = 1 << 12;
 
 impl TagPort {
     /// Level `name`'s port, whose lookups take `latency`; None without `name.tag_checks`.
-    fn new(p: &Params, name: &str, latency: Cycle) -> Result<Option<TagPort>, ConfigError> {
+    pub(crate) fn new(p: &Params, name: &str, hold: Cycle) -> Result<Option<TagPort>, ConfigError> {
         let key = |k: &str| format!("{}.{}", name, k);
         let get = |k: &str| if p.contains(&key(k)) { p.u64_min(&key(k), 0) } else { Ok(0) };
         let (n, in_flight) = (get("tag_checks")?, get("tags_in_flight")?);
@@ -79,18 +87,28 @@ impl TagPort {
         if in_flight > 0 && n == 0 {
             return Err(ConfigError(format!("{}: needs {} (tag checks a cycle)", key("tags_in_flight"), key("tag_checks"))));
         }
-        let in_flight = (in_flight > 0).then_some((in_flight, latency.max(1)));
-        Ok((n > 0).then(|| TagPort { width: n, in_flight, counts: vec![u64::MAX; TAG_CAL], line: u64::MAX, arrived: 0, at: 0, wait_cycles: 0 }))
+        let in_flight = (in_flight > 0).then_some((in_flight, hold.max(1)));
+        Ok((n > 0).then(|| TagPort { width: n, writes: Vec::new(), in_flight, counts: vec![u64::MAX; TAG_CAL], line: u64::MAX, arrived: 0, at: 0, wait_cycles: 0 }))
     }
 
     #[inline]
-    fn count(&self, c: Cycle) -> u64 {
-        let e = self.counts[c as usize & (TAG_CAL - 1)];
-        if e >> 8 == c {
-            e & 0xFF
-        } else {
-            0
+    fn count_in(counts: &[u64], c: Cycle) -> u64 {
+        match counts.get(c as usize & (TAG_CAL - 1)) {
+            Some(&e) if e >> 8 == c => e & 0xFF,
+            _ => 0,
         }
+    }
+
+    /// Lookups (reads and writes) booked at `c`.
+    #[inline]
+    fn count(&self, c: Cycle) -> u64 {
+        Self::count_in(&self.counts, c)
+    }
+
+    /// One more lookup in `counts` at `c`.
+    fn book(counts: &mut [u64], c: Cycle) {
+        let n = Self::count_in(counts, c);
+        counts[c as usize & (TAG_CAL - 1)] = c << 8 | (n + 1);
     }
 
     /// Whether a lookup at `c` keeps every `hold` consecutive cycles around it under `n`.
@@ -108,19 +126,33 @@ impl TagPort {
 
     /// The cycle line `line`, arriving at `t`, is looked up.
     #[inline]
-    fn take(&mut self, line: u64, t: Cycle) -> Cycle {
+    pub(crate) fn take(&mut self, line: u64, t: Cycle) -> Cycle {
         if line == self.line && (self.arrived..=self.at).contains(&t) {
             self.wait_cycles += self.at - t;
             return self.at;
         }
         let mut c = t;
-        while self.count(c) >= self.width || self.in_flight.is_some_and(|w| !self.fits(c, w)) {
+        while self.count(c) - Self::count_in(&self.writes, c) >= self.width || self.in_flight.is_some_and(|w| !self.fits(c, w)) {
             c += 1;
         }
-        let i = c as usize & (TAG_CAL - 1);
-        self.counts[i] = c << 8 | (self.count(c) + 1);
+        Self::book(&mut self.counts, c);
         self.wait_cycles += c - t;
         (self.line, self.arrived, self.at) = (line, t, c);
+        c
+    }
+
+    /// The cycle a retired store's write, arriving at `t`, is looked up (the L1D's write queue).
+    fn take_write(&mut self, t: Cycle) -> Cycle {
+        if self.writes.is_empty() {
+            self.writes = vec![u64::MAX; TAG_CAL];
+        }
+        let mut c = t;
+        while Self::count_in(&self.writes, c) >= self.width || self.in_flight.is_some_and(|w| !self.fits(c, w)) {
+            c += 1;
+        }
+        Self::book(&mut self.counts, c);
+        Self::book(&mut self.writes, c);
+        self.wait_cycles += c - t;
         c
     }
 }
@@ -159,7 +191,8 @@ pub struct Level {
 pub const LEVEL_KEYS: &[&str] = &["size", "ways", "line", "latency", "fill_latency", "mshrs", "tag_checks", "tags_in_flight", "replacement"];
 
 impl Level {
-    pub fn new(p: &Params, name: &str) -> Result<Level, ConfigError> {
+    /// Level `name`; `l1`: one of the L1s, whose `latency` leaves out the cycle from the core.
+    pub fn new(p: &Params, name: &str, l1: bool) -> Result<Level, ConfigError> {
         let k = |s: &str| format!("{}.{}", name, s);
         let ways = p.u64_min(&k("ways"), 1)? as usize;
         let tags = Tags::new(p.size(&k("size"))?, ways, p.size(&k("line"))?).map_err(|e| ConfigError(format!("{}: {}", name, e)))?;
@@ -181,7 +214,7 @@ impl Level {
             latency,
             fill: p.u64_min(&k("fill_latency"), 0)?,
             mshr: (mshrs > 0).then(|| Slots::new(mshrs)),
-            tag: TagPort::new(p, name, latency)?,
+            tag: TagPort::new(p, name, latency + l1 as Cycle)?,
             repl,
             rng: 0x9E37_79B9_7F4A_7C15,
             dirty: if p.bool("caches.writebacks")? { vec![false; n] } else { Vec::new() },
@@ -365,8 +398,8 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     pub fn new(p: &Params, engine: &Engine) -> Result<Hierarchy, ConfigError> {
-        let l1i = Level::new(p, "l1i")?;
-        let l1d = Level::new(p, "l1d")?;
+        let l1i = Level::new(p, "l1i", true)?;
+        let l1d = Level::new(p, "l1d", true)?;
         let names = p.str("caches.private")?;
         let mut private = Vec::new();
         for n in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
@@ -376,7 +409,7 @@ impl Hierarchy {
             if !p.contains(&format!("{}.size", n)) {
                 return Err(ConfigError(format!("caches.private: level '{}' has no [{}] section (size, ways, line, …)", n, n)));
             }
-            private.push(Level::new(p, n)?);
+            private.push(Level::new(p, n, false)?);
         }
         let mut above = vec![&l1i, &l1d];
         above.extend(private.iter());
@@ -487,6 +520,10 @@ impl Hierarchy {
     /// for MSHRs, src/cache.cc `CACHE::operate`, so its write queue waits with them).
     pub fn write(&mut self, pa: u64, t: Cycle, eng: &mut Engine) -> Result<(Served, Cycle), IntegrityError> {
         let lat = self.l1d.latency;
+        let t = match &mut self.l1d.tag {
+            Some(g) => g.take_write(t),
+            None => t,
+        };
         self.l1_left = t + lat;
         let s = self.access(AccessKind::Store, pa, t, eng)?;
         Ok((s, self.l1_left - lat))
@@ -857,7 +894,7 @@ mod tests {
 
     #[test]
     fn a_private_level_takes_its_tag_checks_for_every_lookup_that_reaches_it() {
-        let (mut h, mut eng) = machine(&["l1d.tag_checks=0", "l2c.tag_checks=1", "l2.tag_checks=0", "l2.tags_in_flight=0"]);
+        let (mut h, mut eng) = machine(&["l1d.tag_checks=0", "l1d.tags_in_flight=0", "l2c.tag_checks=1", "l2.tag_checks=0", "l2.tags_in_flight=0"]);
         // Two lines in the L2C and not in the L1D: bring them in, then evict them from the L1D
         // by filling its set (64 sets x 12 ways of 64 B: 4 KiB apart share a set).
         for a in [0x40_0000u64, 0x40_0040] {
@@ -882,7 +919,8 @@ mod tests {
     #[test]
     fn tags_in_flight_hold_a_lookup_for_the_levels_latency() {
         // The L1D at one load a cycle and at most two lookups under way, each for its
-        // latency (2): two every two cycles, then one a cycle once the latency is 1.
+        // latency (2) and the cycle from the core: two every three cycles, then one a cycle
+        // once the latency is 1, two every four at 3.
         let hits = |sets: &[&str]| {
             let (mut h, mut eng) = machine(sets);
             for k in 0..6u64 {
@@ -892,15 +930,46 @@ mod tests {
             let t = 100_000;
             (0..6u64).map(|k| h.access(AccessKind::Load, 0x20_0000 + 64 * k, t, &mut eng).unwrap().ready - t - h.l1d.latency).collect::<Vec<_>>()
         };
-        assert_eq!(hits(&["l1d.tag_checks=2", "l1d.tags_in_flight=2"]), vec![0, 0, 2, 2, 4, 4]);
+        assert_eq!(hits(&["l1d.tag_checks=2", "l1d.tags_in_flight=2"]), vec![0, 0, 3, 3, 6, 6]);
         assert_eq!(hits(&["l1d.tag_checks=1", "l1d.tags_in_flight=2", "l1d.latency=1"]), vec![0, 1, 2, 3, 4, 5]);
-        assert_eq!(hits(&["l1d.tag_checks=1", "l1d.tags_in_flight=2", "l1d.latency=3"]), vec![0, 1, 3, 4, 6, 7]);
+        assert_eq!(hits(&["l1d.tag_checks=1", "l1d.tags_in_flight=2", "l1d.latency=3"]), vec![0, 1, 4, 5, 8, 9]);
         let p = configure("champsim", Some("none"), Some("none"), &["l1d.tag_checks=0".into(), "l1d.tags_in_flight=2".into()]).unwrap();
         let eng = Engine::new(&p, 1).unwrap();
         match Hierarchy::new(&p, &eng) {
             Err(e) => assert_eq!(e.0, "l1d.tags_in_flight: needs l1d.tag_checks (tag checks a cycle)"),
             Ok(_) => panic!("tags_in_flight without tag_checks was taken"),
         }
+    }
+
+    #[test]
+    fn a_retired_stores_lookup_has_the_write_queues_share_and_counts_in_flight_with_the_loads() {
+        // The L1D at one lookup a cycle per queue, at most 4 under way for 3 cycles (the
+        // champsim preset's): four loads take t..t+3; a write beside the first still fits
+        // (3 in t..t+2 before it), a second write waits for its queue, then for the window
+        // t..t+2 to hold fewer than 4, so goes at t + 3 beside the fourth load.
+        let (mut h, mut eng) = machine(&["l1d.tag_checks=1", "l1d.tags_in_flight=4"]);
+        let lines: Vec<u64> = (0..6u64).map(|k| 0x30_0000 + 64 * k).collect();
+        for (k, &a) in lines.iter().enumerate() {
+            h.access(AccessKind::Load, a, 10_000 * k as u64, &mut eng).unwrap();
+            eng.settle().unwrap();
+        }
+        let t = 100_000;
+        let lat = h.l1d.latency;
+        let loads: Vec<u64> = lines[..4].iter().map(|&a| h.access(AccessKind::Load, a, t, &mut eng).unwrap().ready - lat - t).collect();
+        assert_eq!(loads, vec![0, 1, 2, 3]);
+        let writes: Vec<u64> = lines[4..].iter().map(|&a| h.write(a, t, &mut eng).unwrap().1 - t).collect();
+        assert_eq!(writes, vec![0, 3]);
+        // Without the in-flight limit each queue only has its own share: the writes go at t, t + 1.
+        let (mut h, mut eng) = machine(&["l1d.tag_checks=1", "l1d.tags_in_flight=0"]);
+        for (k, &a) in lines.iter().enumerate() {
+            h.access(AccessKind::Load, a, 10_000 * k as u64, &mut eng).unwrap();
+            eng.settle().unwrap();
+        }
+        for &a in &lines[..4] {
+            h.access(AccessKind::Load, a, t, &mut eng).unwrap();
+        }
+        let writes: Vec<u64> = lines[4..].iter().map(|&a| h.write(a, t, &mut eng).unwrap().1 - t).collect();
+        assert_eq!(writes, vec![0, 1]);
     }
 
     #[test]

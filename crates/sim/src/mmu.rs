@@ -21,7 +21,7 @@
 //! hit restarts the walk with one read at the level it hit, in the table of the walk that
 //! filled the entry but at this address's index, before reading this address's own entries.
 
-use crate::hierarchy::{Hierarchy, Side};
+use crate::hierarchy::{Hierarchy, Side, TagPort};
 use crate::error::StepError;
 use crate::pagemap::PageMap;
 use rustc_hash::FxHashMap;
@@ -85,6 +85,13 @@ impl Tlb {
 pub struct Mmu {
     itlb: Tlb,
     dtlb: Tlb,
+    /// The D-TLB's lookups a cycle and in flight (`tlb.tag_checks`, `tlb.tags_in_flight`;
+    /// None: unlimited): ChampSim's DTLB is a cache with a tag bandwidth of its own (2, and
+    /// max_tag_check x its hit latency of 1 under way, each until the cycle after it: two in
+    /// any two cycles), which every L1D load and retired store looks up when the L1D starts
+    /// its tag check (src/cache.cc `issue_translation`); lookups of one page waiting together
+    /// share one (the channel merges them, `check_collision`).
+    dtlb_port: Option<TagPort>,
     /// log2 of the page size (the TLBs' tags check it is a power of two).
     page_shift: u32,
     stlb: Option<Tags>,
@@ -114,6 +121,7 @@ impl Mmu {
         Ok(Mmu {
             itlb: Tlb::new(itlb),
             dtlb: Tlb::new(dtlb),
+            dtlb_port: TagPort::new(p, "tlb", 2)?,
             page_shift: page.trailing_zeros(),
             stlb,
             stlb_latency: p.u64_min("stlb.latency", 0)?,
@@ -144,6 +152,10 @@ impl Mmu {
             Side::Data => (&mut self.dtlb, &mut self.dtlb_misses),
         };
         let off = va & ((1 << self.page_shift) - 1);
+        let t = match (side, &mut self.dtlb_port) {
+            (Side::Data, Some(g)) => g.take(va >> self.page_shift, t),
+            _ => t,
+        };
         let slot = match tlb.access(va, va >> self.page_shift) {
             Ok(frame) => return Ok((frame | off, t)),
             Err(slot) => slot,
@@ -500,6 +512,31 @@ mod tests {
         // A walk that starts after page 2's fill returned reads in page 2's table: that line
         // is in the L1D too, so it is as quick.
         assert!(walk(base + 3 * 4096, 200_000) < one + one / 4);
+    }
+
+    #[test]
+    fn the_dtlb_looks_up_two_pages_in_any_two_cycles_and_shares_a_waiting_lookup() {
+        // champsim: tlb.tag_checks 2, tlb.tags_in_flight 2. Six pages, each mapped and in the
+        // D-TLB long before, looked up at one cycle: two a cycle, then none the next.
+        let lookups = |sets: &[&str], pages: &[u64]| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let p = crate::configure("champsim", Some("none"), Some("none"), &sets).unwrap();
+            let mut eng = Engine::new(&p, 1).unwrap();
+            let mut hier = Hierarchy::new(&p, &eng).unwrap();
+            let mut pm = PageMap::new(eng.data_size(), 4096);
+            let mut m = Mmu::new(&p, 4096).unwrap();
+            let va = |k: u64| 0x4000_0000 + 4096 * k;
+            for k in 0..6 {
+                m.translate(Side::Data, va(k), 10_000 * k, &mut pm, &mut hier, &mut eng).unwrap();
+            }
+            let t = 100_000;
+            pages.iter().map(|&k| m.translate(Side::Data, va(k), t, &mut pm, &mut hier, &mut eng).unwrap().1 - t).collect::<Vec<_>>()
+        };
+        assert_eq!(lookups(&[], &[0, 1, 2, 3, 4, 5]), vec![0, 0, 2, 2, 4, 4]);
+        // A lookup of the page the one before waits for shares it (ChampSim's queue merges them).
+        assert_eq!(lookups(&[], &[0, 1, 2, 2, 3]), vec![0, 0, 2, 2, 2]);
+        // Without it nothing waits.
+        assert_eq!(lookups(&["tlb.tag_checks=0", "tlb.tags_in_flight=0"], &[0, 1, 2, 3, 4, 5]), vec![0; 6]);
     }
 
     #[test]

@@ -62,6 +62,13 @@ impl PerCycle {
             c += 1;
         }
     }
+
+    /// One more use at `c`, even beyond `width`: a use that had the resource first.
+    fn add(&mut self, c: Cycle) {
+        let i = (c as usize) & (CAL - 1);
+        let e = self.slot[i];
+        self.slot[i] = if e >> 8 != c { c << 8 | 1 } else { e + ((e & 0xFF) < 0xFF) as u64 };
+    }
 }
 
 /// The later of `(t, why)` and `(u, because)`, the first on a tie. Both values are taken
@@ -201,6 +208,10 @@ pub struct Core {
     issue: PerCycle,
     load_ports: Option<PerCycle>,
     store_ports: Option<PerCycle>,
+    /// The same ports as the retired stores' writes see them: the executing stores' uses
+    /// and theirs, the executing stores first (ChampSim's operate_lsq spends sq_width on
+    /// finishing stores, then on retired ones).
+    write_ports: Option<PerCycle>,
     commit_t: Cycle,
     commit_n: u32,
     pub pm: PageMap,
@@ -315,6 +326,7 @@ impl Core {
             fetch_cause: cpistack::BASE,
             issue: PerCycle::new(issue as u8),
             load_ports,
+            write_ports: store_ports.as_ref().map(|p| PerCycle::new(p.width)),
             store_ports,
             commit_t: 0,
             commit_n: 0,
@@ -665,16 +677,17 @@ impl Core {
             for (va, r) in line_pieces(a.addr, a.size, self.hier.l1d.line_bytes()) {
                 let bytes = &val[r];
                 let (t, why) = if a.store {
-                    if Q && self.store_at_retire {
-                        // Translated now (ChampSim's store finishes once translated); the
-                        // L1D and the bytes at commit, below.
-                        self.store_translate(ins.pc, va, bytes.len() as u64, issue + 1, eng)?;
+                    let finished = if Q && self.store_at_retire {
+                        // Its translation, the L1D and the bytes at commit, below.
+                        self.store_finish(ins.pc, va, bytes.len() as u64, issue + 1)
                     } else {
-                        self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?;
-                    }
-                    (0, cause)
+                        self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?
+                    };
+                    // With `core.stores_in_order` the instruction completes when its store
+                    // finishes, after the older ones (ChampSim: its mem op is then complete).
+                    (if Q && self.sq.in_order() { finished } else { 0 }, cpistack::MEMDEP)
                 } else {
-                    self.load::<Q>(ins.pc, va, bytes, issue + 1, eng)?
+                    self.load::<Q>(ins.pc, va, bytes, dispatch, issue + 1, eng)?
                 };
                 (done, cause) = later((done, cause), t, why);
             }
@@ -752,7 +765,7 @@ impl Core {
         }
         if has_store {
             // Stores are written to the L1 at commit, through a store port if ports are few.
-            let mut written = match &mut self.store_ports {
+            let mut written = match &mut self.write_ports {
                 Some(p) => p.take(c),
                 None => c,
             };
@@ -913,11 +926,16 @@ impl Core {
 
     /// A store of `bytes` at `va`, executed at `t`: its line is fetched now (write-allocate)
     /// and its bytes written to the protected level; it waits in the store queue until
-    /// commit.
+    /// commit. Returns when it finished (`StoreQueue::finish_at`, its store port).
     #[inline]
-    fn store<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
-        let t = match (Q, &mut self.store_ports) {
-            (true, Some(p)) => p.take(t),
+    fn store<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<Cycle, StepError> {
+        let t = if Q { self.sq.finish_at(t) } else { t };
+        let t = match (Q, &mut self.store_ports, &mut self.write_ports) {
+            (true, Some(p), Some(w)) => {
+                let c = p.take(t);
+                w.add(c);
+                c
+            }
             _ => t,
         };
         let (pa, t0) = self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
@@ -930,25 +948,31 @@ impl Core {
         if Q {
             self.sq.store(pc, va, bytes.len() as u64, t);
         }
-        Ok(())
+        Ok(t)
     }
 
-    /// A store of `len` bytes at `va` executed at `t` with `core.store_at_retire`: translated
-    /// (through the D-TLB, a walk if it misses) and known to the store queue; `write_retired`
-    /// writes it to the L1D after commit.
-    fn store_translate(&mut self, pc: u64, va: u64, len: u64, t: Cycle, eng: &mut Engine) -> Result<(), StepError> {
-        let t = match &mut self.store_ports {
-            Some(p) => p.take(t),
-            None => t,
+    /// A store of `len` bytes at `va` executed at `t` with `core.store_at_retire`: known to
+    /// the store queue; `write_retired` translates it and writes it to the L1D after commit,
+    /// as ChampSim's L1D translates a retired store (src/ooo_cpu.cc `issue_write` sends it
+    /// untranslated). Returns when it finished.
+    fn store_finish(&mut self, pc: u64, va: u64, len: u64, t: Cycle) -> Cycle {
+        let t = self.sq.finish_at(t);
+        let t = match (&mut self.store_ports, &mut self.write_ports) {
+            (Some(p), Some(w)) => {
+                let c = p.take(t);
+                w.add(c);
+                c
+            }
+            _ => t,
         };
-        self.mmu.translate(Side::Data, va, t, &mut self.pm, &mut self.hier, eng)?;
         self.sq.store(pc, va, len, t);
-        Ok(())
+        t
     }
 
     /// The stores of `ins`, committed and sent to the L1D at `t`: each waits for a place in
-    /// the L1D's write queue, then accesses the L1D (write-allocate: a miss fetches its line
-    /// and holds an MSHR), and its bytes are written. Returns when the write queue took the
+    /// the L1D's write queue, is translated (the D-TLB, a walk if it misses), then accesses
+    /// the L1D (write-allocate: a miss fetches its line and holds an MSHR), and its bytes are
+    /// written. Returns when the write queue took the
     /// last, which is when its store-queue entry frees. The bytes are written in this step,
     /// before any younger instruction runs, so values and forwarding are as at execute.
     fn write_retired(&mut self, ins: &Instr, t: Cycle, eng: &mut Engine) -> Result<Cycle, StepError> {
@@ -957,12 +981,12 @@ impl Core {
             let val = ins.value(a);
             for (va, r) in line_pieces(a.addr, a.size, self.hier.l1d.line_bytes()) {
                 let bytes = &val[r];
-                let pa = self.pm.translate(va).ok_or(StepError::OutOfMemory(va))?;
                 let arrive = match &self.l1d_wq {
                     Some(w) => t.max(w.next_free()),
                     None => t,
                 };
-                let (s, taken) = self.hier.write(pa, arrive, eng)?;
+                let (pa, t0) = self.mmu.translate(Side::Data, va, arrive, &mut self.pm, &mut self.hier, eng)?;
+                let (s, taken) = self.hier.write(pa, t0, eng)?;
                 if let Some(w) = &mut self.l1d_wq {
                     w.take(taken);
                 }
@@ -977,14 +1001,14 @@ impl Core {
         Ok(left)
     }
 
-    /// A load of `bytes` (the trace's value) at `va`, ready to go at `t`: returns when its
-    /// data is usable and what it waited for.
+    /// A load of `bytes` (the trace's value) at `va`, dispatched at `dispatched`, ready to go
+    /// at `t`: returns when its data is usable and what it waited for.
     #[inline]
-    fn load<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+    fn load<const Q: bool>(&mut self, pc: u64, va: u64, bytes: &[u8], dispatched: Cycle, t: Cycle, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
         let n = bytes.len() as u64;
         let (mut at, mut why) = (t, cpistack::BASE);
         // Without dependence tracking every load reads the cache at `t` (`StoreQueue::load`).
-        let dep = if Q { self.sq.load(pc, va, n, t) } else { LoadDep::Cache { at: t, waited: false } };
+        let dep = if Q { self.sq.load(pc, va, n, dispatched, t) } else { LoadDep::Cache { at: t, waited: false } };
         match dep {
             LoadDep::Cache { at: a, waited } => {
                 at = a;

@@ -18,12 +18,20 @@
 //!   instructions, and puts load and store in one set;
 //! - `oracle`: a load waits for exactly the stores it depends on (ChampSim, which reads
 //!   every address from the trace at dispatch).
+//!
+//! Two of ChampSim's rules (src/ooo_cpu.cc, 2ff25011) are declared apart, off in the seeds'
+//! machines: `core.sq_lookup = dispatch` looks the queue up when the load is dispatched
+//! (`do_memory_scheduling`), so a store still queued then forwards even if it has left by
+//! the time the load issues; `core.stores_in_order` lets a store finish (its data forwarded,
+//! its instruction complete) only once every older store has (`operate_lsq` finishes stores
+//! from the oldest unfinished one, `get_span_p`, and stops at the first not executed).
 
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Params};
 use secmem_timing::Cycle;
 
 pub const POLICIES: &[&str] = &["none", "conservative", "store_sets", "oracle"];
+pub const LOOKUPS: &[&str] = &["issue", "dispatch"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Policy {
@@ -72,13 +80,17 @@ fn bucket(word: u64) -> usize {
 pub struct StoreQueue {
     policy: Policy,
     fwd_latency: Cycle,
+    /// `core.sq_lookup = dispatch`: a load finds the stores queued when it was dispatched.
+    at_dispatch: bool,
+    /// `core.stores_in_order`: a store finishes no earlier than the store before it.
+    in_order: bool,
     ring: Vec<Entry>,
     /// Stores pushed so far; the ring holds the last `ring.len()`.
     pushed: u64,
     /// Stores pushed that have not committed yet.
     uncommitted: u64,
     filter: Vec<u16>,
-    /// Latest execution time of any store (conservative).
+    /// Latest execution time of any store (conservative; with `in_order`, the last store's).
     last_done: Cycle,
     /// Store-set id of a pc (0: none), and the last store of each set (its `pushed` index + 1).
     ssit: Vec<u16>,
@@ -102,6 +114,8 @@ impl StoreQueue {
         Ok(StoreQueue {
             policy,
             fwd_latency: p.u64_min("core.forward_latency", 0)?,
+            at_dispatch: p.choice("core.sq_lookup", LOOKUPS)? == "dispatch",
+            in_order: p.bool("core.stores_in_order")?,
             ring: vec![Entry { pc: 0, addr: 0, end: 0, done: 0, leave: 0 }; entries.max(1)],
             pushed: 0,
             uncommitted: 0,
@@ -117,6 +131,12 @@ impl StoreQueue {
         })
     }
 
+    /// Whether stores finish in program order (`core.stores_in_order`).
+    #[inline]
+    pub fn in_order(&self) -> bool {
+        self.in_order
+    }
+
     /// Whether stores are tracked at all.
     #[inline]
     pub fn active(&self) -> bool {
@@ -128,9 +148,21 @@ impl StoreQueue {
         addr >> 3..(end + 7) >> 3
     }
 
+    /// When a store that could finish at `t` does: with `core.stores_in_order` not before the
+    /// store before it (ChampSim's `operate_lsq`). Its store port is taken from then on.
+    #[inline]
+    pub fn finish_at(&self, t: Cycle) -> Cycle {
+        if self.in_order {
+            t.max(self.last_done)
+        } else {
+            t
+        }
+    }
+
     /// A store of `[addr, addr + n)` by the instruction at `pc`, executed at `done`.
     #[inline]
     pub fn store(&mut self, pc: u64, addr: u64, n: u64, done: Cycle) {
+        self.last_done = self.last_done.max(done);
         if self.policy == Policy::None {
             return;
         }
@@ -149,7 +181,6 @@ impl StoreQueue {
         self.ring[i] = Entry { pc, addr, end, done, leave: Cycle::MAX };
         self.pushed += 1;
         self.uncommitted += 1;
-        self.last_done = self.last_done.max(done);
         if self.policy == Policy::StoreSets {
             let set = self.ssit[Self::pc_slot(pc)];
             if set != 0 {
@@ -201,9 +232,10 @@ impl StoreQueue {
         None
     }
 
-    /// A load of `[addr, addr + n)` by the instruction at `pc`, ready to go at `t`.
+    /// A load of `[addr, addr + n)` by the instruction at `pc`, dispatched at `dispatched`
+    /// and ready to go at `t`.
     #[inline]
-    pub fn load(&mut self, pc: u64, addr: u64, n: u64, t: Cycle) -> LoadDep {
+    pub fn load(&mut self, pc: u64, addr: u64, n: u64, dispatched: Cycle, t: Cycle) -> LoadDep {
         let end = addr + n;
         let mut at = t;
         if self.policy == Policy::None {
@@ -226,7 +258,7 @@ impl StoreQueue {
                 }
             }
         }
-        let dep = self.youngest_overlapping(addr, end, at);
+        let dep = self.youngest_overlapping(addr, end, if self.at_dispatch { dispatched } else { at });
         let r = match dep {
             None => {
                 let waited = predicted.is_some() || at > t;
@@ -312,12 +344,12 @@ mod tests {
         let mut q = queue("oracle");
         st(&mut q, 0x10, 0x1000, 8, 5, 50);
         // Whole word, and a part of it: both held by the store.
-        assert_eq!(q.load(0x20, 0x1000, 8, 10), LoadDep::Forward { ready: 11, waited: false });
-        assert_eq!(q.load(0x20, 0x1004, 2, 10), LoadDep::Forward { ready: 11, waited: false });
+        assert_eq!(q.load(0x20, 0x1000, 8, 10, 10), LoadDep::Forward { ready: 11, waited: false });
+        assert_eq!(q.load(0x20, 0x1004, 2, 10, 10), LoadDep::Forward { ready: 11, waited: false });
         assert_eq!(q.forwarded, 2);
         // Next to it, or after it was written to the L1 (its commit): the cache.
-        assert_eq!(q.load(0x20, 0x1008, 8, 10), LoadDep::Cache { at: 10, waited: false });
-        assert_eq!(q.load(0x20, 0x1000, 8, 50), LoadDep::Cache { at: 50, waited: false });
+        assert_eq!(q.load(0x20, 0x1008, 8, 10, 10), LoadDep::Cache { at: 10, waited: false });
+        assert_eq!(q.load(0x20, 0x1000, 8, 50, 50), LoadDep::Cache { at: 50, waited: false });
     }
 
     #[test]
@@ -327,10 +359,10 @@ mod tests {
         st(&mut q, 0x14, 0x1004, 4, 7, 60);
         // Bytes 0..4 come from the first store, 4..8 from the second: no single store has
         // them all, so the load reads the cache once the youngest overlapping one is written.
-        assert_eq!(q.load(0x20, 0x1000, 8, 10), LoadDep::Partial { at: 60 });
-        assert_eq!(q.load(0x20, 0x1004, 4, 10), LoadDep::Forward { ready: 11, waited: false });
+        assert_eq!(q.load(0x20, 0x1000, 8, 10, 10), LoadDep::Partial { at: 60 });
+        assert_eq!(q.load(0x20, 0x1004, 4, 10, 10), LoadDep::Forward { ready: 11, waited: false });
         // A 16-byte load over one 8-byte store: partial too.
-        assert_eq!(q.load(0x20, 0x0ff8, 16, 10), LoadDep::Partial { at: 60 });
+        assert_eq!(q.load(0x20, 0x0ff8, 16, 10, 10), LoadDep::Partial { at: 60 });
         assert_eq!(q.partial, 2);
     }
 
@@ -339,18 +371,53 @@ mod tests {
         let mut q = queue("oracle");
         st(&mut q, 0x10, 0x1000, 8, 40, 90);
         st(&mut q, 0x14, 0x2000, 8, 70, 95);
-        assert_eq!(q.load(0x20, 0x1000, 8, 10), LoadDep::Forward { ready: 41, waited: true });
-        assert_eq!(q.load(0x20, 0x3000, 8, 10), LoadDep::Cache { at: 10, waited: false });
+        assert_eq!(q.load(0x20, 0x1000, 8, 10, 10), LoadDep::Forward { ready: 41, waited: true });
+        assert_eq!(q.load(0x20, 0x3000, 8, 10, 10), LoadDep::Cache { at: 10, waited: false });
         let mut c = queue("conservative");
         st(&mut c, 0x10, 0x1000, 8, 40, 90);
         st(&mut c, 0x14, 0x2000, 8, 70, 95);
         // Unrelated to either store, but it cannot know that until both have executed.
-        assert_eq!(c.load(0x20, 0x3000, 8, 10), LoadDep::Cache { at: 70, waited: true });
-        assert_eq!(c.load(0x20, 0x1000, 8, 10), LoadDep::Forward { ready: 71, waited: true });
+        assert_eq!(c.load(0x20, 0x3000, 8, 10, 10), LoadDep::Cache { at: 70, waited: true });
+        assert_eq!(c.load(0x20, 0x1000, 8, 10, 10), LoadDep::Forward { ready: 71, waited: true });
         // none: no forwarding, no waiting.
         let mut n = queue("none");
         st(&mut n, 0x10, 0x1000, 8, 40, 90);
-        assert_eq!(n.load(0x20, 0x1000, 8, 10), LoadDep::Cache { at: 10, waited: false });
+        assert_eq!(n.load(0x20, 0x1000, 8, 10, 10), LoadDep::Cache { at: 10, waited: false });
+    }
+
+    #[test]
+    fn looked_up_at_dispatch_a_store_that_left_before_the_load_issued_still_forwards() {
+        // The store executes at 5 and leaves the queue at 50; the load is dispatched at 40
+        // and issues at 60 (ChampSim's do_memory_scheduling matches it at dispatch).
+        let mut at_issue = queue("oracle");
+        st(&mut at_issue, 0x10, 0x1000, 8, 5, 50);
+        assert_eq!(at_issue.load(0x20, 0x1000, 8, 40, 60), LoadDep::Cache { at: 60, waited: false });
+        let p = configure("suh2003", None, None, &["core.memory_dependence=oracle".into(), "core.forward_latency=1".into(), "core.sq_lookup=dispatch".into()]).unwrap();
+        let mut q = StoreQueue::new(&p, 8).unwrap();
+        st(&mut q, 0x10, 0x1000, 8, 5, 50);
+        assert_eq!(q.load(0x20, 0x1000, 8, 40, 60), LoadDep::Forward { ready: 61, waited: false });
+        // Dispatched after it left: the cache.
+        assert_eq!(q.load(0x20, 0x1000, 8, 50, 60), LoadDep::Cache { at: 60, waited: false });
+    }
+
+    #[test]
+    fn in_program_order_a_store_finishes_after_every_older_one() {
+        let p = configure("suh2003", None, None, &["core.memory_dependence=oracle".into(), "core.stores_in_order=true".into()]).unwrap();
+        let mut q = StoreQueue::new(&p, 8).unwrap();
+        assert_eq!(q.finish_at(3), 3);
+        // An older store waits for its data until 40: a younger one ready at 10 finishes then.
+        let t = q.finish_at(40);
+        st(&mut q, 0x10, 0x1000, 8, t, 90);
+        let t = q.finish_at(10);
+        assert_eq!(t, 40);
+        st(&mut q, 0x14, 0x2000, 8, t, 95);
+        // A load of the younger store's bytes gets them when it finished.
+        assert_eq!(q.load(0x20, 0x2000, 8, 12, 12), LoadDep::Forward { ready: 41, waited: true });
+        assert_eq!(q.finish_at(50), 50);
+        // Not in order (the default): each at its own time.
+        let mut free = queue("oracle");
+        free.store(0x10, 0x1000, 8, 40);
+        assert_eq!(free.finish_at(10), 10);
     }
 
     #[test]
@@ -358,16 +425,16 @@ mod tests {
         let mut q = queue("store_sets");
         st(&mut q, 0x10, 0x1000, 8, 40, 90);
         // The load goes early, before the store executed: squashed and replayed.
-        assert_eq!(q.load(0x20, 0x1000, 8, 10), LoadDep::Violation { ready: 41, store_done: 40 });
+        assert_eq!(q.load(0x20, 0x1000, 8, 10, 10), LoadDep::Violation { ready: 41, store_done: 40 });
         assert_eq!(q.violations, 1);
         // Same pair again: now predicted, the load waits for the store and takes its data.
         st(&mut q, 0x10, 0x1000, 8, 140, 190);
-        assert_eq!(q.load(0x20, 0x1000, 8, 110), LoadDep::Forward { ready: 141, waited: true });
+        assert_eq!(q.load(0x20, 0x1000, 8, 110, 110), LoadDep::Forward { ready: 141, waited: true });
         // The predictor waits for the set's last store even when the address differs.
         st(&mut q, 0x10, 0x5000, 8, 240, 290);
-        assert_eq!(q.load(0x20, 0x6000, 8, 210), LoadDep::Cache { at: 240, waited: true });
+        assert_eq!(q.load(0x20, 0x6000, 8, 210, 210), LoadDep::Cache { at: 240, waited: true });
         // Another load pc is not in the set: it goes early (no conflict, no violation).
-        assert_eq!(q.load(0x30, 0x6000, 8, 210), LoadDep::Cache { at: 210, waited: false });
+        assert_eq!(q.load(0x30, 0x6000, 8, 210, 210), LoadDep::Cache { at: 210, waited: false });
         assert_eq!(q.violations, 1);
     }
 
@@ -379,11 +446,11 @@ mod tests {
             st(&mut q, 0x14, 0x2000 + 64 * k, 8, 5, 500);
         }
         // Nine stores into eight entries: the first has left the queue.
-        assert_eq!(q.load(0x20, 0x1000, 8, 10), LoadDep::Cache { at: 10, waited: false });
+        assert_eq!(q.load(0x20, 0x1000, 8, 10, 10), LoadDep::Cache { at: 10, waited: false });
         // A store of the instruction doing the load (not committed yet) does not forward.
         q.store(0x30, 0x3000, 8, 5);
-        assert_eq!(q.load(0x30, 0x3000, 8, 10), LoadDep::Cache { at: 10, waited: false });
+        assert_eq!(q.load(0x30, 0x3000, 8, 10, 10), LoadDep::Cache { at: 10, waited: false });
         q.commit(20);
-        assert_eq!(q.load(0x40, 0x3000, 8, 10), LoadDep::Forward { ready: 11, waited: false });
+        assert_eq!(q.load(0x40, 0x3000, 8, 10, 10), LoadDep::Forward { ready: 11, waited: false });
     }
 }
