@@ -70,7 +70,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     let mut eng = Engine::new(p, o.seed)?;
     let mut core = Core::new(p, &eng)?;
     core.pm.set_order(p, o.seed)?;
-    let mut ins = Instr::default();
+    let mut buf = Instr::default();
     let total = o.warmup.saturating_add(o.instructions);
     let mut n: u64 = 0;
     let mut measuring = false;
@@ -103,9 +103,10 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
             interrupted = Some(name);
             break;
         }
-        match src.next_into(&mut ins) {
-            Ok(true) => {}
-            Ok(false) => break,
+        // Read where the source holds it (a trace file's read-ahead batch), not copied.
+        let ins = match src.next_ref(&mut buf) {
+            Ok(Some(ins)) => ins,
+            Ok(None) => break,
             Err(e) => {
                 // A source that stopped on the request (a fast-forward, a live program's
                 // pipe) is an interruption, not a damaged trace.
@@ -118,7 +119,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 }
                 break;
             }
-        }
+        };
         if image && n == 0 && !ins.external {
             if let Err(e) = core.settle_image(&mut eng) {
                 error = Some(format!("{:?} (flushing the checkpoint's memory image)", e));
@@ -126,7 +127,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
             }
         }
         let r = if ins.external {
-            core.external(&ins, &mut eng)
+            core.external(ins, &mut eng)
         } else {
             // A sampled run (`windows`) starts and ends its measurements itself.
             let i = n.checked_sub(o.warmup);
@@ -161,8 +162,8 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 }
             }
             match &mut windows {
-                Some(w) => w.instruction(i, &ins, &mut core, &mut eng),
-                None => core.step(&ins, &mut eng),
+                Some(w) => w.instruction(i, ins, &mut core, &mut eng),
+                None => core.step(ins, &mut eng),
             }
         };
         if let Err(e) = r {

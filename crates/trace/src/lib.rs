@@ -64,6 +64,13 @@ pub enum TraceError {
 pub trait TraceSource: Send {
     /// Fill `out` with the next record; `Ok(false)` at the end of the trace.
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
+    /// The next record, `None` at the end: `buf` filled by `next_into`, or a record the
+    /// source holds already ([`ReadAhead`]'s batches: no copy). The same records, end and
+    /// errors as `next_into`.
+    #[inline]
+    fn next_ref<'a>(&'a mut self, buf: &'a mut Instr) -> Result<Option<&'a Instr>, TraceError> {
+        Ok(if self.next_into(buf)? { Some(buf) } else { None })
+    }
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
     /// Whether long work inside the source (a fast-forward) may draw progress on stderr;
@@ -74,6 +81,10 @@ pub trait TraceSource: Send {
 impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         (**self).next_into(out)
+    }
+    #[inline]
+    fn next_ref<'a>(&'a mut self, buf: &'a mut Instr) -> Result<Option<&'a Instr>, TraceError> {
+        (**self).next_ref(buf)
     }
     fn name(&self) -> &str {
         (**self).name()
