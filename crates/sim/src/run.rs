@@ -71,6 +71,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     let mut core = Core::new(p, &eng)?;
     core.pm.set_order(p, o.seed)?;
     let mut buf = Instr::default();
+    let mut recs: &[Instr] = &[];
     let total = o.warmup.saturating_add(o.instructions);
     let mut n: u64 = 0;
     let mut measuring = false;
@@ -103,23 +104,28 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
             interrupted = Some(name);
             break;
         }
-        // Read where the source holds it (a trace file's read-ahead batch), not copied.
-        let ins = match src.next_ref(&mut buf) {
-            Ok(Some(ins)) => ins,
-            Ok(None) => break,
-            Err(e) => {
-                // A source that stopped on the request (a fast-forward, a live program's
-                // pipe) is an interruption, not a damaged trace.
-                if let Some(sig) = stop_requested() {
-                    let name = signal_name(sig);
-                    error = Some(format!("interrupted by {} after {} instructions", name, n));
-                    interrupted = Some(name);
-                } else {
-                    error = Some(format!("trace error after {} instructions: {}", n, e));
+        // Records are read where the source holds them (a trace file's read-ahead batch),
+        // not copied, a slice at a time: never more than the run still needs.
+        if recs.is_empty() {
+            recs = match src.next_slice(&mut buf, usize::try_from(total - n).unwrap_or(usize::MAX)) {
+                Ok([]) => break,
+                Ok(r) => r,
+                Err(e) => {
+                    // A source that stopped on the request (a fast-forward, a live program's
+                    // pipe) is an interruption, not a damaged trace.
+                    if let Some(sig) = stop_requested() {
+                        let name = signal_name(sig);
+                        error = Some(format!("interrupted by {} after {} instructions", name, n));
+                        interrupted = Some(name);
+                    } else {
+                        error = Some(format!("trace error after {} instructions: {}", n, e));
+                    }
+                    break;
                 }
-                break;
-            }
-        };
+            };
+        }
+        let (ins, rest) = recs.split_first().expect("a slice left");
+        recs = rest;
         if image && n == 0 && !ins.external {
             if let Err(e) = core.settle_image(&mut eng) {
                 error = Some(format!("{:?} (flushing the checkpoint's memory image)", e));

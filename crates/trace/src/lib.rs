@@ -64,12 +64,13 @@ pub enum TraceError {
 pub trait TraceSource: Send {
     /// Fill `out` with the next record; `Ok(false)` at the end of the trace.
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
-    /// The next record, `None` at the end: `buf` filled by `next_into`, or a record the
-    /// source holds already ([`ReadAhead`]'s batches: no copy). The same records, end and
-    /// errors as `next_into`.
+    /// The next records, at most `max` (and at least one) of them, read where the source
+    /// holds them when it can ([`ReadAhead`]'s batches: no copy, and no call per record),
+    /// else `buf` filled by `next_into`; empty at the end. The same records, end and errors
+    /// as `next_into`: the records given are consumed, and an error comes after them.
     #[inline]
-    fn next_ref<'a>(&'a mut self, buf: &'a mut Instr) -> Result<Option<&'a Instr>, TraceError> {
-        Ok(if self.next_into(buf)? { Some(buf) } else { None })
+    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, _max: usize) -> Result<&'a [Instr], TraceError> {
+        Ok(if self.next_into(buf)? { std::slice::from_ref(buf) } else { &[] })
     }
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
@@ -83,8 +84,8 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
         (**self).next_into(out)
     }
     #[inline]
-    fn next_ref<'a>(&'a mut self, buf: &'a mut Instr) -> Result<Option<&'a Instr>, TraceError> {
-        (**self).next_ref(buf)
+    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
+        (**self).next_slice(buf, max)
     }
     fn name(&self) -> &str {
         (**self).name()

@@ -3,7 +3,7 @@
 //! Decompressing and decoding a trace (xz above all) costs the simulating thread as much as
 //! simulating, while the machine's second core idles. A `ReadAhead` runs the source on a
 //! thread that decodes records straight into the slots of a batch; the consumer reads them
-//! there in order (`next_ref`: no copy) or copies them out (`next_into`). The batches form a
+//! there in order (`next_slice`: no copy) or copies them out (`next_into`). The batches form a
 //! fixed ring of [`RING`]: an emptied batch goes back to the reader with its slots and their
 //! buffers, and the reader waits for one rather than make another, so once the ring has gone
 //! round nothing is allocated or faulted in again. (Packing each record into shared vectors
@@ -158,12 +158,13 @@ impl TraceSource for ReadAhead {
     }
 
     #[inline]
-    fn next_ref<'a>(&'a mut self, _: &'a mut Instr) -> Result<Option<&'a Instr>, TraceError> {
-        if self.at < self.cur.n || self.next_batch()? {
-            self.at += 1;
-            return Ok(Some(&self.cur.recs[self.at - 1]));
+    fn next_slice<'a>(&'a mut self, _: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
+        if self.at == self.cur.n && !self.next_batch()? {
+            return Ok(&[]);
         }
-        Ok(None)
+        let from = self.at;
+        self.at = self.cur.n.min(from.saturating_add(max.max(1)));
+        Ok(&self.cur.recs[from..self.at])
     }
 
     fn name(&self) -> &str {
@@ -303,28 +304,32 @@ mod tests {
         (Scripted { recs: recs.clone(), at: 0, fail, read: read.clone(), dropped: dropped.clone() }, recs, read, dropped)
     }
 
-    /// Every record, then the end or the error: read by `next_into` and `next_ref` in turns
-    /// of 7 records (the two must give one stream, whichever is called), each end or error
-    /// repeated by both.
+    /// Every record, then the end or the error: read by `next_into` and by `next_slice` in
+    /// turns (the two must give one stream, whichever is called), slices of at most 0 (one),
+    /// 1, 2, 7, 500 or any number of records, none longer; each end or error repeated by both.
     fn drain(r: &mut ReadAhead) -> (Vec<Instr>, Option<String>) {
         let (mut v, mut i, mut k) = (Vec::new(), Instr::default(), 0usize);
         loop {
             let got = if (k / 7) % 2 == 1 {
-                r.next_ref(&mut Instr::default()).map(|x| x.cloned())
+                let max = [0, 1, 2, 7, 500, usize::MAX][k % 6];
+                r.next_slice(&mut Instr::default(), max).map(|x| {
+                    assert!(x.len() <= max.max(1), "{} records, at most {max} asked", x.len());
+                    x.to_vec()
+                })
             } else {
-                r.next_into(&mut i).map(|more| more.then(|| i.clone()))
+                r.next_into(&mut i).map(|more| if more { vec![i.clone()] } else { vec![] })
             };
             k += 1;
             match got {
-                Ok(Some(x)) => v.push(x),
-                Ok(None) => {
+                Ok(x) if !x.is_empty() => v.extend(x),
+                Ok(_) => {
                     assert!(!r.next_into(&mut i).unwrap(), "records after the end");
-                    assert!(r.next_ref(&mut i).unwrap().is_none(), "records after the end");
+                    assert!(r.next_slice(&mut i, 5).unwrap().is_empty(), "records after the end");
                     return (v, None);
                 }
                 Err(e) => {
                     assert_eq!(r.next_into(&mut i).unwrap_err().to_string(), e.to_string(), "errors are sticky");
-                    assert_eq!(r.next_ref(&mut i).unwrap_err().to_string(), e.to_string(), "errors are sticky");
+                    assert_eq!(r.next_slice(&mut i, 5).unwrap_err().to_string(), e.to_string(), "errors are sticky");
                     return (v, Some(e.to_string()));
                 }
             }
