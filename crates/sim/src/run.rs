@@ -109,12 +109,16 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 end = end.min(o.warmup);
             }
             while n < end {
-                let Some((ins, rest)) = recs.split_first().filter(|(i, _)| !i.external) else {
+                let most = recs.len().min(usize::try_from(end - n).unwrap_or(usize::MAX));
+                let k = recs[..most].iter().position(|r| r.external).unwrap_or(most);
+                if k == 0 {
                     break;
-                };
+                }
+                let (stretch, rest) = recs.split_at(k);
                 recs = rest;
-                n += 1;
-                if let Err(e) = core.step(ins, &mut eng) {
+                let (done, r) = core.step_all(stretch, &mut eng);
+                n += done as u64;
+                if let Err(e) = r {
                     error = Some(step_error(e, n));
                     break 'run;
                 }
