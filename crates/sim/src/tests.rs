@@ -655,3 +655,29 @@ fn a_lazy_image_page_first_touched_by_a_fetch_a_load_a_store_or_the_kernel_holds
     let bare: Vec<Instr> = prog.iter().skip(9).cloned().collect();
     assert!(run_with("chash", "otp", "lazy", &bare) >= 4.0);
 }
+
+/// The run loop's plain stretches (records a slice at a time, from a read-ahead, stepped
+/// through `Core::step_all`) simulate exactly what its record-at-a-time path does: the same
+/// statistics on mix, whose external records fall among its instructions, with a warm-up and
+/// a length that are not multiples of the loop's 256; and the same error at the same
+/// instruction when a step fails inside a stretch.
+#[test]
+fn stretches_read_ahead_run_as_records_one_at_a_time() {
+    use secmem_trace::ReadAhead;
+    let p = configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
+    let o = RunOptions { instructions: 30_001, warmup: 10_007, seed: 1, progress: false, interval: 0 };
+    let one = run(&p, &mut *builtin("mix", 1).unwrap(), &o).unwrap();
+    let many = run(&p, &mut ReadAhead::new(builtin("mix", 1).unwrap()), &o).unwrap();
+    assert!(one.error.is_none() && many.error.is_none());
+    assert_eq!(f(&one.stats, "instructions"), 30_001.0);
+    let strip = crate::run::simulated;
+    assert_eq!(strip(&one.stats), strip(&many.stats));
+    let p = configure("suh2003", Some("none"), Some("none"), &["memory.size=64KiB".into()]).unwrap();
+    let mut prog: Vec<Instr> = (0..300u64).map(|k| load(0x1000 + 4 * k, 0x8000, 1)).collect();
+    prog.extend((0..100u64).map(|k| load(0x2000, k * 4096, 1)));
+    let o = RunOptions { instructions: 400, warmup: 0, seed: 1, progress: false, interval: 0 };
+    let one = run(&p, &mut VecSource(prog.clone(), 0), &o).unwrap().error.unwrap();
+    let many = run(&p, &mut ReadAhead::new(VecSource(prog, 0)), &o).unwrap().error.unwrap();
+    assert!(one.starts_with("out of simulated physical memory") && !one.contains("instruction 256)"), "{one}");
+    assert_eq!(one, many);
+}

@@ -64,6 +64,14 @@ pub enum TraceError {
 pub trait TraceSource: Send {
     /// Fill `out` with the next record; `Ok(false)` at the end of the trace.
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
+    /// The next records, at most `max` (and at least one) of them, read where the source
+    /// holds them when it can ([`ReadAhead`]'s batches: no copy, and no call per record),
+    /// else `buf` filled by `next_into`; empty at the end. The same records, end and errors
+    /// as `next_into`: the records given are consumed, and an error comes after them.
+    #[inline]
+    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, _max: usize) -> Result<&'a [Instr], TraceError> {
+        Ok(if self.next_into(buf)? { std::slice::from_ref(buf) } else { &[] })
+    }
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
     /// Whether long work inside the source (a fast-forward) may draw progress on stderr;
@@ -74,6 +82,10 @@ pub trait TraceSource: Send {
 impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         (**self).next_into(out)
+    }
+    #[inline]
+    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
+        (**self).next_slice(buf, max)
     }
     fn name(&self) -> &str {
         (**self).name()

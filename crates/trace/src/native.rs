@@ -18,7 +18,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::cputime::thread_cpu_seconds;
-use crate::record::{append_bytes, Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
+use crate::record::{append_accesses, append_bytes, Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
 /// First 8 bytes of every native trace (PNG-style: catches 7-bit and newline mangling).
@@ -1157,6 +1157,9 @@ pub struct NativeReader {
     count: u64,
     done: bool,
     thread: u32,
+    /// Tests: every record through the general parser (what the fast path must agree with).
+    #[cfg(test)]
+    general_only: bool,
 }
 
 /// Reads exactly one header from `f`, returning whether the stream is zstd-compressed.
@@ -1262,6 +1265,8 @@ impl NativeReader {
             count: 0,
             done: false,
             thread: 0,
+            #[cfg(test)]
+            general_only: false,
         })
     }
 
@@ -1340,8 +1345,131 @@ impl NativeReader {
     }
 }
 
+/// The op class of each value of the INSTR head's op bits (all eight are classes).
+const OPS: [OpClass; 8] = [
+    OpClass::Alu,
+    OpClass::Mul,
+    OpClass::Div,
+    OpClass::Fp,
+    OpClass::FpDiv,
+    OpClass::Mem,
+    OpClass::Branch,
+    OpClass::Barrier,
+];
+/// The outcome of each value of the head's branch bits but 3 (invalid).
+const BRANCHES: [Branch; 3] = [Branch::None, Branch::NotTaken, Branch::Taken];
+
+/// The varint at `b[i..]` and the index after it, if it lies whole in `b` and is valid (the
+/// values and refusals of `Input::varint`).
+#[inline(always)]
+fn varint_at(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
+    let x = *b.get(i)?;
+    if x < 0x80 {
+        return Some((x as u64, i + 1));
+    }
+    let (mut v, mut shift) = ((x & 0x7f) as u64, 7);
+    while shift < 64 {
+        i += 1;
+        let x = *b.get(i)?;
+        v |= ((x & 0x7f) as u64) << shift;
+        if x < 0x80 {
+            return (shift < 63 || x <= 1).then_some((v, i + 1));
+        }
+        shift += 7;
+    }
+    None
+}
+
+impl NativeReader {
+    /// The common record (98% of a tracer's), decoded without the general parser: an INSTR
+    /// record whose static part is repeated, lying whole in the buffer. Anything else (another
+    /// kind, a static part sent in full, the buffer's last bytes, anything wrong) gives false
+    /// having changed nothing but `out`; the general parser then reads the record from the
+    /// same place, and reports what is wrong. What it gives is exactly what that parser gives.
+    #[inline(always)]
+    fn next_fast(&mut self, out: &mut Instr) -> bool {
+        #[cfg(test)]
+        if self.general_only {
+            return false;
+        }
+        let s = &mut self.s;
+        if s.end - s.pos < FAST_MIN || self.done || s.failed.is_some() {
+            return false;
+        }
+        let b = &s.buf[s.pos..s.end];
+        let (kind, h) = (b[0], b[1]);
+        let outcome = (h >> H_BRANCH_SHIFT) & 3;
+        if kind != KIND_INSTR || h & H_REPEAT == 0 || outcome == 3 {
+            return false;
+        }
+        let c = &self.codec;
+        let mut i = 2;
+        let pc = if h & H_PC_SEQ != 0 {
+            c.prev_end
+        } else {
+            let Some((d, j)) = varint_at(b, i) else {
+                return false;
+            };
+            i = j;
+            c.prev_end.wrapping_add(unzigzag(d) as u64)
+        };
+        let st = &c.statics[static_slot(pc)];
+        if !st.valid || st.pc != pc {
+            return false;
+        }
+        out.accesses.clear();
+        out.data.clear();
+        for (k, &(store, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
+            let Some((d, j)) = varint_at(b, i) else {
+                return false;
+            };
+            let addr = c.addrs[addr_slot(pc, k)].wrapping_add(unzigzag(d) as u64);
+            let Some(v) = b.get(j..j + size as usize) else {
+                return false;
+            };
+            if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
+                return false; // wraps: refused with its message by the general path
+            }
+            let off = out.data.len() as u32;
+            append_accesses(&mut out.accesses, &[Access { store, addr, size, off }]);
+            append_bytes(&mut out.data, v);
+            i = j + size as usize;
+        }
+        out.pc = pc;
+        out.len = st.len;
+        out.op = OPS[(h & H_OP) as usize];
+        out.branch = BRANCHES[outcome as usize];
+        out.external = h & H_EXTERNAL != 0;
+        out.nsrc = st.nsrc;
+        out.src = st.src;
+        out.ndst = st.ndst;
+        out.dst = st.dst;
+        out.thread = self.thread;
+        s.pos += i;
+        self.codec.commit_read(out, false);
+        self.count += 1;
+        true
+    }
+}
+
 impl TraceSource for NativeReader {
+    // Inline into the read-ahead thread's loop (`ReadAhead`), which calls it for every record.
+    #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.next_fast(out) {
+            return Ok(true);
+        }
+        self.next_slow(out)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl NativeReader {
+    #[inline(never)]
+    fn next_slow(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if self.done {
             return Ok(false);
         }
@@ -1361,10 +1489,6 @@ impl TraceSource for NativeReader {
             offset,
             what,
         })
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 }
 
@@ -1789,6 +1913,97 @@ mod tests {
             errors > 100,
             "only {errors} of 400 damaged streams were noticed"
         );
+    }
+
+    /// Every record and the error that stopped it, through the fast path or not.
+    fn read_as(path: &Path, general_only: bool) -> (Vec<Instr>, Option<String>) {
+        let mut r = NativeReader::open(path).unwrap();
+        r.general_only = general_only;
+        let (mut v, mut x) = (Vec::new(), Instr::default());
+        for _ in 0..1_000_000 {
+            match r.next_into(&mut x) {
+                Ok(true) => v.push(x.clone()),
+                Ok(false) => return (v, None),
+                Err(e) => return (v, Some(e.to_string())),
+            }
+        }
+        panic!("no end")
+    }
+
+    #[test]
+    fn the_fast_path_reads_what_the_general_parser_reads_and_fails_where_it_fails() {
+        // Raw streams (no checksum) damaged at random, as above: both ways of reading give
+        // the same records and the same error, at the same offset.
+        // (Without the external records: their value bytes would take most of the damage.)
+        let mut recs = take(&mut Mix::with_phase(5, 1_000), 7_296 + 6_000);
+        recs.retain(|r| !r.external);
+        let p = tmp("fast.smt");
+        write(&p, &recs);
+        let full = std::fs::read(&p).unwrap();
+        let raw = zstd::decode_all(&full[16..]).unwrap();
+        let mut head = full[..16].to_vec();
+        head[10] = 0;
+        let q = tmp("fast-raw.smt");
+        let mut rng = crate::workloads::Rng::new(5, 6);
+        let (mut fast_errors, mut long_reads) = (0, 0);
+        for i in 0..150 {
+            let mut body = raw.clone();
+            if i > 0 {
+                for _ in 0..1 + i % 3 {
+                    let at = rng.below(body.len() as u64) as usize;
+                    body[at] = rng.next() as u8;
+                }
+                if i % 5 == 0 {
+                    body.truncate(rng.below(body.len() as u64) as usize);
+                }
+            }
+            let mut file = head.clone();
+            file.extend_from_slice(&body);
+            std::fs::write(&q, &file).unwrap();
+            let (want, got) = (read_as(&q, true), read_as(&q, false));
+            assert_eq!(want.1, got.1, "damage {i}");
+            assert!(want.0 == got.0, "damage {i}: the records differ");
+            if i == 0 {
+                assert!(want.1.is_none() && want.0 == recs);
+            }
+            fast_errors += want.1.is_some() as u32;
+            long_reads += (want.0.len() > 1000) as u32;
+        }
+        assert!(fast_errors > 40 && long_reads > 40, "{fast_errors} errors, {long_reads} long reads");
+        // A repeated record whose address delta is `delta`, with more than the fast path's
+        // margin of bytes behind it; the offset of that record.
+        let crafted = |delta: &[u8]| {
+            let mut body = vec![KIND_INSTR, OpClass::Mem as u8];
+            put_varint(&mut body, zigzag(0x1000));
+            body.extend_from_slice(&[4, 0, 1, 0, 8]); // len, no registers, one 8-byte load
+            put_varint(&mut body, zigzag(0x5000));
+            body.extend_from_slice(&[1; 8]);
+            let at = HEADER_LEN + body.len() as u64;
+            body.extend_from_slice(&[KIND_INSTR, OpClass::Mem as u8 | H_REPEAT]);
+            put_varint(&mut body, zigzag(-4));
+            body.extend_from_slice(delta);
+            body.extend_from_slice(&[2; 8]);
+            body.extend(std::iter::repeat_n([KIND_CODE, 2, 1, 0x90], 100).flatten());
+            body.extend_from_slice(&[KIND_END, 2]);
+            let mut file = head.clone();
+            file.extend_from_slice(&body);
+            std::fs::write(&q, &file).unwrap();
+            at
+        };
+        let mut wraps = Vec::new();
+        put_varint(&mut wraps, zigzag((u64::MAX - 3).wrapping_sub(0x5000) as i64));
+        let at = crafted(&wraps);
+        let want = format!("an access of 8 bytes at 0xfffffffffffffffc runs past the end of the address space at byte offset {at}");
+        let overlong = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        let at2 = crafted(&overlong) + 3;
+        let want2 = format!("varint longer than 64 bits at byte offset {at2}");
+        for (delta, want) in [(&wraps[..], want), (&overlong[..], want2)] {
+            crafted(delta);
+            for general_only in [true, false] {
+                let (v, e) = read_as(&q, general_only);
+                assert_eq!((v.len(), e), (1, Some(format!("{}: {want}", q.display()))));
+            }
+        }
     }
 
     #[test]

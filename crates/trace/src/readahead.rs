@@ -2,10 +2,16 @@
 //!
 //! Decompressing and decoding a trace (xz above all) costs the simulating thread as much as
 //! simulating, while the machine's second core idles. A `ReadAhead` runs the source on a
-//! thread that packs batches of records; the consumer copies records out of them, in order
-//! (no allocation: emptied batches go back to the reader).
-//! Buffering is bounded: at most [`QUEUED`] batches of at most [`BATCH`] records or
-//! [`BATCH_BYTES`] bytes of values wait at a time.
+//! thread that decodes records straight into the slots of a batch; the consumer reads them
+//! there in order (`next_slice`: no copy) or copies them out (`next_into`). The batches form a
+//! fixed ring of [`RING`]: an emptied batch goes back to the reader with its slots and their
+//! buffers, and the reader waits for one rather than make another, so once the ring has gone
+//! round nothing is allocated or faulted in again. (Packing each record into shared vectors
+//! instead cost two copies of every record, a fifth of a run's host instructions on gzip;
+//! slots made afresh whenever the reader found no batch given back cost their allocation
+//! and page faults: callgrind and interleaved CPU times, docs/speed.md.)
+//! Buffering is bounded: at most [`RING`] batches of at most [`BATCH`] records or
+//! [`BATCH_BYTES`] bytes of values are read ahead.
 //!
 //! What the consumer sees is what the source would have given: the same records, then the
 //! same end or the same error (repeated on every later call, as the readers do), at the
@@ -16,73 +22,27 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::compress::repeat_err;
-use crate::record::{append_accesses, append_bytes, Access, Branch, OpClass, Reg, MAX_DST, MAX_SRC};
+use crate::record::{append_accesses, append_bytes};
 use crate::{Instr, TraceError, TraceSource};
 
 /// Records per batch.
-pub const BATCH: usize = 4096;
+pub const BATCH: usize = 1024;
 /// A batch closes early once its records carry this many bytes of values.
 pub const BATCH_BYTES: usize = 1 << 20;
-/// Batches waiting for the consumer, at most.
-pub const QUEUED: usize = 8;
+/// Batches in the ring: the one the consumer reads, the one the reader fills, the rest
+/// waiting.
+pub const RING: usize = 8;
+/// A slot whose value buffer has grown past this (a loader image's record) gives it up
+/// before its next record, so that a few big records do not stay allocated in every slot.
+const SLOT_BYTES: usize = 4096;
 
-/// The fixed part of a record in a batch; its accesses and values follow those of the
-/// records before it in the batch's shared vectors.
-#[derive(Clone, Copy)]
-struct Head {
-    pc: u64,
-    len: u8,
-    op: OpClass,
-    nsrc: u8,
-    src: [Reg; MAX_SRC],
-    ndst: u8,
-    dst: [Reg; MAX_DST],
-    branch: Branch,
-    external: bool,
-    thread: u32,
-    naccesses: u32,
-    ndata: u32,
-}
-
-/// What the reader thread hands over: records packed into three contiguous vectors (the
-/// consumer then reads memory the other core wrote in order, which the prefetcher follows;
-/// records with buffers of their own would cost a cache miss each), then how the source
-/// ended, if it did.
+/// What the reader thread hands over: the first `n` slots hold records, then how the
+/// source ended, if it did.
 #[derive(Default)]
 struct Batch {
-    heads: Vec<Head>,
-    accesses: Vec<Access>,
-    data: Vec<u8>,
+    recs: Vec<Instr>,
+    n: usize,
     end: Option<Result<(), TraceError>>,
-}
-
-impl Batch {
-    fn clear(&mut self) {
-        self.heads.clear();
-        self.accesses.clear();
-        self.data.clear();
-        self.end = None;
-    }
-
-    #[inline]
-    fn push(&mut self, r: &Instr) {
-        self.heads.push(Head {
-            pc: r.pc,
-            len: r.len,
-            op: r.op,
-            nsrc: r.nsrc,
-            src: r.src,
-            ndst: r.ndst,
-            dst: r.dst,
-            branch: r.branch,
-            external: r.external,
-            thread: r.thread,
-            naccesses: r.accesses.len() as u32,
-            ndata: r.data.len() as u32,
-        });
-        append_accesses(&mut self.accesses, &r.accesses);
-        append_bytes(&mut self.data, &r.data);
-    }
 }
 
 /// A [`TraceSource`] read ahead on a thread; see the module documentation.
@@ -91,8 +51,8 @@ pub struct ReadAhead {
     rx: Receiver<Batch>,
     back: SyncSender<Batch>,
     cur: Batch,
-    /// Next record, access and value byte of `cur`.
-    at: (usize, usize, usize),
+    /// Next record of `cur`.
+    at: usize,
     failed: Option<TraceError>,
     done: bool,
     stop: Option<Box<dyn FnOnce() + Send>>,
@@ -113,13 +73,15 @@ impl ReadAhead {
 
     fn spawn<S: TraceSource + 'static>(src: S, stop: Option<Box<dyn FnOnce() + Send>>) -> ReadAhead {
         let name = src.name().to_string();
-        let (tx, rx) = sync_channel(QUEUED);
-        let (back, back_rx) = sync_channel(QUEUED + 2);
+        // Neither channel ever holds more than the ring: only the wait for a batch given
+        // back blocks the reader.
+        let (tx, rx) = sync_channel(RING);
+        let (back, back_rx) = sync_channel(RING);
         let thread = std::thread::Builder::new()
             .name("secmem-read-ahead".into())
             .spawn(move || read(src, tx, back_rx))
             .expect("cannot start the trace reader thread");
-        ReadAhead { name, rx, back, cur: Batch::default(), at: (0, 0, 0), failed: None, done: false, stop, thread: Some(thread) }
+        ReadAhead { name, rx, back, cur: Batch::default(), at: 0, failed: None, done: false, stop, thread: Some(thread) }
     }
 
     /// The reader thread stopped without saying how the source ended: it panicked.
@@ -139,13 +101,34 @@ impl ReadAhead {
 
 /// The reader thread: batches until the source ends or fails, or the consumer is gone.
 fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>) {
-    let mut r = Instr::default();
+    let mut made = 0;
     loop {
-        let mut b = back.try_recv().unwrap_or_default();
-        b.clear();
-        while b.heads.len() < BATCH && b.data.len() < BATCH_BYTES {
-            match src.next_into(&mut r) {
-                Ok(true) => b.push(&r),
+        let mut b = match back.try_recv() {
+            Ok(b) => b,
+            Err(_) if made < RING => {
+                made += 1;
+                Batch { recs: Vec::with_capacity(BATCH), ..Batch::default() }
+            }
+            Err(_) => match back.recv() {
+                Ok(b) => b,
+                Err(_) => return, // the consumer is gone
+            },
+        };
+        (b.n, b.end) = (0, None);
+        let mut bytes = 0;
+        while b.n < BATCH && bytes < BATCH_BYTES {
+            if b.n == b.recs.len() {
+                b.recs.push(Instr::default());
+            }
+            let r = &mut b.recs[b.n];
+            if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
+                (r.data, r.accesses) = (Vec::new(), Vec::new());
+            }
+            match src.next_into(r) {
+                Ok(true) => {
+                    bytes += r.data.len();
+                    b.n += 1;
+                }
                 Ok(false) => {
                     b.end = Some(Ok(()));
                     break;
@@ -166,11 +149,22 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
 impl TraceSource for ReadAhead {
     #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-        if self.at.0 < self.cur.heads.len() {
-            self.take(out);
+        if self.at < self.cur.n || self.next_batch()? {
+            copy_record(out, &self.cur.recs[self.at]);
+            self.at += 1;
             return Ok(true);
         }
-        self.next_batch(out)
+        Ok(false)
+    }
+
+    #[inline]
+    fn next_slice<'a>(&'a mut self, _: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
+        if self.at == self.cur.n && !self.next_batch()? {
+            return Ok(&[]);
+        }
+        let from = self.at;
+        self.at = self.cur.n.min(from.saturating_add(max.max(1)));
+        Ok(&self.cur.recs[from..self.at])
     }
 
     fn name(&self) -> &str {
@@ -178,32 +172,29 @@ impl TraceSource for ReadAhead {
     }
 }
 
-impl ReadAhead {
-    /// The next record of the current batch into `out`.
-    #[inline]
-    fn take(&mut self, out: &mut Instr) {
-        let (i, a, d) = self.at;
-        let h = &self.cur.heads[i];
-        let (na, nd) = (h.naccesses as usize, h.ndata as usize);
-        out.pc = h.pc;
-        out.len = h.len;
-        out.op = h.op;
-        out.nsrc = h.nsrc;
-        out.src = h.src;
-        out.ndst = h.ndst;
-        out.dst = h.dst;
-        out.branch = h.branch;
-        out.external = h.external;
-        out.thread = h.thread;
-        out.accesses.clear();
-        append_accesses(&mut out.accesses, &self.cur.accesses[a..a + na]);
-        out.data.clear();
-        append_bytes(&mut out.data, &self.cur.data[d..d + nd]);
-        self.at = (i + 1, a + na, d + nd);
-    }
+/// `out` = `r`, in `out`'s buffers (a derived `clone_from` would allocate new ones).
+#[inline]
+fn copy_record(out: &mut Instr, r: &Instr) {
+    out.pc = r.pc;
+    out.len = r.len;
+    out.op = r.op;
+    out.nsrc = r.nsrc;
+    out.src = r.src;
+    out.ndst = r.ndst;
+    out.dst = r.dst;
+    out.branch = r.branch;
+    out.external = r.external;
+    out.thread = r.thread;
+    out.accesses.clear();
+    append_accesses(&mut out.accesses, &r.accesses);
+    out.data.clear();
+    append_bytes(&mut out.data, &r.data);
+}
 
+impl ReadAhead {
+    /// Make `cur` a batch with records from `at` on: false at the end of the source.
     #[cold]
-    fn next_batch(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+    fn next_batch(&mut self) -> Result<bool, TraceError> {
         loop {
             if let Some(e) = &self.failed {
                 return Err(repeat_err(e));
@@ -238,10 +229,12 @@ impl ReadAhead {
             match got {
                 Ok(b) => {
                     let used = std::mem::replace(&mut self.cur, b);
-                    let _ = self.back.try_send(used);
-                    self.at = (0, 0, 0);
-                    if !self.cur.heads.is_empty() {
-                        self.take(out);
+                    if !used.recs.is_empty() {
+                        // (Not the empty batch a ReadAhead starts with: the ring stays RING.)
+                        let _ = self.back.try_send(used);
+                    }
+                    self.at = 0;
+                    if self.cur.n > 0 {
                         return Ok(true);
                     }
                 }
@@ -253,8 +246,8 @@ impl ReadAhead {
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
-        // The channel closes with this struct: the thread's next send fails and it ends,
-        // dropping the source. A source blocked elsewhere is the stop hook's business. The
+        // The channels close with this struct: the thread's next send, or its wait for a
+        // batch given back, fails and it ends, dropping the source. A source blocked elsewhere is the stop hook's business. The
         // thread is not waited for (a source blocked on a pipe would hang the drop).
         if let Some(stop) = self.stop.take() {
             if self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
@@ -311,17 +304,32 @@ mod tests {
         (Scripted { recs: recs.clone(), at: 0, fail, read: read.clone(), dropped: dropped.clone() }, recs, read, dropped)
     }
 
+    /// Every record, then the end or the error: read by `next_into` and by `next_slice` in
+    /// turns (the two must give one stream, whichever is called), slices of at most 0 (one),
+    /// 1, 2, 7, 500 or any number of records, none longer; each end or error repeated by both.
     fn drain(r: &mut ReadAhead) -> (Vec<Instr>, Option<String>) {
-        let (mut v, mut i) = (Vec::new(), Instr::default());
+        let (mut v, mut i, mut k) = (Vec::new(), Instr::default(), 0usize);
         loop {
-            match r.next_into(&mut i) {
-                Ok(true) => v.push(i.clone()),
-                Ok(false) => {
+            let got = if (k / 7) % 2 == 1 {
+                let max = [0, 1, 2, 7, 500, usize::MAX][k % 6];
+                r.next_slice(&mut Instr::default(), max).map(|x| {
+                    assert!(x.len() <= max.max(1), "{} records, at most {max} asked", x.len());
+                    x.to_vec()
+                })
+            } else {
+                r.next_into(&mut i).map(|more| if more { vec![i.clone()] } else { vec![] })
+            };
+            k += 1;
+            match got {
+                Ok(x) if !x.is_empty() => v.extend(x),
+                Ok(_) => {
                     assert!(!r.next_into(&mut i).unwrap(), "records after the end");
+                    assert!(r.next_slice(&mut i, 5).unwrap().is_empty(), "records after the end");
                     return (v, None);
                 }
                 Err(e) => {
                     assert_eq!(r.next_into(&mut i).unwrap_err().to_string(), e.to_string(), "errors are sticky");
+                    assert_eq!(r.next_slice(&mut i, 5).unwrap_err().to_string(), e.to_string(), "errors are sticky");
                     return (v, Some(e.to_string()));
                 }
             }
@@ -348,18 +356,21 @@ mod tests {
     }
 
     /// Records of every value size up to 70 bytes and up to five accesses, in batches that
-    /// close on either limit, come out as they went in.
+    /// close on either limit, come out as they went in: also once the ring has gone round
+    /// several times, each slot then holding a record of another shape than its last (no
+    /// access or byte of the earlier one left behind), and after a record too big for a
+    /// slot to keep its buffers.
     #[test]
     fn records_of_every_shape_come_out_as_they_went_in() {
         let mut recs = Vec::new();
-        for k in 0..3 * BATCH {
+        for k in 0..3 * RING * BATCH + 11 {
             let mut r = Instr { pc: 0x40_0000 + 4 * k as u64, len: 4, external: k % 97 == 0, ..Instr::default() };
             for j in 0..k % 6 {
                 let size = (k * 7 + j * 13) % 71;
                 let value: Vec<u8> = (0..size).map(|b| (b + k + j) as u8).collect();
                 r.add_access(j % 2 == 0, 0x1000_0000 + 64 * (k + j) as u64, &value);
             }
-            if k == BATCH + 5 {
+            if k == BATCH + 5 || k == 2 * RING * BATCH + 3 {
                 r.add_access(true, 0x2000_0000, &vec![7u8; BATCH_BYTES + 1]); // closes its batch alone
             }
             recs.push(r);
@@ -375,7 +386,8 @@ mod tests {
 
     #[test]
     fn an_error_comes_after_the_records_before_it() {
-        for n in [0, 3, BATCH, 2 * BATCH + 5] {
+        // The last after the ring has gone round twice.
+        for n in [0, 3, BATCH, 2 * BATCH + 5, 2 * RING * BATCH + 5] {
             let (src, want, _, _) = scripted(n, Some("bad record"));
             let (got, err) = drain(&mut ReadAhead::new(src));
             assert_eq!(got, want, "{n}");
@@ -396,7 +408,7 @@ mod tests {
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
         let ahead = read.load(Ordering::Relaxed) as usize;
-        assert!(ahead <= (QUEUED + 2) * BATCH, "read {ahead} records ahead of 10");
+        assert!(ahead <= RING * BATCH, "read {ahead} records ahead of 10");
         drop(r);
         assert!(stopped.load(Ordering::Relaxed), "the stop hook runs when the source had not ended");
         for _ in 0..1000 {
