@@ -651,6 +651,11 @@ impl Mecu {
 }
 
 impl Encryption for Mecu {
+    /// A write to a block under an older stamp re-enciphers its other lines (002 §4.2).
+    fn reenciphers_in_place(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "mecu"
     }

@@ -168,6 +168,13 @@ pub trait Encryption: Send {
         Vec::new()
     }
 
+    /// Whether the scheme rewrites lines' ciphertext on its own, not only as their write-backs
+    /// (the MECU's lazy re-encryption of a block after a resume): an integrity check over the
+    /// ciphertext would then find lines it never saw written, so it must cover the plaintext.
+    fn reenciphers_in_place(&self) -> bool {
+        false
+    }
+
     /// Zero the statistics counters (end of warm-up); state is kept.
     fn reset_stats(&mut self) {}
 

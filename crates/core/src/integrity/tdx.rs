@@ -18,7 +18,9 @@
 //! line is key ID 0. TDX pairs its MAC with AES-XTS, which keeps nothing in memory but the
 //! ciphertext. Paired with a scheme that keeps per-line metadata (random vectors, counters,
 //! tags), a MAC over the ciphertext alone would leave that metadata unchecked, so there the
-//! MAC covers the decrypted line instead (as mac does). A line whose side bits and plaintext
+//! MAC covers the decrypted line instead (as mac does); so it does with a scheme that re-enciphers
+//! lines on its own (the MECU's lazy re-encryption after a resume), whose new ciphertext a MAC
+//! over the old would refuse. A line whose side bits and plaintext
 //! are all zero is the initial all-zero memory. A MAC over the ciphertext starts on the hash
 //! engine when the line has arrived, beside its decryption, as the hardware's MAC unit at
 //! the memory controller works (`Port::moved_line_arrived`); a MAC over the decrypted line
@@ -121,7 +123,7 @@ impl Tdx {
     /// What the MAC of the line at `addr` covers into `out`: the line just moved, as it
     /// crossed the bus, or `plain` where the encryption keeps per-line metadata.
     fn input(&mut self, m: &Machine, enc: &dyn Encryption, addr: u64, plain: &[u8], out: &mut [u8]) -> Result<(), IntegrityError> {
-        if !*self.over_ciphertext.get_or_insert_with(|| enc.metadata_of(addr).is_empty()) {
+        if !*self.over_ciphertext.get_or_insert_with(|| enc.metadata_of(addr).is_empty() && !enc.reenciphers_in_place()) {
             out.copy_from_slice(plain);
             return Ok(());
         }
