@@ -1880,18 +1880,25 @@ mod tests {
         assert!(e.contains("end marker"), "{e}");
     }
 
-    #[test]
-    fn parser_survives_garbage_without_a_checksum() {
-        // Raw streams have no zstd checksum: damage reaches the record parser itself, which
-        // must stop (with an error or a clean end) without panicking or looping.
+    /// mix's records without the external ones, written to `name`: the records, a header
+    /// saying the body is raw (no zstd, so no checksum), and the raw body, for damaging.
+    fn raw_stream(name: &str) -> (Vec<Instr>, Vec<u8>, Vec<u8>) {
         let mut recs = take(&mut Mix::with_phase(5, 1_000), 7_296 + 6_000);
         recs.retain(|r| !r.external);
-        let p = tmp("g.smt");
+        let p = tmp(name);
         write(&p, &recs);
         let full = std::fs::read(&p).unwrap();
         let raw = zstd::decode_all(&full[16..]).unwrap();
         let mut head = full[..16].to_vec();
         head[10] = 0;
+        (recs, head, raw)
+    }
+
+    #[test]
+    fn parser_survives_garbage_without_a_checksum() {
+        // Raw streams have no zstd checksum: damage reaches the record parser itself, which
+        // must stop (with an error or a clean end) without panicking or looping.
+        let (_, head, raw) = raw_stream("g.smt");
         let q = tmp("garbage.smt");
         let mut rng = crate::workloads::Rng::new(3, 4);
         let mut errors = 0;
@@ -1935,14 +1942,7 @@ mod tests {
         // Raw streams (no checksum) damaged at random, as above: both ways of reading give
         // the same records and the same error, at the same offset.
         // (Without the external records: their value bytes would take most of the damage.)
-        let mut recs = take(&mut Mix::with_phase(5, 1_000), 7_296 + 6_000);
-        recs.retain(|r| !r.external);
-        let p = tmp("fast.smt");
-        write(&p, &recs);
-        let full = std::fs::read(&p).unwrap();
-        let raw = zstd::decode_all(&full[16..]).unwrap();
-        let mut head = full[..16].to_vec();
-        head[10] = 0;
+        let (recs, head, raw) = raw_stream("fast.smt");
         let q = tmp("fast-raw.smt");
         let mut rng = crate::workloads::Rng::new(5, 6);
         let (mut fast_errors, mut long_reads) = (0, 0);
