@@ -1894,6 +1894,22 @@ mod tests {
         (recs, head, raw)
     }
 
+    /// `raw` with `edits` random bytes changed, then cut at random if `cut`, written after
+    /// `head` to `q`.
+    fn write_damaged(q: &Path, head: &[u8], raw: &[u8], rng: &mut crate::workloads::Rng, edits: usize, cut: bool) {
+        let mut body = raw.to_vec();
+        for _ in 0..edits {
+            let at = rng.below(body.len() as u64) as usize;
+            body[at] = rng.next() as u8;
+        }
+        if cut {
+            body.truncate(rng.below(body.len() as u64) as usize);
+        }
+        let mut file = head.to_vec();
+        file.extend_from_slice(&body);
+        std::fs::write(q, &file).unwrap();
+    }
+
     #[test]
     fn parser_survives_garbage_without_a_checksum() {
         // Raw streams have no zstd checksum: damage reaches the record parser itself, which
@@ -1903,17 +1919,7 @@ mod tests {
         let mut rng = crate::workloads::Rng::new(3, 4);
         let mut errors = 0;
         for i in 0..400 {
-            let mut body = raw.clone();
-            for _ in 0..1 + i % 4 {
-                let at = rng.below(body.len() as u64) as usize;
-                body[at] = rng.next() as u8;
-            }
-            if i % 5 == 0 {
-                body.truncate(rng.below(body.len() as u64) as usize);
-            }
-            let mut file = head.clone();
-            file.extend_from_slice(&body);
-            std::fs::write(&q, &file).unwrap();
+            write_damaged(&q, &head, &raw, &mut rng, 1 + i % 4, i % 5 == 0);
             errors += read_all(&q).1.is_some() as u32;
         }
         assert!(
@@ -1947,19 +1953,9 @@ mod tests {
         let mut rng = crate::workloads::Rng::new(5, 6);
         let (mut fast_errors, mut long_reads) = (0, 0);
         for i in 0..150 {
-            let mut body = raw.clone();
-            if i > 0 {
-                for _ in 0..1 + i % 3 {
-                    let at = rng.below(body.len() as u64) as usize;
-                    body[at] = rng.next() as u8;
-                }
-                if i % 5 == 0 {
-                    body.truncate(rng.below(body.len() as u64) as usize);
-                }
-            }
-            let mut file = head.clone();
-            file.extend_from_slice(&body);
-            std::fs::write(&q, &file).unwrap();
+            // damage 0 is the stream as written
+            let (edits, cut) = if i > 0 { (1 + i % 3, i % 5 == 0) } else { (0, false) };
+            write_damaged(&q, &head, &raw, &mut rng, edits, cut);
             let (want, got) = (read_as(&q, true), read_as(&q, false));
             assert_eq!(want.1, got.1, "damage {i}");
             assert!(want.0 == got.0, "damage {i}: the records differ");
