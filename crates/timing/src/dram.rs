@@ -367,8 +367,9 @@ impl Dram {
     /// Requests come in program order with out-of-order times, so the gap is judged when a
     /// read is presented, from the reads presented before it (the last `READS_KEPT` per
     /// channel): the read queue was empty from the end of the latest data of the reads that
-    /// reached the controller before this one until this one. Only the presented read's own
-    /// bank is given a cancelled write's row.
+    /// reached the controller before this one until this one, and only a gap older than the
+    /// most any of those reads came before one presented ahead of it counts. Only the
+    /// presented read's own bank is given a cancelled write's row.
     pub fn with_idle_writes(mut self, rate: u64) -> Dram {
         self.idle_rate = rate;
         self
