@@ -120,7 +120,7 @@ pub const MACHINE: &[Component] = &[
             stat("mem.dram_idle_switches", "reads", "with dram.idle_writes: reads that found no read waiting before them and writes queued, the bus turned to writes"),
             stat("mem.dram_idle_writes", "writes", "with dram.idle_writes: writes that left while no read waited"),
             stat("mem.dram_idle_held_reads", "reads", "with dram.idle_writes: reads held until the write queue fell under its low mark"),
-            stat("mem.dram_idle_cancelled_rows", "reads", "with dram.idle_writes: reads whose bank a write started and cancelled had left with its row or precharged"),
+            stat("mem.dram_idle_cancelled_rows", "writes", "with dram.idle_writes: writes started on banks while no read waited and cancelled when the bus turned back, each leaving its bank with its row open or precharged"),
         ],
     },
     Component {

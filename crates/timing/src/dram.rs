@@ -63,7 +63,7 @@
 //! channel bits (cf. DRAMSim3's configurable field order). A transfer is one burst in the bank
 //! of its first byte.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::calendar::Calendar;
 use crate::memory::{transfer, Beat, MemCounters, MemoryModel, Transfer};
@@ -252,6 +252,10 @@ pub struct Dram {
     /// ... and the latest clock a read presented so far reached it.
     reads_latest: Vec<u64>,
     pub idle: IdleCounters,
+    /// Queued writes cancelled by a switch back, by address: the memory clock of the switch,
+    /// which ChampSim makes their ready time (`pkt->value().ready_time = current_time`), so
+    /// they start after the others in the next gap.
+    cancelled_at: HashMap<u64, u64>,
 }
 
 /// Reads remembered per channel to tell whether the read queue was empty: ChampSim's DRAM
@@ -268,8 +272,8 @@ pub struct IdleCounters {
     pub writes: u64,
     /// Reads held until the write queue fell under its low mark.
     pub held: u64,
-    /// Reads whose bank a write started in the gap and cancelled by the read had left with
-    /// the write's row or precharged.
+    /// Writes started on banks in a gap and cancelled by the switch back, each leaving its
+    /// bank with the write's row open or precharged.
     pub cancelled: u64,
 }
 
@@ -321,6 +325,7 @@ impl Dram {
             reads_seen: vec![VecDeque::new(); p.channels as usize],
             reads_latest: vec![0; p.channels as usize],
             idle: IdleCounters::default(),
+            cancelled_at: HashMap::new(),
         })
     }
 
@@ -368,8 +373,7 @@ impl Dram {
     /// read is presented, from the reads presented before it (the last `READS_KEPT` per
     /// channel): the read queue was empty from the end of the latest data of the reads that
     /// reached the controller before this one until this one, and only a gap older than the
-    /// most any of those reads came before one presented ahead of it counts. Only the
-    /// presented read's own bank is given a cancelled write's row.
+    /// most any of those reads came before one presented ahead of it counts.
     pub fn with_idle_writes(mut self, rate: u64) -> Dram {
         self.idle_rate = rate;
         self
@@ -525,6 +529,9 @@ impl Dram {
                 None => break,
             }
         }
+        if !self.cancelled_at.is_empty() {
+            batch.iter().for_each(|w| _ = self.cancelled_at.remove(&w.addr));
+        }
         // Once the whole batch is queued.
         let from = batch.iter().map(|w| (w.t + self.p.write_delay).div_ceil(bc)).max().unwrap_or(0);
         let channels = self.p.channels as usize;
@@ -579,7 +586,7 @@ impl Dram {
     /// the writes that went while no read waited, the switch back, and the read's bank as the
     /// cancelled writes left it; returns the clock from which the read may be scheduled.
     fn idle_writes(&mut self, addr: u64, w: u64) -> u64 {
-        let (b, ch, _) = self.map.locate(addr);
+        let ch = self.map.locate(addr).1;
         let (bc, delay, ta, map) = (self.p.clock, self.p.write_delay, self.turnaround, self.map);
         let arrival = move |x: &Posted| (x.t + delay).div_ceil(bc);
         // Queued writes of this channel that had reached the controller by `w`.
@@ -606,13 +613,14 @@ impl Dram {
         self.idle.switches += 1;
         self.block(ch, g0, g0 + ta);
         let low = (self.wq.capacity() + 1).saturating_sub(self.batch).max(1);
-        // Writes out in the gap, oldest first: those whose data starts before the read comes,
-        // then, while the low mark or more wait, those the read waits for.
+        // Writes out in the gap, in the order ChampSim starts them (`ready`): those whose data
+        // starts before the read comes, then, while the low mark or more wait, those the read
+        // waits for.
         let (mut end, mut started, mut held) = (None, 0, false);
         loop {
             let waiting = self.wq.pending().filter(|x| here(x)).count();
-            let Some(i) = self.wq.pending().position(|x| here(x)) else { break };
-            let x = *self.wq.pending().nth(i).expect("position found it");
+            let Some(i) = self.ready(ch, w).first().map(|&(_, k)| k) else { break };
+            let x = *self.wq.pending().nth(i).expect("a queued write");
             let (n, at) = (self.beats(x.bytes), arrival(&x).max(g0));
             if self.place(x.addr, n, at, 0, false).0 >= w {
                 if waiting < low {
@@ -621,6 +629,7 @@ impl Dram {
                 held = true;
             }
             self.wq.remove(i);
+            self.cancelled_at.remove(&x.addr);
             let (s, _) = self.burst(x.addr, n, at, 0);
             end = Some(end.unwrap_or(0).max(s + n));
             started += 1;
@@ -644,52 +653,69 @@ impl Dram {
             self.idle.held += 1;
         }
         if left > 0 {
-            self.cancelled_write(b, ch, g0, started, switch, w);
+            self.cancelled_writes(ch, g0, started, switch, w);
         }
         switch
     }
 
-    /// Bank `b`'s state after the switch back at `switch`: ChampSim started the queued writes
-    /// one a controller clock from `g0`, after the `started` that went out, each on a bank
-    /// with none yet, oldest first; the first write to `b`, if started by `switch`, was
-    /// cancelled there (swap_write_mode: the bank left precharged if the write's activation
-    /// had finished, its ready time within tCAS, else with the write's row as its open row).
-    fn cancelled_write(&mut self, b: usize, ch: usize, g0: u64, started: u64, switch: u64, w: u64) {
-        let (bc, delay, map, rf) = (self.p.clock, self.p.write_delay, self.map, self.refresh);
+    /// The queued writes of channel `ch` that had reached the controller by `w`, in the order
+    /// ChampSim's schedule_packet starts them: by ready time (arrival, or the last
+    /// cancellation), then queue position; as (ready, position in the queue).
+    fn ready(&self, ch: usize, w: u64) -> Vec<(u64, usize)> {
+        let (bc, delay, map) = (self.p.clock, self.p.write_delay, self.map);
+        let mut order: Vec<(u64, usize)> = (self.wq.pending().enumerate())
+            .filter_map(|(k, x)| {
+                let a = (x.t + delay).div_ceil(bc);
+                (map.locate(x.addr).1 == ch && a <= w).then(|| (self.cancelled_at.get(&x.addr).copied().unwrap_or(a), k))
+            })
+            .collect();
+        order.sort_unstable();
+        order
+    }
+
+    /// The banks as the switch back at `switch` left them: ChampSim started the queued writes
+    /// one a controller clock (`idle_rate` a memory clock) from `g0`, after the `started`
+    /// that went out, each on a bank with none yet, in `ready` order (schedule_packet prefers
+    /// free banks); swap_write_mode cancels each one not on the bus, leaving its bank
+    /// precharged if the write's activation had finished (its ready time within tCAS), else
+    /// with the write's row as its open row, and makes the switch its ready time.
+    fn cancelled_writes(&mut self, ch: usize, g0: u64, started: u64, switch: u64, w: u64) {
+        let (map, rf) = (self.map, self.refresh);
         let mut taken = vec![false; self.banks.len()];
         let mut rank = started;
-        let mut found = None;
-        for x in self.wq.pending() {
-            let (xb, xch, xrow) = map.locate(x.addr);
-            if xch != ch || (x.t + delay).div_ceil(bc) > w {
+        let mut firsts = Vec::new();
+        for (_, k) in self.ready(ch, w) {
+            let addr = self.wq.pending().nth(k).expect("a queued write").addr;
+            let (b, _, row) = map.locate(addr);
+            if taken[b] {
                 continue;
             }
-            if xb == b {
-                found = Some(xrow);
+            taken[b] = true;
+            let s = g0 + rank / self.idle_rate;
+            if s >= switch {
                 break;
             }
-            if !taken[xb] {
-                taken[xb] = true;
-                rank += 1;
+            firsts.push((b, row, s, addr));
+            rank += 1;
+        }
+        for (b, wrow, s, addr) in firsts {
+            self.cancelled_at.insert(addr, switch);
+            let bank = &mut self.banks[b];
+            let (free, open) = bank.last();
+            // A bank still busy (or booked later already) took no write; nor one refreshed then.
+            if free > s || rf.overlapping(s, switch).is_some() {
+                continue;
             }
+            let open = if rf.closes(free, s) { None } else { open };
+            let kind = match open {
+                Some(r) if r == wrow => Kind::Hit,
+                Some(_) => Kind::Conflict,
+                None => Kind::Miss,
+            };
+            let closed = s + self.p.prep(kind) < switch;
+            bank.insert(bank.sched.len(), Burst { start: s, end: switch, row: wrow, kind, closed });
+            self.idle.cancelled += 1;
         }
-        let Some(wrow) = found else { return };
-        let s = g0 + rank / self.idle_rate;
-        let bank = &mut self.banks[b];
-        let (free, open) = bank.last();
-        // A bank still busy (or booked later already) took no write; nor one refreshed then.
-        if s >= switch || free > s || rf.overlapping(s, switch).is_some() {
-            return;
-        }
-        let open = if rf.closes(free, s) { None } else { open };
-        let kind = match open {
-            Some(r) if r == wrow => Kind::Hit,
-            Some(_) => Kind::Conflict,
-            None => Kind::Miss,
-        };
-        let closed = s + self.p.prep(kind) < switch;
-        bank.insert(bank.sched.len(), Burst { start: s, end: switch, row: wrow, kind, closed });
-        self.idle.cancelled += 1;
     }
 
     /// Every free data-bus slot of channel `ch` in [from, to) taken.
@@ -1034,9 +1060,39 @@ mod tests {
         // 70..78); then it turns back (idle 78..108) and the read is scheduled (column at 78).
         let r = on.read(at(0, 0, 1), 64, 45 * 5);
         assert_eq!(r.first, 109 * 5);
-        assert_eq!(on.idle, IdleCounters { switches: 1, writes: 1, held: 1, cancelled: 0 });
+        // The two writes left were started at 41 and 42 on banks 2 and 3 (activations done by
+        // 48 and 49) and are cancelled at 78: both banks are left precharged.
+        assert_eq!(on.idle, IdleCounters { switches: 1, writes: 1, held: 1, cancelled: 2 });
         assert_eq!(on.wq.pending().count(), 2);
+        for bank in [2, 3] {
+            let u = on.banks[bank].sched.back().unwrap();
+            assert!(u.closed && u.end == 78, "{:?}", u);
+        }
         assert_eq!(on.c.queue_cycles, r.first - (45 + 20) * 5);
+    }
+
+    #[test]
+    fn a_cancelled_write_starts_after_the_others_in_the_next_gap() {
+        // Low mark 7: nothing holds the reads. Three writes reach the queue at 40.
+        let mut d = table2().with_write_queue(8).with_write_mode(30, 2).with_idle_writes(1);
+        d.read(at(0, 0, 0), 64, 0);
+        for bank in 1..4 {
+            d.write(at(bank, 0, 0), 64, 40 * 5);
+        }
+        // A read at 41 ends a gap of one clock: only the oldest write (bank 1) was started,
+        // at 40, and is cancelled at 41 with its activation under way (row 0 left open).
+        d.read(at(0, 0, 1), 64, 41 * 5);
+        assert_eq!(d.idle.cancelled, 1);
+        let u = *d.banks[1].sched.back().unwrap();
+        assert!((u.start, u.end, u.closed) == (40, 41, false), "{:?}", u);
+        // The next gap (from that read's data end, 79, to 100): ChampSim gave the cancelled
+        // write the switch as its ready time, so banks 2 and 3 start first (79, 80) and bank 1
+        // last (81), where it finds its own row open: a row hit, cancelled after its tCAS
+        // began, which leaves the bank precharged.
+        d.read(at(0, 0, 2), 64, 100 * 5);
+        let starts: Vec<(u64, bool)> = (1..4).map(|b| d.banks[b].sched.back().map(|u| (u.start, u.closed)).unwrap()).collect();
+        assert_eq!(starts, vec![(81, true), (79, true), (80, true)]);
+        assert_eq!(d.idle, IdleCounters { switches: 2, writes: 0, held: 0, cancelled: 4 });
     }
 
     #[test]
