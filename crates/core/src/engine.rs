@@ -93,7 +93,8 @@ fn memory_model(p: &Params, hz: f64) -> Result<Box<dyn MemoryModel>, ConfigError
             })
             .map_err(ConfigError)?
             .with_refresh(p.u64_min("dram.tREFI", 0)?, p.u64_min("dram.tRFC", 0)?)
-            .with_write_mode(p.u64_min("dram.write_turnaround", 0)?, p.u64_min("dram.write_batch", 1)? as usize);
+            .with_write_mode(p.u64_min("dram.write_turnaround", 0)?, p.u64_min("dram.write_batch", 1)? as usize)
+            .with_idle_writes(p.u64_min("dram.idle_writes", 0)?);
             Box::new(d.with_write_queue(queue))
         }
         _ => Box::new(

@@ -111,11 +111,16 @@ pub const MACHINE: &[Component] = &[
             param("dram.tRFC", Def::Int(0), "memory clocks", "a refresh holds every bank this long"),
             param("dram.write_turnaround", Def::Int(0), "memory clocks", "with a write queue: the data bus idles this long each way when it switches to a batch of writes and back"),
             param("dram.write_batch", Def::Int(1), "writes", "with a write queue: queued writes leave this many at a time, between two turnarounds"),
+            param("dram.idle_writes", Def::Int(0), "writes per memory clock", "with a write queue: the bus also turns to writes while no read waits, starting this many queued writes a clock on free banks, and back when a read comes (ChampSim's swap_write_mode; 0: writes wait for the queue to fill)"),
         ],
         stats: &[
             stat("mem.dram_row_hits", "accesses", "DRAM accesses to the open row of their bank"),
             stat("mem.dram_row_misses", "accesses", "DRAM accesses to a bank with no open row"),
             stat("mem.dram_row_conflicts", "accesses", "DRAM accesses that closed another open row first"),
+            stat("mem.dram_idle_switches", "reads", "with dram.idle_writes: reads that found no read waiting before them and writes queued, the bus turned to writes"),
+            stat("mem.dram_idle_writes", "writes", "with dram.idle_writes: writes that left while no read waited"),
+            stat("mem.dram_idle_held_reads", "reads", "with dram.idle_writes: reads held until the write queue fell under its low mark"),
+            stat("mem.dram_idle_cancelled_rows", "writes", "with dram.idle_writes: writes started on banks while no read waited and cancelled when the bus turned back, each leaving its bank with its row open or precharged"),
         ],
     },
     Component {

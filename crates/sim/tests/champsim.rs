@@ -184,3 +184,35 @@ fn loads_and_retired_stores_share_the_l1d_and_dtlb_lookups_as_in_champsim() {
     let neither = cpi("ldst-free", &recs, warmup, &["l1d.tags_in_flight=0", "tlb.tag_checks=0", "tlb.tags_in_flight=0"]);
     assert!((neither - 0.5).abs() < 0.01, "without the limits a load and a store a cycle: {neither:.3}");
 }
+
+/// `scripts/champsim-micro dirtychase`: a chain of dependent loads over 5 MiB (line i x 40503
+/// of its 81,920), each followed by a store to the line it read and three independent
+/// operations: one DRAM read in flight at a time, and a dirty line written back for each.
+fn dirtychase(n: u64) -> Vec<ChampSimRecord> {
+    let lines = (5 << 20) / 64;
+    (0..n / 5)
+        .flat_map(|i| {
+            let a = 0x1000_0000 + 64 * (i * 40503 % lines);
+            let load = ChampSimRecord { ip: 0x400000, destination_registers: [40, 0], source_registers: [40, 0, 0, 0], source_memory: [a, 0, 0, 0], ..Default::default() };
+            let store = ChampSimRecord { ip: 0x400004, source_registers: [40, 0, 0, 0], destination_memory: [a + 8, 0], ..Default::default() };
+            let op = |k: u64| ChampSimRecord { ip: 0x400008 + 4 * k, destination_registers: [41, 0], source_registers: [42, 0, 0, 0], ..Default::default() };
+            [load, store, op(0), op(1), op(2)]
+        })
+        .collect()
+}
+
+#[test]
+fn reads_after_the_dram_turned_to_writes_in_their_gaps_time_as_in_champsim() {
+    // `bin/champsim --hide-heartbeat -w 200000 -i 100000 --json F dirtychase.champsim`
+    // (2026-11-28): 6,075,455 cycles for 100,000 instructions. Its DRAM turns to writes
+    // whenever the read queue is empty (swap_write_mode), i.e. after every read here, with its
+    // write queue at the low mark: each read waits for a write to go out, then a turnaround.
+    const CS_DIRTYCHASE: f64 = 60.75;
+    let (warmup, n) = (200_000, 100_000);
+    let recs = dirtychase(warmup + n);
+    let on = cpi("dirtychase", &recs, warmup, &[]);
+    assert!((on / CS_DIRTYCHASE - 1.0).abs() <= 0.10, "secmem {on:.2}, ChampSim {CS_DIRTYCHASE:.2}");
+    // Without the rule the writes wait for 7/8 of the queue and go nine at a time.
+    let off = cpi("dirtychase-off", &recs, warmup, &["dram.idle_writes=0"]);
+    assert!(off / CS_DIRTYCHASE < 0.8, "without the rule: secmem {off:.2}, ChampSim {CS_DIRTYCHASE:.2}");
+}

@@ -63,7 +63,7 @@
 //! channel bits (cf. DRAMSim3's configurable field order). A transfer is one burst in the bank
 //! of its first byte.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::calendar::Calendar;
 use crate::memory::{transfer, Beat, MemCounters, MemoryModel, Transfer};
@@ -152,6 +152,9 @@ struct Burst {
     end: u64,
     row: u64,
     kind: Kind,
+    /// The bank is left precharged at `end` (a cancelled write whose activation finished,
+    /// `with_idle_writes`); otherwise `row` stays open.
+    closed: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -162,6 +165,29 @@ struct Bank {
     floor: u64,
     /// ... when this row was open (`None`: precharged).
     floor_row: Option<u64>,
+}
+
+impl Bank {
+    /// Put `b` at position `i` of the schedule, forgetting the oldest burst beyond `HISTORY`.
+    fn insert(&mut self, i: usize, b: Burst) {
+        if i == self.sched.len() {
+            self.sched.push_back(b);
+        } else {
+            self.sched.insert(i, b);
+        }
+        if self.sched.len() > HISTORY {
+            let old = self.sched.pop_front().expect("history is not empty");
+            (self.floor, self.floor_row) = (old.end, (!old.closed).then_some(old.row));
+        }
+    }
+
+    /// The row open at the end of the schedule (`None`: precharged) and when the bank is free.
+    fn last(&self) -> (u64, Option<u64>) {
+        match self.sched.back() {
+            Some(u) => (u.end, (!u.closed).then_some(u.row)),
+            None => (self.floor, self.floor_row),
+        }
+    }
 }
 
 /// Row-buffer outcomes, reads and writes together.
@@ -217,6 +243,38 @@ pub struct Dram {
     /// Per channel in write mode: the first turnaround's first slot and the end of the
     /// writes' data (the switch back not booked yet).
     write_mode: Vec<Option<(u64, u64)>>,
+    /// `with_idle_writes`: writes the controller starts on banks per memory clock while no
+    /// read waits (0: writes wait for the queue to fill).
+    idle_rate: u64,
+    /// Per channel, the last `READS_KEPT` reads: (memory clock each reached the controller,
+    /// the end of its data, how long before a read presented ahead of it it came) ...
+    reads_seen: Vec<VecDeque<(u64, u64, u64)>>,
+    /// ... and the latest clock a read presented so far reached it.
+    reads_latest: Vec<u64>,
+    pub idle: IdleCounters,
+    /// Queued writes cancelled by a switch back, by address: the memory clock of the switch,
+    /// which ChampSim makes their ready time (`pkt->value().ready_time = current_time`), so
+    /// they start after the others in the next gap.
+    cancelled_at: HashMap<u64, u64>,
+}
+
+/// Reads remembered per channel to tell whether the read queue was empty: ChampSim's DRAM
+/// read queue holds no more (champsim_config.json physical_memory rq_size 64).
+const READS_KEPT: usize = 64;
+
+/// What `with_idle_writes` did (the `mem.dram_idle_*` statistics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdleCounters {
+    /// Reads that found the read queue empty since an earlier time and writes waiting: the
+    /// bus had turned to writes, and turns back.
+    pub switches: u64,
+    /// Writes that left in those gaps.
+    pub writes: u64,
+    /// Reads held until the write queue fell under its low mark.
+    pub held: u64,
+    /// Writes started on banks in a gap and cancelled by the switch back, each leaving its
+    /// bank with the write's row open or precharged.
+    pub cancelled: u64,
 }
 
 fn power_of_two(key: &str, v: u64) -> Result<u32, String> {
@@ -263,6 +321,11 @@ impl Dram {
             turnaround: 0,
             batch: 1,
             write_mode: vec![None; p.channels as usize],
+            idle_rate: 0,
+            reads_seen: vec![VecDeque::new(); p.channels as usize],
+            reads_latest: vec![0; p.channels as usize],
+            idle: IdleCounters::default(),
+            cancelled_at: HashMap::new(),
         })
     }
 
@@ -294,6 +357,28 @@ impl Dram {
         self
     }
 
+    /// ChampSim's write mode when no read waits (DRAM_CHANNEL::swap_write_mode,
+    /// src/dram_controller.cc, 2ff25011): the channel also turns to writes when its read
+    /// queue is empty and a write waits (`rq_occu == 0 && wq_occu > 0`), starting one queued
+    /// write a controller clock on a free bank (`service_packet(schedule_packet())`, oldest
+    /// first); `rate` such starts per memory clock, 0: off. It turns back when the write
+    /// queue is empty, or when a read comes while fewer than the low mark wait (6/8 of the
+    /// queue: `with_write_queue`'s entries + 1 − `with_write_mode`'s batch); with more, the
+    /// read waits until enough writes are out. Each switch idles the data bus a turnaround
+    /// from the end of the write on it (or from the switch), and cancels the writes started
+    /// on banks that have not reached the bus: such a bank is left precharged if the write's
+    /// activation had finished, else with the write's row taken as open.
+    ///
+    /// Requests come in program order with out-of-order times, so the gap is judged when a
+    /// read is presented, from the reads presented before it (the last `READS_KEPT` per
+    /// channel): the read queue was empty from the end of the latest data of the reads that
+    /// reached the controller before this one until this one, and only a gap older than the
+    /// most any of those reads came before one presented ahead of it counts.
+    pub fn with_idle_writes(mut self, rate: u64) -> Dram {
+        self.idle_rate = rate;
+        self
+    }
+
     pub fn params(&self) -> DramParams {
         self.p
     }
@@ -307,6 +392,11 @@ impl Dram {
     /// slot on the channel's bus and its row outcome. `data` is the distance from the column
     /// command to the first data slot.
     fn burst(&mut self, addr: u64, n: u64, w: u64, data: u64) -> (u64, Kind) {
+        self.place(addr, n, w, data, true)
+    }
+
+    /// `burst`, booking it only if `book` (else the answer is what `burst` would book now).
+    fn place(&mut self, addr: u64, n: u64, w: u64, data: u64, book: bool) -> (u64, Kind) {
         let (b, ch, row) = self.map.locate(addr);
         let (p, rf) = (self.p, self.refresh);
         let bank = &mut self.banks[b];
@@ -320,7 +410,7 @@ impl Dram {
         };
         loop {
             let (free, open) = match i.checked_sub(1).map(|j| bank.sched[j]) {
-                Some(u) => (u.end, Some(u.row)),
+                Some(u) => (u.end, (!u.closed).then_some(u.row)),
                 None => (bank.floor, bank.floor_row),
             };
             let first = free.max(w);
@@ -356,17 +446,12 @@ impl Dram {
                         i += 1;
                         continue;
                     }
+                    if !book {
+                        return (s, kind);
+                    }
                     bus.take(s, n);
-                    let b = Burst { start: col - prep, end: col + n, row, kind };
-                    if i == bank.sched.len() {
-                        bank.sched.push_back(b);
-                    } else {
-                        bank.sched.insert(i, b);
-                    }
-                    if bank.sched.len() > HISTORY {
-                        let old = bank.sched.pop_front().expect("history is not empty");
-                        (bank.floor, bank.floor_row) = (old.end, Some(old.row));
-                    }
+                    let b = Burst { start: col - prep, end: col + n, row, kind, closed: false };
+                    bank.insert(i, b);
                     let r = &mut self.rows;
                     *match kind {
                         Kind::Hit => &mut r.hits,
@@ -388,7 +473,20 @@ impl Dram {
         }
         // Commands issue on memory clock edges.
         let w = t.div_ceil(bc);
-        let (s, kind) = self.burst(addr, n, w, self.p.t_cas - 1);
+        let (s, kind) = if self.idle_rate > 0 {
+            let from = self.idle_writes(addr, w);
+            let (s, kind) = self.burst(addr, n, from, self.p.t_cas - 1);
+            let ch = self.map.locate(addr).1;
+            let (seen, latest) = (&mut self.reads_seen[ch], &mut self.reads_latest[ch]);
+            if seen.len() == READS_KEPT {
+                seen.pop_front();
+            }
+            seen.push_back((w, s + n, latest.saturating_sub(w)));
+            *latest = w.max(*latest);
+            (s, kind)
+        } else {
+            self.burst(addr, n, w, self.p.t_cas - 1)
+        };
         let tr = transfer(s, n, bc);
         let c = &mut self.c;
         c.queue_cycles += tr.first - (w + self.p.prep(kind) + self.p.t_cas) * bc;
@@ -430,6 +528,9 @@ impl Dram {
                 Some(w) => batch.push(w),
                 None => break,
             }
+        }
+        if !self.cancelled_at.is_empty() {
+            batch.iter().for_each(|w| _ = self.cancelled_at.remove(&w.addr));
         }
         // Once the whole batch is queued.
         let from = batch.iter().map(|w| (w.t + self.p.write_delay).div_ceil(bc)).max().unwrap_or(0);
@@ -481,6 +582,142 @@ impl Dram {
         done
     }
 
+    /// `with_idle_writes` for the read of `addr` reaching the controller at memory clock `w`:
+    /// the writes that went while no read waited, the switch back, and the read's bank as the
+    /// cancelled writes left it; returns the clock from which the read may be scheduled.
+    fn idle_writes(&mut self, addr: u64, w: u64) -> u64 {
+        let ch = self.map.locate(addr).1;
+        let (bc, delay, ta, map) = (self.p.clock, self.p.write_delay, self.turnaround, self.map);
+        let arrival = move |x: &Posted| (x.t + delay).div_ceil(bc);
+        // Queued writes of this channel that had reached the controller by `w`.
+        let here = move |x: &Posted| map.locate(x.addr).1 == ch && arrival(x) <= w;
+        // When the read queue last emptied: the end of the latest data of the reads that came
+        // before. Reads presented later may still come before this one, as early as the most
+        // any recent read came before one presented ahead of it (`late`): only a gap older
+        // than that is known to be empty.
+        let (mut emptied, mut late) = (0, 0);
+        for &(a, e, l) in &self.reads_seen[ch] {
+            if a < w {
+                emptied = emptied.max(e);
+            }
+            late = late.max(l);
+        }
+        if emptied + late >= w {
+            return w;
+        }
+        let Some(first) = self.wq.pending().filter(|x| here(x)).map(arrival).min() else { return w };
+        let g0 = emptied.max(first);
+        if g0 + late >= w {
+            return w;
+        }
+        self.idle.switches += 1;
+        self.block(ch, g0, g0 + ta);
+        let low = (self.wq.capacity() + 1).saturating_sub(self.batch).max(1);
+        // Writes out in the gap, in the order ChampSim starts them (`ready`): those whose data
+        // starts before the read comes, then, while the low mark or more wait, those the read
+        // waits for.
+        let (mut end, mut started, mut held) = (None, 0, false);
+        loop {
+            let waiting = self.wq.pending().filter(|x| here(x)).count();
+            let Some(i) = self.ready(ch, w).first().map(|&(_, k)| k) else { break };
+            let x = *self.wq.pending().nth(i).expect("a queued write");
+            let (n, at) = (self.beats(x.bytes), arrival(&x).max(g0));
+            if self.place(x.addr, n, at, 0, false).0 >= w {
+                if waiting < low {
+                    break;
+                }
+                held = true;
+            }
+            self.wq.remove(i);
+            self.cancelled_at.remove(&x.addr);
+            let (s, _) = self.burst(x.addr, n, at, 0);
+            end = Some(end.unwrap_or(0).max(s + n));
+            started += 1;
+            self.idle.writes += 1;
+        }
+        let left = self.wq.pending().filter(|x| here(x)).count();
+        // The switch back: when the queue emptied, when the read came, or when the writes it
+        // waited for were out; the bus idles a turnaround after the last write's data.
+        let switch = match end {
+            Some(e) if held => e.max(w),
+            _ => w,
+        };
+        // (When the queue emptied before the read came, the bus turned back then.)
+        let back = match end {
+            Some(e) if left == 0 && !held => e,
+            Some(e) => e.max(switch),
+            None => switch,
+        };
+        self.block(ch, back, back + ta);
+        if held {
+            self.idle.held += 1;
+        }
+        if left > 0 {
+            self.cancelled_writes(ch, g0, started, switch, w);
+        }
+        switch
+    }
+
+    /// The queued writes of channel `ch` that had reached the controller by `w`, in the order
+    /// ChampSim's schedule_packet starts them: by ready time (arrival, or the last
+    /// cancellation), then queue position; as (ready, position in the queue).
+    fn ready(&self, ch: usize, w: u64) -> Vec<(u64, usize)> {
+        let (bc, delay, map) = (self.p.clock, self.p.write_delay, self.map);
+        let mut order: Vec<(u64, usize)> = (self.wq.pending().enumerate())
+            .filter_map(|(k, x)| {
+                let a = (x.t + delay).div_ceil(bc);
+                (map.locate(x.addr).1 == ch && a <= w).then(|| (self.cancelled_at.get(&x.addr).copied().unwrap_or(a), k))
+            })
+            .collect();
+        order.sort_unstable();
+        order
+    }
+
+    /// The banks as the switch back at `switch` left them: ChampSim started the queued writes
+    /// one a controller clock (`idle_rate` a memory clock) from `g0`, after the `started`
+    /// that went out, each on a bank with none yet, in `ready` order (schedule_packet prefers
+    /// free banks); swap_write_mode cancels each one not on the bus, leaving its bank
+    /// precharged if the write's activation had finished (its ready time within tCAS), else
+    /// with the write's row as its open row, and makes the switch its ready time.
+    fn cancelled_writes(&mut self, ch: usize, g0: u64, started: u64, switch: u64, w: u64) {
+        let (map, rf) = (self.map, self.refresh);
+        let mut taken = vec![false; self.banks.len()];
+        let mut rank = started;
+        let mut firsts = Vec::new();
+        for (_, k) in self.ready(ch, w) {
+            let addr = self.wq.pending().nth(k).expect("a queued write").addr;
+            let (b, _, row) = map.locate(addr);
+            if taken[b] {
+                continue;
+            }
+            taken[b] = true;
+            let s = g0 + rank / self.idle_rate;
+            if s >= switch {
+                break;
+            }
+            firsts.push((b, row, s, addr));
+            rank += 1;
+        }
+        for (b, wrow, s, addr) in firsts {
+            self.cancelled_at.insert(addr, switch);
+            let bank = &mut self.banks[b];
+            let (free, open) = bank.last();
+            // A bank still busy (or booked later already) took no write; nor one refreshed then.
+            if free > s || rf.overlapping(s, switch).is_some() {
+                continue;
+            }
+            let open = if rf.closes(free, s) { None } else { open };
+            let kind = match open {
+                Some(r) if r == wrow => Kind::Hit,
+                Some(_) => Kind::Conflict,
+                None => Kind::Miss,
+            };
+            let closed = s + self.p.prep(kind) < switch;
+            bank.insert(bank.sched.len(), Burst { start: s, end: switch, row: wrow, kind, closed });
+            self.idle.cancelled += 1;
+        }
+    }
+
     /// Every free data-bus slot of channel `ch` in [from, to) taken.
     fn block(&mut self, ch: usize, from: u64, to: u64) {
         let bus = &mut self.buses[ch];
@@ -524,6 +761,7 @@ impl Dram {
     pub fn reset_stats(&mut self) {
         self.c = MemCounters::default();
         self.rows = RowCounters::default();
+        self.idle = IdleCounters::default();
         self.wq.reset_stats();
     }
 }
@@ -562,6 +800,12 @@ impl MemoryModel for Dram {
         out("dram_row_hits", self.rows.hits);
         out("dram_row_misses", self.rows.misses);
         out("dram_row_conflicts", self.rows.conflicts);
+        if self.idle_rate > 0 {
+            out("dram_idle_switches", self.idle.switches);
+            out("dram_idle_writes", self.idle.writes);
+            out("dram_idle_held_reads", self.idle.held);
+            out("dram_idle_cancelled_rows", self.idle.cancelled);
+        }
         self.wq.stats(out);
     }
 
@@ -739,6 +983,136 @@ mod tests {
         assert_eq!(plain.read(at(0, 0, 0), 64, 0).first, 135, "the one drained write (data 7..15) leaves the read its slot at 26");
     }
 
+    /// 004's Table 2 with a queue of 4 writes, batches of 2 (low mark 3) and a turnaround of
+    /// 30 clocks; with or without ChampSim's write mode when no read waits. A read opens row
+    /// 0 of bank 0 (data 26..34): the read queue is empty from clock 34.
+    fn idle_machine(on: bool) -> Dram {
+        let mut d = table2().with_write_queue(4).with_write_mode(30, 2).with_idle_writes(if on { 1 } else { 0 });
+        d.read(at(0, 0, 0), 64, 0);
+        d
+    }
+
+    #[test]
+    fn a_read_after_a_gap_turns_the_bus_back_and_finds_the_row_a_cancelled_write_opened() {
+        let (mut off, mut on) = (idle_machine(false), idle_machine(true));
+        for d in [&mut off, &mut on] {
+            assert_eq!(d.write(at(1, 0, 0), 64, 40 * 5), 40 * 5, "queued");
+        }
+        // Without the rule bank 1 is precharged: ACT at 45, column at 52, data from 71.
+        assert_eq!(off.read(at(1, 1, 0), 64, 45 * 5).first, 72 * 5);
+        // With it the bus turned to writes at 40 (the write came, no read waiting) and bank 1
+        // took the write then (ACT at 40); the read at 45 turns the bus back (idle 45..75),
+        // cancels the write before its activation finished (47), so row 0 counts as open:
+        // the read precharges (column at 59) and its data waits for the bus until 78.
+        let r = on.read(at(1, 1, 0), 64, 45 * 5);
+        assert_eq!(r.first, 79 * 5);
+        assert_eq!(on.rows, RowCounters { hits: 0, misses: 1, conflicts: 1 });
+        assert_eq!(on.wq.pending().count(), 1, "the cancelled write is still queued");
+        assert_eq!(on.idle, IdleCounters { switches: 1, writes: 0, held: 0, cancelled: 1 });
+        assert_eq!(on.c.queue_cycles, r.first - (45 + 14 + 20) * 5, "the turnaround is queueing");
+        let mut s = Vec::new();
+        on.extra_stats(&mut |k, v| s.push((k, v)));
+        assert!(s.contains(&("dram_idle_switches", 1)) && s.contains(&("dram_idle_cancelled_rows", 1)), "{:?}", s);
+        let mut s = Vec::new();
+        off.extra_stats(&mut |k, v| s.push((k, v)));
+        assert!(!s.iter().any(|(k, _)| k.starts_with("dram_idle")), "{:?}", s);
+        // A read coming while another is in flight finds no gap.
+        let mut busy = idle_machine(true);
+        busy.read(at(2, 0, 0), 64, 30 * 5);
+        busy.write(at(1, 0, 0), 64, 40 * 5);
+        assert_eq!(busy.read(at(1, 1, 0), 64, 45 * 5).first, 72 * 5);
+        assert_eq!(busy.idle.switches, 0);
+    }
+
+    #[test]
+    fn a_gap_is_judged_only_beyond_how_late_recent_reads_were_presented() {
+        // The same reads (bank 2 at 100, bank 3 at 60; data end 134 and 94), a write at 140
+        // and a read at 160, the read queue empty over 134..160: presented in time order the
+        // gap is judged, and the bus turns to writes.
+        let mut in_order = idle_machine(true);
+        in_order.read(at(3, 0, 0), 64, 60 * 5);
+        in_order.read(at(2, 0, 0), 64, 100 * 5);
+        // Presented the other way round, the read of bank 3 came 40 clocks before one presented
+        // ahead of it: a read presented after the one at 160 might still come in 120..160, so
+        // a gap of 26 clocks is not known to be empty.
+        let mut late = idle_machine(true);
+        late.read(at(2, 0, 0), 64, 100 * 5);
+        late.read(at(3, 0, 0), 64, 60 * 5);
+        for d in [&mut in_order, &mut late] {
+            d.write(at(1, 0, 0), 64, 140 * 5);
+            d.read(at(1, 1, 0), 64, 160 * 5);
+        }
+        assert_eq!((in_order.idle.switches, late.idle.switches), (1, 0));
+    }
+
+    #[test]
+    fn a_read_coming_while_the_low_mark_of_writes_waits_is_held_until_one_is_out() {
+        let (mut off, mut on) = (idle_machine(false), idle_machine(true));
+        for d in [&mut off, &mut on] {
+            for bank in 1..4 {
+                d.write(at(bank, 0, 0), 64, 40 * 5);
+            }
+        }
+        // Without the rule: a row hit at 45, data from 64.
+        assert_eq!(off.read(at(0, 0, 1), 64, 45 * 5).first, 65 * 5);
+        // With it three writes (the low mark) wait when the read comes at 45: the bus stays
+        // with the writes until the oldest is out (bank 1: ACT 40, data after the turnaround,
+        // 70..78); then it turns back (idle 78..108) and the read is scheduled (column at 78).
+        let r = on.read(at(0, 0, 1), 64, 45 * 5);
+        assert_eq!(r.first, 109 * 5);
+        // The two writes left were started at 41 and 42 on banks 2 and 3 (activations done by
+        // 48 and 49) and are cancelled at 78: both banks are left precharged.
+        assert_eq!(on.idle, IdleCounters { switches: 1, writes: 1, held: 1, cancelled: 2 });
+        assert_eq!(on.wq.pending().count(), 2);
+        for bank in [2, 3] {
+            let u = on.banks[bank].sched.back().unwrap();
+            assert!(u.closed && u.end == 78, "{:?}", u);
+        }
+        assert_eq!(on.c.queue_cycles, r.first - (45 + 20) * 5);
+    }
+
+    #[test]
+    fn a_cancelled_write_starts_after_the_others_in_the_next_gap() {
+        // Low mark 7: nothing holds the reads. Three writes reach the queue at 40.
+        let mut d = table2().with_write_queue(8).with_write_mode(30, 2).with_idle_writes(1);
+        d.read(at(0, 0, 0), 64, 0);
+        for bank in 1..4 {
+            d.write(at(bank, 0, 0), 64, 40 * 5);
+        }
+        // A read at 41 ends a gap of one clock: only the oldest write (bank 1) was started,
+        // at 40, and is cancelled at 41 with its activation under way (row 0 left open).
+        d.read(at(0, 0, 1), 64, 41 * 5);
+        assert_eq!(d.idle.cancelled, 1);
+        let u = *d.banks[1].sched.back().unwrap();
+        assert!((u.start, u.end, u.closed) == (40, 41, false), "{:?}", u);
+        // The next gap (from that read's data end, 79, to 100): ChampSim gave the cancelled
+        // write the switch as its ready time, so banks 2 and 3 start first (79, 80) and bank 1
+        // last (81), where it finds its own row open: a row hit, cancelled after its tCAS
+        // began, which leaves the bank precharged.
+        d.read(at(0, 0, 2), 64, 100 * 5);
+        let starts: Vec<(u64, bool)> = (1..4).map(|b| d.banks[b].sched.back().map(|u| (u.start, u.closed)).unwrap()).collect();
+        assert_eq!(starts, vec![(81, true), (79, true), (80, true)]);
+        assert_eq!(d.idle, IdleCounters { switches: 2, writes: 0, held: 0, cancelled: 4 });
+    }
+
+    #[test]
+    fn writes_go_out_in_a_long_gap_and_the_bus_turns_back_when_the_queue_is_empty() {
+        let (mut off, mut on) = (idle_machine(false), idle_machine(true));
+        for d in [&mut off, &mut on] {
+            d.write(at(1, 0, 0), 64, 40 * 5);
+            // The next read comes much later: a row hit, data from 1019 either way.
+            assert_eq!(d.read(at(0, 0, 1), 64, 1000 * 5).first, 1020 * 5);
+        }
+        // With the rule the write went in the gap (ACT at 40, data 70..78, the bus back to
+        // reads at 108), so bank 1 has row 0 open for a read presented later, wanted at 200.
+        assert_eq!(on.wq.pending().count(), 0);
+        assert_eq!(on.idle, IdleCounters { switches: 1, writes: 1, held: 0, cancelled: 0 });
+        assert_eq!(on.read(at(1, 0, 1), 64, 200 * 5).first, 220 * 5);
+        // Without it the write is still queued and bank 1 precharged.
+        assert_eq!(off.wq.pending().count(), 1);
+        assert_eq!(off.read(at(1, 0, 1), 64, 200 * 5).first, 227 * 5);
+    }
+
     #[test]
     fn a_long_stream_runs_at_the_bus_rate_across_row_switches() {
         // A line every 40 cycles (the bus's rate): 64 lines a row in each of 4 banks, so every
@@ -821,11 +1195,12 @@ mod tests {
 
     /// Random reads and writes with jittered times over a few rows of every bank of a
     /// two-channel DRAM; returns every read's (addr, beats, wanted clock, first data slot).
-    fn scramble(d: &mut Dram, seed: u64, count: u64) -> Vec<(u64, u64, u64, u64)> {
+    /// Requests `every` cycles apart, each up to `jitter` cycles early.
+    fn scramble(d: &mut Dram, seed: u64, count: u64, every: u64, jitter: u64) -> Vec<(u64, u64, u64, u64)> {
         let mut rnd = xorshift(seed);
         let mut reads = Vec::new();
         for i in 0..count {
-            let t = (i * 60).saturating_sub(rnd(4000));
+            let t = (i * every).saturating_sub(rnd(jitter));
             let addr = rnd(1 << 15) & !7;
             let bytes = [8, 64, 64, 64, 72, 128][rnd(6) as usize];
             if rnd(3) == 0 {
@@ -859,7 +1234,7 @@ mod tests {
                     Kind::Miss => assert_eq!(open, None, "{:?}", u),
                     Kind::Conflict => assert!(open.is_some(), "{:?}", u),
                 }
-                (open, free) = (Some(u.row), u.end);
+                (open, free) = ((!u.closed).then_some(u.row), u.end);
             }
         }
     }
@@ -867,26 +1242,37 @@ mod tests {
     #[test]
     fn out_of_order_requests_leave_a_schedule_a_controller_could_run() {
         let cases = [
-            (0x2545_f491_4f6c_dd1du64, 0, false),
-            (0x9e37_79b9_7f4a_7c15, 0, false),
-            (0x1234_5678_9abc_def1, 3, false),
-            (0x9e37_79b9_7f4a_7c15, 0, true),
-            (0x1234_5678_9abc_def1, 3, true),
+            (0x2545_f491_4f6c_dd1du64, 0, false, 0),
+            (0x9e37_79b9_7f4a_7c15, 0, false, 0),
+            (0x1234_5678_9abc_def1, 3, false, 0),
+            (0x9e37_79b9_7f4a_7c15, 0, true, 0),
+            (0x1234_5678_9abc_def1, 3, true, 0),
+            (0x1234_5678_9abc_def1, 3, true, 2),
+            (0x2545_f491_4f6c_dd1d, 5, true, 1),
         ];
-        for (seed, queue, champsim) in cases {
+        let mut cancelled = 0;
+        for (seed, queue, champsim, idle) in cases {
             let p = DramParams { channels: 2, row_bytes: 1024, ..table2_at(5) };
             let mut d = Dram::new(p).unwrap().with_write_queue(queue);
             if champsim {
                 // Refresh and write batches: a refresh every 700 clocks, 3 of them in the run.
-                d = d.with_refresh(700, 40).with_write_mode(6, 2);
+                d = d.with_refresh(700, 40).with_write_mode(6, 2).with_idle_writes(idle);
             }
-            let reads = scramble(&mut d, seed, 300);
+            // With the idle write mode, less jitter: gaps between reads are judged only beyond it.
+            let (every, jitter) = if idle > 0 { (150, 200) } else { (60, 4000) };
+            let reads = scramble(&mut d, seed, 300, every, jitter);
             assert_consistent(&d);
             let c = d.rows;
-            assert!(c.hits > 50 && c.conflicts > 50, "the mix exercises both: {:?}", c);
+            // (Spread out, the idle cases meet refreshes between more of their hits.)
+            assert!(c.hits > if idle > 0 { 30 } else { 50 } && c.conflicts > 50, "the mix exercises both: {:?}", c);
             let booked: usize = d.banks.iter().map(|b| b.sched.len()).sum();
-            assert_eq!(booked as u64, c.hits + c.misses + c.conflicts);
-            assert_eq!(booked as u64, d.c.reads + d.c.writes - d.wq.pending().count() as u64);
+            // A cancelled write holds its bank's row without a burst of its own.
+            assert_eq!(booked as u64, c.hits + c.misses + c.conflicts + d.idle.cancelled);
+            if idle > 0 {
+                assert!(d.idle.switches > 5 && d.idle.writes > 0, "{:?}", d.idle);
+                cancelled += d.idle.cancelled;
+            }
+            assert_eq!(booked as u64, d.c.reads + d.c.writes - d.wq.pending().count() as u64 + d.idle.cancelled);
             // Each read's burst is in its bank's schedule, its column command CAS before its
             // data, its first command no earlier than wanted.
             for (addr, n, w, s) in reads {
@@ -898,6 +1284,7 @@ mod tests {
                 assert!(u.start >= w, "{:?} starts before its request at {}", u, w);
             }
         }
+        assert!(cancelled > 0, "the idle cases leave a cancelled write's row");
     }
 
     #[test]

@@ -78,6 +78,18 @@ impl WriteQueue {
         }
     }
 
+    /// Entries (0: no queue).
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Take out the `i`-th oldest write (to be booked now).
+    #[inline]
+    pub fn remove(&mut self, i: usize) -> Option<Posted> {
+        self.q.remove(i)
+    }
+
     /// Writes waiting, oldest first.
     pub fn pending(&self) -> impl Iterator<Item = &Posted> {
         self.q.iter()
