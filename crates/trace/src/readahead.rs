@@ -107,38 +107,20 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
             Ok(b) => b,
             Err(_) if made < RING => {
                 made += 1;
-                Batch { recs: Vec::with_capacity(BATCH), ..Batch::default() }
+                Batch { recs: vec![Instr::default(); BATCH], ..Batch::default() }
             }
             Err(_) => match back.recv() {
                 Ok(b) => b,
                 Err(_) => return, // the consumer is gone
             },
         };
-        (b.n, b.end) = (0, None);
-        let mut bytes = 0;
-        while b.n < BATCH && bytes < BATCH_BYTES {
-            if b.n == b.recs.len() {
-                b.recs.push(Instr::default());
-            }
-            let r = &mut b.recs[b.n];
+        for r in &mut b.recs[..b.n] {
             if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
                 (r.data, r.accesses) = (Vec::new(), Vec::new());
             }
-            match src.next_into(r) {
-                Ok(true) => {
-                    bytes += r.data.len();
-                    b.n += 1;
-                }
-                Ok(false) => {
-                    b.end = Some(Ok(()));
-                    break;
-                }
-                Err(e) => {
-                    b.end = Some(Err(e));
-                    break;
-                }
-            }
         }
+        // The source decodes straight into the slots, in one call a batch.
+        (b.n, b.end) = src.fill(&mut b.recs, BATCH_BYTES);
         let last = b.end.is_some();
         if tx.send(b).is_err() || last {
             return;
