@@ -54,7 +54,9 @@ const FIXED: [&str; DATA as usize] = [
 
 pub struct CpiStack {
     names: Vec<String>,
-    cycles: Vec<u64>,
+    /// Cycles by cause, the first `names.len()` used: one per value of a `Cause`, so that
+    /// the commit of every instruction indexes it without a bounds check.
+    cycles: Box<[u64; 256]>,
     /// Cycles up to here are attributed.
     last: Cycle,
 }
@@ -64,8 +66,8 @@ impl CpiStack {
     pub fn new(data_levels: &[String]) -> CpiStack {
         let mut names: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
         names.extend(data_levels.iter().cloned());
-        let n = names.len();
-        CpiStack { names, cycles: vec![0; n], last: 0 }
+        assert!(names.len() <= 256, "more causes than a Cause numbers");
+        CpiStack { names, cycles: Box::new([0; 256]), last: 0 }
     }
 
     /// Start measuring at cycle `t`.
@@ -78,18 +80,19 @@ impl CpiStack {
     #[inline]
     pub fn commit(&mut self, c: Cycle, why: Cause) {
         // No branch: whether a commit moves time on changes from one to the next.
+        debug_assert!((why as usize) < self.names.len(), "cause {} has no name", why);
         let gap = c.saturating_sub(self.last);
         self.cycles[why as usize] += gap;
         self.last += gap;
     }
 
     pub fn total(&self) -> u64 {
-        self.cycles.iter().sum()
+        self.cycles[..self.names.len()].iter().sum()
     }
 
     /// `cpi.CAUSE`: cycles given to each cause (their sum is `cycles`).
     pub fn stats(&self, out: &mut Stats) {
-        for (n, c) in self.names.iter().zip(&self.cycles) {
+        for (n, c) in self.names.iter().zip(self.cycles.iter()) {
             out.int(&format!("cpi.{}", n), *c);
         }
     }

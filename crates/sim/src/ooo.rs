@@ -36,12 +36,13 @@ const PENDING_BYTES: usize = 64 << 10;
 /// instruction takes from several, and a mix's cores take turns with them).
 struct PerCycle {
     width: u8,
-    slot: Vec<u64>,
+    /// A fixed-size array: indexed by a masked cycle, it needs no bounds check.
+    slot: Box<[u64; CAL]>,
 }
 
 impl PerCycle {
     fn new(width: u8) -> PerCycle {
-        PerCycle { width, slot: vec![u64::MAX; CAL] }
+        PerCycle { width, slot: Box::new([u64::MAX; CAL]) }
     }
 
     #[inline]

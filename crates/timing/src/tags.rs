@@ -65,7 +65,8 @@ impl Tags {
         let line = addr >> self.line_shift;
         let base = self.set_base(line);
         let key = line + 1;
-        (base..base + self.ways).find(|&s| self.tag[s] == key).map(|s| s as u32)
+        // Over the set's slice: one bounds check for the set rather than one per way.
+        self.tag[base..base + self.ways].iter().position(|&t| t == key).map(|w| (base + w) as u32)
     }
 
     /// `find` for sets of many ways (the 32-entry time-stamp buffer), searched four ways at

@@ -72,6 +72,26 @@ pub trait TraceSource: Send {
     fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, _max: usize) -> Result<&'a [Instr], TraceError> {
         Ok(if self.next_into(buf)? { std::slice::from_ref(buf) } else { &[] })
     }
+    /// Records into `slots` in order ([`ReadAhead`]'s batches), until they are full or the
+    /// values read come to `max_bytes`: how many were read, and the end of the source
+    /// (`Ok(())`) or its error if it came. The same records, end and error as `next_into`.
+    #[inline]
+    fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
+        let mut bytes = 0;
+        for (n, r) in slots.iter_mut().enumerate() {
+            match self.next_into(r) {
+                Ok(true) => {
+                    bytes += r.data.len();
+                    if bytes >= max_bytes {
+                        return (n + 1, None);
+                    }
+                }
+                Ok(false) => return (n, Some(Ok(()))),
+                Err(e) => return (n, Some(Err(e))),
+            }
+        }
+        (slots.len(), None)
+    }
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
     /// Whether long work inside the source (a fast-forward) may draw progress on stderr;
@@ -86,6 +106,10 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     #[inline]
     fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
         (**self).next_slice(buf, max)
+    }
+    #[inline]
+    fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
+        (**self).fill(slots, max_bytes)
     }
     fn name(&self) -> &str {
         (**self).name()

@@ -1388,12 +1388,25 @@ impl NativeReader {
     /// same place, and reports what is wrong. What it gives is exactly what that parser gives.
     #[inline(always)]
     fn next_fast(&mut self, out: &mut Instr) -> bool {
+        self.fast_ready() && self.next_fast_ready(out)
+    }
+
+    /// Whether the fast path may read (neither the end nor an error seen): only the general
+    /// parser changes that, so a run of fast reads checks it once (`fill`).
+    #[inline(always)]
+    fn fast_ready(&self) -> bool {
+        !self.done && self.s.failed.is_none()
+    }
+
+    /// `next_fast`, once `fast_ready` said yes since the general parser last read.
+    #[inline(always)]
+    fn next_fast_ready(&mut self, out: &mut Instr) -> bool {
         #[cfg(test)]
         if self.general_only {
             return false;
         }
         let s = &mut self.s;
-        if s.end - s.pos < FAST_MIN || self.done || s.failed.is_some() {
+        if s.end - s.pos < FAST_MIN {
             return false;
         }
         let b = &s.buf[s.pos..s.end];
@@ -1460,6 +1473,27 @@ impl TraceSource for NativeReader {
             return Ok(true);
         }
         self.next_slow(out)
+    }
+
+    /// `next_into` for each slot, with the fast path's readiness checked once per run of
+    /// fast reads and no `Result` made per record (the read-ahead thread's loop).
+    #[inline]
+    fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
+        let (mut bytes, mut fast) = (0, self.fast_ready());
+        for (n, r) in slots.iter_mut().enumerate() {
+            if !(fast && self.next_fast_ready(r)) {
+                match self.next_slow(r) {
+                    Ok(true) => fast = self.fast_ready(),
+                    Ok(false) => return (n, Some(Ok(()))),
+                    Err(e) => return (n, Some(Err(e))),
+                }
+            }
+            bytes += r.data.len();
+            if bytes >= max_bytes {
+                return (n + 1, None);
+            }
+        }
+        (slots.len(), None)
     }
 
     fn name(&self) -> &str {
@@ -1943,6 +1977,24 @@ mod tests {
         panic!("no end")
     }
 
+    /// `read_as` through `fill` (the read-ahead thread's way), `k` slots a call and at most
+    /// `max_bytes` of values.
+    fn read_filled(path: &Path, k: usize, max_bytes: usize) -> (Vec<Instr>, Option<String>) {
+        let mut r = NativeReader::open(path).unwrap();
+        let (mut v, mut slots) = (Vec::new(), vec![Instr::default(); k]);
+        for _ in 0..1_000_000 {
+            let (n, end) = r.fill(&mut slots, max_bytes);
+            assert!(n <= k && (n > 0 || end.is_some()), "{n} of {k} slots and no end");
+            v.extend_from_slice(&slots[..n]);
+            match end {
+                None => {}
+                Some(Ok(())) => return (v, None),
+                Some(Err(e)) => return (v, Some(e.to_string())),
+            }
+        }
+        panic!("no end")
+    }
+
     #[test]
     fn the_fast_path_reads_what_the_general_parser_reads_and_fails_where_it_fails() {
         // Raw streams (no checksum) damaged at random, as above: both ways of reading give
@@ -1959,6 +2011,12 @@ mod tests {
             let (want, got) = (read_as(&q, true), read_as(&q, false));
             assert_eq!(want.1, got.1, "damage {i}");
             assert!(want.0 == got.0, "damage {i}: the records differ");
+            // Slots filled a batch at a time: the same records and error, whatever the batch
+            // (one slot, a few, more than the stream) and its byte limit (1: one a call).
+            let (k, max_bytes) = [(1, usize::MAX), (7, 1), (64, 40), (5000, usize::MAX)][i % 4];
+            let filled = read_filled(&q, k, max_bytes);
+            assert_eq!(want.1, filled.1, "damage {i}, filled");
+            assert!(want.0 == filled.0, "damage {i}: the filled records differ");
             if i == 0 {
                 assert!(want.1.is_none() && want.0 == recs);
             }
@@ -1999,6 +2057,8 @@ mod tests {
                 let (v, e) = read_as(&q, general_only);
                 assert_eq!((v.len(), e), (1, Some(format!("{}: {want}", q.display()))));
             }
+            let (v, e) = read_filled(&q, 16, usize::MAX);
+            assert_eq!((v.len(), e), (1, Some(format!("{}: {want}", q.display()))));
         }
     }
 

@@ -33,7 +33,7 @@ pub const BATCH_BYTES: usize = 1 << 20;
 /// waiting.
 pub const RING: usize = 8;
 /// A slot whose value buffer has grown past this (a loader image's record) gives it up
-/// before its next record, so that a few big records do not stay allocated in every slot.
+/// before its batch is filled again (`give_up_big`).
 const SLOT_BYTES: usize = 4096;
 
 /// What the reader thread hands over: the first `n` slots hold records, then how the
@@ -107,38 +107,15 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
             Ok(b) => b,
             Err(_) if made < RING => {
                 made += 1;
-                Batch { recs: Vec::with_capacity(BATCH), ..Batch::default() }
+                Batch { recs: vec![Instr::default(); BATCH], ..Batch::default() }
             }
             Err(_) => match back.recv() {
                 Ok(b) => b,
                 Err(_) => return, // the consumer is gone
             },
         };
-        (b.n, b.end) = (0, None);
-        let mut bytes = 0;
-        while b.n < BATCH && bytes < BATCH_BYTES {
-            if b.n == b.recs.len() {
-                b.recs.push(Instr::default());
-            }
-            let r = &mut b.recs[b.n];
-            if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
-                (r.data, r.accesses) = (Vec::new(), Vec::new());
-            }
-            match src.next_into(r) {
-                Ok(true) => {
-                    bytes += r.data.len();
-                    b.n += 1;
-                }
-                Ok(false) => {
-                    b.end = Some(Ok(()));
-                    break;
-                }
-                Err(e) => {
-                    b.end = Some(Err(e));
-                    break;
-                }
-            }
-        }
+        // The source decodes straight into the slots, in one call a batch.
+        (b.n, b.end) = src.fill(&mut b.recs, BATCH_BYTES);
         let last = b.end.is_some();
         if tx.send(b).is_err() || last {
             return;
@@ -191,6 +168,19 @@ fn copy_record(out: &mut Instr, r: &Instr) {
     append_bytes(&mut out.data, &r.data);
 }
 
+/// Slots whose buffers grew past [`SLOT_BYTES`] (a loader image's record) give them up
+/// before the batch goes back, so that a few big records do not stay allocated in every slot.
+/// Done by the consumer, whose cache holds the lines it just read: a pass over the slots on
+/// the reader's side before it fills them moved every slot's line between the cores once more
+/// (interleaved user CPU, docs/speed.md).
+fn give_up_big(recs: &mut [Instr]) {
+    for r in recs {
+        if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
+            (r.data, r.accesses) = (Vec::new(), Vec::new());
+        }
+    }
+}
+
 impl ReadAhead {
     /// Make `cur` a batch with records from `at` on: false at the end of the source.
     #[cold]
@@ -228,7 +218,8 @@ impl ReadAhead {
             };
             match got {
                 Ok(b) => {
-                    let used = std::mem::replace(&mut self.cur, b);
+                    let mut used = std::mem::replace(&mut self.cur, b);
+                    give_up_big(&mut used.recs[..used.n]);
                     if !used.recs.is_empty() {
                         // (Not the empty batch a ReadAhead starts with: the ring stays RING.)
                         let _ = self.back.try_send(used);
@@ -334,6 +325,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn slots_that_grew_big_give_their_buffers_up_and_the_others_keep_theirs() {
+        let mut recs = vec![Instr::default(); 3];
+        recs[0].add_access(false, 0x1000, &[1; 8]);
+        recs[1].add_access(true, 0x2000, &vec![2u8; SLOT_BYTES + 1]);
+        for k in 0..SLOT_BYTES / 64 + 1 {
+            recs[2].add_access(false, 0x3000 + k as u64, &[3]);
+        }
+        give_up_big(&mut recs);
+        assert!(recs[0].data.capacity() >= 8 && recs[0].accesses.capacity() >= 1, "a small slot keeps its buffers");
+        assert_eq!((recs[1].data.capacity(), recs[1].accesses.capacity()), (0, 0), "big values");
+        assert_eq!((recs[2].data.capacity(), recs[2].accesses.capacity()), (0, 0), "many accesses");
     }
 
     #[test]
