@@ -16,17 +16,16 @@
 //! - the prewarm, the instructions that begin the window's functional warming: first the
 //!   last [`BRANCHES`] branches before the window, each followed by an instruction where it
 //!   went (no accesses), which train the branch predictor (and a BTB) over a longer history
-//!   than B; then the 32-byte pieces of the lines a model of an L2 of `prewarm` lines
-//!   holds at the window's start, the least recent first — the model is fed by the misses
-//!   and write-backs of models of the L1s (`L1`), as an L2's recency is, not by every
-//!   access, and all are indexed by physical address as a run's caches are (`Recent`) —
-//!   code fetched, data loaded or (dirty) stored; then what the L1 models hold. They bring the caches, TLBs and the
+//!   than B; then the 32-byte pieces of the `prewarm` lines the L2 saw last before the
+//!   window, the least recent first — ordered by the misses and write-backs of a model of
+//!   the L1s (`L1`), as an L2's recency is, not by every access — code fetched, data loaded
+//!   or (dirty) stored; then what that L1 model holds. They bring the caches, TLBs and the
 //!   protection's metadata caches to about what the whole run held there, after the
 //!   memory-timestamp record of Barr, Falsafi and Asanović (ISCA 2005). Without them a
 //!   window starts from an empty L2 (the image is written back before the first
 //!   instruction), and on gzip 100 k instructions of warming alone left the IPC 28% low;
 //!   without the instruction lines, gcc's windows missed in the L2 three times as often as
-//!   the full run (IPC 33% low). A piece the model holds written back since its line came in is
+//!   the full run (IPC 33% low). A piece written back to since its line last came in is
 //!   stored again (its first known bytes, with the value they have at the window's start,
 //!   so memory is unchanged), to be dirty in the caches as in the whole run — clean, stream
 //!   ran 32% fast, its misses evicting nothing to write back; the others are loaded (zeros
@@ -85,84 +84,35 @@ pub fn check_cuts(starts: &[u64], len: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// What the L2 held at each point of the input, as a model of it: a set-associative LRU
-/// cache of 64-byte lines with suh2003's L2 geometry (`keep` lines, [`L2_WAYS`] ways), fed
-/// by the misses and write-backs of models of the L1s (`L1`) and inclusive of them (a line
-/// it evicts leaves the L1 models too, as the engine's evictions invalidate the L1s'
-/// copies). All three are indexed by physical address, as a run's caches are: a page's
-/// frame is its place in the input's first-touch order (`Order`), as a run gives frames.
-/// Each line keeps, for each of its two 32-byte pieces (the smallest L1 line a preset uses:
-/// a load of each piece brings both halves of a line into the L1), whether it was touched,
-/// fetched (code: the prewarm fetches it, into the L1I and the I-TLB) and written back from
-/// an L1 since the line came in (dirty).
-/// The prewarm replays its contents, the least recent first, so every set gets the lines
-/// the run's L2 holds there. Until 2026-11-28 the prewarm took the `keep` lines the L2 saw
-/// last over all sets, and ordered them by virtually indexed L1 models: a busy set got more
-/// lines than it holds and a quiet one fewer (its slots were left empty where the run's L2
-/// still held old lines), and dirtiness was a guess (written back within the last `keep`
-/// new lines). The model's data lines are 98.5% of those a fully warmed run holds at a
-/// window of gcc (docs/sampling.md, "Where the warming error comes from").
+/// The most recently touched lines of memory (64 bytes), each with when it was last touched
+/// and, for each of its two 32-byte pieces (the smallest L1 line a preset uses: suh2003's
+/// L1s have 32-byte lines, its L2 64-byte ones, so a load of each piece brings both halves
+/// of a line into the L1, where one load a line left the L1s half empty), whether it was
+/// touched, fetched (code: the prewarm fetches it, into the L1I and the I-TLB) and stored
+/// to (dirty). A map, not a ring of the last accesses: a ring of 2 M accesses reached about
+/// a million instructions back, and lines a program keeps in the L2 for longer (gzip's)
+/// missed in every window.
 struct Recent {
-    l2: L2,
+    /// Line → (last touch, `fresh` at the last touch, piece bits).
+    map: HashMap<u64, (u64, u64, u8), crate::consistent::BuildPageHasher>,
+    stamp: u64,
+    /// Lines the map took in (new to it): at least as many distinct lines as were touched
+    /// since, so a line touched again after more than `keep` of them had left a cache of
+    /// `keep` lines.
+    fresh: u64,
     /// The last piece pushed, with its kind (a repeat changes nothing).
     last: u64,
     /// The instruction piece last fetched.
     code: u64,
-    /// Lines asked for at a window's start (the L2 model's size).
+    /// Lines asked for at a window's start: the map keeps at least twice as many.
     keep: usize,
     /// Models of the L1s, whose misses and write-backs are what the L2 sees.
     l1i: L1,
     l1d: L1,
 }
 
-/// Ways of the L2 model (suh2003's L2: 1 MiB, 4 ways, 64-byte lines).
-const L2_WAYS: usize = 4;
-
-/// The L2 model: per slot the physical line (`EMPTY`: none), the piece bits (1 << h
-/// touched, 4 << h code, 16 << h dirty) and the LRU stamp.
-struct L2 {
-    sets: u64,
-    line: Vec<u64>,
-    bits: Vec<u8>,
-    stamp: Vec<u64>,
-    clock: u64,
-}
-
-impl L2 {
-    fn new(lines: usize) -> L2 {
-        let n = lines.div_ceil(L2_WAYS) * L2_WAYS;
-        L2 { sets: (n / L2_WAYS) as u64, line: vec![EMPTY; n], bits: vec![0; n], stamp: vec![0; n], clock: 0 }
-    }
-
-    /// The physical 32-byte piece `piece` seen: fetched or loaded into an L1, or written
-    /// back from one (`store`). The line it evicted, if any.
-    #[inline]
-    fn access(&mut self, piece: u64, store: bool, code: bool) -> Option<u64> {
-        if self.sets == 0 {
-            return None;
-        }
-        self.clock += 1;
-        let (line, h) = (piece >> 1, piece & 1);
-        let base = (line % self.sets) as usize * L2_WAYS;
-        let (slot, victim) = match self.line[base..base + L2_WAYS].iter().position(|&t| t == line) {
-            Some(w) => (base + w, None),
-            None => {
-                // The least recent (an empty slot has stamp 0).
-                let s = (base..base + L2_WAYS).min_by_key(|&s| self.stamp[s]).unwrap_or(base);
-                let victim = (self.line[s] != EMPTY).then_some(self.line[s]);
-                (self.line[s], self.bits[s]) = (line, 0);
-                (s, victim)
-            }
-        };
-        self.stamp[slot] = self.clock;
-        let b = &mut self.bits[slot];
-        *b = *b & !(4 << h) | 1 << h | (code as u8) << (2 + h) | (store as u8) << (4 + h);
-        victim
-    }
-}
-
 /// A set-associative LRU cache of 32-byte pieces with suh2003's L1 geometry (64 KiB, 2
-/// ways), indexed by physical address (see `Recent`): a filter, so that the history the prewarm replays is
+/// ways), indexed by virtual address: a filter, so that the history the prewarm replays is
 /// ordered as the L2 sees it — by the L1s' misses and write-backs — not by every access
 /// (lines that live in an L1 are old in the L2's order and may have left it; gcc's windows
 /// missed in the L2 on instruction fetch 84% more often than with full warming when the
@@ -201,18 +151,6 @@ impl L1 {
         Some(victim)
     }
 
-    /// Drop `piece` if held (its line left the inclusive L2).
-    #[inline]
-    fn invalidate(&mut self, piece: u64) {
-        let s = (piece as usize % L1_SETS) * L1_WAYS;
-        let (tags, dirty) = (&mut self.tags[s..s + L1_WAYS], &mut self.dirty[s..s + L1_WAYS]);
-        if let Some(i) = tags.iter().position(|&t| t == piece) {
-            (tags[i], dirty[i]) = (EMPTY, false);
-            tags[i..].rotate_left(1);
-            dirty[i..].rotate_left(1);
-        }
-    }
-
     /// What it holds, the least recent of each set first.
     fn contents(&self, code: bool, out: &mut Vec<Piece>) {
         for w in (0..L1_WAYS).rev() {
@@ -237,41 +175,40 @@ struct Piece {
 
 impl Recent {
     fn new(keep: usize) -> Recent {
-        Recent { l2: L2::new(keep), last: u64::MAX, code: u64::MAX, keep, l1i: L1::new(), l1d: L1::new() }
+        Recent { map: HashMap::default(), stamp: 0, fresh: 0, last: u64::MAX, code: u64::MAX, keep, l1i: L1::new(), l1d: L1::new() }
     }
 
     /// An instruction's fetch: its piece is history too (the L2 holds code as well as data).
     #[inline]
-    fn fetch(&mut self, pc: u64, order: &Order) {
+    fn fetch(&mut self, pc: u64) {
         if pc >> 5 != self.code {
             self.code = pc >> 5;
-            self.push(pc, false, true, order);
+            self.push(pc, false, true);
         }
     }
 
     /// A data access of `size` bytes: every piece it touches. The environment's writes
     /// (external records: a `read()`'s buffer) count too: a run writes them through the L2.
     #[inline]
-    fn touch(&mut self, addr: u64, size: u32, store: bool, order: &Order) {
-        self.push(addr, store, false, order);
+    fn touch(&mut self, addr: u64, size: u32, store: bool) {
+        self.push(addr, store, false);
         let end = addr.saturating_add(size.max(1) as u64 - 1);
         for p in (addr >> 5) + 1..=end >> 5 {
-            self.push(p << 5, store, false, order);
+            self.push(p << 5, store, false);
         }
     }
 
     #[inline]
-    fn push(&mut self, addr: u64, store: bool, code: bool, order: &Order) {
+    fn push(&mut self, addr: u64, store: bool, code: bool) {
         if self.keep == 0 {
             return;
         }
-        let key = (addr >> 5) << 2 | (code as u64) << 1 | store as u64;
+        let piece = addr >> 5;
+        let key = piece << 2 | (code as u64) << 1 | store as u64;
         if key == self.last {
             return;
         }
         self.last = key;
-        // The caches are indexed by physical address.
-        let piece = (order.frame(addr >> 12) << 12 | addr & 0xfff) >> 5;
         // The L2 sees the L1s' misses and write-backs, not their hits.
         let l1 = if code { &mut self.l1i } else { &mut self.l1d };
         if let Some(victim) = l1.access(piece, store) {
@@ -283,25 +220,48 @@ impl Recent {
     }
 
     /// A piece the L2 sees: fetched or loaded into an L1, or written back from one (store).
-    /// A line it evicts leaves the L1 models too (the L2 is inclusive).
     fn l2(&mut self, piece: u64, store: bool, code: bool) {
-        if let Some(v) = self.l2.access(piece, store, code) {
-            for p in [v << 1, v << 1 | 1] {
-                self.l1i.invalidate(p);
-                self.l1d.invalidate(p);
-            }
+        self.stamp += 1;
+        let h = piece & 1;
+        let fresh = self.fresh;
+        let e = self.map.entry(piece >> 1).or_insert_with(|| (0, fresh + 1, 0));
+        if e.1 > fresh {
+            self.fresh += 1;
+        } else if fresh - e.1 > self.keep as u64 {
+            // More new lines came since it was last touched than a cache of `keep` lines
+            // holds: it was written back, and comes in clean.
+            e.2 &= !(16 | 32);
+        }
+        e.0 = self.stamp;
+        e.1 = self.fresh;
+        e.2 = e.2 & !(4 << h) | 1 << h | (code as u8) << (2 + h) | (store as u8) << (4 + h);
+        if self.map.len() > 4 * self.keep {
+            self.prune();
         }
     }
 
-    /// The pieces of the lines the L2 model holds, the least recent first, each dirty if
-    /// written back to since its line came in; then what the L1s hold.
-    fn lines(&self, order: &Order) -> Vec<Piece> {
-        let l2 = &self.l2;
-        let mut v: Vec<usize> = (0..l2.line.len()).filter(|&s| l2.line[s] != EMPTY).collect();
+    /// Forget all but the 2·keep lines touched last (a line forgotten and touched again is
+    /// clean: by then a cache of `keep` lines would have written it back).
+    #[cold]
+    fn prune(&mut self) {
+        let mut stamps: Vec<u64> = self.map.values().map(|v| v.0).collect();
+        let at = stamps.len() - 2 * self.keep;
+        let (_, &mut oldest_kept, _) = stamps.select_nth_unstable(at);
+        self.map.retain(|_, v| v.0 >= oldest_kept);
+    }
+
+    /// The pieces of the `k` lines the L2 saw last, the least recent line first, each dirty
+    /// if written back to since the map last took its line in; then what the L1s hold.
+    fn lines(&self, k: usize) -> Vec<Piece> {
+        let mut v: Vec<(u64, u64, u8)> = self.map.iter().map(|(&l, &(t, _, b))| (t, l, b)).collect();
+        if v.len() > k {
+            let at = v.len() - k;
+            v.select_nth_unstable(at);
+            v.drain(..at);
+        }
+        v.sort_unstable();
         let mut out = Vec::with_capacity(2 * v.len());
-        v.sort_unstable_by_key(|&s| l2.stamp[s]);
-        for s in v {
-            let (line, b) = (l2.line[s], l2.bits[s]);
+        for (_, line, b) in v {
             for h in 0..2u64 {
                 if b & (1 << h) != 0 {
                     let code = b & (4 << h) != 0;
@@ -311,11 +271,6 @@ impl Recent {
         }
         self.l1i.contents(true, &mut out);
         self.l1d.contents(false, &mut out);
-        // Back to the virtual addresses the prewarm's records name.
-        for p in &mut out {
-            let page = order.pages.get((p.addr >> 12) as usize).copied().unwrap_or(p.addr >> 12);
-            p.addr = page << 12 | p.addr & 0xfff;
-        }
         out
     }
 }
@@ -372,27 +327,13 @@ impl Branches {
 /// the L1D's sets (miss rate 1.0), missed a quarter as often.
 struct Order {
     pages: Vec<u64>,
-    /// Page → its frame: its place in `pages`.
-    seen: HashMap<u64, u64, crate::consistent::BuildPageHasher>,
+    seen: HashSet<u64, crate::consistent::BuildPageHasher>,
     last: u64,
-    /// The frame of page `last`.
-    last_frame: u64,
 }
 
 impl Order {
     fn new() -> Order {
-        Order { pages: Vec::new(), seen: HashMap::default(), last: u64::MAX, last_frame: 0 }
-    }
-
-    /// The frame a run gives `page` (first touch first), once touched: the L2 model's sets
-    /// are the run's. (Under `pages.order = random` the run's frames differ; the prewarm then
-    /// fills the sets of this layout, an approximation: the bytes stay exact.)
-    #[inline]
-    fn frame(&self, page: u64) -> u64 {
-        if page == self.last {
-            return self.last_frame;
-        }
-        self.seen.get(&page).copied().unwrap_or(page)
+        Order { pages: Vec::new(), seen: HashSet::default(), last: u64::MAX }
     }
 
     #[inline]
@@ -401,9 +342,7 @@ impl Order {
         for p in first..=last {
             if p != self.last {
                 self.last = p;
-                let n = self.pages.len() as u64;
-                self.last_frame = *self.seen.entry(p).or_insert_with(|| n);
-                if self.last_frame == n {
+                if self.seen.insert(p) {
                     self.pages.push(p);
                 }
             }
@@ -435,8 +374,8 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
     let mut branches = Branches::new();
     let apply = |ins: &Instr, shadow: &mut Shadow, pages: &mut Vec<u64>, recent: &mut Recent, order: &mut Order, branches: &mut Branches| {
         if !ins.external {
+            recent.fetch(ins.pc);
             order.touch(ins.pc, ins.len.max(1) as u32);
-            recent.fetch(ins.pc, order);
             branches.note(ins);
         }
         if ins.is_pages() {
@@ -446,7 +385,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                 shadow.store(a.addr, ins.value(a));
                 order.touch(a.addr, a.size);
                 if a.size > 0 {
-                    recent.touch(a.addr, a.size, a.store, order);
+                    recent.touch(a.addr, a.size, a.store);
                 }
             }
         }
@@ -488,7 +427,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
         // as the whole run's would; the others are loaded.
         // A fetched piece is fetched again (an instruction there, no accesses).
         let mut warm: Vec<(u64, Vec<u8>, bool, bool)> = Vec::new();
-        for pc in if prewarm > 0 { recent.lines(&order) } else { Vec::new() } {
+        for pc in if prewarm > 0 { recent.lines(prewarm) } else { Vec::new() } {
             if pc.code {
                 warm.push((pc.addr, Vec::new(), false, true));
                 continue;
@@ -518,8 +457,8 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                 break;
             }
             if !ins.external {
+                recent.fetch(ins.pc);
                 order.touch(ins.pc, ins.len.max(1) as u32);
-                recent.fetch(ins.pc, &order);
                 branches.note(&ins);
             }
             if !ins.is_pages() {
@@ -539,7 +478,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                     // Later accesses of the same record see this one's bytes, as in a run.
                     shadow.store(a.addr, ins.value(a));
                     if a.size > 0 {
-                        recent.touch(a.addr, a.size, a.store, &order);
+                        recent.touch(a.addr, a.size, a.store);
                     }
                 }
             } else {
@@ -735,7 +674,7 @@ mod tests {
                 // The file ends with them; before them the prewarm, and before that the image.
                 // The prewarm: first the last branches before the window (the input's, in
                 // order, each followed by an instruction where it went, none with accesses);
-                // then the pieces of the lines an L2 model of 100 lines holds, the last one the
+                // then the pieces of the 100 lines touched last, distinct, the last one the
                 // window's start's latest, code fetched and data loaded or stored.
                 let pw = done.prewarm[j] as usize;
                 let image_end = recs.len() - window.len() - pw;
@@ -756,7 +695,7 @@ mod tests {
                 }
                 let at: Vec<u64> = pieces.iter().map(|r| r.accesses.first().map_or(r.pc, |a| a.addr) & !31).collect();
                 let lines: std::collections::HashSet<u64> = at.iter().map(|a| a & !63).collect();
-                // The L2 model's 100 lines, then what the L1s hold (the same, inclusive).
+                // The 100 lines the L2 saw last, then what the L1s hold (some of the same).
                 assert!(lines.len() >= 100, "{w} window {j}: {} distinct lines", lines.len());
                 assert!(at.iter().all(|a| touched.contains(a)), "{w} window {j}: only pieces the input touched before");
                 assert!(pieces.iter().any(|r| r.accesses.is_empty()), "{w} window {j}: code is fetched");
@@ -820,68 +759,21 @@ mod tests {
     #[test]
     fn the_prewarm_orders_lines_as_the_l2_sees_them() {
         let mut r = Recent::new(4);
-        let mut o = Order::new();
-        // Pages whose frames are 8 apart share the L1 models' sets (64 KiB, 2 ways: 32 KiB a
-        // way), physically indexed as a run's L1s are; pages are given frames in the order
-        // they are first touched.
-        let pages: Vec<u64> = (0..17u64).map(|k| 0x40_0000 + k * 0x3000).collect();
-        for &p in &pages {
-            o.touch(p, 8);
-        }
-        let (a, b, c, d) = (pages[0], pages[0] + 64 * 3, pages[8], pages[16]);
-        r.touch(a, 8, true, &o); // A: a store miss
-        r.touch(b, 8, false, &o); // B
-        r.touch(a, 8, false, &o); // A again: an L1 hit
-        let l2: Vec<Piece> = r.lines(&o);
-        // The L2 saw A, then B; then the L1 holds A (dirty) and B.
-        assert_eq!(l2[..2], [Piece { addr: a, dirty: false, code: false }, Piece { addr: b, dirty: false, code: false }]);
-        assert!(l2[2..].contains(&Piece { addr: a, dirty: true, code: false }));
+        let s = (L1_SETS * 32) as u64; // one set's pieces lie this far apart
+        r.touch(0x1000, 8, true); // A: a store miss
+        r.touch(0x1000 + 64 * 3, 8, false); // B
+        r.touch(0x1000, 8, false); // A again: an L1 hit
+        let l2: Vec<Piece> = r.lines(1);
+        // The L2 saw B last; then the L1 holds A (dirty) and B.
+        assert_eq!(l2[0], Piece { addr: 0x1000 + 64 * 3, dirty: false, code: false });
+        assert!(l2[1..].contains(&Piece { addr: 0x1000, dirty: true, code: false }));
         // A leaves the L1 (two more pieces of its set): written back, dirty in the L2's order.
-        r.touch(c, 8, false, &o);
-        r.touch(d, 8, false, &o);
-        let l2 = r.lines(&o);
-        assert!(l2.contains(&Piece { addr: a, dirty: true, code: false }), "{l2:?}");
-        assert!(!l2.iter().any(|p| p.addr == a && !p.dirty), "A is no longer in the L1: {l2:?}");
-        r.fetch(pages[5], &o);
-        assert!(r.lines(&o).contains(&Piece { addr: pages[5], dirty: false, code: true }));
-    }
-
-    /// The L2 model holds what an L2 of its geometry would: sets chosen by the frame a run
-    /// gives each page (first touch first), not by the virtual address; the least recent
-    /// line of a full set leaves, clean when it comes back, and takes its pieces out of the
-    /// L1 models (inclusion). Replaying the lines touched last over all sets (the prewarm
-    /// before 2026-11-28) would have kept the 5 lines of a busy set and none of a quiet one.
-    #[test]
-    fn the_l2_model_keeps_each_sets_least_recent_lines_by_physical_address() {
-        // 128 sets of 4 ways: the line at offset 0 of a page is in set 0 if its frame is
-        // even, 64 if odd; by virtual address, every page here (odd page numbers) is in 64.
-        let mut o = Order::new();
-        let pages: Vec<u64> = (0..9u64).map(|k| 0x10_1000 + k * 0x2000).collect();
-        for &p in &pages {
-            o.touch(p, 8);
-        }
-        assert_eq!(pages.iter().map(|&p| o.frame(p >> 12)).collect::<Vec<_>>(), (0..9).collect::<Vec<u64>>());
-        let busy = [pages[0], pages[2], pages[4], pages[6], pages[8]];
-        let quiet = pages[1];
-        // The quiet set's line, long ago in the L2's order, then five lines of one set.
-        let mut r = Recent::new(4 * 128);
-        r.touch(quiet, 8, false, &o);
-        for &a in &busy {
-            r.touch(a, 8, false, &o);
-        }
-        let l2: Vec<u64> = r.lines(&o).iter().map(|p| p.addr).collect();
-        assert_eq!(&l2[..5], &[quiet, busy[1], busy[2], busy[3], busy[4]], "the quiet set's line stays; the busy set keeps its 4 most recent");
-        // A stored line evicted from the L2 model leaves the L1 model too; back, it is clean.
-        let mut r = Recent::new(4 * 128);
-        r.touch(busy[0], 8, true, &o);
-        for &a in &busy[1..] {
-            r.touch(a, 8, false, &o);
-        }
-        let pieces = r.lines(&o);
-        assert!(!pieces.iter().any(|p| p.addr == busy[0]), "{pieces:?}");
-        r.touch(busy[0], 8, false, &o);
-        let pieces = r.lines(&o);
-        assert!(pieces.iter().any(|p| p.addr == busy[0]) && pieces.iter().all(|p| !(p.addr == busy[0] && p.dirty)), "{pieces:?}");
+        r.touch(0x1000 + s, 8, false);
+        r.touch(0x1000 + 2 * s, 8, false);
+        let l2 = r.lines(4);
+        assert!(l2.contains(&Piece { addr: 0x1000, dirty: true, code: false }), "{l2:?}");
+        r.fetch(0x9000);
+        assert!(r.lines(4).contains(&Piece { addr: 0x9000, dirty: false, code: true }));
     }
 
     #[test]
