@@ -113,15 +113,36 @@ impl TagPort {
 
     /// Whether a lookup at `c` keeps every `hold` consecutive cycles around it under `n`.
     fn fits(&self, c: Cycle, (n, hold): (u64, Cycle)) -> bool {
+        self.fits_with(c, (n, hold), |x| self.count(x))
+    }
+
+    fn fits_with(&self, c: Cycle, (n, hold): (u64, Cycle), count: impl Fn(Cycle) -> u64) -> bool {
         let lo = c.saturating_sub(hold - 1);
-        let mut sum: u64 = (lo..lo + hold).map(|x| self.count(x)).sum();
+        let mut sum: u64 = (lo..lo + hold).map(&count).sum();
         for s in lo..=c {
             if sum >= n {
                 return false;
             }
-            sum = sum + self.count(s + hold) - self.count(s);
+            sum = sum + count(s + hold) - count(s);
         }
         true
+    }
+
+    /// With `tlb.restart`, a D-TLB lookup asked for at `t`: as `take`, except that the
+    /// lookups `later(c)` says were booked at cycle `c` though asked for after `t` do not
+    /// count. ChampSim's DTLB serves its queue in the order asked; here lookups are booked in
+    /// program order (a retired store's at its commit, before the younger loads that may ask
+    /// earlier), so one asked earlier goes first, and those it passes keep their times.
+    pub(crate) fn take_in_order(&mut self, t: Cycle, later: impl Fn(Cycle) -> u64) -> Cycle {
+        // (Saturating: a lookup booked more than the calendar's span away may have left it.)
+        let count = |x: Cycle| self.count(x).saturating_sub(later(x));
+        let mut c = t;
+        while count(c) >= self.width || self.in_flight.is_some_and(|w| !self.fits_with(c, w, count)) {
+            c += 1;
+        }
+        Self::book(&mut self.counts, c);
+        self.wait_cycles += c - t;
+        c
     }
 
     /// The cycle line `line`, arriving at `t`, is looked up.
@@ -138,6 +159,19 @@ impl TagPort {
         Self::book(&mut self.counts, c);
         self.wait_cycles += c - t;
         (self.line, self.arrived, self.at) = (line, t, c);
+        c
+    }
+
+    /// The cycle a tag check restarted at `t` after a late translation is looked up: it has
+    /// no queue's share (ChampSim's stash goes first, on the whole `max_tag_check`, here twice
+    /// a queue's share), within `tags_in_flight`.
+    fn take_restart(&mut self, t: Cycle) -> Cycle {
+        let mut c = t;
+        while self.count(c) >= 2 * self.width || self.in_flight.is_some_and(|w| !self.fits(c, w)) {
+            c += 1;
+        }
+        Self::book(&mut self.counts, c);
+        self.wait_cycles += c - t;
         c
     }
 
@@ -466,6 +500,38 @@ impl Hierarchy {
             Some(g) if matches!(kind, AccessKind::Load | AccessKind::Fetch) => g.take(pa >> l1.tags.line_bytes().trailing_zeros(), t),
             _ => t,
         };
+        self.access_started(kind, pa, t, eng)
+    }
+
+    /// With `tlb.restart`: the L1D starts the tag check of a load (`write`: of a retired
+    /// store) arriving at `t` before it is translated, as ChampSim's does (src/cache.cc
+    /// `initiate_tag_check` takes untranslated entries, which then ask the DTLB,
+    /// `issue_translation`): the cycle it starts. Untranslated entries of one virtual line
+    /// merge (src/channel.cc `check_collision` compares the addresses they have).
+    pub fn l1d_start(&mut self, va: u64, t: Cycle, write: bool) -> Cycle {
+        let line = va >> self.l1d.tags.line_bytes().trailing_zeros();
+        match &mut self.l1d.tag {
+            Some(g) if write => g.take_write(t),
+            Some(g) => g.take(line, t),
+            None => t,
+        }
+    }
+
+    /// With `tlb.restart`: a tag check started again at `t`, once its late translation came
+    /// back (ChampSim's `translation_stash`, which takes the L1D's tag bandwidth before its
+    /// queues do): the cycle it starts.
+    pub fn l1d_restart(&mut self, t: Cycle) -> Cycle {
+        match &mut self.l1d.tag {
+            Some(g) => g.take_restart(t),
+            None => t,
+        }
+    }
+
+    /// `access`, for a lookup whose tag check starts at `t` (taken already, `l1d_start`).
+    #[inline(always)]
+    pub fn access_started(&mut self, kind: AccessKind, pa: u64, t: Cycle, eng: &mut Engine) -> Result<Served, IntegrityError> {
+        let side = if kind == AccessKind::Fetch { Side::Inst } else { Side::Data };
+        let l1 = self.l1(side);
         l1.accesses += 1;
         if let Some(s) = l1.lookup(pa) {
             if kind == AccessKind::Store {
@@ -527,6 +593,16 @@ impl Hierarchy {
         self.l1_left = t + lat;
         let s = self.access(AccessKind::Store, pa, t, eng)?;
         Ok((s, self.l1_left - lat))
+    }
+
+    /// `write` with `tlb.restart`: the store's tag check started at `first` (`l1d_start`) and,
+    /// its translation late, again at `t`. It left the write queue at `first` (a restarted
+    /// check waits in the translation stash), or for a miss once it holds an MSHR.
+    pub fn write_started(&mut self, pa: u64, first: Cycle, t: Cycle, eng: &mut Engine) -> Result<(Served, Cycle), IntegrityError> {
+        let lat = self.l1d.latency;
+        self.l1_left = t + lat;
+        let s = self.access_started(AccessKind::Store, pa, t, eng)?;
+        Ok((s, if s.depth == 0 { first } else { self.l1_left - lat }))
     }
 
     /// An L1 miss (kept out of `access`, so its hit path stays small enough to inline).

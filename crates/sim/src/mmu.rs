@@ -92,6 +92,8 @@ pub struct Mmu {
     /// its tag check (src/cache.cc `issue_translation`); lookups of one page waiting together
     /// share one (the channel merges them, `check_collision`).
     dtlb_port: Option<TagPort>,
+    /// With `tlb.restart`: the last lookups, which later ones of their page share.
+    recent: Option<Recent>,
     /// log2 of the page size (the TLBs' tags check it is a power of two).
     page_shift: u32,
     stlb: Option<Tags>,
@@ -122,6 +124,7 @@ impl Mmu {
             itlb: Tlb::new(itlb),
             dtlb: Tlb::new(dtlb),
             dtlb_port: TagPort::new(p, "tlb", 2)?,
+            recent: p.bool("tlb.restart")?.then(Recent::default),
             page_shift: page.trailing_zeros(),
             stlb,
             stlb_latency: p.u64_min("stlb.latency", 0)?,
@@ -153,7 +156,10 @@ impl Mmu {
         };
         let off = va & ((1 << self.page_shift) - 1);
         let t = match (side, &mut self.dtlb_port) {
-            (Side::Data, Some(g)) => g.take(va >> self.page_shift, t),
+            (Side::Data, Some(g)) => match &mut self.recent {
+                None => g.take(va >> self.page_shift, t),
+                Some(r) => r.take(g, va >> self.page_shift, t),
+            },
             _ => t,
         };
         let slot = match tlb.access(va, va >> self.page_shift) {
@@ -175,6 +181,12 @@ impl Mmu {
             return Ok((pa, t + self.miss_latency));
         }
         self.miss(va, pa, t, pm, hier, eng).map(|r| (pa, r))
+    }
+
+    /// Whether a late translation restarts the L1D's tag check (`tlb.restart`).
+    #[inline]
+    pub fn restarts(&self) -> bool {
+        self.recent.is_some()
     }
 
     #[cold]
@@ -209,6 +221,50 @@ impl Mmu {
         if let Some(w) = &self.walker {
             w.stats(out, level_names);
         }
+    }
+}
+
+/// D-TLB lookups remembered for `tlb.restart`: as many as ChampSim's DTLB read queue holds
+/// (`rq_size` 16).
+const RECENT: usize = 16;
+
+/// With `tlb.restart`, the D-TLB as ChampSim's L1D meets it (src/cache.cc, src/channel.cc): a
+/// lookup asked for at `x` (when the L1D starts its tag check, `issue_translation`) is merged
+/// with one of its page still waiting in the DTLB's read queue then (`check_collision`), and
+/// is translated by any lookup of its page that returns while its tag check is under way
+/// (`finish_translation` marks every waiting entry of the page), the one of the cycle before
+/// included.
+struct Recent {
+    /// (virtual page, when it was asked for, when it was looked up), in the order booked
+    /// (an out-of-order core books them in any order of cycles).
+    lookups: [(u64, Cycle, Cycle); RECENT],
+    next: usize,
+}
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent { lookups: [(u64::MAX, 0, 0); RECENT], next: 0 }
+    }
+}
+
+impl Recent {
+    /// When page `page`'s translation, asked for at `x`, is known (at least `x`).
+    fn take(&mut self, port: &mut TagPort, page: u64, x: Cycle) -> Cycle {
+        let (mut waiting, mut known) = (false, Cycle::MAX);
+        for &(p, asked, c) in &self.lookups {
+            if p == page && c + 1 >= x {
+                known = known.min(c);
+                waiting |= (asked..=c).contains(&x);
+            }
+        }
+        if !waiting {
+            let lookups = &self.lookups;
+            let c = port.take_in_order(x, |c| lookups.iter().filter(|l| l.2 == c && l.1 > x).count() as u64);
+            self.lookups[self.next] = (page, x, c);
+            self.next = (self.next + 1) % RECENT;
+            known = known.min(c);
+        }
+        known.max(x)
     }
 }
 
@@ -537,6 +593,44 @@ mod tests {
         assert_eq!(lookups(&[], &[0, 1, 2, 2, 3]), vec![0, 0, 2, 2, 2]);
         // Without it nothing waits.
         assert_eq!(lookups(&["tlb.tag_checks=0", "tlb.tags_in_flight=0"], &[0, 1, 2, 3, 4, 5]), vec![0; 6]);
+    }
+
+    #[test]
+    fn with_restarts_lookups_go_in_the_order_asked_and_share_any_waiting_one_of_their_page() {
+        // champsim (tlb.restart on): pages looked up at the cycles given, each mapped and in
+        // the D-TLB long before; returns when each translation is known, from its cycle.
+        let lookups = |restart: bool, asks: &[(u64, Cycle)]| {
+            let p = crate::configure("champsim", Some("none"), Some("none"), &[format!("tlb.restart={}", restart)]).unwrap();
+            let mut eng = Engine::new(&p, 1).unwrap();
+            let mut hier = Hierarchy::new(&p, &eng).unwrap();
+            let mut pm = PageMap::new(eng.data_size(), 4096);
+            let mut m = Mmu::new(&p, 4096).unwrap();
+            let va = |k: u64| 0x4000_0000 + 4096 * k;
+            for k in 0..8 {
+                m.translate(Side::Data, va(k), 10_000 * k, &mut pm, &mut hier, &mut eng).unwrap();
+            }
+            let t = 100_000;
+            asks.iter().map(|&(k, at)| m.translate(Side::Data, va(k), t + at, &mut pm, &mut hier, &mut eng).unwrap().1 - t - at).collect::<Vec<_>>()
+        };
+        // Page 2's second lookup finds its first still waiting in the queue, behind page 3's:
+        // merged (src/channel.cc check_collision). Without, only the lookup just before is shared.
+        let asks = [(0, 0), (1, 0), (2, 0), (3, 0), (2, 0)];
+        assert_eq!(lookups(true, &asks), vec![0, 0, 2, 2, 2]);
+        assert_eq!(lookups(false, &asks), vec![0, 0, 2, 2, 4]);
+        // A lookup booked first but asked for later (a retired store's, booked at its commit) is
+        // not waiting when an earlier one of its page is asked for: that one looks up itself.
+        assert_eq!(lookups(true, &[(5, 10), (5, 0)]), vec![0, 0]);
+        // Pages 1 and 2 booked first but asked for a cycle later than page 3: ChampSim's queue
+        // serves page 3 first (in the order asked); booked in program order it waited 3.
+        let asks = [(1, 1), (2, 1), (3, 0)];
+        assert_eq!(lookups(true, &asks), vec![0, 0, 0]);
+        assert_eq!(lookups(false, &asks), vec![0, 0, 3]);
+        // Page 6 looked up the cycle before, with page 7 filling the two cycles: its
+        // translation comes back while the new lookup's tag check is under way and serves it
+        // (finish_translation marks every waiting entry of its page); without, it waits.
+        let asks = [(6, 0), (7, 0), (6, 1)];
+        assert_eq!(lookups(true, &asks), vec![0, 0, 0]);
+        assert_eq!(lookups(false, &asks), vec![0, 0, 1]);
     }
 
     #[test]

@@ -26,6 +26,10 @@ use secmem_trace::{Branch, Instr, OpClass, Reg};
 
 /// Cycles between fetch and dispatch (decode/rename).
 const FRONTEND_DEPTH: Cycle = 3;
+/// With `tlb.restart`: cycles from a D-TLB lookup to the L1D's restarting a tag check with its
+/// translation. ChampSim's DTLB hit leaves the cycle after its lookup (hit latency 1), and
+/// the L1D, which operates before the DTLB in a cycle, takes it the cycle after that.
+const TRANSLATION_BACK: Cycle = 2;
 const CAL: usize = 1 << 12;
 /// External bytes held for the next instruction before they are applied at once.
 const PENDING_BYTES: usize = 64 << 10;
@@ -186,6 +190,10 @@ pub struct Core {
     /// (`core.store_write_queue`; None: no limit). ChampSim's, src/ooo_cpu.cc `operate_lsq`:
     /// a store leaves the store queue once it retired and the L1D's write queue took it.
     store_at_retire: bool,
+    /// With `tlb.restart` (one of the `queues`): the L1D starts a data access's tag check
+    /// before its translation, and again if that comes late (`start_lookup`); how often.
+    tlb_restart: bool,
+    tag_restarts: u64,
     l1d_wq: Option<Window>,
     sq: StoreQueue,
     reg_ready: [Cycle; 256],
@@ -204,6 +212,9 @@ pub struct Core {
     fetch_n: u32,
     /// The instruction line last fetched (`iline`), MAX before the first.
     fetch_line: u64,
+    /// With `core.fetch_buffer` (one of the `queues`): instructions enter the front end ahead
+    /// of their delivery, and each new line is looked up when its first instruction enters.
+    ahead: Option<FetchAhead>,
     /// Why the next instruction fetched arrives when it does (after a redirect).
     fetch_cause: Cause,
     issue: PerCycle,
@@ -287,7 +298,11 @@ impl Core {
             return Err(ConfigError("core.store_at_retire: needs a store queue (core.sq_size), where stores wait to be written".into()));
         }
         let wq = p.u64_min("core.store_write_queue", 0)? as usize;
-        let queues = store_at_retire || sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register;
+        let mmu = Mmu::new(p, page)?;
+        let fetch_buffer = p.u64_min("core.fetch_buffer", 0)? as usize;
+        let ahead = (fetch_buffer > 0).then(|| FetchAhead::new(fetch_buffer));
+        let tlb_restart = mmu.restarts();
+        let queues = store_at_retire || sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register || tlb_restart || ahead.is_some();
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -297,7 +312,7 @@ impl Core {
             lat,
             load_result: p.u64_min("core.load_result_latency", 0)?,
             hier,
-            mmu: Mmu::new(p, page)?,
+            mmu,
             bp: Predictor::new(p)?,
             btb,
             taken_ends_fetch: p.bool("core.taken_ends_fetch")?,
@@ -305,6 +320,8 @@ impl Core {
             ip_register,
             ip_ready: (0, cpistack::BASE),
             store_at_retire,
+            tlb_restart,
+            tag_restarts: 0,
             l1d_wq: (store_at_retire && wq > 0).then(|| Window::new(wq)),
             sq: sq_mem,
             reg_ready: [0; 256],
@@ -324,6 +341,7 @@ impl Core {
             fetch_t: 0,
             fetch_n: 0,
             fetch_line: u64::MAX,
+            ahead,
             fetch_cause: cpistack::BASE,
             issue: PerCycle::new(issue as u8),
             load_ports,
@@ -374,6 +392,7 @@ impl Core {
     pub fn reset_stats_from(&mut self, t: Cycle) {
         self.instructions = 0;
         (self.loads, self.stores, self.branches, self.barriers) = (0, 0, 0, 0);
+        self.tag_restarts = 0;
         (self.barrier_stall, self.rob_stall) = (0, 0);
         (self.value_mismatches, self.external_bytes) = (0, 0);
         self.hier.reset_stats();
@@ -388,6 +407,9 @@ impl Core {
 
     #[inline]
     fn redirect(&mut self, t: Cycle, why: Cause) {
+        if let Some(a) = &mut self.ahead {
+            a.restart(t);
+        }
         if t > self.fetch_t {
             self.fetch_t = t;
             self.fetch_n = 0;
@@ -556,7 +578,10 @@ impl Core {
 
     /// Fetch `ins`: returns the cycle it is fetched and why it came then.
     #[inline]
-    fn fetch(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+    fn fetch<const Q: bool>(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+        if Q && self.ahead.is_some() {
+            return self.fetch_ahead(ins, eng);
+        }
         let iline = self.iline(ins.pc);
         if iline != self.fetch_line {
             self.fetch_line = iline;
@@ -575,6 +600,41 @@ impl Core {
             self.fetch_n = 0;
         }
         self.fetch_n += 1;
+        let why = std::mem::replace(&mut self.fetch_cause, cpistack::BASE);
+        Ok((self.fetch_t, why))
+    }
+
+    /// `fetch` with `core.fetch_buffer` (ChampSim's front end, src/ooo_cpu.cc): `ins` enters
+    /// the buffer (`initialize_instruction`: fetch width a cycle, once the instruction
+    /// `fetch_buffer` before it has left), a new line is looked up then (`fetch_instruction`
+    /// sends every line in the buffer to the L1I), and it is delivered in order once its line
+    /// is in — so misses of the lines in the buffer overlap rather than follow each other.
+    fn fetch_ahead(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+        let width = self.fetch_width;
+        let a = self.ahead.as_mut().expect("fetch_ahead with a fetch buffer");
+        let entered = a.enter(width);
+        let iline = self.iline(ins.pc);
+        if iline != self.fetch_line {
+            self.fetch_line = iline;
+            let (tt, line_ready, settled) = self.fetch_line_at(ins.pc, entered, eng)?;
+            let ready = line_ready.max(settled);
+            let lat = self.hier.l1i.latency;
+            let a = self.ahead.as_mut().expect("fetch_ahead with a fetch buffer");
+            // The L1 hit latency is pipelined away, as without the buffer.
+            a.line = (ready - lat).max(entered);
+            a.why = if ready > entered + lat { if tt > entered { cpistack::TLB } else { cpistack::ICACHE } } else { cpistack::BASE };
+        }
+        let a = self.ahead.as_mut().expect("fetch_ahead with a fetch buffer");
+        let (line, why) = (a.line.max(entered), a.why);
+        if line > self.fetch_t {
+            (self.fetch_t, self.fetch_n, self.fetch_cause) = (line, 0, why);
+        }
+        if self.fetch_n >= self.fetch_width {
+            self.fetch_t += 1;
+            self.fetch_n = 0;
+        }
+        self.fetch_n += 1;
+        a.left(self.fetch_t);
         let why = std::mem::replace(&mut self.fetch_cause, cpistack::BASE);
         Ok((self.fetch_t, why))
     }
@@ -638,7 +698,7 @@ impl Core {
         if self.btb.is_some() {
             self.resolve_branch(ins.pc);
         }
-        let (fetched, arrived) = self.fetch(ins, eng)?;
+        let (fetched, arrived) = self.fetch::<Q>(ins, eng)?;
         let folded = self.folded(ins);
         // With `core.ip_register` (one of the `queues`) a branch's kind, and it takes a register
         // for the instruction pointer.
@@ -671,6 +731,9 @@ impl Core {
             self.rob_stall += dispatch - earliest;
             self.fetch_t = dispatch - FRONTEND_DEPTH;
             self.fetch_n = 1;
+            if let Some(a) = &mut self.ahead {
+                a.held(self.fetch_t);
+            }
         }
 
         let (mut ready, mut cause) = (dispatch, why);
@@ -733,7 +796,11 @@ impl Core {
                 }
             }
             if taken && self.taken_ends_fetch {
-                self.fetch_n = self.fetch_width;
+                match &mut self.ahead {
+                    // ChampSim stops putting instructions into its buffer for the cycle.
+                    Some(a) => a.enter_n = self.fetch_width,
+                    None => self.fetch_n = self.fetch_width,
+                }
             }
         }
         // A folded stack pointer keeps the time its last unfolded writer gave it.
@@ -1006,8 +1073,15 @@ impl Core {
                     Some(w) => t.max(w.next_free()),
                     None => t,
                 };
-                let (pa, t0) = self.mmu.translate(Side::Data, va, arrive, &mut self.pm, &mut self.hier, eng)?;
-                let (s, taken) = self.hier.write(pa, t0, eng)?;
+                let (pa, s, taken) = if self.tlb_restart {
+                    let (pa, first, t0) = self.start_lookup(va, arrive, true, eng)?;
+                    let (s, taken) = self.hier.write_started(pa, first, t0, eng)?;
+                    (pa, s, taken)
+                } else {
+                    let (pa, t0) = self.mmu.translate(Side::Data, va, arrive, &mut self.pm, &mut self.hier, eng)?;
+                    let (s, taken) = self.hier.write(pa, t0, eng)?;
+                    (pa, s, taken)
+                };
                 if let Some(w) = &mut self.l1d_wq {
                     w.take(taken);
                 }
@@ -1020,6 +1094,23 @@ impl Core {
             }
         }
         Ok(left)
+    }
+
+    /// With `tlb.restart` (ChampSim's L1D and DTLB, src/cache.cc `CACHE::operate`): the L1D
+    /// starts the tag check of a data access (`write`: a retired store's) arriving at `t`
+    /// untranslated and asks the D-TLB then (`issue_translation`). A translation known by
+    /// that cycle serves the check; a later one sends it to the translation stash, and it
+    /// starts again once the translation is back, `TRANSLATION_BACK` cycles after it was
+    /// known (`finish_translation`). Returns the physical address, when the check first
+    /// started, and when it started for good.
+    fn start_lookup(&mut self, va: u64, t: Cycle, write: bool, eng: &mut Engine) -> Result<(u64, Cycle, Cycle), StepError> {
+        let first = self.hier.l1d_start(va, t, write);
+        let (pa, known) = self.mmu.translate(Side::Data, va, first, &mut self.pm, &mut self.hier, eng)?;
+        if known <= first {
+            return Ok((pa, first, first));
+        }
+        self.tag_restarts += 1;
+        Ok((pa, first, self.hier.l1d_restart(known + TRANSLATION_BACK)))
     }
 
     /// A load of `bytes` (the trace's value) at `va`, dispatched at `dispatched`, ready to go
@@ -1060,8 +1151,13 @@ impl Core {
         if let (true, Some(p)) = (Q, &mut self.load_ports) {
             at = p.take(at);
         }
-        let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
-        let s = self.hier.access(AccessKind::Load, pa, t0, eng)?;
+        let (pa, t0, s) = if Q && self.tlb_restart {
+            let (pa, _, t0) = self.start_lookup(va, at, false, eng)?;
+            (pa, t0, self.hier.access_started(AccessKind::Load, pa, t0, eng)?)
+        } else {
+            let (pa, t0) = self.mmu.translate(Side::Data, va, at, &mut self.pm, &mut self.hier, eng)?;
+            (pa, t0, self.hier.access(AccessKind::Load, pa, t0, eng)?)
+        };
         self.check_value(pa, bytes, Some(s.slot), eng);
         eng.track_values(pa, bytes.len());
         let mut ready = s.ready;
@@ -1097,6 +1193,9 @@ impl Core {
 
     pub fn stats(&self, out: &mut Stats) {
         out.int("core.loads", self.loads);
+        if self.tlb_restart {
+            out.int("l1d.tag_restarts", self.tag_restarts);
+        }
         out.int("core.stores", self.stores);
         out.int("core.branches", self.branches);
         // With a BTB, a branch is mispredicted by its target too (ChampSim's count).
@@ -1261,6 +1360,61 @@ mod tests {
                 *used.entry(want).or_insert(0) += 1;
                 assert_eq!(ports.take(t), want, "width {} at {}", width, t);
             }
+        }
+    }
+}
+
+/// The front end's instruction buffer (`core.fetch_buffer`): when instructions enter it, and
+/// when the last ones left it.
+struct FetchAhead {
+    /// Cycles the last `len` instructions were delivered (left the buffer), a ring.
+    gone: Vec<Cycle>,
+    k: usize,
+    enter_t: Cycle,
+    enter_n: u32,
+    /// The current line's delivery floor (its miss, the L1 hit latency pipelined away), and
+    /// what it waited for.
+    line: Cycle,
+    why: Cause,
+}
+
+impl FetchAhead {
+    fn new(len: usize) -> FetchAhead {
+        FetchAhead { gone: vec![0; len], k: 0, enter_t: 0, enter_n: 0, line: 0, why: cpistack::BASE }
+    }
+
+    /// The cycle the next instruction enters: `width` a cycle, once the one `len` before it
+    /// has left.
+    fn enter(&mut self, width: u32) -> Cycle {
+        if self.enter_n >= width {
+            self.enter_t += 1;
+            self.enter_n = 0;
+        }
+        let free = self.gone[self.k];
+        if free > self.enter_t {
+            (self.enter_t, self.enter_n) = (free, 0);
+        }
+        self.enter_n += 1;
+        self.enter_t
+    }
+
+    /// The instruction that entered last leaves at `t`.
+    fn left(&mut self, t: Cycle) {
+        self.gone[self.k] = t;
+        self.k = (self.k + 1) % self.gone.len();
+    }
+
+    /// The instruction that left last was held until `t` (the window was full).
+    fn held(&mut self, t: Cycle) {
+        let n = self.gone.len();
+        let last = &mut self.gone[(self.k + n - 1) % n];
+        *last = (*last).max(t);
+    }
+
+    /// Fetch restarts at `t` (a redirect): nothing enters before.
+    fn restart(&mut self, t: Cycle) {
+        if t > self.enter_t {
+            (self.enter_t, self.enter_n) = (t, 0);
         }
     }
 }

@@ -76,6 +76,7 @@ pub const CORE: &[Component] = &[
             param("core.store_ports", Def::Int(0), "stores/cycle", "store operations per cycle: executing stores first, then stores written to the L1 at commit (0: no limit)"),
             param("core.store_at_retire", Def::Bool(false), "bool", "stores access the L1D after they commit (ChampSim's): their lookups, misses and MSHRs, and their place in the store queue until the L1D's write queue takes them, are timed then; false: when they execute. Their bytes are written, and forwarded, as before (needs core.sq_size)"),
             param("core.store_write_queue", Def::Int(0), "entries", "with core.store_at_retire: the L1D's write queue, each entry held until its store's lookup, or for a miss until it has an MSHR (0: no limit)"),
+            param("core.fetch_buffer", Def::Int(0), "instructions", "instructions the front end holds between entering it (fetch width a cycle) and leaving for decode; each new line is looked up when its first instruction enters, so misses of lines in the buffer overlap (ChampSim's IFETCH_BUFFER: initialize_instruction, fetch_instruction); 0: fetch looks one line up at a time and waits for it"),
             param("core.taken_ends_fetch", Def::Bool(false), "bool", "a taken branch ends its fetch cycle (ChampSim's front end: the next instruction comes from the target, a cycle later)"),
             param("core.sp_folding", Def::Bool(false), "bool", "stack-pointer folding (ChampSim's): a call, return, push, pop or constant change of the stack pointer writes it without a register dependence"),
             param("core.ip_register", Def::Bool(false), "bool", "the instruction pointer as a renamed register (ChampSim's): every branch writes it and takes a physical register for it, conditional branches and calls read it, so they execute after the branch before them (needs btb.sets)"),
@@ -187,11 +188,13 @@ pub const CORE: &[Component] = &[
             param("tlb.miss_latency", Def::Preset, "cycles", "fixed cost of a miss (without tlb.walk)"),
             param("tlb.tag_checks", Def::Int(0), "lookups/cycle", "D-TLB lookups a cycle (0: no limit), ChampSim's DTLB tag bandwidth"),
             param("tlb.tags_in_flight", Def::Int(0), "lookups", "with tlb.tag_checks: at most that many D-TLB lookups in any two consecutive cycles (ChampSim's max_tag_check x its hit latency of 1; 0: no limit)"),
+            param("tlb.restart", Def::Bool(false), "bool", "the L1D starts a data access's tag check before its D-TLB lookup, which it asks for then; lookups of a page merge while one waits, a translation serves every check of its page under way, and a check whose translation comes late starts again once it is back (ChampSim's L1D and DTLB, src/cache.cc issue_translation, finish_translation, translation_stash); false: the lookup comes first and delays the check"),
             param("tlb.walk", Def::Bool(false), "bool", "walk the page table through the caches ([ptw]) instead of tlb.miss_latency"),
         ],
         stats: &[
             stat("tlb.itlb_misses", "misses", "instruction TLB misses"),
             stat("tlb.dtlb_misses", "misses", "data TLB misses"),
+            stat("l1d.tag_restarts", "lookups", "L1D tag checks started again after a late translation (with tlb.restart)"),
         ],
     },
     Component {
