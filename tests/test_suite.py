@@ -203,6 +203,19 @@ def test_changed_inputs_mean_not_installed(empty_data):
     assert suite.status("gzip") == "not installed"
 
 
+def test_new_inputs_drop_the_traces_made_from_the_old(empty_data):
+    # A figure's window is traced once and kept beside the inputs (reproduce's
+    # `morph-perf-skip...smt`); inputs generated again, e.g. after their generator changed,
+    # must not leave it there for the figure to reuse.
+    d = suite.data_dir("gzip")
+    d.mkdir(parents=True)
+    (d / "morph-perf-skip200000000-n3000000.smt").write_bytes(b"old window")
+    (d / "notes.txt").write_text("kept")
+    suite.generate_inputs("gzip", d, prepare=False)
+    assert not list(d.glob("*.smt"))
+    assert (d / "notes.txt").read_text() == "kept"
+
+
 def _fake_workload(monkeypatch, pkgs=("secmem-no-such-package",)):
     w = suite.Workload(name="fake", description="d", stands_for="MiBench x", packages=pkgs, program="/bin/true",
                        args=(), generate=partial(inputs.gen_gtp))

@@ -384,6 +384,10 @@ def generate_inputs(name: str, directory: Path | str, seed: Optional[int] = None
     d.mkdir(parents=True, exist_ok=True)
     seed = w.seed if seed is None else seed
     (d / STAMP).unlink(missing_ok=True)
+    # Traces kept beside the inputs (figures' windows, `secmem reproduce`) were made from the
+    # inputs being replaced: a figure finding one would reuse a window of another input.
+    for old in d.glob("*.smt"):
+        old.unlink()
     files = list(w.generate(d, seed))
     if prepare and w.prepare is not None:
         import tempfile
