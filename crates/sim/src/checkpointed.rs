@@ -82,8 +82,8 @@ pub fn run_windows(
     let mut o = RunOptions { instructions: one.period, warmup: warm, seed, progress: false, interval: 0 };
     let (mut done, mut state, mut cpu, mut error) = (Vec::with_capacity(count), None, [0.0f64; 2], None);
     for j in 0..count {
-        if let Some(sig) = crate::run::stop_requested() {
-            error = Some(format!("interrupted by {} after {} windows", crate::run::signal_name(sig), j));
+        if let Some((e, _)) = crate::run::interruption(j as u64, "windows") {
+            error = Some(e);
             break;
         }
         let (mut src, prewarm) = match open(j) {

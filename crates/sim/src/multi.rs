@@ -24,7 +24,7 @@
 //! level's evictions reach every core's levels above it (inclusion), between instructions.
 
 use crate::ooo::{Core, StepError};
-use crate::run::{signal_name, stop_requested, RunOptions, RunResult};
+use crate::run::{interruption, RunOptions, RunResult};
 use secmem_core::stats::{Stat, Stats};
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::progress::Progress;
@@ -258,10 +258,8 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
         let mut failed = false;
         while core.now() <= limit {
             if steps & 0xFF == 0 {
-                if let Some(sig) = stop_requested() {
-                    let name = signal_name(sig);
-                    error = Some(format!("interrupted by {} after {} instructions", name, steps));
-                    interrupted = Some(name);
+                if let Some((e, name)) = interruption(steps, "instructions") {
+                    (error, interrupted) = (Some(e), Some(name));
                     failed = true;
                     break;
                 }
@@ -315,10 +313,8 @@ fn mix_run(p: &Params, inputs: &mut [MixInput], o: &RunOptions, alone: &[Option<
                     break;
                 }
                 Err(e) => {
-                    if let Some(sig) = stop_requested() {
-                        let name = signal_name(sig);
-                        error = Some(format!("interrupted by {} after {} instructions", name, steps));
-                        interrupted = Some(name);
+                    if let Some((e, name)) = interruption(steps, "instructions") {
+                        (error, interrupted) = (Some(e), Some(name));
                     } else {
                         error = Some(format!("core {} ({}): trace error after {} instructions: {}", c, lane.name, lane.n, e));
                     }

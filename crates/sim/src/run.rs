@@ -12,6 +12,15 @@ use std::time::Instant;
 // every 256 instructions, stop, and keep what they measured, marked `interrupted`.
 pub use secmem_trace::stop::{clear_stop, request_stop, signal_name, stop_requested};
 
+/// A stop request (SIGINT/SIGTERM) if one came: the run's one-line error ("interrupted by
+/// SIGINT after 1200 instructions") and the signal's name, as every run loop reports them.
+pub(crate) fn interruption(done: u64, unit: &str) -> Option<(String, String)> {
+    stop_requested().map(|sig| {
+        let name = signal_name(sig);
+        (format!("interrupted by {} after {} {}", name, done, unit), name)
+    })
+}
+
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Instructions to measure after the warm-up.
@@ -132,10 +141,8 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
         if n >= total {
             break;
         }
-        if let Some(sig) = (n & 0xFF == 0).then(stop_requested).flatten() {
-            let name = signal_name(sig);
-            error = Some(format!("interrupted by {} after {} instructions", name, n));
-            interrupted = Some(name);
+        if let Some((e, name)) = (n & 0xFF == 0).then(|| interruption(n, "instructions")).flatten() {
+            (error, interrupted) = (Some(e), Some(name));
             break;
         }
         // Records are read where the source holds them (a trace file's read-ahead batch),
@@ -147,10 +154,8 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 Err(e) => {
                     // A source that stopped on the request (a fast-forward, a live program's
                     // pipe) is an interruption, not a damaged trace.
-                    if let Some(sig) = stop_requested() {
-                        let name = signal_name(sig);
-                        error = Some(format!("interrupted by {} after {} instructions", name, n));
-                        interrupted = Some(name);
+                    if let Some((e, name)) = interruption(n, "instructions") {
+                        (error, interrupted) = (Some(e), Some(name));
                     } else {
                         error = Some(format!("trace error after {} instructions: {}", n, e));
                     }
