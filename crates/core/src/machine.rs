@@ -60,7 +60,7 @@ pub const MACHINE: &[Component] = &[
             stat("l2.walk_misses", "misses", "page-table walk reads that missed in the L2"),
             stat("l2.data_writebacks", "lines", "dirty program-data lines written back from the L2 to memory"),
             stat("l2.meta_writebacks", "lines", "dirty metadata lines (tree chunks) written back from the L2"),
-            stat("l2.mshr_full_cycles", "cycles", "cycles misses waited for a free L2 miss-status register"),
+            stat("l2.mshr_full_cycles", "cycles", "cycles misses waited for a free L2 miss-status register, summed (misses waiting together each count)"),
         ],
     },
     Component {

@@ -149,8 +149,8 @@ pub const CORE: &[Component] = &[
         stats: &[
             stat("l1i.accesses", "accesses", "accesses to the L1 instruction cache"),
             stat("l1i.miss_rate", "fraction", "misses per access of the L1 instruction cache"),
-            stat("l1i.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 instruction cache miss-status register"),
-            stat("l1i.tag_wait_cycles", "cycles", "cycles fetches waited for a tag check of the L1 instruction cache (with l1i.tag_checks)"),
+            stat("l1i.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 instruction cache miss-status register, summed (misses waiting together each count)"),
+            stat("l1i.tag_wait_cycles", "cycles", "cycles fetches waited for a tag check of the L1 instruction cache (with l1i.tag_checks), summed"),
         ],
     },
     Component {
@@ -172,8 +172,8 @@ pub const CORE: &[Component] = &[
         stats: &[
             stat("l1d.accesses", "accesses", "accesses to the L1 data cache"),
             stat("l1d.miss_rate", "fraction", "misses per access of the L1 data cache"),
-            stat("l1d.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 data cache miss-status register"),
-            stat("l1d.tag_wait_cycles", "cycles", "cycles loads waited for a tag check of the L1 data cache (with l1d.tag_checks)"),
+            stat("l1d.mshr_full_cycles", "cycles", "cycles misses waited for a free L1 data cache miss-status register, summed (misses waiting together each count)"),
+            stat("l1d.tag_wait_cycles", "cycles", "cycles loads waited for a tag check of the L1 data cache (with l1d.tag_checks), summed"),
         ],
     },
     Component {
@@ -214,8 +214,8 @@ pub const CORE: &[Component] = &[
         stats: &[
             stat("*.accesses", "accesses", "accesses to a private cache level named in caches.private"),
             stat("*.miss_rate", "fraction", "misses per access of that level"),
-            stat("*.mshr_full_cycles", "cycles", "cycles its misses waited for a free miss-status register"),
-            stat("*.tag_wait_cycles", "cycles", "cycles lookups waited for a tag check there (with LEVEL.tag_checks; l2.tag_wait_cycles for the protected level)"),
+            stat("*.mshr_full_cycles", "cycles", "cycles its misses waited for a free miss-status register, summed (misses waiting together each count)"),
+            stat("*.tag_wait_cycles", "cycles", "cycles lookups waited for a tag check there, summed (with LEVEL.tag_checks; l2.tag_wait_cycles for the protected level)"),
         ],
     },
     Component {
@@ -251,7 +251,7 @@ pub const CORE: &[Component] = &[
             stat("ptw.reads", "reads", "page-table entries read through the cache hierarchy"),
             stat("ptw.reads_from_*", "reads", "of them, those served by the level named (l1d, l2, mem, ...)"),
             stat("ptw.cycles", "cycles", "cycles walks took, summed"),
-            stat("ptw.mshr_full_cycles", "cycles", "cycles walks waited for a free walker"),
+            stat("ptw.mshr_full_cycles", "cycles", "cycles walks waited for a free walker, summed"),
             stat("ptw.faults", "walks", "walks that found no mapping (the page was mapped then)"),
             stat("ptw.pte_mismatches", "reads", "entries read whose value differs from the page map's (should be 0)"),
         ],

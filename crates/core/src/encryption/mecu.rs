@@ -80,7 +80,7 @@ pub const DECL: Component = Component {
         stat("mecu.lost_writes", "lines", "dirty lines lost with the power (in the volatile cache at a power cut)"),
         stat("mecu.dma_reads", "lines", "reads through the second (DMA) port (002 §6.3)"),
         stat("mecu.dma_writes", "lines", "writes through the second (DMA) port"),
-        stat("mecu.table_lock_wait_cycles", "cycles", "cycles accesses waited for the stamp table's single port, shared by the two ports (002 §6.3)"),
+        stat("mecu.table_lock_wait_cycles", "cycles", "cycles accesses waited for the stamp table's single port, shared by the two ports, summed (002 §6.3)"),
     ],
 };
 

@@ -45,8 +45,8 @@ pub const DECL: Component = Component {
         stat("chash.space_overhead", "fraction", "memory the tree takes, per byte of data"),
         stat("chash.hash_stores", "chunks", "tree chunks written back to memory"),
         stat("chash.root_updates", "updates", "writes of the on-chip root registers"),
-        stat("chash.read_buffer_full_cycles", "cycles", "cycles checks waited for a free read buffer entry (003 §4.7)"),
-        stat("chash.write_buffer_full_cycles", "cycles", "cycles write-backs waited for a free write buffer entry"),
+        stat("chash.read_buffer_full_cycles", "cycles", "cycles checks waited for a free read buffer entry, summed (003 §4.7)"),
+        stat("chash.write_buffer_full_cycles", "cycles", "cycles write-backs waited for a free write buffer entry, summed"),
     ],
 };
 
