@@ -332,7 +332,7 @@ impl Engine {
     fn install(&mut self, line: u64, t_req: Cycle) -> Result<Outcome, IntegrityError> {
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
-        let t_data = self.enc.read_line(&mut self.m, line, t_req, plain)?;
+        let t_data = self.enc.read_installed(&mut self.m, line, t_req, plain)?;
         self.enc.take_checked();
         self.integ.install(&mut self.m, &mut *self.enc, line, plain, t_req)?;
         let slot = self.m.insert(line, plain, LineKind::Data, false, t_data);

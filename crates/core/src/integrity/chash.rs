@@ -127,7 +127,7 @@ impl Chash {
         self.hash_loads += 1;
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.tree.chunk as usize];
-        let t_data = enc.read_line(m, addr, t, plain)?;
+        let t_data = enc.read_installed(m, addr, t, plain)?;
         self.tree.decode_zero_node(c, plain, &self.zero);
         if let Some((parent, _)) = self.tree.parent(c) {
             self.install_chunk(m, enc, parent, t)?;
