@@ -237,8 +237,6 @@ pub struct Core {
     prewarm_target: bool,
     /// `sampling.prewarm=install`: the prewarm's lines are installed as state (`prewarm`).
     prewarm_install: bool,
-    /// The instruction a prewarm record naming code warms (`prewarm`).
-    prewarm_code: Instr,
     /// External records waiting for the next instruction (see `external`).
     pending: Vec<Instr>,
     pending_n: usize,
@@ -358,7 +356,6 @@ impl Core {
             started: false,
             prewarm_target: false,
             prewarm_install: p.choice("sampling.prewarm", &["replay", "install"])? == "install",
-            prewarm_code: Instr::default(),
             pending: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
@@ -965,11 +962,9 @@ impl Core {
     /// which a fetch here would only disturb. The lines are warmed as any instruction is,
     /// but their transfers book no bus time (docs/sampling.md: what this saves).
     pub fn prewarm(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
-        // Where a branch went and code to fetch are named by address (`checkpoint::named`).
-        let named = secmem_trace::checkpoint::named(ins);
         if std::mem::take(&mut self.prewarm_target) {
             if let Some(b) = &mut self.btb {
-                b.resolve(named.unwrap_or(ins.pc), false);
+                b.resolve(ins.pc, false);
             }
             return Ok(());
         }
@@ -986,17 +981,7 @@ impl Core {
         if self.prewarm_install {
             eng.set_installing(true);
         }
-        let r = match named {
-            // Code: warmed as an instruction there (of one byte, no registers or accesses).
-            Some(pc) => {
-                let mut code = std::mem::take(&mut self.prewarm_code);
-                (code.pc, code.len) = (pc, 1);
-                let r = self.warm(&code, eng);
-                self.prewarm_code = code;
-                r
-            }
-            None => self.warm(ins, eng),
-        };
+        let r = self.warm(ins, eng);
         eng.set_installing(false);
         eng.set_transfers_untimed(false);
         r
@@ -1289,7 +1274,7 @@ mod tests {
             eng.set_untimed(true); // functional warming, as a window's warm-up
             (core, eng)
         };
-        let ((mut a, mut ea), (mut b, mut eb), (mut c, mut ec)) = (fresh(), fresh(), fresh());
+        let ((mut a, mut ea), (mut b, mut eb)) = (fresh(), fresh());
         // Branches, each followed by a record where it went: conditional and taken or not,
         // some pcs often, their targets far apart (the BTB must learn each).
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -1311,14 +1296,7 @@ mod tests {
                 a.warm(r, &mut ea).unwrap();
                 b.prewarm(r, &mut eb).unwrap();
             }
-            // As a checkpoint writes it: the target named (`checkpoint::named`) at one pc.
-            let mut named = Instr::default();
-            (named.pc, named.len) = (0x1234, 1);
-            named.add_access(false, to.pc, &[]);
-            c.prewarm(br, &mut ec).unwrap();
-            c.prewarm(&named, &mut ec).unwrap();
         }
-        assert_eq!(c.btb.as_ref().unwrap().counts(), b.btb.as_ref().unwrap().counts());
         let stat = |c: &Core, e: &Engine, k: &str| {
             let mut s = Stats::default();
             c.stats(&mut s);
@@ -1331,12 +1309,11 @@ mod tests {
         // branch by branch, so the same state after training; and they have learnt.
         let (ba, bb) = (a.btb.as_ref().unwrap().counts(), b.btb.as_ref().unwrap().counts());
         for (br, to) in &pairs {
-            for c in [&mut a, &mut b, &mut c] {
+            for c in [&mut a, &mut b] {
                 c.warm_branch(br, 0);
                 c.btb.as_mut().unwrap().resolve(to.pc, true);
             }
             assert_eq!(a.btb.as_ref().unwrap().counts(), b.btb.as_ref().unwrap().counts());
-            assert_eq!(c.btb.as_ref().unwrap().counts(), b.btb.as_ref().unwrap().counts());
         }
         assert_eq!(ba, bb);
         let (la, ma) = a.btb.as_ref().unwrap().counts();
@@ -1367,21 +1344,6 @@ mod tests {
             e.read(pa, &mut v, 0).unwrap();
             assert_eq!(u64::from_le_bytes(v), 3, "the stored bytes");
         }
-        // Code named by a prewarm record is fetched as an instruction there is.
-        let ((mut a, mut ea), (mut b, mut eb)) = (fresh(), fresh());
-        for k in 0..300u64 {
-            let mut r = Instr::default();
-            (r.pc, r.len) = (0x50_0000 + (k * 7 % 300) * 32, 1);
-            let mut named = Instr::default();
-            (named.pc, named.len) = (0x1234, 1);
-            named.add_access(false, r.pc, &[]);
-            b.prewarm(&r, &mut eb).unwrap();
-            a.prewarm(&named, &mut ea).unwrap();
-        }
-        for k in ["l1i.accesses", "l1i.miss_rate", "l2.fetch_misses", "tlb.itlb_misses"] {
-            assert_eq!(stat(&a, &ea, k), stat(&b, &eb, k), "{k}");
-        }
-        assert!(stat(&a, &ea, "l2.fetch_misses") > 100.0);
     }
 
     /// A port's packed slots give every take the cycle a plain count per cycle gives, while

@@ -14,8 +14,8 @@
 //!   records — taken lazily, when a record of the window first touches the line, before that
 //!   record's own accesses change it, so they are exactly the bytes there at the start;
 //! - the prewarm, the instructions that begin the window's functional warming: first the
-//!   last [`BRANCHES`] branches before the window, each followed by a record naming where it
-//!   went ([`named`]), which train the branch predictor (and a BTB) over a longer history
+//!   last [`BRANCHES`] branches before the window, each followed by an instruction where it
+//!   went (no accesses), which train the branch predictor (and a BTB) over a longer history
 //!   than B; then the 32-byte pieces of the `prewarm` lines the L2 saw last before the
 //!   window, the least recent first — ordered by the misses and write-backs of a model of
 //!   the L1s (`L1`), as an L2's recency is, not by every access — code fetched, data loaded
@@ -55,28 +55,6 @@ const IMAGE_ACCESSES: usize = 64;
 pub const DEFAULT_PREWARM: usize = 1 << 14;
 /// Branches replayed before the prewarm (4 times suh2003's gshare table of 4,096 counters).
 const BRANCHES: usize = 1 << 14;
-
-/// The address a prewarm record names, if it names one rather than being an instruction to
-/// warm: a record with a single load of no bytes, at that address — where the branch before
-/// it went, or a piece of code to fetch (`Core::prewarm` takes them so). They are written at
-/// one pc each (beside the data pieces' pc), so the reader decodes them as repeats of one
-/// static instruction: written as instructions at the addresses themselves, each was new to
-/// the reader and cost its general parser (on gcc, 29.7 M of a window's 48.5 M host
-/// instructions of decoding, docs/sampling.md).
-#[inline]
-pub fn named(ins: &Instr) -> Option<u64> {
-    match ins.accesses.as_slice() {
-        [a] if a.size == 0 && !a.store && !ins.external => Some(a.addr),
-        _ => None,
-    }
-}
-
-/// The pcs of the prewarm's records naming an address (`named`), from the pc of the data
-/// pieces (the window's first instruction's): where branches went, and code to fetch. Apart
-/// from it and from each other, so each keeps its own entry in the reader's static table.
-fn named_pcs(pc: u64) -> (u64, u64) {
-    (pc ^ 1, pc ^ 2)
-}
 
 /// What one pass wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -447,7 +425,7 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
         // The prewarm, with the values at the window's start: a line the history stored to
         // is stored to again (its first known bytes, unchanged), so a cache holds it dirty
         // as the whole run's would; the others are loaded.
-        // A fetched piece is fetched again (named: `named`).
+        // A fetched piece is fetched again (an instruction there, no accesses).
         let mut warm: Vec<(u64, Vec<u8>, bool, bool)> = Vec::new();
         for pc in if prewarm > 0 { recent.lines(prewarm) } else { Vec::new() } {
             if pc.code {
@@ -539,23 +517,20 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                 }
                 w.write(&rec)?;
             }
-            // The prewarm: data loaded or stored at the first instruction's address (one
-            // fetch line); branch targets and code named (`named`) at pcs beside it.
-            let pc = buf[..used].iter().find(|r| !r.external).map_or(0, |r| r.pc);
-            let (target_pc, code_pc) = named_pcs(pc);
-            // The branches, each followed by a record naming where it went.
+            // The branches, each followed by an instruction where it went (no accesses).
             for (b, to) in &taken {
                 w.write(b)?;
                 rec.clear();
-                (rec.pc, rec.len, rec.thread) = (target_pc, 1, b.thread);
-                rec.add_access(false, *to, &[]);
+                (rec.pc, rec.len, rec.thread) = (*to, 1, b.thread);
                 w.write(&rec)?;
             }
+            // The prewarm: code fetched, data loaded or stored at the first instruction's
+            // address (one fetch line).
+            let pc = buf[..used].iter().find(|r| !r.external).map_or(0, |r| r.pc);
             for (at, v, store, code) in &warm {
                 rec.clear();
                 if *code {
-                    (rec.pc, rec.len) = (code_pc, 1);
-                    rec.add_access(false, *at, &[]);
+                    (rec.pc, rec.len) = (*at, 1);
                 } else {
                     (rec.pc, rec.len, rec.op) = (pc, 4, crate::OpClass::Mem);
                     rec.add_access(*store, *at, v);
@@ -698,22 +673,19 @@ mod tests {
                 }
                 // The file ends with them; before them the prewarm, and before that the image.
                 // The prewarm: first the last branches before the window (the input's, in
-                // order, each followed by a record naming where it went, none with accesses);
+                // order, each followed by an instruction where it went, none with accesses);
                 // then the pieces of the 100 lines touched last, distinct, the last one the
                 // window's start's latest, code fetched and data loaded or stored.
                 let pw = done.prewarm[j] as usize;
                 let image_end = recs.len() - window.len() - pw;
                 let warm = &recs[image_end..image_end + pw];
                 assert!(warm.iter().all(|r| !r.external && r.accesses.len() <= 1));
-                // Code and branch targets are named (one load of no bytes), at two pcs only.
-                let named_at: std::collections::HashSet<u64> = warm.iter().filter(|r| named(r).is_some()).map(|r| r.pc).collect();
-                assert_eq!(named_at.len(), 2, "{w} window {j}");
                 assert!(before.len() > 100, "{w} window {j}: {} branches", before.len());
                 let (branch_recs, pieces) = warm.split_at(2 * before.len());
                 for (k, b) in before.iter().enumerate() {
                     let (r, to) = (&branch_recs[2 * k], &branch_recs[2 * k + 1]);
-                    assert_eq!((r.pc, r.branch, named(to), to.branch), (b.0, b.1, Some(b.2), crate::Branch::None), "{w} window {j}: branch {k}");
-                    assert!(r.accesses.is_empty());
+                    assert_eq!((r.pc, r.branch, to.pc, to.branch), (b.0, b.1, b.2, crate::Branch::None), "{w} window {j}: branch {k}");
+                    assert!(r.accesses.is_empty() && to.accesses.is_empty());
                 }
                 assert!(pieces.iter().all(|r| r.branch == crate::Branch::None));
                 // A prewarm store writes the bytes memory holds at the start: nothing changes.
@@ -726,7 +698,7 @@ mod tests {
                 // The 100 lines the L2 saw last, then what the L1s hold (some of the same).
                 assert!(lines.len() >= 100, "{w} window {j}: {} distinct lines", lines.len());
                 assert!(at.iter().all(|a| touched.contains(a)), "{w} window {j}: only pieces the input touched before");
-                assert!(pieces.iter().any(|r| named(r).is_some()), "{w} window {j}: code is fetched");
+                assert!(pieces.iter().any(|r| r.accesses.is_empty()), "{w} window {j}: code is fetched");
                 assert!(lines.contains(&(last_line & !63)), "{w} window {j}: the last line touched is prewarmed");
                 for (k, (a, b)) in recs[image_end + pw..].iter().zip(&window).enumerate() {
                     assert_eq!(same(a), same(b), "{w} window {j}: record {k}");
