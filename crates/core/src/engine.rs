@@ -68,6 +68,8 @@ pub struct Engine {
     pub(crate) data_size: u64,
     /// The unprotected region for untrusted I/O (003 §4.6.1, 000 §5.3): base and size.
     pub(crate) dma: (u64, u64),
+    /// A checkpoint's prewarm installs what it reads as state (`set_installing`).
+    installing: bool,
 }
 
 /// The memory model behind the port, as the parameters choose it.
@@ -172,7 +174,7 @@ impl Engine {
             }
         }
         m.port.allocate(mem);
-        Ok(Engine { m, integ, enc, auth, integ_protects: is.coverage.protects, line, data_size, dma })
+        Ok(Engine { m, integ, enc, auth, integ_protects: is.coverage.protects, line, data_size, dma, installing: false })
     }
 
     pub fn line(&self) -> u64 {
@@ -301,6 +303,9 @@ impl Engine {
         self.m.counters.data_misses += 1;
         self.m.counters.kinds[kind as usize].1 += 1;
         let t_req = t + self.m.l2_latency;
+        if self.installing {
+            return self.install(line, t_req);
+        }
         self.integ.prefetch(&self.m, &*self.enc, line);
         let mut buf = [0u8; MAX_LINE];
         let plain = &mut buf[..self.line as usize];
@@ -318,6 +323,35 @@ impl Engine {
             self.m.l2.set_authenticated(slot);
         }
         Ok(self.outcome(false, v.ready, v.checked))
+    }
+
+    /// A miss while a prewarm installs (`set_installing`): the line's bytes deciphered from
+    /// memory, the metadata a check would leave cached brought in by the integrity scheme
+    /// (`Integrity::install`), unchecked and untimed beyond the read itself.
+    #[cold]
+    fn install(&mut self, line: u64, t_req: Cycle) -> Result<Outcome, IntegrityError> {
+        let mut buf = [0u8; MAX_LINE];
+        let plain = &mut buf[..self.line as usize];
+        let t_data = self.enc.read_installed(&mut self.m, line, t_req, plain)?;
+        self.enc.take_checked();
+        self.integ.install(&mut self.m, &mut *self.enc, line, plain, t_req)?;
+        let slot = self.m.insert(line, plain, LineKind::Data, false, t_data);
+        self.m.l2.set_verified(slot, t_data);
+        Ok(self.outcome(false, t_data, t_data))
+    }
+
+    /// While `on`, misses install their lines as state rather than reading them through the
+    /// checks, and lines they displace leave without a write-back (a checkpoint's prewarm,
+    /// `Core::prewarm`; docs/sampling.md). Memory right after a window's set-up is
+    /// consistent with the schemes' metadata, and every line the prewarm reads or writes
+    /// holds memory's bytes there (or, where it stores, the window's starting value, which
+    /// the set-up put in memory if the window reads it), so the state is what checked reads
+    /// would leave, and memory stays as set up. Only with an integrity scheme that declares
+    /// it (`Integrity::installs`) and without code authentication; otherwise the prewarm
+    /// reads through the checks. Returns whether it is on.
+    pub fn set_installing(&mut self, on: bool) -> bool {
+        self.installing = on && self.integ.installs() && self.auth.is_none();
+        self.installing
     }
 
     /// Code authentication of a fetched block (001 §4.1): the block may execute only once its
@@ -493,7 +527,25 @@ impl Engine {
     /// back through the encryption scheme). Write-backs may pull parents in and push others
     /// out, so this runs until the buffer is empty. Returns the latest acceptance time.
     fn drain(&mut self) -> Result<Cycle, IntegrityError> {
+        if self.installing {
+            return self.drain_installed();
+        }
         drain(&mut self.m, &mut *self.integ, &mut *self.enc)
+    }
+
+    /// `drain` while a prewarm installs: each line leaves as its write-back would leave the
+    /// caches (`Integrity::install_evict`), writing nothing.
+    #[cold]
+    fn drain_installed(&mut self) -> Result<Cycle, IntegrityError> {
+        let (m, integ, enc) = (&mut self.m, &mut *self.integ, &mut *self.enc);
+        let mut accepted = 0;
+        while let Some(v) = m.pop_victim() {
+            let own = if v.kind == LineKind::Meta { enc.evict_meta(m, &v) } else { None };
+            let r = own.unwrap_or_else(|| integ.install_evict(m, enc, &v));
+            m.recycle(v);
+            accepted = accepted.max(r?);
+        }
+        Ok(accepted)
     }
 
     /// Memory from before the run that never passed through the L2 (a loader's image set up

@@ -753,3 +753,79 @@ fn memory_set_up_leaves_every_engine_idle() {
         assert_eq!(outcome(true), outcome(false), "none+{}", enc);
     }
 }
+
+/// The trusted L2 in recency order (least recent first): each line's address, whether it is
+/// metadata, whether it is dirty.
+fn l2_lines(e: &Engine) -> Vec<(u64, bool, bool)> {
+    let l2 = &e.machine().l2;
+    let mut v: Vec<_> = l2
+        .valid_slots()
+        .into_iter()
+        .map(|s| (l2.tags.last_touch(s), l2.tags.addr_of(s).unwrap(), l2.kind(s) == crate::cache::LineKind::Meta, l2.is_dirty(s)))
+        .collect();
+    v.sort_unstable();
+    v.into_iter().map(|(_, a, m, d)| (a, m, d)).collect()
+}
+
+/// A checkpoint's prewarm taken as state (`Engine::set_installing`) leaves the L2 exactly as
+/// reading the same lines through the checks does — the same data and tree lines, in the same
+/// recency order, as dirty — and the same bytes in every data line, without a check or a
+/// write-back; memory stays consistent with the tree (a full check passes), and a line
+/// tampered with in memory after the install is caught when it is read from there, against
+/// the tree chunks the install brought in.
+#[test]
+fn a_prewarm_installed_as_state_leaves_the_l2_as_checked_reads_do_and_tampering_after_it_is_caught() {
+    // 700 lines spread over memory (a 256-line L2): their tree paths share some chunks.
+    let addr = |k: u64| 0x10_0000 + (k * 37 % 4096) * 64 + (k / 350) * 0x80_0000;
+    let set_up = || {
+        let mut e = engine("chash", "otp");
+        for k in 0..700 {
+            e.write(addr(k), &pattern(k, 64), 0).unwrap();
+        }
+        e.flush(0).unwrap();
+        e
+    };
+    // Reads, and stores of the bytes memory holds (a prewarm's dirty lines), displacing
+    // dirty data and tree lines many times over.
+    let prewarm = |e: &mut Engine| {
+        for k in (0..700).rev().chain(0..300) {
+            if k % 3 == 0 {
+                e.write(addr(k), &pattern(k, 64), 0).unwrap();
+            } else {
+                assert_eq!(read(e, addr(k), 64).unwrap(), pattern(k, 64), "line {k}");
+            }
+        }
+    };
+    let (mut replayed, mut installed) = (set_up(), set_up());
+    prewarm(&mut replayed);
+    assert!(installed.set_installing(true));
+    prewarm(&mut installed);
+    installed.set_installing(false);
+    let (r, i) = (l2_lines(&replayed), l2_lines(&installed));
+    assert!(i.iter().filter(|l| l.1).count() > 20 && i.iter().filter(|l| l.2).count() > 20, "tree lines and dirty lines in the L2");
+    assert_eq!(r, i, "the same lines, order and dirtiness");
+    let bytes = |e: &Engine, a: u64| e.cached(a, 64).to_vec();
+    for &(a, meta, _) in &i {
+        if !meta {
+            assert_eq!(bytes(&installed, a), bytes(&replayed, a), "data line {a:#x}");
+        }
+    }
+    let stat = |e: &Engine, k: &str| crate::testutil::stat(e, k);
+    assert!(stat(&replayed, "chash.checks") > stat(&installed, "chash.checks") + 500.0, "the install checks nothing");
+    assert!(stat(&installed, "otp.writes") < stat(&replayed, "otp.writes"), "nor writes back");
+    // A line out of the L2 whose parent chunk the install brought in: tampered with in
+    // memory now, it is caught when read.
+    let k = (0..700)
+        .find(|&k| {
+            let m = installed.machine();
+            m.l2.tags.find(addr(k)).is_none() && installed.metadata_of(addr(k)).first().is_some_and(|p| m.l2.tags.find(p.addr).is_some())
+        })
+        .expect("a line out of the L2 whose parent is in");
+    flip(&mut installed, addr(k) + 5, 2);
+    assert!(read(&mut installed, addr(k), 64).is_err(), "tampering after the install is caught");
+    flip(&mut installed, addr(k) + 5, 2);
+    assert_eq!(read(&mut installed, addr(k), 64).unwrap(), pattern(k, 64));
+    installed.check(0).expect("memory and tree consistent after the install");
+    // A scheme that does not declare it reads the prewarm through its checks.
+    assert!(!engine("mhash", "otp").set_installing(true));
+}

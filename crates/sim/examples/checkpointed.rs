@@ -5,8 +5,12 @@
 //! trace file is decoded here, not on a read-ahead thread), so the CPU times count decoding.
 //!
 //! `cargo run --release --example checkpointed INPUT N [--warmup W] [--plan U:W:D]
-//!  [--warm B1,B2] [--prewarm LINES] [-s i+e,…] [--dir DIR] [--full] [--compare]` (INPUT: a built-in, or a trace file if
+//!  [--warm B1,B2] [--prewarm LINES] [-s i+e,…] [--set k=v,…] [--modes replay,install]
+//!  [--select STEP:COUNT] [--dir DIR] [--full] [--compare]` (INPUT: a built-in, or a trace file if
 //! it has a `/`; DIR: where checkpoints go, default a temporary directory, removed after).
+//! `--modes` runs the windows once for each `sampling.prewarm` given, one after the other
+//! (interleaved with each other in time, for CPU comparisons); `--select STEP:COUNT` runs
+//! only windows 0, STEP, 2·STEP, … (COUNT of them: a profile of a few windows).
 //! With `--dir`, a second run over the same DIR, input, plan and B reuses the pass made there.
 //! `--compare` also runs the plan with full warming (`--sample`) and compares the windows
 //! one by one: the warming error (Σ cycles against Σ cycles of the same windows) and the
@@ -38,6 +42,15 @@ fn main() {
     let full = args.iter().any(|a| a == "--full");
     let compare = args.iter().any(|a| a == "--compare");
     let prewarm = opt("--prewarm").map(|s| secmem_core::params::parse_count(&s).expect("--prewarm LINES") as usize).unwrap_or(DEFAULT_PREWARM);
+    let sets: Vec<String> = opt("--set").map(|s| s.split(',').map(String::from).collect()).unwrap_or_default();
+    let modes: Vec<Option<String>> = match opt("--modes") {
+        Some(m) => m.split(',').map(|x| Some(x.to_string())).collect(),
+        None => vec![None],
+    };
+    let select = opt("--select").map(|s| {
+        let (a, b) = s.split_once(':').expect("--select STEP:COUNT");
+        (a.parse::<usize>().expect("STEP"), b.parse::<usize>().expect("COUNT"))
+    });
     let keep = opt("--dir");
     let dir = keep.clone().map(std::path::PathBuf::from).unwrap_or_else(|| std::env::temp_dir().join(format!("secmem-checkpointed-{}", std::process::id())));
     let name = input.rsplit('/').next().unwrap_or(&input).to_string();
@@ -71,9 +84,15 @@ fn main() {
             }
         };
         let pass = cpu() - t;
-        for pair in schemes.split(',') {
+        for (pair, mode) in schemes.split(',').flat_map(|p| modes.iter().map(move |m| (p, m.clone()))) {
             let (i, e) = pair.split_once('+').expect("schemes as i+e");
-            let p = configure("suh2003", Some(i), Some(e), &[]).unwrap_or_else(|e| panic!("{}", e));
+            let mut extra = sets.clone();
+            extra.extend(mode.iter().map(|m| format!("sampling.prewarm={}", m)));
+            let p = configure("suh2003", Some(i), Some(e), &extra).unwrap_or_else(|e| panic!("{}", e));
+            let label = match &mode {
+                Some(m) => format!("{}/{}", pair, m),
+                None => pair.to_string(),
+            };
             let (full_ipc, tf, fs) = fulls
                 .entry(pair.to_string())
                 .or_insert_with(|| {
@@ -87,9 +106,11 @@ fn main() {
                     (r.stats.get_f64("ipc").unwrap(), cpu() - t, r.stats)
                 })
                 .clone();
-            let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+            let (step, count) = select.unwrap_or((1, done.instructions.len()));
+            let count = count.min(done.instructions.len().div_ceil(step));
+            let mut open = |j: usize| NativeReader::open(path(j * step)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j * step])).map_err(|e| e.to_string());
             let t = cpu();
-            let (r, each) = run_windows(&p, &mut open, done.instructions.len(), plan, b, 1, &name).unwrap();
+            let (r, each) = run_windows(&p, &mut open, count, plan, b, 1, &name).unwrap();
             let tw = cpu() - t;
             assert!(r.error.is_none(), "{:?}", r.error);
             let g = |k: &str| r.stats.get_f64(k).unwrap_or(f64::NAN);
@@ -98,7 +119,7 @@ fn main() {
             println!(
                 "{:<12} {:<10} {:>8} {:>8.4} {:>8.4} {:>8.4} {:>6.2}% {:>4} {:>9.1} {:>9.2} {:>8.2} {:>8.2} {:>7.1}x {:>7.1}x",
                 name,
-                pair,
+                label,
                 b,
                 full_ipc,
                 g("ipc"),
@@ -116,7 +137,7 @@ fn main() {
             let rates = ["l1d.miss_rate", "l2.miss_rate", "l2.meta_miss_rate", "core.branch_mispredict_rate"];
             let line = |s: &secmem_core::stats::Stats| rates.iter().map(|k| format!("{}={:.4}", k, s.get_f64(k).unwrap_or(f64::NAN))).collect::<Vec<_>>().join(" ");
             println!("    sampled {}\n    full    {}", line(&r.stats), line(&fs));
-            if compare {
+            if compare && select.is_none() {
                 // The same plan with full warming: once per scheme pair, whatever B.
                 let full_warm = fully_warmed.entry(pair.to_string()).or_insert_with(|| {
                     let o = RunOptions { instructions: n, warmup, seed: 1, progress: false, interval: 0 };

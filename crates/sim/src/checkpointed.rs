@@ -240,6 +240,95 @@ mod tests {
         assert!((x - y).abs() / y < 0.01, "checkpoint {x} against skip {y}");
     }
 
+    /// Window `path`'s machine after its `prewarm` records, as `run_windows` leaves it then:
+    /// the image set up and flushed, the prewarm run (`Core::prewarm`) under functional
+    /// warming's frozen engines.
+    fn prewarmed(p: &Params, path: &std::path::Path, prewarm: u64) -> (crate::ooo::Core, secmem_core::Engine) {
+        let mut q = p.clone();
+        q.set("pages.image", "lazy").unwrap();
+        let mut eng = secmem_core::Engine::new(&q, 1).unwrap();
+        let mut core = crate::ooo::Core::new(&q, &eng).unwrap();
+        core.pm.set_order(&q, 1).unwrap();
+        eng.set_untimed(true);
+        let (mut src, mut ins, mut n) = (NativeReader::open(path).unwrap(), secmem_trace::Instr::default(), 0u64);
+        while n < prewarm && src.next_into(&mut ins).unwrap() {
+            if ins.external {
+                core.external(&ins, &mut eng).unwrap();
+                continue;
+            }
+            if n == 0 {
+                core.settle_image(&mut eng).unwrap();
+            }
+            n += 1;
+            if n & 0xFF == 0 {
+                core.poll(&mut eng, n).unwrap();
+            }
+            core.prewarm(&ins, &mut eng).unwrap();
+        }
+        assert_eq!(n, prewarm);
+        (core, eng)
+    }
+
+    /// The L2 in recency order (least recent first): address, metadata or not, dirty.
+    fn l2_lines(eng: &secmem_core::Engine) -> Vec<(u64, bool, bool)> {
+        let l2 = &eng.machine().l2;
+        let mut v: Vec<_> = l2
+            .valid_slots()
+            .into_iter()
+            .map(|s| (l2.tags.last_touch(s), l2.tags.addr_of(s).unwrap(), l2.kind(s) == secmem_core::cache::LineKind::Meta, l2.is_dirty(s)))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, a, m, d)| (a, m, d)).collect()
+    }
+
+    /// A window's prewarm taken as state (`sampling.prewarm=install`) leaves its machine as
+    /// the checked replay does: the same data and tree lines in the L2, in the same recency
+    /// order and as dirty, the same bytes in every data line, and the same L1, TLB and page
+    /// walk counts (the core's path is the same; only the protected level's checks and
+    /// write-backs are left out), with a tenth of the checks (those left are the image's
+    /// set-up). Then both run the windows alike.
+    #[test]
+    fn a_windows_prewarm_installed_as_state_leaves_the_machine_the_checked_replay_leaves() {
+        let plan = Sampling { period: 200_000, window: 2_000, warming: 3_000 };
+        let (warmup, n, warm) = (400_000u64, 400_000u64, 30_000u64);
+        let st = starts(&plan, warmup, n, warm).unwrap();
+        let d = dir("install");
+        let path = |j: usize| d.join(format!("w{j}.smt"));
+        let done = write_windows(&mut *workloads::builtin("mix", 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
+        let mode = |m: &str| configure("suh2003", Some("chash"), Some("otp"), &[format!("sampling.prewarm={m}")]).unwrap();
+        for j in 0..st.len() {
+            let (cr, er) = prewarmed(&mode("replay"), &path(j), done.prewarm[j]);
+            let (ci, ei) = prewarmed(&mode("install"), &path(j), done.prewarm[j]);
+            let (r, i) = (l2_lines(&er), l2_lines(&ei));
+            assert!(i.iter().filter(|l| l.1).count() > 1000 && i.iter().filter(|l| l.2).count() > 100, "window {j}: tree lines and dirty lines");
+            assert_eq!(r.len(), i.len(), "window {j}");
+            assert!(r == i, "window {j}: the same lines, order and dirtiness");
+            for &(a, meta, _) in &i {
+                if !meta {
+                    assert_eq!(ei.cached(a, 64), er.cached(a, 64), "window {j}: data line {a:#x}");
+                }
+            }
+            let (mut sr, mut si) = (Stats::default(), Stats::default());
+            cr.stats(&mut sr);
+            ci.stats(&mut si);
+            assert_eq!(sr.0, si.0, "window {j}: the core's counts");
+            let checks = |e: &secmem_core::Engine| {
+                let mut s = Stats::default();
+                e.stats(&mut s);
+                f(&s, "chash.checks")
+            };
+            // The installed window's checks are its image's set-up (measured: 2,523 against 24,430).
+            assert!(checks(&ei) * 5.0 < checks(&er), "window {j}: {} checks installed, {} replayed", checks(&ei), checks(&er));
+        }
+        let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+        let (ri, _) = run_windows(&mode("install"), &mut open, st.len(), plan, warm, 1, "mix").unwrap();
+        let (rr, _) = run_windows(&mode("replay"), &mut open, st.len(), plan, warm, 1, "mix").unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+        assert_eq!(f(&ri.stats, "trace.value_mismatches"), 0.0);
+        let (a, b) = (f(&ri.stats, "ipc"), f(&rr.stats, "ipc"));
+        assert!((a - b).abs() / b < 0.002, "installed {a} against replayed {b}");
+    }
+
     #[test]
     fn a_warming_longer_than_the_gap_between_windows_is_refused_with_one_line() {
         let plan = Sampling { period: 10_000, window: 2_000, warming: 3_000 };

@@ -235,6 +235,8 @@ pub struct Core {
     started: bool,
     /// The last prewarm record was a branch: the next is where it went (`prewarm`).
     prewarm_target: bool,
+    /// `sampling.prewarm=install`: the prewarm's lines are installed as state (`prewarm`).
+    prewarm_install: bool,
     /// External records waiting for the next instruction (see `external`).
     pending: Vec<Instr>,
     pending_n: usize,
@@ -353,6 +355,7 @@ impl Core {
             lazy_image,
             started: false,
             prewarm_target: false,
+            prewarm_install: p.choice("sampling.prewarm", &["replay", "install"])? == "install",
             pending: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
@@ -972,8 +975,14 @@ impl Core {
         }
         // What the caches held is read in without booking the bus: the window's detailed
         // warming (B) starts from an idle memory system, as it would after any prewarm.
+        // With `sampling.prewarm=install` the protected level takes its lines as state
+        // (`Engine::set_installing`): the same lines, order and dirtiness, no checks.
         eng.set_transfers_untimed(true);
+        if self.prewarm_install {
+            eng.set_installing(true);
+        }
         let r = self.warm(ins, eng);
+        eng.set_installing(false);
         eng.set_transfers_untimed(false);
         r
     }

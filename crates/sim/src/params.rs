@@ -270,7 +270,7 @@ pub const CORE: &[Component] = &[
         kind: Kind::Machine,
         summary: "one simulation: what it measured, what ran, and its sampling plan (--sample)",
         source: "the run loop (run.rs, sample.rs)",
-        params: &[],
+        params: &[param("sampling.prewarm", Def::Str("install"), "replay|install", "how a window run from its checkpoint (--checkpointed) takes the prewarm's lines: install: by address, as state — each missed line's bytes deciphered from memory as the window's set-up left it, the metadata a check would leave cached brought in unchecked by an integrity scheme that declares it (chash, none; the others replay), and lines they displace leaving without a write-back; replay: read through the checks as any access is (docs/sampling.md). Full-detail runs have no prewarm")],
         stats: &[
             stat("instructions", "instructions", "instructions measured (after the warm-up)"),
             stat("cycles", "cycles", "cycles they took"),

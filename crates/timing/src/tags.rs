@@ -163,6 +163,12 @@ impl Tags {
         }
     }
 
+    /// When `slot` was last touched (a count of touches, 0 if empty): what orders a set's
+    /// lines by recency.
+    pub fn last_touch(&self, slot: u32) -> u64 {
+        self.stamp[slot as usize]
+    }
+
     #[inline]
     pub fn install(&mut self, slot: u32, addr: u64) {
         self.tag[slot as usize] = (addr >> self.line_shift) + 1;

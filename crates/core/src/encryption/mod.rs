@@ -81,6 +81,15 @@ pub trait Encryption: Send {
     /// (mecu without its key): reported for this access alone.
     fn read_line(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError>;
 
+    /// The line at `addr` deciphered from memory for a checkpoint's prewarm that installs it
+    /// as state (`Engine::set_installing`): the plaintext `read_line` gives, but a scheme may
+    /// leave its own small on-chip buffers out of it (otp's 32-word stamp buffer: the
+    /// window's warming refills it long before it is measured) and count nothing. The
+    /// default is `read_line`.
+    fn read_installed(&mut self, m: &mut Machine, addr: u64, t: Cycle, out: &mut [u8]) -> Result<Cycle, IntegrityError> {
+        self.read_line(m, addr, t, out)
+    }
+
     /// Fetch the lines at `addrs`, all requested at `t` (naive's path to the root), into
     /// `out[i][..n]`, pushing when each is available to `arrive`: the same as one
     /// `read_line` each, in order. A scheme may book them in one pass.

@@ -114,6 +114,27 @@ impl Chash {
         Ok((slot, v.ready))
     }
 
+    /// `obtain` for a prewarm that installs (`Integrity::install`): internal chunk `c` into
+    /// the L2 unchecked, its bytes memory's, after its own uncached ancestors — the lookups
+    /// and insertions of `obtain`'s check, in its order, without a hash. Returns its slot.
+    fn install_chunk(&mut self, m: &mut Machine, enc: &mut dyn Encryption, c: u64, t: Cycle) -> Result<u32, IntegrityError> {
+        let addr = self.tree.addr_of(c);
+        m.counters.meta_accesses += 1;
+        if let Some(slot) = m.lookup(addr) {
+            return Ok(slot);
+        }
+        m.counters.meta_misses += 1;
+        self.hash_loads += 1;
+        let mut buf = [0u8; MAX_LINE];
+        let plain = &mut buf[..self.tree.chunk as usize];
+        let t_data = enc.read_installed(m, addr, t, plain)?;
+        self.tree.decode_zero_node(c, plain, &self.zero);
+        if let Some((parent, _)) = self.tree.parent(c) {
+            self.install_chunk(m, enc, parent, t)?;
+        }
+        Ok(m.insert(addr, plain, LineKind::Meta, false, t_data))
+    }
+
     /// Stage `bytes` for hashing with the other chunks of the climb.
     fn stage(&mut self, bytes: &[u8]) {
         let mut e = ([0u8; MAX_LINE], None);
@@ -258,6 +279,40 @@ impl Integrity for Chash {
         let done = enc.write_line(m, v.addr, &v.bytes, h_done)?;
         m.write_buf.hold_until(wslot, done);
         Ok(start)
+    }
+
+    /// The tree is cached metadata only: a prewarm installs it by address.
+    fn installs(&self) -> bool {
+        true
+    }
+
+    /// The chunks a check of `addr`'s line would bring in (its uncached ancestors, up to the
+    /// first cached one), unchecked, in the order the check inserts them: memory is as the
+    /// window's set-up left it, so the tree there is consistent and a chunk read from it is
+    /// what the check would have accepted.
+    fn install(&mut self, m: &mut Machine, enc: &mut dyn Encryption, addr: u64, plain: &mut [u8], t: Cycle) -> Result<(), IntegrityError> {
+        let Some(c) = self.tree.chunk_of(addr) else { return Ok(()) };
+        self.tree.decode_zero_node(c, plain, &self.zero);
+        if let Some((parent, _)) = self.tree.parent(c) {
+            self.install_chunk(m, enc, parent, t)?;
+        }
+        Ok(())
+    }
+
+    /// A dirty chunk's write-back brings its parent in and dirties it (`evict`); here the
+    /// parent comes in unchecked and keeps memory's bytes, as the chunk does: its bytes are
+    /// memory's (a prewarm writes back only what it read, or a window-start value where the
+    /// window reads it).
+    fn install_evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
+        if !v.dirty {
+            return Ok(v.t);
+        }
+        let Some(c) = self.tree.chunk_of(v.addr) else { return Ok(v.t) };
+        if let Some((parent, _)) = self.tree.parent(c) {
+            let slot = self.install_chunk(m, enc, parent, v.t)?;
+            m.l2.set_dirty(slot);
+        }
+        Ok(v.t)
     }
 
     fn metadata_of(&self, addr: u64) -> Vec<Meta> {

@@ -55,6 +55,30 @@ pub trait Integrity: Send {
         write_back_plain(m, enc, v)
     }
 
+    /// Whether the scheme takes a checkpoint's prewarm as state (`install`, `install_evict`;
+    /// `Engine::set_installing`). A scheme that does not is prewarmed by checked reads, as any
+    /// run reads (the defaults below are those).
+    fn installs(&self) -> bool {
+        false
+    }
+
+    /// A checkpoint's prewarm installs `addr`'s line (its bytes `plain`, deciphered from
+    /// memory as set up before the window, which is consistent with the scheme's metadata
+    /// there): bring in, by address and without checking, the metadata a check of that line
+    /// would leave cached, in the order the check would. Only called when `installs`; the
+    /// default is the check itself.
+    fn install(&mut self, m: &mut Machine, enc: &mut dyn Encryption, addr: u64, plain: &mut [u8], t: Cycle) -> Result<(), IntegrityError> {
+        self.verify(m, enc, addr, plain, t, t).map(|_| ())
+    }
+
+    /// A line left the L2 during a prewarm that installs (`install`): leave cached what its
+    /// write-back would (a tree's parent, dirty), but write nothing — the line's bytes are
+    /// memory's already, so memory and metadata stay as set up. Only called when `installs`;
+    /// the default is the write-back itself.
+    fn install_evict(&mut self, m: &mut Machine, enc: &mut dyn Encryption, v: &Victim) -> Result<Cycle, IntegrityError> {
+        self.evict(m, enc, v)
+    }
+
     /// A crypto/sign instruction is about to commit: every read so far must be verified
     /// (003 §4.7). Returns when that is so.
     fn barrier(&mut self, m: &mut Machine, _enc: &mut dyn Encryption, now: Cycle) -> Result<Cycle, IntegrityError> {
