@@ -157,6 +157,10 @@ impl Registers {
     }
 }
 
+/// How a window takes its checkpoint's prewarm (`sampling.prewarm`, `Core::prewarm`): read
+/// through the checks, or installed as state at the protected level (docs/sampling.md).
+pub const PREWARMS: &[&str] = &["replay", "install"];
+
 pub struct Core {
     fetch_width: u32,
     commit_width: u32,
@@ -355,7 +359,7 @@ impl Core {
             lazy_image,
             started: false,
             prewarm_target: false,
-            prewarm_install: p.choice("sampling.prewarm", &["replay", "install"])? == "install",
+            prewarm_install: p.choice("sampling.prewarm", PREWARMS)? == "install",
             pending: Vec::new(),
             pending_n: 0,
             pending_bytes: 0,
