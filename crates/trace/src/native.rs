@@ -1496,6 +1496,7 @@ impl TraceSource for NativeReader {
     fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
         let (mut bytes, mut fast) = (0, self.fast_ready());
         for (n, r) in slots.iter_mut().enumerate() {
+            crate::readahead::give_up_big(r);
             if !(fast && self.next_fast_ready(r)) {
                 match self.next_slow(r) {
                     Ok(true) => fast = self.fast_ready(),
@@ -2100,6 +2101,14 @@ mod tests {
         assert!(fast.1.is_none() && fast.0 == recs, "the fast path's records differ");
         let filled = read_filled(&p, 64, usize::MAX);
         assert!(filled.1.is_none() && filled.0 == recs, "the filled records differ");
+    }
+
+    #[test]
+    fn filling_a_slot_gives_up_its_big_buffers_first() {
+        let recs = crate::readahead::small_records();
+        let p = tmp("give-up.smt");
+        write(&p, &recs);
+        crate::readahead::fills_give_up_big_buffers(&mut NativeReader::open(&p).unwrap(), &recs);
     }
 
     #[test]
