@@ -252,10 +252,7 @@ impl Drop for ReadAhead {
     }
 }
 
-/// Test of a source's `fill` (the default and the native reader's): into three slots whose
-/// buffers are small, of big values and of many accesses, it reads the first three records
-/// of `want` (`small_records`), the small slot keeping its buffer and the others giving
-/// theirs up first.
+/// Three records of one small access each, for `fills_give_up_big_buffers`.
 #[cfg(test)]
 pub(crate) fn small_records() -> Vec<Instr> {
     (0..3u64)
@@ -267,6 +264,10 @@ pub(crate) fn small_records() -> Vec<Instr> {
         .collect()
 }
 
+/// Test of a source's `fill` (the default and the native reader's): into three slots whose
+/// buffers are small, of big values and of many accesses, it reads the first three records
+/// of `want` (`small_records`), the small slot keeping its buffer and the others giving
+/// theirs up first.
 #[cfg(test)]
 pub(crate) fn fills_give_up_big_buffers(src: &mut dyn TraceSource, want: &[Instr]) {
     let mut recs = vec![Instr::default(); 3];
