@@ -75,10 +75,13 @@ pub trait TraceSource: Send {
     /// Records into `slots` in order ([`ReadAhead`]'s batches), until they are full or the
     /// values read come to `max_bytes`: how many were read, and the end of the source
     /// (`Ok(())`) or its error if it came. The same records, end and error as `next_into`.
+    /// A slot whose buffers grew big gives them up before it is filled
+    /// (`readahead::give_up_big`).
     #[inline]
     fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
         let mut bytes = 0;
         for (n, r) in slots.iter_mut().enumerate() {
+            readahead::give_up_big(r);
             match self.next_into(r) {
                 Ok(true) => {
                     bytes += r.data.len();

@@ -1415,34 +1415,49 @@ impl NativeReader {
         if kind != KIND_INSTR || h & H_REPEAT == 0 || outcome == 3 {
             return false;
         }
-        let c = &self.codec;
+        let Codec { prev_end, addrs, statics } = &mut self.codec;
         let mut i = 2;
         let pc = if h & H_PC_SEQ != 0 {
-            c.prev_end
+            *prev_end
         } else {
             let Some((d, j)) = varint_at(b, i) else {
                 return false;
             };
             i = j;
-            c.prev_end.wrapping_add(unzigzag(d) as u64)
+            prev_end.wrapping_add(unzigzag(d) as u64)
         };
-        let st = &c.statics[static_slot(pc)];
+        let st = &statics[static_slot(pc)];
         if !st.valid || st.pc != pc {
             return false;
         }
         out.accesses.clear();
         out.data.clear();
+        // Each access's address goes into the address table as it is decoded (what
+        // `commit_read` does after a record, in a second pass over its accesses); a record
+        // given up half-way puts the table's earlier addresses back, so the general parser
+        // reads it from the state it was written in.
+        let mut before = [0u64; STATIC_ACCESSES];
         for (k, &(store, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
-            let Some((d, j)) = varint_at(b, i) else {
-                return false;
+            let slot = addr_slot(pc, k);
+            let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
+                for (j, &a) in before.iter().enumerate() {
+                    addrs[addr_slot(pc, j)] = a;
+                }
+                false
             };
-            let addr = c.addrs[addr_slot(pc, k)].wrapping_add(unzigzag(d) as u64);
+            let Some((d, j)) = varint_at(b, i) else {
+                return given_up(addrs, &before[..k]);
+            };
+            let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
             let Some(v) = b.get(j..j + size as usize) else {
-                return false;
+                return given_up(addrs, &before[..k]);
             };
             if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
-                return false; // wraps: refused with its message by the general path
+                // Wraps: refused with its message by the general path.
+                return given_up(addrs, &before[..k]);
             }
+            before[k] = addrs[slot];
+            addrs[slot] = addr;
             let off = out.data.len() as u32;
             append_accesses(&mut out.accesses, &[Access { store, addr, size, off }]);
             append_bytes(&mut out.data, v);
@@ -1459,7 +1474,7 @@ impl NativeReader {
         out.dst = st.dst;
         out.thread = self.thread;
         s.pos += i;
-        self.codec.commit_read(out, false);
+        *prev_end = pc.wrapping_add(st.len as u64);
         self.count += 1;
         true
     }
@@ -1481,6 +1496,7 @@ impl TraceSource for NativeReader {
     fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
         let (mut bytes, mut fast) = (0, self.fast_ready());
         for (n, r) in slots.iter_mut().enumerate() {
+            crate::readahead::give_up_big(r);
             if !(fast && self.next_fast_ready(r)) {
                 match self.next_slow(r) {
                     Ok(true) => fast = self.fast_ready(),
@@ -2060,6 +2076,39 @@ mod tests {
             let (v, e) = read_filled(&q, 16, usize::MAX);
             assert_eq!((v.len(), e), (1, Some(format!("{}: {want}", q.display()))));
         }
+    }
+
+    /// Records the fast path gives up half-way through (a long second value that runs past
+    /// the decoded bytes it holds, at each refill of the buffer), after it has put the first
+    /// access's address into the address table: the general parser reads them again from
+    /// the table as it was, so both ways give the same records.
+    #[test]
+    fn the_fast_path_gives_up_half_way_without_changing_the_address_table() {
+        let mut recs = Vec::new();
+        for k in 0..6000u64 {
+            let mut r = Instr { pc: 0x40_1000 + 16 * (k % 3), len: 7, op: OpClass::Mem, ..Instr::default() };
+            r.add_src(3);
+            r.add_dst(5);
+            let big: Vec<u8> = (0..400u64).map(|b| (b * 7 + k) as u8).collect();
+            r.add_access(false, 0x7000_0000 + 8 * (k % 97), &k.to_le_bytes());
+            r.add_access(true, 0x9000_0000 + 64 * (k * 13 % 1001), &big);
+            recs.push(r);
+        }
+        let p = tmp("halfway.smt");
+        write(&p, &recs);
+        let (general, fast) = (read_as(&p, true), read_as(&p, false));
+        assert!(general.1.is_none() && general.0 == recs);
+        assert!(fast.1.is_none() && fast.0 == recs, "the fast path's records differ");
+        let filled = read_filled(&p, 64, usize::MAX);
+        assert!(filled.1.is_none() && filled.0 == recs, "the filled records differ");
+    }
+
+    #[test]
+    fn filling_a_slot_gives_up_its_big_buffers_first() {
+        let recs = crate::readahead::small_records();
+        let p = tmp("give-up.smt");
+        write(&p, &recs);
+        crate::readahead::fills_give_up_big_buffers(&mut NativeReader::open(&p).unwrap(), &recs);
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub const BATCH_BYTES: usize = 1 << 20;
 /// waiting.
 pub const RING: usize = 8;
 /// A slot whose value buffer has grown past this (a loader image's record) gives it up
-/// before its batch is filled again (`give_up_big`).
+/// before it is filled again (`give_up_big`).
 const SLOT_BYTES: usize = 4096;
 
 /// What the reader thread hands over: the first `n` slots hold records, then how the
@@ -168,17 +168,22 @@ fn copy_record(out: &mut Instr, r: &Instr) {
     append_bytes(&mut out.data, &r.data);
 }
 
-/// Slots whose buffers grew past [`SLOT_BYTES`] (a loader image's record) give them up
-/// before the batch goes back, so that a few big records do not stay allocated in every slot.
-/// Done by the consumer, whose cache holds the lines it just read: a pass over the slots on
-/// the reader's side before it fills them moved every slot's line between the cores once more
-/// (interleaved user CPU, docs/speed.md).
-fn give_up_big(recs: &mut [Instr]) {
-    for r in recs {
-        if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
-            (r.data, r.accesses) = (Vec::new(), Vec::new());
-        }
+/// A slot whose buffers grew past [`SLOT_BYTES`] (a loader image's record) gives them up, so
+/// that a few big records do not stay allocated in every slot of the ring. Sources call it
+/// for each slot as `TraceSource::fill` is about to decode into it: the slot's line is being
+/// written then anyway. (A pass over the slots before the reader fills a batch moved every
+/// slot's line between the cores once more; one by the consumer as it handed a batch back
+/// cost ~10 host instructions a record: docs/speed.md.)
+#[inline(always)]
+pub(crate) fn give_up_big(r: &mut Instr) {
+    if r.data.capacity() > SLOT_BYTES || r.accesses.capacity() > SLOT_BYTES / 64 {
+        give_up(r);
     }
+}
+
+#[cold]
+fn give_up(r: &mut Instr) {
+    (r.data, r.accesses) = (Vec::new(), Vec::new());
 }
 
 impl ReadAhead {
@@ -218,8 +223,7 @@ impl ReadAhead {
             };
             match got {
                 Ok(b) => {
-                    let mut used = std::mem::replace(&mut self.cur, b);
-                    give_up_big(&mut used.recs[..used.n]);
+                    let used = std::mem::replace(&mut self.cur, b);
                     if !used.recs.is_empty() {
                         // (Not the empty batch a ReadAhead starts with: the ring stays RING.)
                         let _ = self.back.try_send(used);
@@ -248,6 +252,42 @@ impl Drop for ReadAhead {
     }
 }
 
+/// Three records of one small access each, for `fills_give_up_big_buffers`.
+#[cfg(test)]
+pub(crate) fn small_records() -> Vec<Instr> {
+    (0..3u64)
+        .map(|k| {
+            let mut r = Instr { pc: 0x40_0000 + 4 * k, len: 4, ..Instr::default() };
+            r.add_access(k == 1, 0x1000 + 64 * k, &k.to_le_bytes());
+            r
+        })
+        .collect()
+}
+
+/// Test of a source's `fill` (the default and the native reader's): into three slots whose
+/// buffers are small, of big values and of many accesses, it reads the first three records
+/// of `want` (`small_records`), the small slot keeping its buffer and the others giving
+/// theirs up first.
+#[cfg(test)]
+pub(crate) fn fills_give_up_big_buffers(src: &mut dyn TraceSource, want: &[Instr]) {
+    let mut recs = vec![Instr::default(); 3];
+    recs[0].data.reserve_exact(64);
+    recs[0].accesses.reserve_exact(4);
+    recs[1].add_access(true, 0x2000, &vec![2u8; SLOT_BYTES + 1]);
+    for k in 0..SLOT_BYTES / 64 + 1 {
+        recs[2].add_access(false, 0x3000 + k as u64, &[3]);
+    }
+    let kept = (recs[0].data.as_ptr(), recs[0].accesses.as_ptr());
+    let (n, _) = src.fill(&mut recs, usize::MAX);
+    assert_eq!(n, 3);
+    assert!(recs[..] == want[..3], "the records read");
+    assert!(want[..3].iter().all(|r| r.data.len() <= 64 && r.accesses.len() <= 4), "small records");
+    assert_eq!((recs[0].data.as_ptr(), recs[0].accesses.as_ptr()), kept, "a small slot keeps its buffers");
+    for r in &recs[1..] {
+        assert!(r.data.capacity() <= SLOT_BYTES && r.accesses.capacity() <= SLOT_BYTES / 64, "big buffers given up");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,7 +313,7 @@ mod tests {
                     None => Ok(false),
                 };
             }
-            out.clone_from(&self.recs[self.at]);
+            copy_record(out, &self.recs[self.at]); // in its buffers, as readers fill a slot
             self.at += 1;
             self.read.fetch_add(1, Ordering::Relaxed);
             Ok(true)
@@ -328,17 +368,10 @@ mod tests {
     }
 
     #[test]
-    fn slots_that_grew_big_give_their_buffers_up_and_the_others_keep_theirs() {
-        let mut recs = vec![Instr::default(); 3];
-        recs[0].add_access(false, 0x1000, &[1; 8]);
-        recs[1].add_access(true, 0x2000, &vec![2u8; SLOT_BYTES + 1]);
-        for k in 0..SLOT_BYTES / 64 + 1 {
-            recs[2].add_access(false, 0x3000 + k as u64, &[3]);
-        }
-        give_up_big(&mut recs);
-        assert!(recs[0].data.capacity() >= 8 && recs[0].accesses.capacity() >= 1, "a small slot keeps its buffers");
-        assert_eq!((recs[1].data.capacity(), recs[1].accesses.capacity()), (0, 0), "big values");
-        assert_eq!((recs[2].data.capacity(), recs[2].accesses.capacity()), (0, 0), "many accesses");
+    fn slots_that_grew_big_give_their_buffers_up_as_they_are_filled_and_the_others_keep_theirs() {
+        let want = small_records();
+        let mut src = Scripted { recs: want.clone(), at: 0, fail: None, read: Arc::default(), dropped: Arc::default() };
+        fills_give_up_big_buffers(&mut src, &want);
     }
 
     #[test]
