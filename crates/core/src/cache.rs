@@ -131,4 +131,17 @@ impl TrustedCache {
     pub fn valid_slots(&self) -> Vec<u32> {
         (0..self.tags.slots() as u32).filter(|&s| self.tags.addr_of(s).is_some()).collect()
     }
+
+    /// Every valid line in recency order (least recent first): its address, whether it is
+    /// metadata, whether it is dirty. What two ways of filling the cache are compared by
+    /// (a checkpoint's prewarm installed as state against the same lines read through checks).
+    pub fn lines_by_recency(&self) -> Vec<(u64, bool, bool)> {
+        let mut v: Vec<_> = self
+            .valid_slots()
+            .into_iter()
+            .map(|s| (self.tags.last_touch(s), self.tags.addr_of(s).unwrap_or(0), self.kind(s) == LineKind::Meta, self.is_dirty(s)))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, a, m, d)| (a, m, d)).collect()
+    }
 }

@@ -526,26 +526,10 @@ impl Engine {
     /// Hand every line waiting in the write buffer to the integrity scheme (which writes it
     /// back through the encryption scheme). Write-backs may pull parents in and push others
     /// out, so this runs until the buffer is empty. Returns the latest acceptance time.
+    /// While a prewarm installs, each line leaves as its write-back would leave the caches
+    /// (`Integrity::install_evict`), writing nothing.
     fn drain(&mut self) -> Result<Cycle, IntegrityError> {
-        if self.installing {
-            return self.drain_installed();
-        }
-        drain(&mut self.m, &mut *self.integ, &mut *self.enc)
-    }
-
-    /// `drain` while a prewarm installs: each line leaves as its write-back would leave the
-    /// caches (`Integrity::install_evict`), writing nothing.
-    #[cold]
-    fn drain_installed(&mut self) -> Result<Cycle, IntegrityError> {
-        let (m, integ, enc) = (&mut self.m, &mut *self.integ, &mut *self.enc);
-        let mut accepted = 0;
-        while let Some(v) = m.pop_victim() {
-            let own = if v.kind == LineKind::Meta { enc.evict_meta(m, &v) } else { None };
-            let r = own.unwrap_or_else(|| integ.install_evict(m, enc, &v));
-            m.recycle(v);
-            accepted = accepted.max(r?);
-        }
-        Ok(accepted)
+        drain(&mut self.m, &mut *self.integ, &mut *self.enc, self.installing)
     }
 
     /// Memory from before the run that never passed through the L2 (a loader's image set up
@@ -595,7 +579,7 @@ impl Engine {
                 let v = Victim { addr: line, bytes: plain.to_vec(), dirty: true, kind: LineKind::Data, t };
                 integ.evict(m, enc, &v)?;
             }
-            drain(m, integ, enc)
+            drain(m, integ, enc, false)
         });
         self.thaw_own(own);
         let m = &mut self.m;
@@ -824,13 +808,14 @@ impl Engine {
     }
 }
 
-/// `Engine::drain` on the engine's parts (`Engine::set_up` drains inside an untimed stretch).
-fn drain(m: &mut Machine, integ: &mut dyn Integrity, enc: &mut dyn Encryption) -> Result<Cycle, IntegrityError> {
+/// `Engine::drain` on the engine's parts (`Engine::set_up` drains inside an untimed stretch);
+/// `installing`: a prewarm's evictions (`Integrity::install_evict`).
+fn drain(m: &mut Machine, integ: &mut dyn Integrity, enc: &mut dyn Encryption, installing: bool) -> Result<Cycle, IntegrityError> {
     let mut accepted = 0;
     while let Some(v) = m.pop_victim() {
         // Metadata the encryption keeps in the L2 itself is its own to write back.
         let own = if v.kind == LineKind::Meta { enc.evict_meta(m, &v) } else { None };
-        let r = own.unwrap_or_else(|| integ.evict(m, enc, &v));
+        let r = own.unwrap_or_else(|| if installing { integ.install_evict(m, enc, &v) } else { integ.evict(m, enc, &v) });
         m.recycle(v);
         accepted = accepted.max(r?);
     }

@@ -754,19 +754,6 @@ fn memory_set_up_leaves_every_engine_idle() {
     }
 }
 
-/// The trusted L2 in recency order (least recent first): each line's address, whether it is
-/// metadata, whether it is dirty.
-fn l2_lines(e: &Engine) -> Vec<(u64, bool, bool)> {
-    let l2 = &e.machine().l2;
-    let mut v: Vec<_> = l2
-        .valid_slots()
-        .into_iter()
-        .map(|s| (l2.tags.last_touch(s), l2.tags.addr_of(s).unwrap(), l2.kind(s) == crate::cache::LineKind::Meta, l2.is_dirty(s)))
-        .collect();
-    v.sort_unstable();
-    v.into_iter().map(|(_, a, m, d)| (a, m, d)).collect()
-}
-
 /// A checkpoint's prewarm taken as state (`Engine::set_installing`) leaves the L2 exactly as
 /// reading the same lines through the checks does — the same data and tree lines, in the same
 /// recency order, as dirty — and the same bytes in every data line, without a check or a
@@ -801,7 +788,7 @@ fn a_prewarm_installed_as_state_leaves_the_l2_as_checked_reads_do_and_tampering_
     assert!(installed.set_installing(true));
     prewarm(&mut installed);
     installed.set_installing(false);
-    let (r, i) = (l2_lines(&replayed), l2_lines(&installed));
+    let (r, i) = (replayed.machine().l2.lines_by_recency(), installed.machine().l2.lines_by_recency());
     assert!(i.iter().filter(|l| l.1).count() > 20 && i.iter().filter(|l| l.2).count() > 20, "tree lines and dirty lines in the L2");
     assert_eq!(r, i, "the same lines, order and dirtiness");
     let bytes = |e: &Engine, a: u64| e.cached(a, 64).to_vec();

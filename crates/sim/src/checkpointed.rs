@@ -269,18 +269,6 @@ mod tests {
         (core, eng)
     }
 
-    /// The L2 in recency order (least recent first): address, metadata or not, dirty.
-    fn l2_lines(eng: &secmem_core::Engine) -> Vec<(u64, bool, bool)> {
-        let l2 = &eng.machine().l2;
-        let mut v: Vec<_> = l2
-            .valid_slots()
-            .into_iter()
-            .map(|s| (l2.tags.last_touch(s), l2.tags.addr_of(s).unwrap(), l2.kind(s) == secmem_core::cache::LineKind::Meta, l2.is_dirty(s)))
-            .collect();
-        v.sort_unstable();
-        v.into_iter().map(|(_, a, m, d)| (a, m, d)).collect()
-    }
-
     /// A window's prewarm taken as state (`sampling.prewarm=install`) leaves its machine as
     /// the checked replay does: the same data and tree lines in the L2, in the same recency
     /// order and as dirty, the same bytes in every data line, and the same L1, TLB and page
@@ -299,7 +287,7 @@ mod tests {
         for j in 0..st.len() {
             let (cr, er) = prewarmed(&mode("replay"), &path(j), done.prewarm[j]);
             let (ci, ei) = prewarmed(&mode("install"), &path(j), done.prewarm[j]);
-            let (r, i) = (l2_lines(&er), l2_lines(&ei));
+            let (r, i) = (er.machine().l2.lines_by_recency(), ei.machine().l2.lines_by_recency());
             assert!(i.iter().filter(|l| l.1).count() > 1000 && i.iter().filter(|l| l.2).count() > 100, "window {j}: tree lines and dirty lines");
             assert_eq!(r.len(), i.len(), "window {j}");
             assert!(r == i, "window {j}: the same lines, order and dirtiness");
