@@ -78,8 +78,10 @@ impl Tlb {
             self.last = (vpage, slot);
             slot
         } else {
-            // A miss: `Tags::access` installs the page in the victim's slot.
-            let (slot, _) = self.tags.access(va);
+            // A miss: the page goes in the victim's slot, as `Tags::access` would put it
+            // (its set was searched just above).
+            let slot = self.tags.victim(va);
+            self.tags.install(slot, va);
             self.last = (vpage, slot);
             return Err(slot);
         };

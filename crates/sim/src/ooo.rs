@@ -194,9 +194,9 @@ pub struct Core {
     /// (`core.store_write_queue`; None: no limit). ChampSim's, src/ooo_cpu.cc `operate_lsq`:
     /// a store leaves the store queue once it retired and the L1D's write queue took it.
     store_at_retire: bool,
-    /// With `tlb.restart` (one of the `queues`): the L1D starts a data access's tag check
-    /// before its translation, and again if that comes late (`start_lookup`); how often.
-    tlb_restart: bool,
+    /// With `tlb.restart` (`Mmu::restarts`, one of the `queues`) the L1D starts a data
+    /// access's tag check before its translation, and again if that comes late
+    /// (`start_lookup`): how often it started again.
     tag_restarts: u64,
     l1d_wq: Option<Window>,
     sq: StoreQueue,
@@ -307,8 +307,7 @@ impl Core {
         let mmu = Mmu::new(p, page)?;
         let fetch_buffer = p.u64_min("core.fetch_buffer", 0)? as usize;
         let ahead = (fetch_buffer > 0).then(|| FetchAhead::new(fetch_buffer));
-        let tlb_restart = mmu.restarts();
-        let queues = store_at_retire || sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register || tlb_restart || ahead.is_some();
+        let queues = store_at_retire || sq > 0 || phys > 0 || load_ports.is_some() || store_ports.is_some() || sq_mem.active() || ip_register || mmu.restarts() || ahead.is_some();
         Ok(Core {
             fetch_width: w("core.fetch_width")? as u32,
             commit_width: w("core.commit_width")? as u32,
@@ -326,7 +325,6 @@ impl Core {
             ip_register,
             ip_ready: (0, cpistack::BASE),
             store_at_retire,
-            tlb_restart,
             tag_restarts: 0,
             l1d_wq: (store_at_retire && wq > 0).then(|| Window::new(wq)),
             sq: sq_mem,
@@ -1086,7 +1084,7 @@ impl Core {
                     Some(w) => t.max(w.next_free()),
                     None => t,
                 };
-                let (pa, s, taken) = if self.tlb_restart {
+                let (pa, s, taken) = if self.mmu.restarts() {
                     let (pa, first, t0) = self.start_lookup(va, arrive, true, eng)?;
                     let (s, taken) = self.hier.write_started(pa, first, t0, eng)?;
                     (pa, s, taken)
@@ -1164,7 +1162,7 @@ impl Core {
         if let (true, Some(p)) = (Q, &mut self.load_ports) {
             at = p.take(at);
         }
-        let (pa, t0, s) = if Q && self.tlb_restart {
+        let (pa, t0, s) = if Q && self.mmu.restarts() {
             let (pa, _, t0) = self.start_lookup(va, at, false, eng)?;
             (pa, t0, self.hier.access_started(AccessKind::Load, pa, t0, eng)?)
         } else {
@@ -1208,7 +1206,7 @@ impl Core {
 
     pub fn stats(&self, out: &mut Stats) {
         out.int("core.loads", self.loads);
-        if self.tlb_restart {
+        if self.mmu.restarts() {
             out.int("l1d.tag_restarts", self.tag_restarts);
         }
         out.int("core.stores", self.stores);
