@@ -38,6 +38,9 @@ pub const KIND_SKIPPABLE_FIRST: u8 = 0x80;
 pub const KIND_CODE: u8 = 0x80;
 /// Skippable: later records were executed by thread `varint tid` (until the next one).
 pub const KIND_THREAD: u8 = 0x81;
+/// Skippable: a checkpointed window's prewarm (`checkpoint::Prewarm`), its records packed;
+/// a reader keeps the payload for [`TraceSource::take_prewarm`].
+pub const KIND_PREWARM: u8 = 0x90;
 pub const KIND_END: u8 = 0xFF;
 
 // INSTR head byte (docs/trace-format.md, "INSTR").
@@ -79,7 +82,7 @@ pub fn zigzag(v: i64) -> u64 {
 }
 
 #[inline(always)]
-fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
@@ -795,6 +798,18 @@ impl NativeWriter {
         Ok(())
     }
 
+    /// A skippable record of `kind` (0x80..=0xFE) holding `payload` (readers that do not
+    /// know the kind skip it).
+    pub fn write_skippable(&mut self, kind: u8, payload: &[u8]) -> Result<(), TraceError> {
+        if !(KIND_SKIPPABLE_FIRST..KIND_END).contains(&kind) || payload.len() > MAX_RECORD_DATA {
+            return Err(self.invalid(format!("a skippable record of kind {kind:#04x} and {} bytes", payload.len())));
+        }
+        self.buf.push(kind);
+        put_varint(&mut self.buf, payload.len() as u64);
+        self.buf.extend_from_slice(payload);
+        Ok(())
+    }
+
     fn flush_buf(&mut self) -> Result<(), TraceError> {
         self.raw += self.buf.len() as u64;
         let frame = std::mem::take(&mut self.buf);
@@ -1157,6 +1172,8 @@ pub struct NativeReader {
     count: u64,
     done: bool,
     thread: u32,
+    /// The payload of the last PREWARM record read, until taken (`take_prewarm`).
+    prewarm: Option<Vec<u8>>,
     /// Tests: every record through the general parser (what the fast path must agree with).
     #[cfg(test)]
     general_only: bool,
@@ -1265,6 +1282,7 @@ impl NativeReader {
             count: 0,
             done: false,
             thread: 0,
+            prewarm: None,
             #[cfg(test)]
             general_only: false,
         })
@@ -1334,6 +1352,15 @@ impl NativeReader {
                         return Err(s.fail(at, "malformed thread record".into()));
                     }
                     self.thread = tid as u32;
+                }
+                KIND_PREWARM => {
+                    let n = s.varint()?;
+                    if n > MAX_RECORD_DATA as u64 {
+                        return Err(s.fail(at, format!("a prewarm record of {n} bytes (at most {MAX_RECORD_DATA})")));
+                    }
+                    let mut v = Vec::with_capacity(n as usize);
+                    s.bytes_into(n as usize, &mut v)?;
+                    self.prewarm = Some(v);
                 }
                 KIND_SKIPPABLE_FIRST.. => {
                     let n = s.varint()?;
@@ -1514,6 +1541,10 @@ impl TraceSource for NativeReader {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        self.prewarm.take()
     }
 }
 
