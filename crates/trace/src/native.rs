@@ -363,10 +363,17 @@ fn write_frame(z: &mut zstd::bulk::Compressor<'_>, frame: &[u8], out: &mut Vec<u
 }
 
 impl Compressor {
-    /// Compress onto `f` (the header written) at zstd `level`.
-    fn start(mut f: BufWriter<File>, level: i32) -> std::io::Result<Compressor> {
-        let mut z = zstd::bulk::Compressor::new(level)?;
-        z.include_checksum(true)?;
+    /// Compress onto `f` (the header written) at zstd `level`, or store the frames as they
+    /// are if None.
+    fn start(mut f: BufWriter<File>, level: Option<i32>) -> std::io::Result<Compressor> {
+        let mut z = match level {
+            Some(level) => {
+                let mut z = zstd::bulk::Compressor::new(level)?;
+                z.include_checksum(true)?;
+                Some(z)
+            }
+            None => None,
+        };
         let (tx, rx) = sync_channel::<Vec<u8>>(FRAMES_QUEUED);
         let (back_tx, back) = sync_channel::<Vec<u8>>(FRAMES_QUEUED + 2);
         let thread = std::thread::Builder::new()
@@ -374,7 +381,10 @@ impl Compressor {
             .spawn(move || {
                 let mut out = Vec::new();
                 for mut frame in rx {
-                    write_frame(&mut z, &frame, &mut out, &mut f)?;
+                    match &mut z {
+                        Some(z) => write_frame(z, &frame, &mut out, &mut f)?,
+                        None => f.write_all(&frame)?,
+                    }
                     frame.clear();
                     let _ = back_tx.try_send(frame);
                     start_writeback(f.get_ref());
@@ -530,6 +540,17 @@ impl NativeWriter {
     /// As [`NativeWriter::create`] with a zstd compression level (1..=22; negative levels
     /// are zstd's faster ones).
     pub fn with_level(path: impl AsRef<Path>, level: i32) -> Result<NativeWriter, TraceError> {
+        NativeWriter::start(path, Some(level))
+    }
+
+    /// As [`NativeWriter::create`], the record stream stored uncompressed (the header's
+    /// FLAG_ZSTD clear): for files read many times over whose decompression would cost more
+    /// than their size (a checkpointed window's, `checkpoint`).
+    pub fn uncompressed(path: impl AsRef<Path>) -> Result<NativeWriter, TraceError> {
+        NativeWriter::start(path, None)
+    }
+
+    fn start(path: impl AsRef<Path>, level: Option<i32>) -> Result<NativeWriter, TraceError> {
         let p = path.as_ref();
         let name = p.display().to_string();
         let io = |source| TraceError::Io {
@@ -540,7 +561,7 @@ impl NativeWriter {
         let mut header = [0u8; HEADER_LEN as usize];
         header[..8].copy_from_slice(&MAGIC);
         header[8..10].copy_from_slice(&VERSION.to_le_bytes());
-        header[10..12].copy_from_slice(&FLAG_ZSTD.to_le_bytes());
+        header[10..12].copy_from_slice(&(if level.is_some() { FLAG_ZSTD } else { 0 }).to_le_bytes());
         f.write_all(&header).map_err(io)?;
         Ok(NativeWriter {
             zstd: Compressor::start(f, level).map_err(io)?,
@@ -1647,6 +1668,32 @@ mod tests {
         let mut b = Vec::new();
         put_varint(&mut b, u64::MAX);
         assert_eq!(b.len(), 10);
+    }
+
+    /// Stored uncompressed (FLAG_ZSTD clear), the same records read back, with a PREWARM
+    /// record's payload kept for `take_prewarm` and skipped as a record; the file is the
+    /// record stream itself (larger than compressed).
+    #[test]
+    fn an_uncompressed_trace_round_trips_and_keeps_its_prewarm_record() {
+        let recs = mix_records(50_000);
+        let (p, q) = (tmp("raw.smt"), tmp("raw-z.smt"));
+        let mut w = NativeWriter::uncompressed(&p).unwrap();
+        w.write_skippable(KIND_PREWARM, &[1, 2, 3]).unwrap();
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        w.finish().unwrap();
+        write(&q, &recs);
+        assert_reads(&p, &recs);
+        let mut r = NativeReader::open(&p).unwrap();
+        assert_eq!(r.take_prewarm(), None, "not read yet");
+        let mut x = Instr::default();
+        assert!(r.next_into(&mut x).unwrap());
+        assert_eq!(r.take_prewarm(), Some(vec![1, 2, 3]));
+        assert_eq!(r.take_prewarm(), None, "taken once");
+        let head = std::fs::read(&p).unwrap();
+        assert_eq!(u16::from_le_bytes([head[10], head[11]]) & FLAG_ZSTD, 0);
+        assert!(std::fs::metadata(&p).unwrap().len() > std::fs::metadata(&q).unwrap().len());
     }
 
     #[test]
