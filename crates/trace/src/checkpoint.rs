@@ -725,14 +725,29 @@ impl Prewarm {
 
     #[inline(always)]
     fn varint(&mut self) -> Result<u64, String> {
-        // Most are one byte (a static branch's index, where a branch not taken went).
-        if let Some(&b) = self.b.get(self.at).filter(|&&b| b < 0x80) {
-            self.at += 1;
-            return Ok(b as u64);
+        // Most take one to three bytes (a static branch's index, where a branch went, the
+        // step to the next piece): read without a loop.
+        let b = self.b.get(self.at..).unwrap_or_default();
+        if let Some(&x) = b.first() {
+            if x < 0x80 {
+                self.at += 1;
+                return Ok(x as u64);
+            }
+            if let Some(&y) = b.get(1) {
+                if y < 0x80 {
+                    self.at += 2;
+                    return Ok((x & 0x7f) as u64 | (y as u64) << 7);
+                }
+                if let Some(&z) = b.get(2).filter(|&&z| z < 0x80) {
+                    self.at += 3;
+                    return Ok((x & 0x7f) as u64 | ((y & 0x7f) as u64) << 7 | (z as u64) << 14);
+                }
+            }
         }
         self.varint_long()
     }
 
+    #[inline(never)]
     fn varint_long(&mut self) -> Result<u64, String> {
         let (mut v, mut shift) = (0u64, 0);
         loop {
