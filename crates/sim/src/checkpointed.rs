@@ -356,6 +356,11 @@ mod tests {
                     assert!(keep(x) == keep(y), "{w} {mode}: window {j} differs");
                 }
             }
+            // A prewarm that does not hold the records the pass counted: one line, no run.
+            let p = configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
+            let mut open = |j: usize| NativeReader::open(pp(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j] + 1)).map_err(|e| e.to_string());
+            let e = run_windows(&p, &mut open, 1, plan, warm, 1, w).unwrap().0.error.unwrap();
+            assert!(e.contains("prewarm holds") && !e.contains('\n'), "{e}");
             std::fs::remove_dir_all(&d).unwrap();
         }
     }
