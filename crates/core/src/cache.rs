@@ -129,7 +129,7 @@ impl TrustedCache {
 
     /// Every valid slot.
     pub fn valid_slots(&self) -> Vec<u32> {
-        (0..self.tags.slots() as u32).filter(|&s| self.tags.addr_of(s).is_some()).collect()
+        self.tags.valid_slots()
     }
 
     /// Every valid line in recency order (least recent first): its address, whether it is

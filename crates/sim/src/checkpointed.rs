@@ -137,7 +137,7 @@ pub fn run_windows(
 mod tests {
     use super::*;
     use crate::{configure, run};
-    use secmem_trace::checkpoint::{write_windows, DEFAULT_PREWARM};
+    use secmem_trace::checkpoint::{write_windows, write_windows_as, DEFAULT_PREWARM};
     use secmem_trace::{workloads, Consistent, NativeReader, Skip};
     use std::path::PathBuf;
 
@@ -251,19 +251,24 @@ mod tests {
         core.pm.set_order(&q, 1).unwrap();
         eng.set_untimed(true);
         let (mut src, mut ins, mut n) = (NativeReader::open(path).unwrap(), secmem_trace::Instr::default(), 0u64);
-        while n < prewarm && src.next_into(&mut ins).unwrap() {
+        // The prewarm is packed, before the image (`Prewarm`).
+        let mut packed = None;
+        while src.next_into(&mut ins).unwrap() {
+            packed = packed.or_else(|| src.take_prewarm());
             if ins.external {
                 core.external(&ins, &mut eng).unwrap();
                 continue;
             }
-            if n == 0 {
-                core.settle_image(&mut eng).unwrap();
-            }
+            core.settle_image(&mut eng).unwrap();
+            break;
+        }
+        let mut p = secmem_trace::checkpoint::Prewarm::new(packed.expect("a packed prewarm")).unwrap();
+        while let Some(ins) = p.next().unwrap() {
             n += 1;
             if n & 0xFF == 0 {
                 core.poll(&mut eng, n).unwrap();
             }
-            core.prewarm(&ins, &mut eng).unwrap();
+            core.prewarm(ins, &mut eng).unwrap();
         }
         assert_eq!(n, prewarm);
         (core, eng)
@@ -315,6 +320,49 @@ mod tests {
         assert_eq!(f(&ri.stats, "trace.value_mismatches"), 0.0);
         let (a, b) = (f(&ri.stats, "ipc"), f(&rr.stats, "ipc"));
         assert!((a - b).abs() / b < 0.002, "installed {a} against replayed {b}");
+    }
+
+    /// A window's prewarm packed into one record (`Prewarm`, the default since session 11)
+    /// gives every window the statistics the same prewarm written as instruction records
+    /// gives, to the last digit (host times aside), under both `sampling.prewarm` modes:
+    /// the same `Core::prewarm` calls, counts and polls, without the parser's work.
+    #[test]
+    fn a_packed_prewarm_gives_every_window_what_its_records_give() {
+        let plan = Sampling { period: 100_000, window: 2_000, warming: 3_000 };
+        let (warmup, n, warm) = (300_000u64, 600_000u64, 30_000u64);
+        for w in ["mix", "hot"] {
+            let st = starts(&plan, warmup, n, warm).unwrap();
+            let d = dir(&format!("packed-{w}"));
+            let dd = &d;
+            let path = |packed: bool| move |j: usize| dd.join(format!("w{j}-{packed}.smt"));
+            let (pp, pr) = (path(true), path(false));
+            let a = write_windows_as(&mut *workloads::builtin(w, 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &pp, false, true).unwrap();
+            let b = write_windows_as(&mut *workloads::builtin(w, 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &pr, false, false).unwrap();
+            assert_eq!(a, b, "{w}: the same windows written");
+            assert!(a.prewarm.iter().all(|&k| k > 30_000), "{w}: {:?}", a.prewarm);
+            for mode in ["install", "replay"] {
+                let p = configure("suh2003", Some("chash"), Some("otp"), &[format!("sampling.prewarm={mode}")]).unwrap();
+                let run = |path: &dyn Fn(usize) -> PathBuf| {
+                    let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j])).map_err(|e| e.to_string());
+                    let (r, each) = run_windows(&p, &mut open, st.len(), plan, warm, 1, w).unwrap();
+                    assert!(r.error.is_none(), "{:?}", r.error);
+                    each
+                };
+                let (x, y) = (run(&pp), run(&pr));
+                assert_eq!(x.len(), st.len());
+                assert_eq!(x.len(), y.len());
+                for (j, (x, y)) in x.iter().zip(&y).enumerate() {
+                    let keep = |s: &Stats| s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect::<Vec<_>>();
+                    assert!(keep(x) == keep(y), "{w} {mode}: window {j} differs");
+                }
+            }
+            // A prewarm that does not hold the records the pass counted: one line, no run.
+            let p = configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
+            let mut open = |j: usize| NativeReader::open(pp(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j] + 1)).map_err(|e| e.to_string());
+            let e = run_windows(&p, &mut open, 1, plan, warm, 1, w).unwrap().0.error.unwrap();
+            assert!(e.contains("prewarm holds") && !e.contains('\n'), "{e}");
+            std::fs::remove_dir_all(&d).unwrap();
+        }
     }
 
     #[test]

@@ -102,12 +102,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     let mut warmup_fills = 0;
     let l2_fills = |e: &Engine| e.machine().counters.data_misses + e.machine().counters.meta_misses;
     let prewarm = checkpoint.unwrap_or(0).min(o.warmup);
-    let step_error = |e: StepError, n: u64| match e {
-        StepError::Integrity(e) => format!("{} (instruction {})", e, n),
-        StepError::OutOfMemory(va) => {
-            format!("out of simulated physical memory at virtual address 0x{:x} (instruction {}): raise memory.size", va, n)
-        }
-    };
+    let mut packed = None;
     'run: loop {
         // A stretch of instructions needing nothing but their step, taken without the checks
         // below (a sixth of the host instructions per instruction on gzip): not an external
@@ -148,6 +143,11 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
         // Records are read where the source holds them (a trace file's read-ahead batch),
         // not copied, a slice at a time: never more than the run still needs.
         if recs.is_empty() {
+            // A checkpoint's packed prewarm (its file's first record), kept for the first
+            // instruction.
+            if checkpoint.is_some() && n == 0 && packed.is_none() {
+                packed = src.take_prewarm();
+            }
             recs = match src.next_slice(&mut buf, usize::try_from(total - n).unwrap_or(usize::MAX)) {
                 Ok([]) => break,
                 Ok(r) => r,
@@ -169,6 +169,15 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
             if let Err(e) = core.settle_image(&mut eng) {
                 error = Some(format!("{:?} (flushing the checkpoint's memory image)", e));
                 break;
+            }
+            // A packed prewarm runs now, as its records did when the file held them there:
+            // the same calls, counts and polls.
+            if let Some(b) = packed.take() {
+                warmup_fills = l2_fills(&eng);
+                if let Err(e) = run_prewarm(b, prewarm, &mut n, &mut core, &mut eng) {
+                    error = Some(e);
+                    break;
+                }
             }
         }
         let r = if ins.external {
@@ -277,6 +286,34 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
     Ok((RunResult { stats: s, error }, None))
+}
+
+/// A step's error as the run reports it.
+fn step_error(e: StepError, n: u64) -> String {
+    match e {
+        StepError::Integrity(e) => format!("{} (instruction {})", e, n),
+        StepError::OutOfMemory(va) => {
+            format!("out of simulated physical memory at virtual address 0x{:x} (instruction {}): raise memory.size", va, n)
+        }
+    }
+}
+
+/// A checkpoint's packed prewarm (`secmem_trace::checkpoint::Prewarm`), `expected` records
+/// of it: each through `Core::prewarm` as the first instructions of the window's warm-up,
+/// counted in `n` and polled every 256th, as the loop above runs them when they are records.
+fn run_prewarm(b: Vec<u8>, expected: u64, n: &mut u64, core: &mut Core, eng: &mut Engine) -> Result<(), String> {
+    let mut p = secmem_trace::checkpoint::Prewarm::new(b).map_err(|e| format!("checkpoint: {}", e))?;
+    if p.records() != expected {
+        return Err(format!("checkpoint: its prewarm holds {} records where {} were expected", p.records(), expected));
+    }
+    while let Some(ins) = p.next().map_err(|e| format!("checkpoint: {}", e))? {
+        *n += 1;
+        if *n & 0xFF == 0 {
+            core.poll(eng, *n).map_err(|e| format!("{} (instruction {})", e, *n))?;
+        }
+        core.prewarm(ins, eng).map_err(|e| step_error(e, *n))?;
+    }
+    Ok(())
 }
 
 /// Schemes that verify at the end (lhash's certified execution) do it now, after the

@@ -50,6 +50,12 @@ impl Tags {
         self.tag.len()
     }
 
+    /// Every valid slot, in slot order: one pass over the tags (a flush asks once a round,
+    /// a round per tree level, over 16,384 slots mostly empty after the first).
+    pub fn valid_slots(&self) -> Vec<u32> {
+        self.tag.iter().enumerate().filter(|(_, &t)| t != 0).map(|(s, _)| s as u32).collect()
+    }
+
     pub fn line_bytes(&self) -> u64 {
         1 << self.line_shift
     }

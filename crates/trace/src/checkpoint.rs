@@ -5,7 +5,9 @@
 //!
 //! A window is `len` instructions from instruction `start` of the input (external records
 //! are not counted, and those just before `start` belong to the window, as [`Skip`] hands
-//! them on). Its file holds, in order:
+//! them on). Its file holds the prewarm below packed into one PREWARM record, first
+//! ([`Prewarm`]: it stands for the instruction records listed in its place, which a window
+//! runs before its first instruction), then, in order:
 //! - the pages named by the records of [`Instr::set_pages`] seen so far (as [`Skip`] does);
 //! - the pages the input touched before the window, in the order it first touched them, given
 //!   their frames without being written ([`Instr::set_mapped`]: see `Order`);
@@ -44,7 +46,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::consistent::Shadow;
-use crate::native::{write_atomically, NativeWriter, MAX_ACCESSES};
+use crate::native::{put_varint, unzigzag, write_atomically, zigzag, NativeWriter, KIND_PREWARM, MAX_ACCESSES};
+use crate::record::{MAX_DST, MAX_SRC};
 use crate::{Instr, TraceError, TraceSource};
 
 /// Accesses per external record of the image (a record may hold up to [`MAX_ACCESSES`]).
@@ -355,6 +358,14 @@ impl Order {
 /// atomically. A stop request (SIGINT/SIGTERM) ends the pass within a few thousand
 /// instructions with [`crate::stop::interrupted`].
 pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewarm: usize, path: &dyn Fn(usize) -> PathBuf, progress: bool) -> Result<Written, TraceError> {
+    write_windows_as(src, starts, len, prewarm, path, progress, true)
+}
+
+/// `write_windows`, the prewarm `packed` into one PREWARM record ([`Prewarm`]: what every
+/// checkpoint holds since 2026-11-28, session 11) or, if not, written as the instruction
+/// records it stands for (as before; kept so that tests can check both give the same
+/// windows).
+pub fn write_windows_as(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewarm: usize, path: &dyn Fn(usize) -> PathBuf, progress: bool, packed: bool) -> Result<Written, TraceError> {
     check_cuts(starts, len).map_err(TraceError::Other)?;
     let total = starts.last().map_or(0, |s| s + len);
     let mut bar = crate::progress::Progress::new(progress, total, format!("{} checkpoints", src.name()));
@@ -499,8 +510,19 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
             break;
         }
         write_atomically(&path(j), |tmp| {
-            let mut w = NativeWriter::create(tmp)?;
+            // Uncompressed: a window's file is read once per scheme point, and zstd took 6%
+            // of a window's host instructions on gzip, 8% on gcc (docs/sampling.md,
+            // session 11), for files 2-3 times smaller.
+            let mut w = NativeWriter::uncompressed(tmp)?;
             let mut rec = Instr::default();
+            // The prewarm: the branches, each followed by an instruction where it went (no
+            // accesses); then code fetched, data loaded or stored at the first instruction's
+            // address (one fetch line). Packed, it comes first, so that a reader has it
+            // before the window's first instruction whatever it reads ahead.
+            let pc = buf[..used].iter().find(|r| !r.external).map_or(0, |r| r.pc);
+            if packed && (!taken.is_empty() || !warm.is_empty()) {
+                w.write_skippable(KIND_PREWARM, &pack(&taken, &warm, pc))?;
+            }
             for chunk in pages.chunks(MAX_ACCESSES) {
                 rec.set_pages(chunk.iter().copied());
                 w.write(&rec)?;
@@ -517,25 +539,25 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
                 }
                 w.write(&rec)?;
             }
-            // The branches, each followed by an instruction where it went (no accesses).
-            for (b, to) in &taken {
-                w.write(b)?;
-                rec.clear();
-                (rec.pc, rec.len, rec.thread) = (*to, 1, b.thread);
-                w.write(&rec)?;
-            }
-            // The prewarm: code fetched, data loaded or stored at the first instruction's
-            // address (one fetch line).
-            let pc = buf[..used].iter().find(|r| !r.external).map_or(0, |r| r.pc);
-            for (at, v, store, code) in &warm {
-                rec.clear();
-                if *code {
-                    (rec.pc, rec.len) = (*at, 1);
-                } else {
-                    (rec.pc, rec.len, rec.op) = (pc, 4, crate::OpClass::Mem);
-                    rec.add_access(*store, *at, v);
+            // Or as records, after the image, written here as they were before the packed
+            // form (not through `Prewarm`, which tests check against them).
+            if !packed {
+                for (b, to) in &taken {
+                    w.write(b)?;
+                    rec.clear();
+                    (rec.pc, rec.len, rec.thread) = (*to, 1, b.thread);
+                    w.write(&rec)?;
                 }
-                w.write(&rec)?;
+                for (at, v, store, code) in &warm {
+                    rec.clear();
+                    if *code {
+                        (rec.pc, rec.len) = (*at, 1);
+                    } else {
+                        (rec.pc, rec.len, rec.op) = (pc, 4, crate::OpClass::Mem);
+                        rec.add_access(*store, *at, v);
+                    }
+                    w.write(&rec)?;
+                }
             }
             for r in &buf[..used] {
                 w.write(r)?;
@@ -554,18 +576,296 @@ pub fn write_windows(src: &mut dyn TraceSource, starts: &[u64], len: u64, prewar
     Ok(out)
 }
 
+/// A window's prewarm packed (the payload of its file's PREWARM record,
+/// docs/trace-format.md): the branches with where each went, then the pieces of the lines,
+/// read back as the instruction records they stand for — what the file held as records
+/// before (`write_windows_as`) — without the general parser's work on each new static
+/// instruction (every code piece and branch target is one), without the run loop's per
+/// record, and without copying a record: each is handed out from the reader's own few.
+///
+/// Layout, all varints (`svarint`: zigzag): the counts of static branches, branches and
+/// pieces, the data pieces' pc; each static branch (`varint` pc, `u8` len, op, source
+/// count and sources, destination count and destinations); each branch (`varint` static
+/// index << 2 | taken << 1 | thread given, then the thread if given; `svarint` where it
+/// went from the instruction after it); each piece (`svarint` address from the last
+/// piece's << 2 | kind: 0 code fetched, 1 a load of 8 bytes of 0, 2 a store, then its
+/// size (1–8) and bytes).
+pub struct Prewarm {
+    b: Vec<u8>,
+    at: usize,
+    /// The static branches, as records (their outcome and thread set as each is handed out).
+    statics: Vec<Instr>,
+    branches: u64,
+    pieces: u64,
+    last: u64,
+    /// The record handed out last: a static branch, the record where a branch went, a
+    /// code piece, a data piece (load or store).
+    out: Out,
+    target: Instr,
+    code: Instr,
+    load: Instr,
+    store: Instr,
+    /// A branch was handed out: where it went comes next.
+    target_due: bool,
+}
+
+#[derive(Clone, Copy)]
+enum Out {
+    Static(usize),
+    Target,
+    Code,
+    Load,
+    Store,
+}
+
+/// The packed prewarm of `taken` (branch, where it went) and `warm` (address, bytes,
+/// store, code), the data pieces at `pc`.
+fn pack(taken: &[(Instr, u64)], warm: &[(u64, Vec<u8>, bool, bool)], pc: u64) -> Vec<u8> {
+    type Static = (u64, u8, u8, u8, [crate::Reg; MAX_SRC], u8, [crate::Reg; MAX_DST]);
+    let mut statics: HashMap<Static, usize> = HashMap::new();
+    let mut table: Vec<&Instr> = Vec::new();
+    let mut body = Vec::with_capacity(4 * taken.len() + 3 * warm.len());
+    for (r, to) in taken {
+        let key = (r.pc, r.len, r.op as u8, r.nsrc, r.src, r.ndst, r.dst);
+        let i = *statics.entry(key).or_insert_with(|| {
+            table.push(r);
+            table.len() - 1
+        });
+        let taken = (r.branch == crate::Branch::Taken) as u64;
+        put_varint(&mut body, (i as u64) << 2 | taken << 1 | (r.thread != 0) as u64);
+        if r.thread != 0 {
+            put_varint(&mut body, r.thread as u64);
+        }
+        put_varint(&mut body, zigzag(to.wrapping_sub(r.pc.wrapping_add(r.len as u64)) as i64));
+    }
+    let mut last = 0u64;
+    for (at, v, store, code) in warm {
+        let kind = if *code { 0 } else if *store { 2 } else { 1 };
+        put_varint(&mut body, zigzag(at.wrapping_sub(last) as i64) << 2 | kind);
+        if kind == 2 {
+            body.push(v.len() as u8);
+            body.extend_from_slice(v);
+        }
+        last = *at;
+    }
+    let mut b = Vec::with_capacity(body.len() + 12 * table.len() + 32);
+    for v in [table.len() as u64, taken.len() as u64, warm.len() as u64, pc] {
+        put_varint(&mut b, v);
+    }
+    for r in &table {
+        put_varint(&mut b, r.pc);
+        b.extend_from_slice(&[r.len, r.op as u8, r.nsrc]);
+        b.extend_from_slice(&r.src[..r.nsrc as usize]);
+        b.push(r.ndst);
+        b.extend_from_slice(&r.dst[..r.ndst as usize]);
+    }
+    b.extend_from_slice(&body);
+    b
+}
+
+impl Prewarm {
+    /// A packed prewarm (a PREWARM record's payload, `TraceSource::take_prewarm`): its
+    /// header and static branches read, refused with one line if damaged.
+    pub fn new(b: Vec<u8>) -> Result<Prewarm, String> {
+        let mut p = Prewarm {
+            b,
+            at: 0,
+            statics: Vec::new(),
+            branches: 0,
+            pieces: 0,
+            last: 0,
+            out: Out::Code,
+            target: Instr { len: 1, ..Instr::default() },
+            code: Instr { len: 1, ..Instr::default() },
+            load: Instr::default(),
+            store: Instr::default(),
+            target_due: false,
+        };
+        let (statics, branches, pieces, pc) = (p.varint()?, p.varint()?, p.varint()?, p.varint()?);
+        // Each static branch takes at least 5 bytes, each branch and piece 2 (counts the
+        // payload cannot hold are damage, refused before anything is allocated or run).
+        if statics.saturating_mul(5).saturating_add(branches.saturating_mul(2)).saturating_add(pieces.saturating_mul(2)) > p.b.len() as u64 {
+            return Err(format!("prewarm record: {statics} static branches, {branches} branches and {pieces} pieces in {} bytes", p.b.len()));
+        }
+        (p.branches, p.pieces) = (branches, pieces);
+        for _ in 0..statics {
+            let mut r = Instr { pc: p.varint()?, len: p.byte()?, ..Instr::default() };
+            let op = p.byte()?;
+            r.op = crate::OpClass::from_u8(op).ok_or_else(|| format!("prewarm record: op class {op}"))?;
+            r.nsrc = p.byte()?;
+            if r.nsrc as usize > MAX_SRC {
+                return Err(format!("prewarm record: {} sources", r.nsrc));
+            }
+            r.src[..r.nsrc as usize].copy_from_slice(p.bytes(r.nsrc as usize)?);
+            r.ndst = p.byte()?;
+            if r.ndst as usize > MAX_DST {
+                return Err(format!("prewarm record: {} destinations", r.ndst));
+            }
+            r.dst[..r.ndst as usize].copy_from_slice(p.bytes(r.ndst as usize)?);
+            p.statics.push(r);
+        }
+        (p.load.pc, p.load.len, p.load.op) = (pc, 4, crate::OpClass::Mem);
+        p.load.add_access(false, 0, &[0; 8]);
+        (p.store.pc, p.store.len, p.store.op) = (pc, 4, crate::OpClass::Mem);
+        Ok(p)
+    }
+
+    /// The records it stands for: two for each branch (the branch, then where it went), one
+    /// for each piece.
+    pub fn records(&self) -> u64 {
+        2 * self.branches + self.pieces
+    }
+
+    #[inline(always)]
+    fn byte(&mut self) -> Result<u8, String> {
+        let v = *self.b.get(self.at).ok_or_else(truncated)?;
+        self.at += 1;
+        Ok(v)
+    }
+
+    #[inline(always)]
+    fn varint(&mut self) -> Result<u64, String> {
+        // Most take one to three bytes (a static branch's index, where a branch went, the
+        // step to the next piece): read without a loop.
+        let b = self.b.get(self.at..).unwrap_or_default();
+        if let Some(&x) = b.first() {
+            if x < 0x80 {
+                self.at += 1;
+                return Ok(x as u64);
+            }
+            if let Some(&y) = b.get(1) {
+                if y < 0x80 {
+                    self.at += 2;
+                    return Ok((x & 0x7f) as u64 | (y as u64) << 7);
+                }
+                if let Some(&z) = b.get(2).filter(|&&z| z < 0x80) {
+                    self.at += 3;
+                    return Ok((x & 0x7f) as u64 | ((y & 0x7f) as u64) << 7 | (z as u64) << 14);
+                }
+            }
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64, String> {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let b = self.byte()?;
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err("prewarm record: a varint longer than 64 bits".into());
+            }
+        }
+    }
+
+    #[inline]
+    fn bytes(&mut self, n: usize) -> Result<&[u8], String> {
+        let s = self.b.get(self.at..self.at + n).ok_or_else(truncated)?;
+        self.at += n;
+        Ok(s)
+    }
+
+    /// The next record (None after the last): the record the file held in its place before
+    /// (`write_windows_as` with `packed` false writes exactly these).
+    #[inline]
+    pub fn next(&mut self) -> Result<Option<&Instr>, String> {
+        self.out = if std::mem::take(&mut self.target_due) {
+            Out::Target
+        } else if self.branches > 0 {
+            self.branches -= 1;
+            let head = self.varint()?;
+            let i = (head >> 2) as usize;
+            let thread = if head & 1 != 0 { u32::try_from(self.varint()?).map_err(|_| "prewarm record: a thread past 32 bits".to_string())? } else { 0 };
+            let next = self.varint()?;
+            let count = self.statics.len();
+            let r = self.statics.get_mut(i).ok_or_else(|| format!("prewarm record: static branch {i} of {count}"))?;
+            r.branch = if head & 2 != 0 { crate::Branch::Taken } else { crate::Branch::NotTaken };
+            r.thread = thread;
+            self.target.pc = r.pc.wrapping_add(r.len as u64).wrapping_add(unzigzag(next) as u64);
+            self.target.thread = thread;
+            self.target_due = true;
+            Out::Static(i)
+        } else if self.pieces > 0 {
+            self.pieces -= 1;
+            let v = self.varint()?;
+            let at = self.last.wrapping_add(unzigzag(v >> 2) as u64);
+            self.last = at;
+            match v & 3 {
+                0 => {
+                    self.code.pc = at;
+                    Out::Code
+                }
+                1 => {
+                    if at.checked_add(7).is_none() {
+                        return Err(format!("prewarm record: a load of 8 bytes at {at:#x}"));
+                    }
+                    self.load.accesses[0].addr = at;
+                    Out::Load
+                }
+                2 => {
+                    let n = self.byte()? as usize;
+                    if !(1..=8).contains(&n) || at.checked_add(n as u64 - 1).is_none() {
+                        return Err(format!("prewarm record: a store of {n} bytes at {at:#x}"));
+                    }
+                    let from = self.at;
+                    self.bytes(n)?;
+                    self.store.accesses.clear();
+                    self.store.data.clear();
+                    self.store.add_access(true, at, &self.b[from..from + n]);
+                    Out::Store
+                }
+                k => return Err(format!("prewarm record: piece kind {k} at {at:#x}")),
+            }
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(match self.out {
+            Out::Static(i) => &self.statics[i],
+            Out::Target => &self.target,
+            Out::Code => &self.code,
+            Out::Load => &self.load,
+            Out::Store => &self.store,
+        }))
+    }
+}
+
+#[cold]
+fn truncated() -> String {
+    "prewarm record: truncated".to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{workloads, Consistent, NativeReader};
 
     fn read_all(p: &std::path::Path) -> Vec<Instr> {
+        read_packed(p).0
+    }
+
+    /// A file's records, and the records of its packed prewarm if it has one.
+    fn read_packed(p: &std::path::Path) -> (Vec<Instr>, Option<Vec<Instr>>) {
         let mut r = NativeReader::open(p).unwrap();
-        let (mut v, mut ins) = (Vec::new(), Instr::default());
+        let (mut v, mut ins, mut packed) = (Vec::new(), Instr::default(), None);
         while r.next_into(&mut ins).unwrap() {
             v.push(ins.clone());
+            packed = packed.or_else(|| r.take_prewarm());
         }
-        v
+        let packed = packed.map(|b| {
+            let mut p = Prewarm::new(b).unwrap();
+            let (n, mut out) = (p.records(), Vec::new());
+            while let Some(r) = p.next().unwrap() {
+                out.push(r.clone());
+            }
+            assert_eq!(out.len() as u64, n);
+            out
+        });
+        (v, packed)
     }
 
     /// A record as what it says (a file's reader may lay out the value bytes differently).
@@ -585,8 +885,11 @@ mod tests {
         for w in ["mix", "stream", "chase"] {
             let (starts, len) = ([5_000u64, 40_000, 90_000], 20_000u64);
             let path = |j: usize| dir.join(format!("{w}-{j}.smt"));
+            let packed = |j: usize| dir.join(format!("{w}-{j}-packed.smt"));
             let mut src = Consistent::new(workloads::builtin(w, 3).unwrap());
-            let done = write_windows(&mut src, &starts, len, 100, &path, false).unwrap();
+            let done = write_windows_as(&mut src, &starts, len, 100, &path, false, false).unwrap();
+            let mut src = Consistent::new(workloads::builtin(w, 3).unwrap());
+            assert_eq!(write_windows(&mut src, &starts, len, 100, &packed, false).unwrap(), done);
             assert_eq!(done.instructions, vec![len; 3]);
             assert!(done.image_bytes > 0);
             // The whole input, and the memory it built, once.
@@ -678,6 +981,16 @@ mod tests {
                 // window's start's latest, code fetched and data loaded or stored.
                 let pw = done.prewarm[j] as usize;
                 let image_end = recs.len() - window.len() - pw;
+                // Packed, the same records: the prewarm's read back from its one record
+                // (first in the file), the rest as they are.
+                let (rest, unpacked) = read_packed(&packed(j));
+                let unpacked = unpacked.expect("a packed prewarm");
+                assert_eq!(unpacked.len(), pw, "{w} window {j}");
+                assert_eq!(rest.len() + pw, recs.len(), "{w} window {j}");
+                let all_packed = rest[..image_end].iter().chain(&unpacked).chain(&rest[image_end..]);
+                for (k, (a, b)) in all_packed.zip(&recs).enumerate() {
+                    assert_eq!(same(a), same(b), "{w} window {j}: record {k}, packed and not");
+                }
                 let warm = &recs[image_end..image_end + pw];
                 assert!(warm.iter().all(|r| !r.external && r.accesses.len() <= 1));
                 assert!(before.len() > 100, "{w} window {j}: {} branches", before.len());
@@ -733,6 +1046,44 @@ mod tests {
             }
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A packed prewarm reads back as the records it was made of; a damaged one (cut
+    /// anywhere, or a byte changed to anything) is refused with one line or reads as other
+    /// records, never a panic.
+    #[test]
+    fn a_packed_prewarm_reads_back_and_damage_is_refused_without_a_panic() {
+        let mut b = Instr::default();
+        (b.pc, b.len, b.op, b.branch, b.thread, b.nsrc, b.ndst) = (0x40_1000, 2, crate::OpClass::Branch, crate::Branch::Taken, 3, 2, 1);
+        (b.src[..2].copy_from_slice(&[4, 5]), b.dst[0] = 6);
+        let warm = vec![(0x7000u64, vec![0u8; 8], false, false), (0x40_1020, vec![], false, true), (0x6ff8, vec![9, 8, 7, 6], true, false)];
+        let bytes = pack(&[(b.clone(), 0x40_2000)], &warm, 0x40_0ff0);
+        let all = |bytes: Vec<u8>| -> Result<Vec<Instr>, String> {
+            let mut p = Prewarm::new(bytes)?;
+            let mut v = Vec::new();
+            while let Some(r) = p.next()? {
+                v.push(r.clone());
+            }
+            Ok(v)
+        };
+        let v = all(bytes.clone()).unwrap();
+        assert_eq!(v.len(), 5);
+        assert_eq!(v[0], b);
+        assert_eq!((v[1].pc, v[1].len, v[1].thread, v[1].branch), (0x40_2000, 1, 3, crate::Branch::None));
+        assert_eq!((v[2].pc, v[2].accesses[0].addr, v[2].accesses[0].store, v[2].data.as_slice()), (0x40_0ff0, 0x7000, false, &[0u8; 8][..]));
+        assert_eq!((v[3].pc, v[3].len, v[3].accesses.len()), (0x40_1020, 1, 0));
+        assert_eq!((v[4].accesses[0].addr, v[4].accesses[0].store, v[4].data.as_slice()), (0x6ff8, true, &[9u8, 8, 7, 6][..]));
+        for k in 0..bytes.len() {
+            let e = all(bytes[..k].to_vec()).unwrap_err();
+            assert!(e.starts_with("prewarm record:") && !e.contains('\n'), "{e}");
+            for x in [0u8, 0x7f, 0x80, 0xff] {
+                let mut d = bytes.clone();
+                d[k] = x;
+                if let Err(e) = all(d) {
+                    assert!(e.starts_with("prewarm record:") && !e.contains('\n'), "{e}");
+                }
+            }
+        }
     }
 
     /// The L1 model is an LRU cache of 32-byte pieces: a hit moves nothing out, the third

@@ -97,6 +97,11 @@ pub trait TraceSource: Send {
     }
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
+    /// The packed prewarm of a checkpointed window (`checkpoint::Prewarm`), once the records
+    /// before it were read: a native trace's PREWARM record, taken once. None elsewhere.
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        None
+    }
     /// Whether long work inside the source (a fast-forward) may draw progress on stderr;
     /// adapters pass it on.
     fn show_progress(&mut self, _on: bool) {}
@@ -119,6 +124,9 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
     }
     fn show_progress(&mut self, on: bool) {
         (**self).show_progress(on)
+    }
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        (**self).take_prewarm()
     }
 }
 

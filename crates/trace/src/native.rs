@@ -38,6 +38,9 @@ pub const KIND_SKIPPABLE_FIRST: u8 = 0x80;
 pub const KIND_CODE: u8 = 0x80;
 /// Skippable: later records were executed by thread `varint tid` (until the next one).
 pub const KIND_THREAD: u8 = 0x81;
+/// Skippable: a checkpointed window's prewarm (`checkpoint::Prewarm`), its records packed;
+/// a reader keeps the payload for [`TraceSource::take_prewarm`].
+pub const KIND_PREWARM: u8 = 0x90;
 pub const KIND_END: u8 = 0xFF;
 
 // INSTR head byte (docs/trace-format.md, "INSTR").
@@ -79,7 +82,7 @@ pub fn zigzag(v: i64) -> u64 {
 }
 
 #[inline(always)]
-fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     (v >> 1) as i64 ^ -((v & 1) as i64)
 }
 
@@ -360,10 +363,17 @@ fn write_frame(z: &mut zstd::bulk::Compressor<'_>, frame: &[u8], out: &mut Vec<u
 }
 
 impl Compressor {
-    /// Compress onto `f` (the header written) at zstd `level`.
-    fn start(mut f: BufWriter<File>, level: i32) -> std::io::Result<Compressor> {
-        let mut z = zstd::bulk::Compressor::new(level)?;
-        z.include_checksum(true)?;
+    /// Compress onto `f` (the header written) at zstd `level`, or store the frames as they
+    /// are if None.
+    fn start(mut f: BufWriter<File>, level: Option<i32>) -> std::io::Result<Compressor> {
+        let mut z = match level {
+            Some(level) => {
+                let mut z = zstd::bulk::Compressor::new(level)?;
+                z.include_checksum(true)?;
+                Some(z)
+            }
+            None => None,
+        };
         let (tx, rx) = sync_channel::<Vec<u8>>(FRAMES_QUEUED);
         let (back_tx, back) = sync_channel::<Vec<u8>>(FRAMES_QUEUED + 2);
         let thread = std::thread::Builder::new()
@@ -371,7 +381,10 @@ impl Compressor {
             .spawn(move || {
                 let mut out = Vec::new();
                 for mut frame in rx {
-                    write_frame(&mut z, &frame, &mut out, &mut f)?;
+                    match &mut z {
+                        Some(z) => write_frame(z, &frame, &mut out, &mut f)?,
+                        None => f.write_all(&frame)?,
+                    }
                     frame.clear();
                     let _ = back_tx.try_send(frame);
                     start_writeback(f.get_ref());
@@ -527,6 +540,17 @@ impl NativeWriter {
     /// As [`NativeWriter::create`] with a zstd compression level (1..=22; negative levels
     /// are zstd's faster ones).
     pub fn with_level(path: impl AsRef<Path>, level: i32) -> Result<NativeWriter, TraceError> {
+        NativeWriter::start(path, Some(level))
+    }
+
+    /// As [`NativeWriter::create`], the record stream stored uncompressed (the header's
+    /// FLAG_ZSTD clear): for files read many times over whose decompression would cost more
+    /// than their size (a checkpointed window's, `checkpoint`).
+    pub fn uncompressed(path: impl AsRef<Path>) -> Result<NativeWriter, TraceError> {
+        NativeWriter::start(path, None)
+    }
+
+    fn start(path: impl AsRef<Path>, level: Option<i32>) -> Result<NativeWriter, TraceError> {
         let p = path.as_ref();
         let name = p.display().to_string();
         let io = |source| TraceError::Io {
@@ -537,7 +561,7 @@ impl NativeWriter {
         let mut header = [0u8; HEADER_LEN as usize];
         header[..8].copy_from_slice(&MAGIC);
         header[8..10].copy_from_slice(&VERSION.to_le_bytes());
-        header[10..12].copy_from_slice(&FLAG_ZSTD.to_le_bytes());
+        header[10..12].copy_from_slice(&(if level.is_some() { FLAG_ZSTD } else { 0 }).to_le_bytes());
         f.write_all(&header).map_err(io)?;
         Ok(NativeWriter {
             zstd: Compressor::start(f, level).map_err(io)?,
@@ -792,6 +816,18 @@ impl NativeWriter {
         self.buf.push(KIND_CODE);
         put_varint(&mut self.buf, p.len() as u64);
         self.buf.extend_from_slice(&p);
+        Ok(())
+    }
+
+    /// A skippable record of `kind` (0x80..=0xFE) holding `payload` (readers that do not
+    /// know the kind skip it).
+    pub fn write_skippable(&mut self, kind: u8, payload: &[u8]) -> Result<(), TraceError> {
+        if !(KIND_SKIPPABLE_FIRST..KIND_END).contains(&kind) || payload.len() > MAX_RECORD_DATA {
+            return Err(self.invalid(format!("a skippable record of kind {kind:#04x} and {} bytes", payload.len())));
+        }
+        self.buf.push(kind);
+        put_varint(&mut self.buf, payload.len() as u64);
+        self.buf.extend_from_slice(payload);
         Ok(())
     }
 
@@ -1157,6 +1193,8 @@ pub struct NativeReader {
     count: u64,
     done: bool,
     thread: u32,
+    /// The payload of the last PREWARM record read, until taken (`take_prewarm`).
+    prewarm: Option<Vec<u8>>,
     /// Tests: every record through the general parser (what the fast path must agree with).
     #[cfg(test)]
     general_only: bool,
@@ -1265,6 +1303,7 @@ impl NativeReader {
             count: 0,
             done: false,
             thread: 0,
+            prewarm: None,
             #[cfg(test)]
             general_only: false,
         })
@@ -1334,6 +1373,15 @@ impl NativeReader {
                         return Err(s.fail(at, "malformed thread record".into()));
                     }
                     self.thread = tid as u32;
+                }
+                KIND_PREWARM => {
+                    let n = s.varint()?;
+                    if n > MAX_RECORD_DATA as u64 {
+                        return Err(s.fail(at, format!("a prewarm record of {n} bytes (at most {MAX_RECORD_DATA})")));
+                    }
+                    let mut v = Vec::with_capacity(n as usize);
+                    s.bytes_into(n as usize, &mut v)?;
+                    self.prewarm = Some(v);
                 }
                 KIND_SKIPPABLE_FIRST.. => {
                     let n = s.varint()?;
@@ -1515,6 +1563,10 @@ impl TraceSource for NativeReader {
     fn name(&self) -> &str {
         &self.name
     }
+
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        self.prewarm.take()
+    }
 }
 
 impl NativeReader {
@@ -1616,6 +1668,32 @@ mod tests {
         let mut b = Vec::new();
         put_varint(&mut b, u64::MAX);
         assert_eq!(b.len(), 10);
+    }
+
+    /// Stored uncompressed (FLAG_ZSTD clear), the same records read back, with a PREWARM
+    /// record's payload kept for `take_prewarm` and skipped as a record; the file is the
+    /// record stream itself (larger than compressed).
+    #[test]
+    fn an_uncompressed_trace_round_trips_and_keeps_its_prewarm_record() {
+        let recs = mix_records(50_000);
+        let (p, q) = (tmp("raw.smt"), tmp("raw-z.smt"));
+        let mut w = NativeWriter::uncompressed(&p).unwrap();
+        w.write_skippable(KIND_PREWARM, &[1, 2, 3]).unwrap();
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        w.finish().unwrap();
+        write(&q, &recs);
+        assert_reads(&p, &recs);
+        let mut r = NativeReader::open(&p).unwrap();
+        assert_eq!(r.take_prewarm(), None, "not read yet");
+        let mut x = Instr::default();
+        assert!(r.next_into(&mut x).unwrap());
+        assert_eq!(r.take_prewarm(), Some(vec![1, 2, 3]));
+        assert_eq!(r.take_prewarm(), None, "taken once");
+        let head = std::fs::read(&p).unwrap();
+        assert_eq!(u16::from_le_bytes([head[10], head[11]]) & FLAG_ZSTD, 0);
+        assert!(std::fs::metadata(&p).unwrap().len() > std::fs::metadata(&q).unwrap().len());
     }
 
     #[test]
