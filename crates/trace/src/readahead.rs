@@ -126,7 +126,7 @@ impl TraceSource for ReadAhead {
     #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if self.at < self.cur.n || self.next_batch()? {
-            out.clone_from(&self.cur.recs[self.at]); // in `out`'s buffers
+            out.copy_from(&self.cur.recs[self.at]); // in `out`'s buffers
             self.at += 1;
             return Ok(true);
         }
@@ -293,7 +293,7 @@ mod tests {
                     None => Ok(false),
                 };
             }
-            out.clone_from(&self.recs[self.at]); // in its buffers, as readers fill a slot
+            out.copy_from(&self.recs[self.at]); // in its buffers, as readers fill a slot
             self.at += 1;
             self.read.fetch_add(1, Ordering::Relaxed);
             Ok(true)

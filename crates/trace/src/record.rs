@@ -88,7 +88,7 @@ pub type Reg = u8;
 pub const MAX_SRC: usize = 6;
 pub const MAX_DST: usize = 4;
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Instr {
     pub pc: u64,
     pub len: u8,
@@ -112,36 +112,6 @@ pub struct Instr {
     pub data: Vec<u8>,
 }
 
-/// `clone_from` copies into the record's own buffers (the derived one makes new ones): the
-/// core keeps each external record this way, and read-ahead copies records out of its slots
-/// (two allocations and two frees per record cost bzip2's external records ~370 host
-/// instructions each: callgrind, docs/speed.md).
-impl Clone for Instr {
-    fn clone(&self) -> Instr {
-        let mut r = Instr { accesses: Vec::with_capacity(self.accesses.len()), data: Vec::with_capacity(self.data.len()), ..Instr::default() };
-        r.clone_from(self);
-        r
-    }
-
-    #[inline]
-    fn clone_from(&mut self, r: &Instr) {
-        self.pc = r.pc;
-        self.len = r.len;
-        self.op = r.op;
-        self.nsrc = r.nsrc;
-        self.src = r.src;
-        self.ndst = r.ndst;
-        self.dst = r.dst;
-        self.branch = r.branch;
-        self.external = r.external;
-        self.thread = r.thread;
-        self.accesses.clear();
-        append_accesses(&mut self.accesses, &r.accesses);
-        self.data.clear();
-        append_bytes(&mut self.data, &r.data);
-    }
-}
-
 impl Instr {
     /// Reset to an empty record (registers zeroed too, so equal records compare equal),
     /// keeping the buffers' capacity.
@@ -159,6 +129,27 @@ impl Instr {
         self.thread = 0;
         self.accesses.clear();
         self.data.clear();
+    }
+
+    /// `self` = `r`, in `self`'s own buffers (the derived `clone_from` makes new ones and
+    /// frees the old: two allocations and two frees per record cost bzip2's external records,
+    /// which the core keeps this way, ~370 host instructions each: callgrind, docs/speed.md).
+    #[inline]
+    pub fn copy_from(&mut self, r: &Instr) {
+        self.pc = r.pc;
+        self.len = r.len;
+        self.op = r.op;
+        self.nsrc = r.nsrc;
+        self.src = r.src;
+        self.ndst = r.ndst;
+        self.dst = r.dst;
+        self.branch = r.branch;
+        self.external = r.external;
+        self.thread = r.thread;
+        self.accesses.clear();
+        append_accesses(&mut self.accesses, &r.accesses);
+        self.data.clear();
+        append_bytes(&mut self.data, &r.data);
     }
 
     /// Make this the external record naming 4 KiB pages (by number) the program touched
@@ -306,7 +297,7 @@ mod tests {
     }
 
     #[test]
-    fn clone_from_copies_into_the_records_own_buffers() {
+    fn copy_from_copies_into_the_records_own_buffers() {
         let mut a = Instr { pc: 0x40_1000, len: 3, op: OpClass::Mem, branch: Branch::Taken, external: true, thread: 2, ..Instr::default() };
         a.add_src(5);
         a.add_dst(7);
@@ -315,9 +306,8 @@ mod tests {
         let mut out = Instr { accesses: Vec::with_capacity(8), data: Vec::with_capacity(64), ..Instr::default() };
         out.add_access(false, 0x3000, &[7; 16]);
         let (acc, data) = (out.accesses.as_ptr(), out.data.as_ptr());
-        out.clone_from(&a);
+        out.copy_from(&a);
         assert_eq!(out, a);
         assert_eq!((out.accesses.as_ptr(), out.data.as_ptr()), (acc, data), "the same buffers");
-        assert_eq!(a.clone(), a);
     }
 }
