@@ -268,7 +268,7 @@ mod tests {
         }
 
         fn lookup(&mut self, addr: u64, out: &mut [u8]) -> bool {
-            let Some(s) = self.tags.find_wide(addr & !(WORD - 1)) else { return false };
+            let Some(s) = self.tags.find(addr & !(WORD - 1)) else { return false };
             let m = mask(addr, out.len());
             if self.known[s as usize] & m != m {
                 return false;
@@ -280,7 +280,7 @@ mod tests {
         }
 
         fn keep(&mut self, addr: u64, bytes: &[u8]) -> usize {
-            let (s, hit) = self.tags.access_wide(addr & !(WORD - 1));
+            let (s, hit) = self.tags.access(addr & !(WORD - 1));
             let s = s as usize;
             if !hit {
                 self.known[s] = 0;
