@@ -482,7 +482,7 @@ impl Core {
         if self.pending.len() == self.pending_n {
             self.pending.push(Instr::default());
         }
-        self.pending[self.pending_n].clone_from(ins);
+        self.pending[self.pending_n].copy_from(ins); // in its buffers
         self.pending_n += 1;
         self.pending_bytes += ins.data.len();
         if self.pending_bytes > PENDING_BYTES {

@@ -3,21 +3,6 @@
 
 pub const NO_SLOT: u32 = u32::MAX;
 
-/// The way of `tags` (one set) holding `key`. Four ways compared per step without a branch
-/// between them: the time-stamp buffer is searched on every stamp read and write, and a
-/// search way by way cost it a compare and branch per way (issue 35: the memory image).
-#[inline]
-fn way_of(tags: &[u64], key: u64) -> Option<usize> {
-    let mut quads = tags.chunks_exact(4);
-    for (q, c) in (&mut quads).enumerate() {
-        if (c[0] == key) | (c[1] == key) | (c[2] == key) | (c[3] == key) {
-            return c.iter().position(|&t| t == key).map(|k| q * 4 + k);
-        }
-    }
-    let rest = quads.remainder();
-    rest.iter().position(|&t| t == key).map(|k| tags.len() - rest.len() + k)
-}
-
 #[derive(Clone, Debug)]
 pub struct Tags {
     sets: u64,
@@ -75,16 +60,6 @@ impl Tags {
         self.tag[base..base + self.ways].iter().position(|&t| t == key).map(|w| (base + w) as u32)
     }
 
-    /// `find` for sets of many ways (the 32-entry time-stamp buffer), searched four ways at
-    /// a time. The caches keep `find`: this search inlined into the core's lookups cost `hot`
-    /// 1.8-2.4% more instructions.
-    #[inline]
-    pub fn find_wide(&self, addr: u64) -> Option<u32> {
-        let line = addr >> self.line_shift;
-        let base = self.set_base(line);
-        way_of(&self.tag[base..base + self.ways], line + 1).map(|w| (base + w) as u32)
-    }
-
     #[inline]
     pub fn touch(&mut self, slot: u32) {
         self.clock += 1;
@@ -130,27 +105,6 @@ impl Tags {
         }
         self.install(best as u32, addr);
         (best as u32, false)
-    }
-
-    /// `access` for sets of many ways (see `find_wide`): the tag search first, then, on a
-    /// miss, the stamps alone.
-    #[inline]
-    pub fn access_wide(&mut self, addr: u64) -> (u32, bool) {
-        let line = addr >> self.line_shift;
-        let base = self.set_base(line);
-        if let Some(w) = way_of(&self.tag[base..base + self.ways], line + 1) {
-            self.touch((base + w) as u32);
-            return ((base + w) as u32, true);
-        }
-        let (mut best, mut least) = (0, u64::MAX);
-        for (w, &st) in self.stamp[base..base + self.ways].iter().enumerate() {
-            if st < least {
-                (best, least) = (w, st);
-            }
-        }
-        let s = (base + best) as u32;
-        self.install(s, addr);
-        (s, false)
     }
 
     /// Whether `slot` (any number) holds `addr`'s line: one comparison where `find` searches
@@ -207,7 +161,7 @@ mod tests {
 
     #[test]
     fn access_behaves_as_find_touch_or_victim_install() {
-        // `access` and `access_wide`, `find` and `find_wide` agree, on sets of any width.
+        // `access` agrees with `find` and `touch` or `victim` and `install`, on sets of any width.
         for ways in [3usize, 8, 13, 32] {
             let slots = 2 * ways as u64;
             let (mut a, mut b) = (Tags::new(slots * 8, ways, 8).unwrap(), Tags::new(slots * 8, ways, 8).unwrap());
@@ -225,7 +179,6 @@ mod tests {
                     continue;
                 }
                 let found = a.find(addr);
-                assert_eq!(found, a.find_wide(addr), "find {} ({} ways)", i, ways);
                 assert_eq!(found, (0..slots as u32).find(|&s| a.addr_of(s) == Some(addr)), "find {} ({} ways)", i, ways);
                 let want = match found {
                     Some(s) => {
@@ -238,23 +191,8 @@ mod tests {
                         (v, false)
                     }
                 };
-                let got = if i % 2 == 0 { b.access(addr) } else { b.access_wide(addr) };
+                let got = b.access(addr);
                 assert_eq!(got, want, "access {} ({} ways)", i, ways);
-            }
-        }
-    }
-
-    #[test]
-    fn way_of_finds_the_first_match_at_every_length() {
-        for n in 0..11usize {
-            for at in 0..=n {
-                let mut tags: Vec<u64> = (1..=n as u64).collect();
-                let key = if at < n { tags[at] } else { 99 };
-                assert_eq!(way_of(&tags, key), (at < n).then_some(at), "{} ways, key at {}", n, at);
-                if at + 1 < n {
-                    tags[n - 1] = key; // a duplicate later: the first is found
-                    assert_eq!(way_of(&tags, key), Some(at));
-                }
             }
         }
     }

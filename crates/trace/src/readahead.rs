@@ -22,7 +22,6 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::compress::repeat_err;
-use crate::record::{append_accesses, append_bytes};
 use crate::{Instr, TraceError, TraceSource};
 
 /// Records per batch.
@@ -127,7 +126,7 @@ impl TraceSource for ReadAhead {
     #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if self.at < self.cur.n || self.next_batch()? {
-            copy_record(out, &self.cur.recs[self.at]);
+            out.copy_from(&self.cur.recs[self.at]); // in `out`'s buffers
             self.at += 1;
             return Ok(true);
         }
@@ -147,25 +146,6 @@ impl TraceSource for ReadAhead {
     fn name(&self) -> &str {
         &self.name
     }
-}
-
-/// `out` = `r`, in `out`'s buffers (a derived `clone_from` would allocate new ones).
-#[inline]
-fn copy_record(out: &mut Instr, r: &Instr) {
-    out.pc = r.pc;
-    out.len = r.len;
-    out.op = r.op;
-    out.nsrc = r.nsrc;
-    out.src = r.src;
-    out.ndst = r.ndst;
-    out.dst = r.dst;
-    out.branch = r.branch;
-    out.external = r.external;
-    out.thread = r.thread;
-    out.accesses.clear();
-    append_accesses(&mut out.accesses, &r.accesses);
-    out.data.clear();
-    append_bytes(&mut out.data, &r.data);
 }
 
 /// A slot whose buffers grew past [`SLOT_BYTES`] (a loader image's record) gives them up, so
@@ -313,7 +293,7 @@ mod tests {
                     None => Ok(false),
                 };
             }
-            copy_record(out, &self.recs[self.at]); // in its buffers, as readers fill a slot
+            out.copy_from(&self.recs[self.at]); // in its buffers, as readers fill a slot
             self.at += 1;
             self.read.fetch_add(1, Ordering::Relaxed);
             Ok(true)
