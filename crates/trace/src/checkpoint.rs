@@ -46,7 +46,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::consistent::Shadow;
-use crate::native::{put_varint, unzigzag, write_atomically, zigzag, NativeWriter, KIND_PREWARM, MAX_ACCESSES};
+use crate::native::{put_varint, unzigzag, varint_at, write_atomically, zigzag, NativeWriter, KIND_PREWARM, MAX_ACCESSES};
 use crate::record::{MAX_DST, MAX_SRC};
 use crate::{Instr, TraceError, TraceSource};
 
@@ -747,20 +747,12 @@ impl Prewarm {
         self.varint_long()
     }
 
+    /// A varint of more than three bytes, or a damaged one: the native reader's own reading.
     #[inline(never)]
     fn varint_long(&mut self) -> Result<u64, String> {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let b = self.byte()?;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b < 0x80 {
-                return Ok(v);
-            }
-            shift += 7;
-            if shift > 63 {
-                return Err("prewarm record: a varint longer than 64 bits".into());
-            }
-        }
+        let (v, next) = varint_at(&self.b, self.at).ok_or_else(|| "prewarm record: truncated, or a varint longer than 64 bits".to_string())?;
+        self.at = next;
+        Ok(v)
     }
 
     #[inline]

@@ -1410,7 +1410,7 @@ const BRANCHES: [Branch; 3] = [Branch::None, Branch::NotTaken, Branch::Taken];
 /// The varint at `b[i..]` and the index after it, if it lies whole in `b` and is valid (the
 /// values and refusals of `Input::varint`).
 #[inline(always)]
-fn varint_at(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
+pub(crate) fn varint_at(b: &[u8], mut i: usize) -> Option<(u64, usize)> {
     let x = *b.get(i)?;
     if x < 0x80 {
         return Some((x as u64, i + 1));
