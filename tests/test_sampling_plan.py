@@ -49,6 +49,19 @@ def test_a_windows_other_cost_lowers_the_most_it_can_gain():
     assert math.isclose(heavy["max_speedup"], 10_000_000 / (30 * 105_000))
 
 
+def test_the_budget_for_a_windows_other_cost_is_what_reaches_the_speedup_exactly():
+    s = series([1000.0, 3000.0] * 5000)
+    m = load_script(SCRIPT)
+    r = m.table(s, [2000], 0.02, 3000, 0, speedup=10)["rows"][0]
+    # 30 windows of 2,000 after 3,000 may cost 10 M / (10 * 30) in all: 28,333 besides their detail.
+    assert math.isclose(r["overhead_budget"], 10_000_000 / 300 - 5000)
+    # Spending exactly that budget gives exactly the speed-up asked for.
+    at = m.table(s, [2000], 0.02, 3000, r["overhead_budget"], speedup=10)["rows"][0]
+    assert math.isclose(at["max_speedup"], 10.0)
+    # A speed-up detail alone cannot reach leaves no budget.
+    assert m.table(s, [2000], 0.02, 3000, 0, speedup=100)["rows"][0]["overhead_budget"] < 0
+
+
 def test_a_run_of_secmem_gives_the_series_it_reads(tmp_path):
     r = secmem.run("hot", integrity="chash", encryption="otp", instructions="200k", warmup="10k", interval="1k")
     t = load_script(SCRIPT).table(r.stats, [1000, 10_000], 0.02, 3000, 0)
@@ -73,6 +86,8 @@ def test_refuses_a_run_without_intervals_and_a_width_off_its_period(tmp_path):
     assert r.returncode != 0 and "a width of 1500 is not a multiple of the run's --interval 1000" in r.stderr
     r = run(str(f), "--error", "2")
     assert r.returncode != 0 and "--error must be between 0 and 1" in r.stderr
+    r = run(str(f), "--speedup", "1")
+    assert r.returncode != 0 and r.stderr.strip() == "sampling-plan: --speedup must be above 1"
     r = run(str(tmp_path / "absent.json"))
     assert r.returncode != 0 and r.stderr.startswith("sampling-plan: ") and len(r.stderr.strip().splitlines()) == 1
     r = run(str(f), "--widths", "1k,5k", "--json", str(tmp_path / "t.json"))
