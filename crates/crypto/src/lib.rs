@@ -8,6 +8,7 @@
 pub mod aes128;
 pub mod gf2w;
 pub mod hash;
+pub mod md5block;
 pub mod md5x4;
 pub mod modes;
 pub mod multiset;
