@@ -52,6 +52,16 @@ impl HashAlg {
     }
 }
 
+/// An MD5 state's first `out.len()` digest bytes.
+#[inline]
+fn md5_out(state: &[u32; 4], out: &mut [u8]) {
+    let mut d = [0u8; 16];
+    for (i, w) in state.iter().enumerate() {
+        d[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+    }
+    out.copy_from_slice(&d[..out.len()]);
+}
+
 /// A hash function truncated to `bytes` (1..=digest length).
 #[derive(Clone, Copy, Debug)]
 pub struct Hasher {
@@ -91,6 +101,14 @@ impl Hasher {
         match self.alg {
             HashAlg::Md5 => {
                 let mut state = MD5_IV;
+                if let [one] = parts {
+                    if let Ok(block) = <&[u8; 64]>::try_from(*one) {
+                        // One chunk, one compression: every tree node and data chunk.
+                        crate::md5block::compress(&mut state, block);
+                        md5_out(&state, &mut out[..n]);
+                        return;
+                    }
+                }
                 let mut block = [0u8; 64];
                 let mut fill = 0;
                 for p in parts {
@@ -100,7 +118,7 @@ impl Hasher {
                         let whole = p.len() / 64 * 64;
                         let (blocks, rest) = p[..whole].as_chunks::<64>();
                         debug_assert!(rest.is_empty());
-                        md5::block_api::compress(&mut state, blocks);
+                        blocks.iter().for_each(|b| crate::md5block::compress(&mut state, b));
                         p = &p[whole..];
                     }
                     while !p.is_empty() {
@@ -109,7 +127,7 @@ impl Hasher {
                         fill += n;
                         p = &p[n..];
                         if fill == 64 {
-                            md5::block_api::compress(&mut state, std::slice::from_ref(&block));
+                            crate::md5block::compress(&mut state, &block);
                             fill = 0;
                         }
                     }
@@ -117,13 +135,9 @@ impl Hasher {
                 if fill > 0 {
                     // A short last block is zero-filled (fixed-length inputs need no length).
                     block[fill..].fill(0);
-                    md5::block_api::compress(&mut state, std::slice::from_ref(&block));
+                    crate::md5block::compress(&mut state, &block);
                 }
-                let mut d = [0u8; 16];
-                for (i, w) in state.iter().enumerate() {
-                    d[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
-                }
-                out[..n].copy_from_slice(&d[..n]);
+                md5_out(&state, &mut out[..n]);
             }
             HashAlg::Md5Rfc1321 => {
                 let mut h = md5::Md5::new();

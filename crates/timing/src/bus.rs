@@ -12,6 +12,7 @@
 //! whatever was presented before it.
 
 use crate::calendar::Calendar;
+use crate::divisor::Divisor;
 use crate::memory::{transfer, Beat, MemCounters, MemoryModel, Transfer};
 use crate::write_queue::{Posted, WriteQueue};
 use crate::Cycle;
@@ -32,6 +33,9 @@ pub struct BusParams {
 #[derive(Clone, Debug)]
 pub struct Bus {
     p: BusParams,
+    /// `p.width` and `p.beat_cycles`, to divide by (every transfer does).
+    width: Divisor,
+    beat: Divisor,
     /// Bus cycles booked.
     cal: Calendar,
     /// `queue_cycles`: cycles reads waited for the data bus beyond the memory latency.
@@ -47,7 +51,7 @@ impl Bus {
 
     pub fn new(p: BusParams) -> Bus {
         assert!(p.width > 0 && p.beat_cycles > 0);
-        Bus { p, cal: Calendar::new(), c: MemCounters::default(), wq: WriteQueue::new(0) }
+        Bus { p, width: Divisor::new(p.width), beat: Divisor::new(p.beat_cycles), cal: Calendar::new(), c: MemCounters::default(), wq: WriteQueue::new(0) }
     }
 
     /// Posted writes wait in a controller queue of `entries` writes, so that reads go first
@@ -75,14 +79,14 @@ impl Bus {
 
     #[inline]
     fn beats(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.p.width).max(1)
+        self.width.div_ceil(bytes).max(1)
     }
 
     /// Read `bytes` requested at `t`.
     #[inline]
     pub fn read(&mut self, t: Cycle, bytes: u64) -> Transfer {
         let (n, want, bc) = (self.beats(bytes), self.read_want(t), self.p.beat_cycles);
-        let tr = transfer(self.cal.reserve(want.div_ceil(bc), n), n, bc);
+        let tr = transfer(self.cal.reserve(self.beat.div_ceil(want), n), n, bc);
         self.count_reads(1, n, (tr.first - bc).saturating_sub(want));
         tr
     }
@@ -92,7 +96,7 @@ impl Bus {
     pub fn read_many(&mut self, t: Cycle, bytes: u64, k: usize, mut f: impl FnMut(Transfer)) {
         let (n, want, bc) = (self.beats(bytes), self.read_want(t), self.p.beat_cycles);
         let mut queued = 0;
-        self.cal.reserve_many(want.div_ceil(bc), n, k, |s| {
+        self.cal.reserve_many(self.beat.div_ceil(want), n, k, |s| {
             let tr = transfer(s, n, bc);
             queued += (tr.first - bc).saturating_sub(want);
             f(tr);
@@ -149,7 +153,7 @@ impl Bus {
     #[inline]
     fn drain(&mut self, t: Cycle, n: u64) -> Cycle {
         let bc = self.p.beat_cycles;
-        (self.cal.reserve_each((t + self.p.write_delay).div_ceil(bc), n) + 1) * bc
+        (self.cal.reserve_each(self.beat.div_ceil(t + self.p.write_delay), n) + 1) * bc
     }
 }
 

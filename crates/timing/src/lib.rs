@@ -6,6 +6,7 @@
 
 pub mod bus;
 pub mod calendar;
+pub mod divisor;
 pub mod dram;
 pub mod memory;
 pub mod pipe;
@@ -15,6 +16,7 @@ pub mod write_queue;
 
 pub use bus::{Bus, BusParams};
 pub use calendar::Calendar;
+pub use divisor::Divisor;
 pub use dram::{Dram, DramParams};
 pub use memory::{Beat, MemCounters, MemoryModel, Transfer};
 pub use pipe::Pipe;

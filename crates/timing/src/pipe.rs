@@ -7,6 +7,7 @@
 //! operation wanted early is not held up by one booked for later.
 
 use crate::calendar::Calendar;
+use crate::divisor::Divisor;
 use crate::Cycle;
 
 /// Engine input is booked in slots of at most this many bytes (and at most one unit).
@@ -19,23 +20,25 @@ struct Rate {
     latency: Cycle,
     /// Cycles per slot, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
     slot_fx: u64,
+    /// The same, to divide by (every operation does).
+    slot_fx_div: Divisor,
     /// Bytes per slot.
-    slot_bytes: u64,
+    slot_bytes: Divisor,
     /// Slots per unit (a unit leaves `latency` cycles after it entered).
     unit_slots: u64,
-    unit_bytes: u64,
+    unit_bytes: Divisor,
 }
 
 impl Rate {
     #[inline]
     fn slots(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.slot_bytes).max(1)
+        self.slot_bytes.div_ceil(bytes).max(1)
     }
 
     /// The first slot whose start is at or after cycle `t`.
     #[inline]
     fn slot_at(&self, t: Cycle) -> u64 {
-        (t * FX).div_ceil(self.slot_fx)
+        self.slot_fx_div.div_ceil(t * FX)
     }
 
     /// The cycle slot `s` starts.
@@ -68,7 +71,14 @@ impl Pipe {
         assert!(bytes_per_cycle > 0.0 && unit_bytes > 0);
         let slot_bytes = SLOT_BYTES.min(unit_bytes);
         let slot_fx = ((slot_bytes as f64 / bytes_per_cycle) * FX as f64).round().max(1.0) as u64;
-        let rate = Rate { latency, slot_fx, slot_bytes, unit_slots: unit_bytes.div_ceil(slot_bytes).max(1), unit_bytes };
+        let rate = Rate {
+            latency,
+            slot_fx,
+            slot_fx_div: Divisor::new(slot_fx),
+            slot_bytes: Divisor::new(slot_bytes),
+            unit_slots: unit_bytes.div_ceil(slot_bytes).max(1),
+            unit_bytes: Divisor::new(unit_bytes),
+        };
         Pipe { rate, cal: Calendar::new(), units: 0, ops: 0, wait_cycles: 0 }
     }
 
@@ -96,7 +106,7 @@ impl Pipe {
     }
 
     pub fn unit_bytes(&self) -> u64 {
-        self.rate.unit_bytes
+        self.rate.unit_bytes.get()
     }
 
     /// Issue an operation over `bytes` whose input is ready at `t`; returns its completion.
@@ -141,7 +151,7 @@ impl Pipe {
     #[inline]
     fn count(&mut self, k: u64, waited: Cycle, bytes: u64) {
         self.wait_cycles += waited;
-        self.units += k * bytes.div_ceil(self.rate.unit_bytes);
+        self.units += k * self.rate.unit_bytes.div_ceil(bytes);
         self.ops += k;
     }
 
@@ -151,7 +161,7 @@ impl Pipe {
     pub fn run_each(&mut self, ready: impl IntoIterator<Item = Cycle>) -> Cycle {
         let mut done = 0;
         for t in ready {
-            done = self.run(t, self.rate.unit_bytes);
+            done = self.run(t, self.rate.unit_bytes.get());
         }
         done
     }
