@@ -104,7 +104,7 @@ impl Hasher {
                 if let [one] = parts {
                     if let Ok(block) = <&[u8; 64]>::try_from(*one) {
                         // One chunk, one compression: every tree node and data chunk.
-                        crate::md5block::compress(&mut state, block);
+                        md5::block_api::compress(&mut state, std::slice::from_ref(block));
                         md5_out(&state, &mut out[..n]);
                         return;
                     }
@@ -118,7 +118,7 @@ impl Hasher {
                         let whole = p.len() / 64 * 64;
                         let (blocks, rest) = p[..whole].as_chunks::<64>();
                         debug_assert!(rest.is_empty());
-                        blocks.iter().for_each(|b| crate::md5block::compress(&mut state, b));
+                        md5::block_api::compress(&mut state, blocks);
                         p = &p[whole..];
                     }
                     while !p.is_empty() {
@@ -127,7 +127,7 @@ impl Hasher {
                         fill += n;
                         p = &p[n..];
                         if fill == 64 {
-                            crate::md5block::compress(&mut state, &block);
+                            md5::block_api::compress(&mut state, std::slice::from_ref(&block));
                             fill = 0;
                         }
                     }
@@ -135,7 +135,7 @@ impl Hasher {
                 if fill > 0 {
                     // A short last block is zero-filled (fixed-length inputs need no length).
                     block[fill..].fill(0);
-                    crate::md5block::compress(&mut state, &block);
+                    md5::block_api::compress(&mut state, std::slice::from_ref(&block));
                 }
                 md5_out(&state, &mut out[..n]);
             }
