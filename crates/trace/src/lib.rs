@@ -99,14 +99,12 @@ pub trait TraceSource: Send {
         (slots.len(), None)
     }
     /// `fill` into a batch of packed slots (`packed`): the same records, end and error. A
-    /// source that has no packed form keeps every record in a spill slot.
+    /// source that has no packed form keeps every record in the spill slots, in order, and
+    /// says so (`plain`): they are handed on as plain records.
     #[inline]
     fn fill_packed(&mut self, b: &mut packed::PackedBatch, max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
         let (n, end) = self.fill(&mut b.spill, max_bytes);
-        for (k, s) in b.slots[..n].iter_mut().enumerate() {
-            *s = packed::Packed::spilled(k);
-        }
-        b.nspill = n;
+        (b.nspill, b.plain) = (n, true);
         (n, end)
     }
     /// A short name for reports (workload name or file name).

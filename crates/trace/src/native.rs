@@ -2258,8 +2258,9 @@ mod tests {
             (b.nspill, b.shapes) = (0, Vec::new());
             let (n, end) = r.fill_packed(&mut b, max_bytes);
             assert!(n <= k && (n > 0 || end.is_some()), "{n} of {k} slots and no end");
+            assert!(!b.plain, "the native reader packs");
             shapes.extend_from_slice(&b.shapes);
-            let recs = crate::Recs::Packed { slots: &b.slots[..n], spill: &b.spill[..b.nspill], shapes: &shapes };
+            let recs = b.recs(&shapes, 0, n);
             v.extend(recs.to_vec());
             packed += (0..n).filter(|&j| matches!(recs.get(j), crate::One::View(_))).count();
             match end {

@@ -276,17 +276,31 @@ impl<'a> Recs<'a> {
 
 /// What a source fills for the read-ahead thread (`TraceSource::fill_packed`): packed slots,
 /// spill slots (`spill[..nspill]` used), and the shapes first named in this batch, which the
-/// consumer appends to the table it has (a shape's index is its place in that table).
+/// consumer appends to the table it has (a shape's index is its place in that table); or,
+/// `plain`, every record in the spill slots in order and the packed slots unused (a source
+/// with no packed form: its records are stepped as plain records, with no slot to read
+/// first and no step out of line, which cost ChampSim traces ~30% more CPU).
 pub struct PackedBatch {
     pub slots: Vec<Packed>,
     pub spill: Vec<Instr>,
     pub nspill: usize,
     pub shapes: Vec<Shape>,
+    pub plain: bool,
 }
 
 impl PackedBatch {
     pub fn new(n: usize) -> PackedBatch {
-        PackedBatch { slots: vec![Packed::default(); n], spill: vec![Instr::default(); n], nspill: 0, shapes: Vec::new() }
+        PackedBatch { slots: vec![Packed::default(); n], spill: vec![Instr::default(); n], nspill: 0, shapes: Vec::new(), plain: false }
+    }
+
+    /// Records `from..to` of the `n` filled.
+    #[inline]
+    pub fn recs<'a>(&'a self, shapes: &'a [Shape], from: usize, to: usize) -> Recs<'a> {
+        if self.plain {
+            Recs::Plain(&self.spill[from..to])
+        } else {
+            Recs::Packed { slots: &self.slots[from..to], spill: &self.spill[..self.nspill], shapes }
+        }
     }
 }
 

@@ -124,7 +124,7 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
             },
         };
         // The source decodes straight into the slots, in one call a batch.
-        b.b.nspill = 0;
+        (b.b.nspill, b.b.plain) = (0, false);
         b.b.shapes.clear();
         (b.n, b.end) = src.fill_packed(&mut b.b, BATCH_BYTES);
         let last = b.end.is_some();
@@ -182,7 +182,7 @@ impl ReadAhead {
     /// Records `from..to` of `cur`.
     #[inline]
     fn recs(&self, from: usize, to: usize) -> Recs<'_> {
-        Recs::Packed { slots: &self.cur.b.slots[from..to], spill: &self.cur.b.spill[..self.cur.b.nspill], shapes: &self.shapes }
+        self.cur.b.recs(&self.shapes, from, to)
     }
 
     /// Make `cur` a batch with records from `at` on: false at the end of the source.
