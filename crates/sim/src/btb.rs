@@ -13,7 +13,7 @@
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Params};
 use secmem_trace::champsim::{BranchType, NumberingGuess};
-use secmem_trace::{Branch, Instr};
+use secmem_trace::{Branch, Record};
 use std::collections::VecDeque;
 
 /// ChampSim's `direct_predictor::branch_info`: how a hit's target is predicted.
@@ -160,8 +160,8 @@ impl Btb {
 
     /// The branch type of `ins` (None: not a branch).
     #[inline]
-    pub fn branch_type(&mut self, ins: &Instr) -> Option<BranchType> {
-        if ins.branch == Branch::None {
+    pub fn branch_type<R: Record>(&mut self, ins: &R) -> Option<BranchType> {
+        if ins.branch() == Branch::None {
             return None;
         }
         BranchType::of(ins, self.numbering.update(ins))
@@ -282,7 +282,7 @@ impl Btb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use secmem_trace::OpClass;
+    use secmem_trace::{Instr, OpClass};
 
     fn btb() -> Btb {
         let mut p = crate::presets::load("champsim").unwrap();

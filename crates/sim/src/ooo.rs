@@ -22,7 +22,8 @@ use secmem_core::stats::Stats;
 use secmem_core::{AccessKind, ConfigError, Engine, IntegrityError, Params};
 use secmem_timing::Cycle;
 use secmem_trace::champsim::{folded_stack_pointer, BranchType, NumberingGuess};
-use secmem_trace::{Branch, Instr, OpClass, Reg};
+use secmem_trace::packed::View;
+use secmem_trace::{Branch, Instr, One, OpClass, Record, Recs, Reg};
 
 /// Cycles between fetch and dispatch (decode/rename).
 const FRONTEND_DEPTH: Cycle = 3;
@@ -133,7 +134,7 @@ struct Registers {
 impl Registers {
     /// When rename can give `ins` its destination registers.
     #[inline]
-    fn available(&mut self, ins: &Instr, ndst: u8) -> Cycle {
+    fn available<R: Record>(&mut self, ins: &R, ndst: u8) -> Cycle {
         for &r in ins.srcs().iter().chain(ins.dsts()) {
             if !self.seen[r as usize] {
                 self.seen[r as usize] = true;
@@ -583,15 +584,15 @@ impl Core {
 
     /// Fetch `ins`: returns the cycle it is fetched and why it came then.
     #[inline]
-    fn fetch<const Q: bool>(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+    fn fetch<const Q: bool, R: Record>(&mut self, ins: &R, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
         if Q && self.ahead.is_some() {
             return self.fetch_ahead(ins, eng);
         }
-        let iline = self.iline(ins.pc);
+        let iline = self.iline(ins.pc());
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let t = self.fetch_t;
-            let (tt, line_ready, settled) = self.fetch_line_at(ins.pc, t, eng)?;
+            let (tt, line_ready, settled) = self.fetch_line_at(ins.pc(), t, eng)?;
             let ready = line_ready.max(settled);
             // The L1 hit latency is pipelined away; only misses (and TLB misses) hold fetch.
             let hit_time = t + self.hier.l1i.latency;
@@ -614,14 +615,14 @@ impl Core {
     /// `fetch_buffer` before it has left), a new line is looked up then (`fetch_instruction`
     /// sends every line in the buffer to the L1I), and it is delivered in order once its line
     /// is in — so misses of the lines in the buffer overlap rather than follow each other.
-    fn fetch_ahead(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
+    fn fetch_ahead<R: Record>(&mut self, ins: &R, eng: &mut Engine) -> Result<(Cycle, Cause), StepError> {
         let width = self.fetch_width;
         let a = self.ahead.as_mut().expect("fetch_ahead with a fetch buffer");
         let entered = a.enter(width);
-        let iline = self.iline(ins.pc);
+        let iline = self.iline(ins.pc());
         if iline != self.fetch_line {
             self.fetch_line = iline;
-            let (tt, line_ready, settled) = self.fetch_line_at(ins.pc, entered, eng)?;
+            let (tt, line_ready, settled) = self.fetch_line_at(ins.pc(), entered, eng)?;
             let ready = line_ready.max(settled);
             let lat = self.hier.l1i.latency;
             let a = self.ahead.as_mut().expect("fetch_ahead with a fetch buffer");
@@ -659,25 +660,31 @@ impl Core {
 
     /// The stack pointer `ins` writes without a register dependence (`core.sp_folding`).
     #[inline]
-    fn folded(&mut self, ins: &Instr) -> Option<Reg> {
+    fn folded<R: Record>(&mut self, ins: &R) -> Option<Reg> {
         let g = self.sp_folding.as_mut()?;
         let numbering = g.update(ins);
         folded_stack_pointer(ins, numbering)
     }
 
     /// Time one instruction, performing its loads and stores on the engine.
-    pub fn step(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+    pub fn step<R: Record>(&mut self, ins: &R, eng: &mut Engine) -> Result<(), StepError> {
         if self.queues {
-            self.step_as::<true>(ins, eng)
+            self.step_as::<true, R>(ins, eng)
         } else {
-            self.step_as::<false>(ins, eng)
+            self.step_as::<false, R>(ins, eng)
         }
+    }
+
+    /// `step` of a record a packed batch keeps whole (`step_all`), out of line.
+    #[inline(never)]
+    fn step_spilled(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+        self.step(ins, eng)
     }
 
     /// `step` of each of `recs` in turn (none of them external), up to the first error: how
     /// many were stepped (the failed one counted), and the error. One call for a run of
     /// instructions rather than one each (the call cost ~30 host instructions a step, gzip).
-    pub fn step_all(&mut self, recs: &[Instr], eng: &mut Engine) -> (usize, Result<(), StepError>) {
+    pub fn step_all(&mut self, recs: Recs, eng: &mut Engine) -> (usize, Result<(), StepError>) {
         if self.queues {
             self.step_all_as::<true>(recs, eng)
         } else {
@@ -685,10 +692,28 @@ impl Core {
         }
     }
 
-    fn step_all_as<const Q: bool>(&mut self, recs: &[Instr], eng: &mut Engine) -> (usize, Result<(), StepError>) {
-        for (k, ins) in recs.iter().enumerate() {
-            if let Err(e) = self.step_as::<Q>(ins, eng) {
-                return (k + 1, Err(e));
+    fn step_all_as<const Q: bool>(&mut self, recs: Recs, eng: &mut Engine) -> (usize, Result<(), StepError>) {
+        match recs {
+            Recs::Plain(recs) => {
+                for (k, ins) in recs.iter().enumerate() {
+                    if let Err(e) = self.step_as::<Q, Instr>(ins, eng) {
+                        return (k + 1, Err(e));
+                    }
+                }
+            }
+            Recs::Packed { .. } => {
+                for k in 0..recs.len() {
+                    // A record kept whole (1-4% of a tracer's: static parts sent in full,
+                    // external records, more accesses or bytes than a packed slot holds)
+                    // through the plain step, not a second copy of it inlined here.
+                    let r = match recs.get(k) {
+                        One::View(v) => self.step_as::<Q, View>(&v, eng),
+                        One::Plain(ins) => self.step_spilled(ins, eng),
+                    };
+                    if let Err(e) = r {
+                        return (k + 1, Err(e));
+                    }
+                }
             }
         }
         (recs.len(), Ok(()))
@@ -698,12 +723,12 @@ impl Core {
     /// (`queues`): the seeds' machines have none, and their checks were 45 of the 510 host
     /// instructions per instruction on `hot` (callgrind).
     #[inline(always)]
-    fn step_as<const Q: bool>(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+    fn step_as<const Q: bool, R: Record>(&mut self, ins: &R, eng: &mut Engine) -> Result<(), StepError> {
         self.instructions += 1;
         if self.btb.is_some() {
-            self.resolve_branch(ins.pc);
+            self.resolve_branch(ins.pc());
         }
-        let (fetched, arrived) = self.fetch::<Q>(ins, eng)?;
+        let (fetched, arrived) = self.fetch::<Q, R>(ins, eng)?;
         let folded = self.folded(ins);
         // With `core.ip_register` (one of the `queues`) a branch's kind, and it takes a register
         // for the instruction pointer.
@@ -711,13 +736,13 @@ impl Core {
             Some(b) if Q && self.ip_register => b.branch_type(ins),
             _ => None,
         };
-        let ndst = ins.ndst - folded.is_some() as u8 + ip_ty.is_some() as u8;
+        let ndst = ins.ndst() - folded.is_some() as u8 + ip_ty.is_some() as u8;
 
         // Dispatch: needs a ROB entry, queue entries for memory operations, registers.
         // Stores matter only to the store queue, its ports and the dependence tracking.
-        let has_store = Q && ins.accesses.iter().any(|a| a.store);
+        let has_store = Q && ins.has_store();
         // With a store queue the LSQ holds loads only; without, every memory operation.
-        let has_load = if Q && self.sqw.is_some() { ins.accesses.iter().any(|a| !a.store) } else { !ins.accesses.is_empty() };
+        let has_load = if Q && self.sqw.is_some() { ins.has_load() } else { ins.naccesses() > 0 };
         let earliest = fetched + FRONTEND_DEPTH;
         let (mut dispatch, mut why) = (earliest, arrived);
         let mut wait = |free: Cycle, cause: Cause| (dispatch, why) = later((dispatch, why), free, cause);
@@ -753,51 +778,51 @@ impl Core {
             // When a demand miss of this instruction would reach the protected level.
             self.apply_external(issue + 1 + self.hier.lookups(Side::Data), true, eng)?;
         }
-        let lat = self.lat[ins.op as usize];
+        let lat = self.lat[ins.op() as usize];
         let mut done = issue + lat;
         if lat > 1 {
             cause = cpistack::EXECUTE;
         }
 
         // Memory accesses.
-        for a in &ins.accesses {
-            let val = ins.value(a);
+        for k in 0..ins.naccesses() {
+            let (store, addr, val) = ins.access(k);
             // Split at L1-line (hence page and protected-line) boundaries.
-            for (va, r) in line_pieces(a.addr, a.size, self.hier.l1d.line_bytes()) {
+            for (va, r) in line_pieces(addr, val.len() as u32, self.hier.l1d.line_bytes()) {
                 let bytes = &val[r];
-                let (t, why) = if a.store {
+                let (t, why) = if store {
                     let finished = if Q && self.store_at_retire {
                         // Its translation, the L1D and the bytes at commit, below.
-                        self.store_finish(ins.pc, va, bytes.len() as u64, issue + 1)
+                        self.store_finish(ins.pc(), va, bytes.len() as u64, issue + 1)
                     } else {
-                        self.store::<Q>(ins.pc, va, bytes, issue + 1, eng)?
+                        self.store::<Q>(ins.pc(), va, bytes, issue + 1, eng)?
                     };
                     // With `core.stores_in_order` the instruction completes when its store
                     // finishes, after the older ones (ChampSim: its mem op is then complete).
                     (if Q && self.sq.in_order() { finished } else { 0 }, cpistack::MEMDEP)
                 } else {
-                    self.load::<Q>(ins.pc, va, bytes, dispatch, issue + 1, eng)?
+                    self.load::<Q>(ins.pc(), va, bytes, dispatch, issue + 1, eng)?
                 };
                 (done, cause) = later((done, cause), t, why);
             }
-            if a.store {
+            if store {
                 self.stores += 1;
             } else {
                 self.loads += 1;
             }
         }
 
-        if ins.branch != Branch::None {
+        if ins.branch() != Branch::None {
             self.branches += 1;
-            let taken = ins.branch == Branch::Taken;
-            let right = self.bp.predict(ins.pc, taken);
+            let taken = ins.branch() == Branch::Taken;
+            let right = self.bp.predict(ins.pc(), taken);
             match &mut self.btb {
                 None if !right => self.redirect(done + self.penalty, cpistack::BRANCH),
                 None => {}
                 // Resolved when the next instruction shows the target (`resolve_branch`).
                 Some(b) => {
                     let ty = ip_ty.or_else(|| b.branch_type(ins)).expect("a branch has a type");
-                    b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched, done });
+                    b.pending = Some(Pending { pc: ins.pc(), ty, taken, predicted_taken: right == taken, fetched, done });
                 }
             }
             if taken && self.taken_ends_fetch {
@@ -823,9 +848,9 @@ impl Core {
 
         // Commit in order, commit_width per cycle.
         let mut c = done.max(self.commit_t);
-        self.after_syscall = ins.op == OpClass::Barrier;
+        self.after_syscall = ins.op() == OpClass::Barrier;
         self.started = true;
-        if ins.op == OpClass::Barrier && self.syscall_barriers {
+        if ins.op() == OpClass::Barrier && self.syscall_barriers {
             self.barriers += 1;
             let checks = eng.barrier(c)?;
             self.hier.back_invalidate(eng);
@@ -885,18 +910,18 @@ impl Core {
     /// checks, a scheme's timed event). Loads are not compared with the trace and the store
     /// queue is left alone: a load served by an older store (a `core.memory_dependence`
     /// other than none) reads the caches here.
-    pub fn warm(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+    pub fn warm<R: Record>(&mut self, ins: &R, eng: &mut Engine) -> Result<(), StepError> {
         self.warm_fx += self.warm_cpi_fx;
         self.fetch_t = (self.fetch_t + (self.warm_fx >> 10)).max(self.rob.next_free());
         self.warm_fx &= (1 << 10) - 1;
         if let Some(b) = &mut self.btb {
-            b.resolve(ins.pc, false); // trains; warming times no redirects
+            b.resolve(ins.pc(), false); // trains; warming times no redirects
         }
-        let iline = self.iline(ins.pc);
+        let iline = self.iline(ins.pc());
         if iline != self.fetch_line {
             self.fetch_line = iline;
             let itlb_misses = self.mmu.itlb_misses;
-            let (_, line_ready, _) = self.fetch_line_at(ins.pc, self.fetch_t, eng)?;
+            let (_, line_ready, _) = self.fetch_line_at(ins.pc(), self.fetch_t, eng)?;
             self.fetch_t = self.fetch_t.max(line_ready);
             if self.mmu.itlb_misses != itlb_misses {
                 self.recent.forget_line(); // a page walk may have read through the L1D
@@ -905,21 +930,21 @@ impl Core {
         let t = self.fetch_t;
         let mut done = t;
         if let Some(regs) = &mut self.regs {
-            regs.available(ins, ins.ndst); // registers the program uses
+            regs.available(ins, ins.ndst()); // registers the program uses
         }
         if self.pending_n > 0 {
             self.apply_external(t, false, eng)?;
         }
         let l1b = self.hier.l1d.line_bytes();
-        for a in &ins.accesses {
-            let val = ins.value(a);
+        for k in 0..ins.naccesses() {
+            let (store, addr, val) = ins.access(k);
             let mut off = 0u64;
-            while off < a.size as u64 {
-                let va = a.addr + off;
-                let n = (l1b - (va & (l1b - 1))).min(a.size as u64 - off);
-                let kind = if a.store { AccessKind::Store } else { AccessKind::Load };
+            while off < val.len() as u64 {
+                let va = addr + off;
+                let n = (l1b - (va & (l1b - 1))).min(val.len() as u64 - off);
+                let kind = if store { AccessKind::Store } else { AccessKind::Load };
                 let (pa, s) = self.warm_data(kind, va, t, eng)?;
-                if a.store {
+                if store {
                     eng.write_cached(pa, &val[off as usize..(off + n) as usize]);
                 } else {
                     done = done.max(s.ready);
@@ -931,12 +956,12 @@ impl Core {
                 off += n;
             }
         }
-        if ins.branch != Branch::None {
+        if ins.branch() != Branch::None {
             self.warm_branch(ins, t);
         }
-        self.after_syscall = ins.op == OpClass::Barrier;
+        self.after_syscall = ins.op() == OpClass::Barrier;
         self.started = true;
-        if ins.op == OpClass::Barrier && self.syscall_barriers {
+        if ins.op() == OpClass::Barrier && self.syscall_barriers {
             let checks = eng.barrier(t)?;
             self.hier.back_invalidate(eng);
             self.fetch_t = self.fetch_t.max(checks);
@@ -948,12 +973,12 @@ impl Core {
     /// A branch while warming trains the direction predictor now and the BTB (its target,
     /// return stack, indirect predictor) when the next instruction shows where it went.
     #[inline]
-    fn warm_branch(&mut self, ins: &Instr, t: Cycle) {
-        let taken = ins.branch == Branch::Taken;
-        let right = self.bp.predict(ins.pc, taken);
+    fn warm_branch<R: Record>(&mut self, ins: &R, t: Cycle) {
+        let taken = ins.branch() == Branch::Taken;
+        let right = self.bp.predict(ins.pc(), taken);
         if let Some(b) = &mut self.btb {
             let ty = b.branch_type(ins).expect("a branch has a type");
-            b.pending = Some(Pending { pc: ins.pc, ty, taken, predicted_taken: right == taken, fetched: t, done: t });
+            b.pending = Some(Pending { pc: ins.pc(), ty, taken, predicted_taken: right == taken, fetched: t, done: t });
         }
     }
 
@@ -963,14 +988,14 @@ impl Core {
     /// their code lines are among the prewarm's lines, fetched after them in the L2's order,
     /// which a fetch here would only disturb. The lines are warmed as any instruction is,
     /// but their transfers book no bus time (docs/sampling.md: what this saves).
-    pub fn prewarm(&mut self, ins: &Instr, eng: &mut Engine) -> Result<(), StepError> {
+    pub fn prewarm<R: Record>(&mut self, ins: &R, eng: &mut Engine) -> Result<(), StepError> {
         if std::mem::take(&mut self.prewarm_target) {
             if let Some(b) = &mut self.btb {
-                b.resolve(ins.pc, false);
+                b.resolve(ins.pc(), false);
             }
             return Ok(());
         }
-        if ins.branch != Branch::None {
+        if ins.branch() != Branch::None {
             self.warm_branch(ins, self.fetch_t);
             (self.prewarm_target, self.started) = (true, true);
             return Ok(());
@@ -1074,11 +1099,14 @@ impl Core {
     /// written. Returns when the write queue took the
     /// last, which is when its store-queue entry frees. The bytes are written in this step,
     /// before any younger instruction runs, so values and forwarding are as at execute.
-    fn write_retired(&mut self, ins: &Instr, t: Cycle, eng: &mut Engine) -> Result<Cycle, StepError> {
+    fn write_retired<R: Record>(&mut self, ins: &R, t: Cycle, eng: &mut Engine) -> Result<Cycle, StepError> {
         let mut left = t;
-        for a in ins.accesses.iter().filter(|a| a.store) {
-            let val = ins.value(a);
-            for (va, r) in line_pieces(a.addr, a.size, self.hier.l1d.line_bytes()) {
+        for k in 0..ins.naccesses() {
+            let (store, addr, val) = ins.access(k);
+            if !store {
+                continue;
+            }
+            for (va, r) in line_pieces(addr, val.len() as u32, self.hier.l1d.line_bytes()) {
                 let bytes = &val[r];
                 let arrive = match &self.l1d_wq {
                     Some(w) => t.max(w.next_free()),

@@ -5,7 +5,7 @@ use crate::sample::{Measured, Sampling, Windows};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Engine, Params};
 use secmem_trace::progress::Progress;
-use secmem_trace::{Instr, TraceSource};
+use secmem_trace::{Instr, One, Record, Recs, TraceSource};
 use std::time::Instant;
 
 // The stop request lives with the trace sources (a fast-forward stops on it too); runs look
@@ -81,7 +81,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     let mut core = Core::new(p, &eng)?;
     core.pm.set_order(p, o.seed)?;
     let mut buf = Instr::default();
-    let mut recs: &[Instr] = &[];
+    let mut recs: Recs = Recs::EMPTY;
     let total = o.warmup.saturating_add(o.instructions);
     let mut n: u64 = 0;
     let mut measuring = false;
@@ -116,7 +116,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
             }
             while n < end {
                 let most = recs.len().min(usize::try_from(end - n).unwrap_or(usize::MAX));
-                let k = recs[..most].iter().position(|r| r.external).unwrap_or(most);
+                let k = recs.before_external(most);
                 if k == 0 {
                     break;
                 }
@@ -149,7 +149,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 packed = src.take_prewarm();
             }
             recs = match src.next_slice(&mut buf, usize::try_from(total - n).unwrap_or(usize::MAX)) {
-                Ok([]) => break,
+                Ok(r) if r.is_empty() => break,
                 Ok(r) => r,
                 Err(e) => {
                     // A source that stopped on the request (a fast-forward, a live program's
@@ -165,7 +165,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
         }
         let (ins, rest) = recs.split_first().expect("a slice left");
         recs = rest;
-        if checkpoint.is_some() && n == 0 && !ins.external {
+        if checkpoint.is_some() && n == 0 && ins.external().is_none() {
             if let Err(e) = core.settle_image(&mut eng) {
                 error = Some(format!("{:?} (flushing the checkpoint's memory image)", e));
                 break;
@@ -180,7 +180,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                 }
             }
         }
-        let r = if ins.external {
+        let r = if let Some(ins) = ins.external() {
             core.external(ins, &mut eng)
         } else {
             // A sampled run (`windows`) starts and ends its measurements itself.
@@ -215,10 +215,9 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
                     break;
                 }
             }
-            match &mut windows {
-                Some(_) if n <= prewarm => core.prewarm(ins, &mut eng),
-                Some(w) => w.instruction(i, ins, &mut core, &mut eng),
-                None => core.step(ins, &mut eng),
+            match ins {
+                One::Plain(ins) => one(ins, n <= prewarm, i, &mut windows, &mut core, &mut eng),
+                One::View(ins) => one(&ins, n <= prewarm, i, &mut windows, &mut core, &mut eng),
             }
         };
         if let Err(e) = r {
@@ -286,6 +285,17 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
     s.float("sim.wall_seconds", wall.elapsed().as_secs_f64());
     s.float("sim.instructions_per_second", if measuring && measured_secs > 0.0 { measured as f64 / measured_secs } else { 0.0 });
     Ok((RunResult { stats: s, error }, None))
+}
+
+/// An instruction (not external) outside the loop's plain stretches: prewarmed, in its
+/// window's phase (sampled runs), or stepped.
+#[inline]
+fn one<R: Record>(ins: &R, prewarming: bool, i: Option<u64>, windows: &mut Option<Windows>, core: &mut Core, eng: &mut Engine) -> Result<(), StepError> {
+    match windows {
+        Some(_) if prewarming => core.prewarm(ins, eng),
+        Some(w) => w.instruction(i, ins, core, eng),
+        None => core.step(ins, eng),
+    }
 }
 
 /// A step's error as the run reports it.

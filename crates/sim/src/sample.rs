@@ -25,7 +25,7 @@ use secmem_core::stats::{Stat, Stats};
 use secmem_core::{ConfigError, Engine};
 use secmem_timing::Cycle;
 use secmem_trace::cputime::thread_cpu_seconds;
-use secmem_trace::Instr;
+use secmem_trace::Record;
 use std::time::Instant;
 
 /// Windows aimed for when U is not given: SMARTS measured ~10,000 units of 1,000; fewer
@@ -179,7 +179,7 @@ impl Windows {
     /// Run instruction `i` of the measured region (None: of the warm-up, which is warmed
     /// functionally) in its phase, switching the core between functional warming and detail.
     #[inline]
-    pub fn instruction(&mut self, i: Option<u64>, ins: &Instr, core: &mut Core, eng: &mut Engine) -> Result<(), StepError> {
+    pub fn instruction<R: Record>(&mut self, i: Option<u64>, ins: &R, core: &mut Core, eng: &mut Engine) -> Result<(), StepError> {
         let Some(i) = i else {
             return core.warm(ins, eng);
         };

@@ -681,3 +681,36 @@ fn stretches_read_ahead_run_as_records_one_at_a_time() {
     assert!(one.starts_with("out of simulated physical memory") && !one.contains("instruction 256)"), "{one}");
     assert_eq!(one, many);
 }
+
+/// Records read ahead into packed slots (`secmem_trace::packed`: a native trace through
+/// `ReadAhead`, its external records and big records kept whole in spill slots) simulate
+/// exactly what the same file's records read one at a time do: the same statistics on mix,
+/// in full detail on suh2003 and on the champsim preset (queues, BTB, stack-pointer folding,
+/// fetch buffer), sampled, and with intervals.
+#[test]
+fn packed_records_read_ahead_run_as_plain_records() {
+    use crate::sample::Sampling;
+    use secmem_trace::{NativeReader, NativeWriter, ReadAhead};
+    let path = std::env::temp_dir().join(format!("secmem-packed-{}.smt", std::process::id()));
+    let mut w = NativeWriter::create(&path).unwrap();
+    let mut src = builtin("mix", 1).unwrap();
+    let mut r = Instr::default();
+    for _ in 0..60_000 {
+        assert!(src.next_into(&mut r).unwrap());
+        w.write(&r).unwrap();
+    }
+    w.finish().unwrap();
+    let strip = crate::run::simulated;
+    let o = RunOptions { instructions: 40_001, warmup: 10_007, seed: 1, progress: false, interval: 0 };
+    let plan = Some(Sampling { period: 10_000, window: 2_000, warming: 3_000 });
+    let cases = [("suh2003", None, 0), ("champsim", None, 0), ("suh2003", plan, 0), ("suh2003", None, 7_000)];
+    for (preset, plan, interval) in cases {
+        let p = configure(preset, Some("chash"), Some("otp"), &[]).unwrap();
+        let o = RunOptions { interval, ..o.clone() };
+        let plain = crate::run::run_sampled(&p, &mut NativeReader::open(&path).unwrap(), &o, plan).unwrap();
+        let packed = crate::run::run_sampled(&p, &mut ReadAhead::new(NativeReader::open(&path).unwrap()), &o, plan).unwrap();
+        assert!(plain.error.is_none() && packed.error.is_none(), "{preset}: {:?} {:?}", plain.error, packed.error);
+        assert_eq!(strip(&plain.stats), strip(&packed.stats), "{preset}, sampled {}, interval {interval}", plan.is_some());
+    }
+    std::fs::remove_file(&path).ok();
+}

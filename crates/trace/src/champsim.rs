@@ -29,7 +29,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::compress::{remember, repeat_err, Buffered, Decoded};
-use crate::record::{Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
+use crate::record::{Branch, Instr, OpClass, Record, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
 /// Bytes per record.
@@ -72,8 +72,8 @@ impl BranchType {
     /// derives from the record [`ChampSimRecord::from_instr`] writes; the core model's BTB
     /// uses it too. Allocates nothing (the core calls it on every branch).
     #[inline]
-    pub fn of(ins: &Instr, numbering: Numbering) -> Option<BranchType> {
-        if ins.branch == Branch::None {
+    pub fn of<R: Record + ?Sized>(ins: &R, numbering: Numbering) -> Option<BranchType> {
+        if ins.branch() == Branch::None {
             return None;
         }
         let g = Signature::of(ins, numbering);
@@ -81,7 +81,7 @@ impl BranchType {
             if g.other { BranchType::IndirectCall } else { BranchType::DirectCall }
         } else if g.sp && g.loads {
             BranchType::Return
-        } else if g.flags || ins.branch == Branch::NotTaken {
+        } else if g.flags || ins.branch() == Branch::NotTaken {
             BranchType::Conditional
         } else if g.other {
             BranchType::Indirect
@@ -104,15 +104,15 @@ struct Signature {
 
 impl Signature {
     #[inline]
-    fn of(ins: &Instr, numbering: Numbering) -> Signature {
+    fn of<R: Record + ?Sized>(ins: &R, numbering: Numbering) -> Signature {
         let reads = |x: u8| ins.srcs().iter().any(|&r| champsim_reg(r, numbering) == x);
         let writes_sp = ins.dsts().iter().any(|&r| champsim_reg(r, numbering) == REG_STACK_POINTER);
         Signature {
             sp: reads(REG_STACK_POINTER) && writes_sp,
             flags: reads(REG_FLAGS),
             other: ins.srcs().iter().map(|&r| champsim_reg(r, numbering)).any(|x| ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&x)),
-            loads: ins.accesses.iter().any(|a| !a.store),
-            stores: ins.accesses.iter().any(|a| a.store),
+            loads: ins.has_load(),
+            stores: ins.has_store(),
         }
     }
 }
@@ -128,7 +128,7 @@ pub struct NumberingGuess {
 
 impl NumberingGuess {
     #[inline]
-    pub fn update(&mut self, ins: &Instr) -> Numbering {
+    pub fn update<R: Record + ?Sized>(&mut self, ins: &R) -> Numbering {
         self.champsim |= ins.srcs().iter().chain(ins.dsts()).any(|&r| (17..32).contains(&r));
         if self.champsim {
             Numbering::ChampSim
@@ -145,10 +145,10 @@ impl NumberingGuess {
 /// register than the stack pointer, flags and instruction pointer (`add rsp, 16`); a
 /// variable change (`mov rsp, rbp`) keeps its dependence.
 #[inline]
-pub fn folded_stack_pointer(ins: &Instr, numbering: Numbering) -> Option<Reg> {
+pub fn folded_stack_pointer<R: Record + ?Sized>(ins: &R, numbering: Numbering) -> Option<Reg> {
     let sp = ins.dsts().iter().copied().find(|&r| champsim_reg(r, numbering) == REG_STACK_POINTER)?;
     let reads_other = ins.srcs().iter().any(|&r| ![REG_STACK_POINTER, REG_FLAGS, REG_INSTRUCTION_POINTER].contains(&champsim_reg(r, numbering)));
-    (ins.branch != Branch::None || !ins.accesses.is_empty() || !reads_other).then_some(sp)
+    (ins.branch() != Branch::None || ins.naccesses() > 0 || !reads_other).then_some(sp)
 }
 
 /// How the registers of the records being encoded are numbered.

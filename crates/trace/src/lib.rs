@@ -22,6 +22,7 @@ pub mod cputime;
 pub mod export;
 pub mod lackey;
 pub mod native;
+pub mod packed;
 pub mod open;
 pub mod progress;
 pub mod readahead;
@@ -37,7 +38,8 @@ pub use native::{NativeReader, NativeWriter};
 pub use open::{detect_format, open_trace, open_trace_as, FORMATS};
 pub use readahead::ReadAhead;
 
-pub use record::{Access, Branch, Instr, OpClass, Reg};
+pub use packed::{One, Recs};
+pub use record::{Access, Branch, Instr, OpClass, Record, Reg};
 
 /// Errors reading a trace: always name where the problem is.
 #[derive(Debug, thiserror::Error)]
@@ -65,12 +67,13 @@ pub trait TraceSource: Send {
     /// Fill `out` with the next record; `Ok(false)` at the end of the trace.
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
     /// The next records, at most `max` (and at least one) of them, read where the source
-    /// holds them when it can ([`ReadAhead`]'s batches: no copy, and no call per record),
+    /// holds them when it can ([`ReadAhead`]'s batches of packed slots: no copy, and no call
+    /// per record),
     /// else `buf` filled by `next_into`; empty at the end. The same records, end and errors
     /// as `next_into`: the records given are consumed, and an error comes after them.
     #[inline]
-    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, _max: usize) -> Result<&'a [Instr], TraceError> {
-        Ok(if self.next_into(buf)? { std::slice::from_ref(buf) } else { &[] })
+    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, _max: usize) -> Result<Recs<'a>, TraceError> {
+        Ok(Recs::Plain(if self.next_into(buf)? { std::slice::from_ref(buf) } else { &[] }))
     }
     /// Records into `slots` in order ([`ReadAhead`]'s batches), until they are full or the
     /// values read come to `max_bytes`: how many were read, and the end of the source
@@ -95,6 +98,15 @@ pub trait TraceSource: Send {
         }
         (slots.len(), None)
     }
+    /// `fill` into a batch of packed slots (`packed`): the same records, end and error. A
+    /// source that has no packed form keeps every record in the spill slots, in order, and
+    /// says so (`plain`): they are handed on as plain records.
+    #[inline]
+    fn fill_packed(&mut self, b: &mut packed::PackedBatch, max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
+        let (n, end) = self.fill(&mut b.spill, max_bytes);
+        (b.nspill, b.plain) = (n, true);
+        (n, end)
+    }
     /// A short name for reports (workload name or file name).
     fn name(&self) -> &str;
     /// The packed prewarm of a checkpointed window (`checkpoint::Prewarm`), once the records
@@ -112,8 +124,12 @@ impl<T: TraceSource + ?Sized> TraceSource for Box<T> {
         (**self).next_into(out)
     }
     #[inline]
-    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
+    fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, max: usize) -> Result<Recs<'a>, TraceError> {
         (**self).next_slice(buf, max)
+    }
+    #[inline]
+    fn fill_packed(&mut self, b: &mut packed::PackedBatch, max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
+        (**self).fill_packed(b, max_bytes)
     }
     #[inline]
     fn fill(&mut self, slots: &mut [Instr], max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {

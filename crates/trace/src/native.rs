@@ -17,7 +17,9 @@ use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
+use crate::consistent::BuildPageHasher;
 use crate::cputime::thread_cpu_seconds;
+use crate::packed::{Packed, PackedBatch, Shape};
 use crate::record::{append_accesses, append_bytes, Access, Branch, Instr, OpClass, Reg, MAX_DST, MAX_SRC};
 use crate::{TraceError, TraceSource};
 
@@ -1195,6 +1197,11 @@ pub struct NativeReader {
     thread: u32,
     /// The payload of the last PREWARM record read, until taken (`take_prewarm`).
     prewarm: Option<Vec<u8>>,
+    /// The packed shape (`packed::Shape`) of each entry of the static table (`fill_packed`):
+    /// its index, `UNPACKABLE`, or `UNKNOWN` until a packed read first needs it.
+    shape_of: Box<[u32; STATIC_SLOTS]>,
+    /// Index of each shape handed out so far.
+    interned: std::collections::HashMap<Shape, u32, BuildPageHasher>,
     /// Tests: every record through the general parser (what the fast path must agree with).
     #[cfg(test)]
     general_only: bool,
@@ -1304,6 +1311,8 @@ impl NativeReader {
             done: false,
             thread: 0,
             prewarm: None,
+            shape_of: Box::new([UNKNOWN; STATIC_SLOTS]),
+            interned: std::collections::HashMap::default(),
             #[cfg(test)]
             general_only: false,
         })
@@ -1354,6 +1363,9 @@ impl NativeReader {
                         Err(Bad) => parse_instr(s, &self.codec, out)?,
                     };
                     self.codec.commit_read(out, full);
+                    if full {
+                        self.shape_of[static_slot(out.pc)] = UNKNOWN;
+                    }
                     if let Some(why) = out.wrapping_access() {
                         return Err(self.s.fail(at, why));
                     }
@@ -1528,6 +1540,121 @@ impl NativeReader {
     }
 }
 
+/// `NativeReader::shape_of`: not yet looked up, and a static part no packed slot holds.
+const UNKNOWN: u32 = u32::MAX;
+const UNPACKABLE: u32 = u32::MAX - 1;
+
+impl NativeReader {
+    /// `next_fast_ready` into a packed slot (`fill_packed`): the common record whose static
+    /// part fits a packed slot (its shape looked up once per static table entry, a new one
+    /// added to `new`); the size of its values, or None having changed nothing but `out`
+    /// and the shapes (the record is then read into a spill slot). What it gives is what
+    /// `next_fast_ready` gives.
+    #[inline(always)]
+    fn next_packed_ready(&mut self, out: &mut Packed, new: &mut Vec<Shape>) -> Option<usize> {
+        #[cfg(test)]
+        if self.general_only {
+            return None;
+        }
+        let s = &mut self.s;
+        if s.end - s.pos < FAST_MIN {
+            return None;
+        }
+        let b = &s.buf[s.pos..s.end];
+        let (kind, h) = (b[0], b[1]);
+        let outcome = (h >> H_BRANCH_SHIFT) & 3;
+        if kind != KIND_INSTR || h & (H_REPEAT | H_EXTERNAL) != H_REPEAT || outcome == 3 {
+            return None;
+        }
+        let Codec { prev_end, addrs, statics } = &mut self.codec;
+        let mut i = 2;
+        let pc = if h & H_PC_SEQ != 0 {
+            *prev_end
+        } else {
+            let (d, j) = varint_at(b, i)?;
+            i = j;
+            prev_end.wrapping_add(unzigzag(d) as u64)
+        };
+        let slot = static_slot(pc);
+        let st = &statics[slot];
+        if !st.valid || st.pc != pc {
+            return None;
+        }
+        let mut shape = self.shape_of[slot];
+        if shape == UNKNOWN {
+            shape = intern(&mut self.interned, new, st);
+            self.shape_of[slot] = shape;
+        }
+        if shape == UNPACKABLE {
+            return None;
+        }
+        // As `next_fast_ready`: addresses into the table as they are decoded, put back if
+        // the record is given up half-way. (The shape holds at most PACKED_ACCESSES
+        // accesses and PACKED_BYTES bytes.)
+        let (mut before, mut off) = ([0u64; STATIC_ACCESSES], 0usize);
+        for (k, &(_, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
+            let slot = addr_slot(pc, k);
+            let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
+                for (j, &a) in before.iter().enumerate() {
+                    addrs[addr_slot(pc, j)] = a;
+                }
+                None
+            };
+            let Some((d, j)) = varint_at(b, i) else {
+                return given_up(addrs, &before[..k]);
+            };
+            let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
+            let Some(v) = b.get(j..j + size as usize) else {
+                return given_up(addrs, &before[..k]);
+            };
+            if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
+                return given_up(addrs, &before[..k]);
+            }
+            before[k] = addrs[slot];
+            addrs[slot] = addr;
+            out.addr[k] = addr;
+            copy_value(&mut out.data[off..off + size as usize], v);
+            off += size as usize;
+            i = j + size as usize;
+        }
+        out.shape = shape;
+        out.op = OPS[(h & H_OP) as usize];
+        out.branch = BRANCHES[outcome as usize];
+        out.thread = self.thread;
+        s.pos += i;
+        *prev_end = pc.wrapping_add(st.len as u64);
+        self.count += 1;
+        Some(off)
+    }
+}
+
+/// The packed shape of static part `st` (a new one added to `new`), or `UNPACKABLE`.
+#[cold]
+fn intern(interned: &mut std::collections::HashMap<Shape, u32, BuildPageHasher>, new: &mut Vec<Shape>, st: &Static) -> u32 {
+    let (srcs, dsts) = (&st.src[..st.nsrc as usize], &st.dst[..st.ndst as usize]);
+    let Some(sh) = Shape::new(st.pc, st.len, srcs, dsts, &st.acc[..st.nacc as usize]) else {
+        return UNPACKABLE;
+    };
+    let n = interned.len() as u32;
+    *interned.entry(sh).or_insert_with(|| {
+        new.push(sh);
+        n
+    })
+}
+
+/// `dst` = `src`, as fixed-size copies for the usual value sizes (`record::append_bytes`).
+#[inline(always)]
+fn copy_value(dst: &mut [u8], src: &[u8]) {
+    match src.len() {
+        1 => dst[0] = src[0],
+        2 => dst[..2].copy_from_slice(&<[u8; 2]>::try_from(src).expect("2 bytes")),
+        4 => dst[..4].copy_from_slice(&<[u8; 4]>::try_from(src).expect("4 bytes")),
+        8 => dst[..8].copy_from_slice(&<[u8; 8]>::try_from(src).expect("8 bytes")),
+        16 => dst[..16].copy_from_slice(&<[u8; 16]>::try_from(src).expect("16 bytes")),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
 impl TraceSource for NativeReader {
     // Inline into the read-ahead thread's loop (`ReadAhead`), which calls it for every record.
     #[inline]
@@ -1558,6 +1685,39 @@ impl TraceSource for NativeReader {
             }
         }
         (slots.len(), None)
+    }
+
+    /// `fill` into packed slots: the common record through `next_packed_ready`; the others
+    /// (external, more accesses or bytes than a packed slot holds, anything for the general
+    /// parser) into the next spill slot, as `fill` reads them.
+    #[inline]
+    fn fill_packed(&mut self, b: &mut PackedBatch, max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
+        let (mut bytes, mut fast) = (0, self.fast_ready());
+        let n = b.slots.len().min(b.spill.len());
+        for k in 0..n {
+            match if fast { self.next_packed_ready(&mut b.slots[k], &mut b.shapes) } else { None } {
+                Some(size) => bytes += size,
+                None => {
+                    let j = b.nspill;
+                    let r = &mut b.spill[j];
+                    crate::readahead::give_up_big(r);
+                    if !(fast && self.next_fast_ready(r)) {
+                        match self.next_slow(r) {
+                            Ok(true) => fast = self.fast_ready(),
+                            Ok(false) => return (k, Some(Ok(()))),
+                            Err(e) => return (k, Some(Err(e))),
+                        }
+                    }
+                    bytes += r.data.len();
+                    b.slots[k] = Packed::spilled(j);
+                    b.nspill += 1;
+                }
+            }
+            if bytes >= max_bytes {
+                return (k + 1, None);
+            }
+        }
+        (n, None)
     }
 
     fn name(&self) -> &str {
@@ -2089,6 +2249,89 @@ mod tests {
         panic!("no end")
     }
 
+    /// `read_filled` through `fill_packed` (the read-ahead thread's way since packed slots),
+    /// also giving how many records were packed rather than spilled.
+    fn read_packed(path: &Path, k: usize, max_bytes: usize) -> ((Vec<Instr>, Option<String>), usize) {
+        let mut r = NativeReader::open(path).unwrap();
+        let (mut v, mut b, mut shapes, mut packed) = (Vec::new(), PackedBatch::new(k), Vec::new(), 0);
+        for _ in 0..1_000_000 {
+            (b.nspill, b.shapes) = (0, Vec::new());
+            let (n, end) = r.fill_packed(&mut b, max_bytes);
+            assert!(n <= k && (n > 0 || end.is_some()), "{n} of {k} slots and no end");
+            assert!(!b.plain, "the native reader packs");
+            shapes.extend_from_slice(&b.shapes);
+            let recs = b.recs(&shapes, 0, n);
+            v.extend(recs.to_vec());
+            packed += (0..n).filter(|&j| matches!(recs.get(j), crate::One::View(_))).count();
+            match end {
+                None => {}
+                Some(Ok(())) => return ((v, None), packed),
+                Some(Err(e)) => return ((v, Some(e.to_string())), packed),
+            }
+        }
+        panic!("no end")
+    }
+
+    /// Records of 0-4 accesses of 0-40 bytes each (a few over a packed slot's two accesses
+    /// and 32 bytes), repeated static parts and static parts sent again changed, external
+    /// records and threads: read into packed slots they are what the general parser reads,
+    /// most of them packed.
+    #[test]
+    fn packed_slots_hold_what_the_general_parser_reads() {
+        let mut recs = Vec::new();
+        for k in 0..20_000u64 {
+            let at = k % 61;
+            let mut r = Instr { pc: 0x40_0000 + 8 * at, len: 3 + (at % 5) as u8, op: OpClass::from_u8((k % 8) as u8).unwrap(), ..Instr::default() };
+            r.branch = [Branch::None, Branch::Taken, Branch::NotTaken][(k % 3) as usize];
+            r.thread = (k / 5000) as u32;
+            for j in 0..(at % 4) as u8 {
+                r.add_src(j + 1);
+            }
+            r.add_dst((at % 7) as u8);
+            // The shape is the pc's, but every 997th record changes it (its static part is
+            // sent again, and the next repeats refer to the new one).
+            let shape = if k % 997 == 5 { at + 1 } else { at };
+            for j in 0..(shape % 5) {
+                let size = [1usize, 2, 4, 8, 16, 32, 3, 40, 0][((shape + j) % 9) as usize];
+                let value: Vec<u8> = (0..size).map(|b| (b as u64 * 7 + k + j) as u8).collect();
+                r.add_access((shape + j) % 2 == 0, 0x1000_0000 + 64 * ((k * 13 + j * 5) % 4001), &value);
+            }
+            r.external = k % 1013 == 7;
+            recs.push(r);
+        }
+        let p = tmp("packed.smt");
+        write(&p, &recs);
+        assert!(read_as(&p, true) == (recs.clone(), None));
+        for (k, max_bytes) in [(1, usize::MAX), (7, 1), (64, 40), (1024, usize::MAX)] {
+            let (got, packed) = read_packed(&p, k, max_bytes);
+            assert!(got.1.is_none() && got.0.len() == recs.len(), "{k} slots: {:?}", got.1);
+            for (j, (a, b)) in got.0.iter().zip(&recs).enumerate() {
+                assert_eq!(a, b, "record {j}, {k} slots");
+            }
+            assert!(packed > recs.len() / 3 && packed < recs.len(), "{packed} packed of {}", recs.len());
+        }
+        // Through a read-ahead (its shapes gathered batch by batch), a slice or a record at a
+        // time.
+        for by_slice in [true, false] {
+            let mut r = crate::ReadAhead::new(NativeReader::open(&p).unwrap());
+            let (mut got, mut one) = (Vec::new(), Instr::default());
+            loop {
+                if by_slice {
+                    let x = r.next_slice(&mut one, 300).unwrap();
+                    if x.is_empty() {
+                        break;
+                    }
+                    got.extend(x.to_vec());
+                } else if r.next_into(&mut one).unwrap() {
+                    got.push(one.clone());
+                } else {
+                    break;
+                }
+            }
+            assert!(got == recs, "read ahead, by slice {by_slice}");
+        }
+    }
+
     #[test]
     fn the_fast_path_reads_what_the_general_parser_reads_and_fails_where_it_fails() {
         // Raw streams (no checksum) damaged at random, as above: both ways of reading give
@@ -2111,6 +2354,9 @@ mod tests {
             let filled = read_filled(&q, k, max_bytes);
             assert_eq!(want.1, filled.1, "damage {i}, filled");
             assert!(want.0 == filled.0, "damage {i}: the filled records differ");
+            let (packed, _) = read_packed(&q, k, max_bytes);
+            assert_eq!(want.1, packed.1, "damage {i}, packed");
+            assert!(want.0 == packed.0, "damage {i}: the packed records differ");
             if i == 0 {
                 assert!(want.1.is_none() && want.0 == recs);
             }
@@ -2153,6 +2399,8 @@ mod tests {
             }
             let (v, e) = read_filled(&q, 16, usize::MAX);
             assert_eq!((v.len(), e), (1, Some(format!("{}: {want}", q.display()))));
+            let ((v, e), _) = read_packed(&q, 16, usize::MAX);
+            assert_eq!((v.len(), e), (1, Some(format!("{}: {want}", q.display()))));
         }
     }
 
@@ -2179,6 +2427,8 @@ mod tests {
         assert!(fast.1.is_none() && fast.0 == recs, "the fast path's records differ");
         let filled = read_filled(&p, 64, usize::MAX);
         assert!(filled.1.is_none() && filled.0 == recs, "the filled records differ");
+        let (packed, _) = read_packed(&p, 64, usize::MAX);
+        assert!(packed.1.is_none() && packed.0 == recs, "the packed records differ");
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //!
 //! Decompressing and decoding a trace (xz above all) costs the simulating thread as much as
 //! simulating, while the machine's second core idles. A `ReadAhead` runs the source on a
-//! thread that decodes records straight into the slots of a batch; the consumer reads them
-//! there in order (`next_slice`: no copy) or copies them out (`next_into`). The batches form a
+//! thread that decodes records straight into the slots of a batch, packed slots of one line
+//! each (`packed`: a native trace's common record; the others, and every record of a
+//! source with no packed form, whole in its spill slots); the consumer reads them there in
+//! order (`next_slice`: no copy) or copies them out (`next_into`). The batches form a
 //! fixed ring of [`RING`]: an emptied batch goes back to the reader with its slots and their
 //! buffers, and the reader waits for one rather than make another, so once the ring has gone
 //! round nothing is allocated or faulted in again. (Packing each record into shared vectors
@@ -22,7 +24,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::compress::repeat_err;
-use crate::{Instr, TraceError, TraceSource};
+use crate::packed::{PackedBatch, Shape};
+use crate::{Instr, Recs, TraceError, TraceSource};
 
 /// Records per batch.
 pub const BATCH: usize = 1024;
@@ -35,13 +38,18 @@ pub const RING: usize = 8;
 /// before it is filled again (`give_up_big`).
 const SLOT_BYTES: usize = 4096;
 
-/// What the reader thread hands over: the first `n` slots hold records, then how the
-/// source ended, if it did.
-#[derive(Default)]
+/// What the reader thread hands over: the first `n` slots hold records (packed, `packed`),
+/// then how the source ended, if it did.
 struct Batch {
-    recs: Vec<Instr>,
+    b: PackedBatch,
     n: usize,
     end: Option<Result<(), TraceError>>,
+}
+
+impl Default for Batch {
+    fn default() -> Batch {
+        Batch { b: PackedBatch::new(0), n: 0, end: None }
+    }
 }
 
 /// A [`TraceSource`] read ahead on a thread; see the module documentation.
@@ -52,6 +60,8 @@ pub struct ReadAhead {
     cur: Batch,
     /// Next record of `cur`.
     at: usize,
+    /// The shapes the packed slots name: those of every batch so far.
+    shapes: Vec<Shape>,
     failed: Option<TraceError>,
     done: bool,
     stop: Option<Box<dyn FnOnce() + Send>>,
@@ -80,7 +90,7 @@ impl ReadAhead {
             .name("secmem-read-ahead".into())
             .spawn(move || read(src, tx, back_rx))
             .expect("cannot start the trace reader thread");
-        ReadAhead { name, rx, back, cur: Batch::default(), at: 0, failed: None, done: false, stop, thread: Some(thread) }
+        ReadAhead { name, rx, back, cur: Batch::default(), at: 0, shapes: Vec::new(), failed: None, done: false, stop, thread: Some(thread) }
     }
 
     /// The reader thread stopped without saying how the source ended: it panicked.
@@ -99,6 +109,9 @@ impl ReadAhead {
 }
 
 /// The reader thread: batches until the source ends or fails, or the consumer is gone.
+/// (Inlined into the thread's closure: left out of line, the native reader's loop compiled
+/// to ~5 more host instructions a record and ran 2-10% slower, in interleaved rounds.)
+#[inline(always)]
 fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>) {
     let mut made = 0;
     loop {
@@ -106,7 +119,7 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
             Ok(b) => b,
             Err(_) if made < RING => {
                 made += 1;
-                Batch { recs: vec![Instr::default(); BATCH], ..Batch::default() }
+                Batch { b: PackedBatch::new(BATCH), ..Batch::default() }
             }
             Err(_) => match back.recv() {
                 Ok(b) => b,
@@ -114,7 +127,9 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
             },
         };
         // The source decodes straight into the slots, in one call a batch.
-        (b.n, b.end) = src.fill(&mut b.recs, BATCH_BYTES);
+        (b.b.nspill, b.b.plain) = (0, false);
+        b.b.shapes.clear();
+        (b.n, b.end) = src.fill_packed(&mut b.b, BATCH_BYTES);
         let last = b.end.is_some();
         if tx.send(b).is_err() || last {
             return;
@@ -126,7 +141,7 @@ impl TraceSource for ReadAhead {
     #[inline]
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
         if self.at < self.cur.n || self.next_batch()? {
-            out.copy_from(&self.cur.recs[self.at]); // in `out`'s buffers
+            self.recs(self.at, self.at + 1).get(0).to_instr(out); // in `out`'s buffers
             self.at += 1;
             return Ok(true);
         }
@@ -134,13 +149,13 @@ impl TraceSource for ReadAhead {
     }
 
     #[inline]
-    fn next_slice<'a>(&'a mut self, _: &'a mut Instr, max: usize) -> Result<&'a [Instr], TraceError> {
+    fn next_slice<'a>(&'a mut self, _: &'a mut Instr, max: usize) -> Result<Recs<'a>, TraceError> {
         if self.at == self.cur.n && !self.next_batch()? {
-            return Ok(&[]);
+            return Ok(Recs::EMPTY);
         }
         let from = self.at;
         self.at = self.cur.n.min(from.saturating_add(max.max(1)));
-        Ok(&self.cur.recs[from..self.at])
+        Ok(self.recs(from, self.at))
     }
 
     fn name(&self) -> &str {
@@ -167,6 +182,12 @@ fn give_up(r: &mut Instr) {
 }
 
 impl ReadAhead {
+    /// Records `from..to` of `cur`.
+    #[inline]
+    fn recs(&self, from: usize, to: usize) -> Recs<'_> {
+        self.cur.b.recs(&self.shapes, from, to)
+    }
+
     /// Make `cur` a batch with records from `at` on: false at the end of the source.
     #[cold]
     fn next_batch(&mut self) -> Result<bool, TraceError> {
@@ -204,7 +225,8 @@ impl ReadAhead {
             match got {
                 Ok(b) => {
                     let used = std::mem::replace(&mut self.cur, b);
-                    if !used.recs.is_empty() {
+                    self.shapes.extend_from_slice(&self.cur.b.shapes);
+                    if !used.b.slots.is_empty() {
                         // (Not the empty batch a ReadAhead starts with: the ring stays RING.)
                         let _ = self.back.try_send(used);
                     }

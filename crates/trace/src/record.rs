@@ -244,6 +244,72 @@ impl Instr {
     }
 }
 
+/// What the core model reads of a record: an [`Instr`], or a record read ahead into a packed
+/// slot (`packed::View`), stepped by the same code.
+pub trait Record {
+    fn pc(&self) -> u64;
+    fn op(&self) -> OpClass;
+    fn branch(&self) -> Branch;
+    fn srcs(&self) -> &[Reg];
+    fn dsts(&self) -> &[Reg];
+    fn ndst(&self) -> u8;
+    fn naccesses(&self) -> usize;
+    /// Access `k` (< `naccesses`): whether it is a store, its address, its value's bytes.
+    fn access(&self, k: usize) -> (bool, u64, &[u8]);
+    #[inline(always)]
+    fn has_store(&self) -> bool {
+        (0..self.naccesses()).any(|k| self.access(k).0)
+    }
+    #[inline(always)]
+    fn has_load(&self) -> bool {
+        (0..self.naccesses()).any(|k| !self.access(k).0)
+    }
+}
+
+impl Record for Instr {
+    #[inline(always)]
+    fn pc(&self) -> u64 {
+        self.pc
+    }
+    #[inline(always)]
+    fn op(&self) -> OpClass {
+        self.op
+    }
+    #[inline(always)]
+    fn branch(&self) -> Branch {
+        self.branch
+    }
+    #[inline(always)]
+    fn srcs(&self) -> &[Reg] {
+        Instr::srcs(self)
+    }
+    #[inline(always)]
+    fn dsts(&self) -> &[Reg] {
+        Instr::dsts(self)
+    }
+    #[inline(always)]
+    fn ndst(&self) -> u8 {
+        self.ndst
+    }
+    #[inline(always)]
+    fn naccesses(&self) -> usize {
+        self.accesses.len()
+    }
+    #[inline(always)]
+    fn access(&self, k: usize) -> (bool, u64, &[u8]) {
+        let a = &self.accesses[k];
+        (a.store, a.addr, self.value(a))
+    }
+    #[inline(always)]
+    fn has_store(&self) -> bool {
+        self.accesses.iter().any(|a| a.store)
+    }
+    #[inline(always)]
+    fn has_load(&self) -> bool {
+        self.accesses.iter().any(|a| !a.store)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
