@@ -5,8 +5,10 @@
 //! a tracer's records.
 //!
 //! An [`Instr`] slot took the static part's fields copied into it for every record and its
-//! accesses and values in two heap buffers of its own: ~125 host instructions a record on the
-//! reader thread and three or more lines moving between the cores (callgrind, docs/speed.md).
+//! accesses and values in two heap buffers of its own: three or more lines a record written
+//! on the reader's core and read on the simulator's. One line instead took 3-18% off the CPU
+//! per instruction on the side-by-side traces, the host instructions within 2%
+//! (docs/speed.md, fifth pass).
 //! A record that does not fit (an external record, more than [`PACKED_ACCESSES`] accesses,
 //! more than [`PACKED_BYTES`] bytes of values, anything the native reader's general parser
 //! reads) is kept whole in a spill slot, an `Instr`, which the packed slot names.
