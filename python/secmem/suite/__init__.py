@@ -329,11 +329,15 @@ def run_bounded(cmd: list, env: dict, progress: Callable, what: str, timeout: Op
                 proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
             start = last = time.monotonic()
             while True:
-                try:
-                    proc.wait(0.5)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
+                # The wait is deferred too: an interrupt raised inside Popen.wait between its
+                # lock's acquire and the try that releases it leaves the lock held, and then
+                # end()'s own waits time out (about one SIGTERM in a hundred took 10 s).
+                with deferred():
+                    try:
+                        proc.wait(0.5)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
                 now = time.monotonic()
                 if now - start > limit:
                     end()
