@@ -1500,9 +1500,7 @@ impl NativeReader {
         for (k, &(store, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
             let slot = addr_slot(pc, k);
             let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
-                for (j, &a) in before.iter().enumerate() {
-                    addrs[addr_slot(pc, j)] = a;
-                }
+                put_back(addrs, pc, before);
                 false
             };
             let Some((d, j)) = varint_at(b, i) else {
@@ -1537,6 +1535,15 @@ impl NativeReader {
         *prev_end = pc.wrapping_add(st.len as u64);
         self.count += 1;
         true
+    }
+}
+
+/// A record given up half-way by a fast path: the address table's entries for its first
+/// `before.len()` accesses as they were, so the general parser reads it from that state.
+#[cold]
+fn put_back(addrs: &mut [u64; ADDR_SLOTS], pc: u64, before: &[u64]) {
+    for (j, &a) in before.iter().enumerate() {
+        addrs[addr_slot(pc, j)] = a;
     }
 }
 
@@ -1595,9 +1602,7 @@ impl NativeReader {
         for (k, &(_, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
             let slot = addr_slot(pc, k);
             let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
-                for (j, &a) in before.iter().enumerate() {
-                    addrs[addr_slot(pc, j)] = a;
-                }
+                put_back(addrs, pc, before);
                 None
             };
             let Some((d, j)) = varint_at(b, i) else {
