@@ -51,6 +51,29 @@ def test_groups_of_windows_run_as_dask_tasks_and_combine_as_strata(tmp_path, sch
     assert t["ci95.ipc"] == pytest.approx(s["ci95.ipc"], rel=0.5)
 
 
+def test_windows_on_threads_of_one_process_give_the_statistics_one_thread_gives(tmp_path):
+    one = run_checkpointed("hot", integrity="chash", encryption="otp", store=str(tmp_path), threads=1, **KW)
+    three = run_checkpointed("hot", integrity="chash", encryption="otp", store=str(tmp_path), threads=3, **KW)
+    assert one["error"] is None and three["error"] is None
+    assert (one["stats"]["checkpointed.threads"], three["stats"]["checkpointed.threads"]) == (1, 3)
+    host = ("sim.", "checkpointed.")
+    same = lambda s: {k: v for k, v in s.items() if not k.startswith(host)}  # noqa: E731
+    assert same(three["stats"]) == same(one["stats"])
+    # the default: every core of this machine
+    import os
+
+    assert run_checkpointed("hot", integrity="none", encryption="none", store=str(tmp_path), **KW)["stats"]["checkpointed.threads"] == (os.cpu_count() or 1)
+    p = cli("run", "-w", "hot", "-i", "chash", "-e", "otp", "-n", "400k", "--warmup", "50k", "--sample", "20k:2k:3k",
+            "--checkpointed", "10k", "--prewarm", "4096", "--store", tmp_path, "--threads", "2", "--json", tmp_path / "t.json")
+    assert p.returncode == 0, p.stderr
+    assert "in 1 group on 2 threads" in p.stdout
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert same(doc["stats"]) == same(one["stats"])
+    assert_clean_error(cli("run", "-w", "hot", "-n", "400k", "--threads", "2"), "go with --checkpointed")
+    assert_clean_error(cli("run", "-w", "hot", "-n", "400k", "--sample", "20k:2k:3k", "--checkpointed", "10k", "--threads", "0",
+                           "--store", tmp_path), "--threads")
+
+
 def test_the_cli_runs_from_checkpoints_and_refuses_bad_plans_with_one_line(tmp_path):
     out = tmp_path / "c.json"
     p = cli("run", "-w", "hot", "-i", "chash", "-e", "otp", "-n", "400k", "--warmup", "50k", "--sample", "20k:2k:3k",

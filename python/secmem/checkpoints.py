@@ -141,8 +141,10 @@ def make_windows(
     return dict(made, reused=False)
 
 
-def run_windows_task(kwargs: dict[str, Any], files: list[str], prewarm: list[int], warm: int, name: str) -> dict[str, Any]:
-    """Run a group of windows from their checkpoints (on a Dask worker): statistics and
+def run_windows_task(kwargs: dict[str, Any], files: list[str], prewarm: list[int], warm: int, name: str,
+                     threads: int = 1) -> dict[str, Any]:
+    """Run a group of windows from their checkpoints (in this process or on a Dask worker),
+    on up to ``threads`` threads (the same statistics whatever their number): statistics and
     error, never an exception."""
     import platform
     import time
@@ -150,11 +152,11 @@ def run_windows_task(kwargs: dict[str, Any], files: list[str], prewarm: list[int
     t = time.perf_counter()
     try:
         spec = _core.RunSpec(**{key: kwargs[key] for key in ("preset", "integrity", "encryption", "sets", "instructions", "warmup", "seed", "sample")})
-        r = _core.run_checkpointed(spec, files, prewarm, warm, name)
+        r = _core.run_checkpointed(spec, files, prewarm, warm, name, threads)
         stats, error = r.stats, r.error
     except Exception as e:  # recorded with the group; the others go on
         stats, error = {}, f"{type(e).__name__}: {e}"
-    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t}
+    return {"stats": stats, "error": error, "host": platform.node(), "wall_seconds": time.perf_counter() - t, "threads": threads}
 
 
 def annotate(stats: dict[str, Any], done: list[dict[str, Any]], plan: tuple[int, int, int], warm: int, prewarm: int,
@@ -168,6 +170,7 @@ def annotate(stats: dict[str, Any], done: list[dict[str, Any]], plan: tuple[int,
         "sampling.period": period, "sampling.window": window, "sampling.warming": warming,
         "sampling.checkpointed": warm, "checkpointed.prewarm_lines": prewarm,
         "checkpointed.groups": len(done),
+        "checkpointed.threads": int(done[0].get("threads", 1)),
         "checkpointed.pass_seconds": float(made["seconds"]),
         "checkpointed.reused": bool(made["reused"]),
         "checkpointed.image_bytes": int(made["image_bytes"]),

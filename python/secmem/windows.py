@@ -20,6 +20,7 @@ are combined: the parts' other rates are in ``parts``."""
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Optional, Sequence
 
 from . import _core, checkpoints
@@ -146,13 +147,17 @@ def run_checkpointed(
     workers: Optional[int] = None,
     reference: bool = False,
     progress: bool = False,
+    threads: Optional[int] = None,
 ) -> dict[str, Any]:
     """A sampled run from per-window checkpoints (docs/sampling.md): the checkpoints of the
     plan's windows are made in one pass over the input (or found in the results ``store``,
     keyed like its points), then the windows run each on a machine of its own, warmed from
     cold over their B = ``warm`` instructions after a prewarm of ``prewarm`` lines the L2 saw
     last (and the last branches). ``k`` > 1 (or a ``scheduler``) runs them as ``k`` Dask tasks of consecutive windows,
-    combined as strata (``combine``); one group combines every rate with its interval.
+    combined as strata (``combine``); one group combines every rate with its interval. One
+    group runs its windows on ``threads`` threads of this process (default: every core;
+    each of ``k`` > 1 Dask tasks, one unless given): the statistics are the same whatever
+    their number.
     ``reference`` also runs the same plan with full functional warming (``--sample``) and
     reports ``checkpointed.reference_ipc`` and ``checkpointed.warmup_error``, the bounded
     warming's error. Returns ``{"stats", "parts", "reference", "error", "checkpoints"}``."""
@@ -176,8 +181,10 @@ def run_checkpointed(
     groups = [(files[bounds[j]:bounds[j + 1]], warms[bounds[j]:bounds[j + 1]]) for j in range(k)]
     t = time.perf_counter()
     whole: Optional[dict[str, Any]] = None
+    if threads is not None and threads < 1:
+        raise _core.ConfigError(f"--threads: {threads} (at least 1)")
     if k == 1 and scheduler is None:
-        done = [checkpoints.run_windows_task(base, files, warms, warm, name)]
+        done = [checkpoints.run_windows_task(base, files, warms, warm, name, threads or os.cpu_count() or 1)]
         wall = time.perf_counter() - t
         if reference:
             from .sweep import simulate
@@ -187,7 +194,7 @@ def run_checkpointed(
         from .sweep import simulate
 
         with dask_client(scheduler, workers) as client:
-            futures = [client.submit(checkpoints.run_windows_task, base, f, w, warm, name, key=f"secmem-windows-{j}-{time.time_ns()}", pure=False) for j, (f, w) in enumerate(groups)]
+            futures = [client.submit(checkpoints.run_windows_task, base, f, w, warm, name, threads or 1, key=f"secmem-windows-{j}-{time.time_ns()}", pure=False) for j, (f, w) in enumerate(groups)]
             ref = client.submit(simulate, base, key=f"secmem-sampled-{time.time_ns()}", pure=False) if reference else None
             done = [f.result() for f in futures]
             wall = time.perf_counter() - t

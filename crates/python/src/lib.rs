@@ -357,10 +357,11 @@ fn checkpoint_windows<'py>(
 /// A sampled run from checkpoints (`checkpoint_windows`): `spec` gives the machine, the plan
 /// (`sample`, resolved for `instructions`), the seed; `files[j]` is a window's checkpoint and
 /// `prewarm[j]` the loads it begins with; `warm` is B. Each window runs on a machine of its
-/// own; the statistics are the windows' combined, with 95% intervals (`ci95.*`).
+/// own, on up to `threads` threads; the statistics are the windows' combined, with 95%
+/// intervals (`ci95.*`), the same whatever `threads` is.
 #[pyfunction]
-#[pyo3(signature = (spec, files, prewarm, warm, name))]
-fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<String>, prewarm: Vec<u64>, warm: u64, name: &str) -> PyResult<spec::RunOutcome> {
+#[pyo3(signature = (spec, files, prewarm, warm, name, threads=1))]
+fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<String>, prewarm: Vec<u64>, warm: u64, name: &str, threads: usize) -> PyResult<spec::RunOutcome> {
     let s: spec::RunSpec = spec.clone();
     let p = secmem_sim::configure(&s.preset, s.integrity.as_deref(), s.encryption.as_deref(), &s.sets).map_err(cfg_err)?;
     let plan = secmem_sim::Sampling::parse(s.sample.as_deref().unwrap_or(""), s.instructions).map_err(cfg_err)?;
@@ -374,12 +375,12 @@ fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<S
     let r = py
         .detach(|| {
             let _signals = interrupt::Guard::install();
-            let mut open = |j: usize| {
+            let open = |j: usize| {
                 secmem_trace::NativeReader::open(&files[j])
                     .map(|r| (Box::new(r) as Box<dyn secmem_trace::TraceSource>, prewarm[j]))
                     .map_err(|e| e.to_string())
             };
-            secmem_sim::checkpointed::run_windows(&p, &mut open, files.len(), plan, warm, s.seed, name).map(|(r, _)| r)
+            secmem_sim::checkpointed::run_windows(&p, &open, files.len(), plan, warm, s.seed, name, threads).map(|(r, _)| r)
         })
         .map_err(cfg_err)?;
     Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error: r.error, config: config.unbind() })

@@ -14,7 +14,7 @@
 //! detail (docs/sampling.md).
 
 use crate::run::{run_inner, RunOptions, RunResult};
-use crate::sample::{combine, Sampling};
+use crate::sample::{combine, Measured, Sampling};
 use secmem_core::stats::Stats;
 use secmem_core::{ConfigError, Params};
 use secmem_trace::TraceSource;
@@ -53,19 +53,26 @@ pub fn sampled_windows(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, pl
     Ok(m.map(|m| m.windows).unwrap_or_default())
 }
 
+/// Opens window j's checkpoint: its source, and the prewarm loads it begins with. Called
+/// from the threads that run the windows.
+pub type Open<'a> = dyn Fn(usize) -> Result<(Box<dyn TraceSource>, u64), String> + Sync + 'a;
+
 /// Run `count` windows from their checkpoints (`open(j)`: window j's, and the prewarm loads
-/// it begins with), each on a machine of its own, and combine them; also each window's own
-/// statistics. `plan` is the whole run's (its W and D are each window's); `warm` is B. A
-/// window that fails ends the run with the error, keeping the windows measured before it; so
+/// it begins with), each on a machine of its own, on up to `threads` threads of this process,
+/// and combine them; also each window's own statistics. `plan` is the whole run's (its W and
+/// D are each window's); `warm` is B. The windows are independent, so the statistics are the
+/// same whatever `threads` is (but for the host's times): they are put together in window
+/// order. A window that fails ends the run with the error, keeping the windows before it; so
 /// does a stop request (SIGINT/SIGTERM), between windows.
 pub fn run_windows(
     p: &Params,
-    open: &mut dyn FnMut(usize) -> Result<(Box<dyn TraceSource>, u64), String>,
+    open: &Open<'_>,
     count: usize,
     plan: Sampling,
     warm: u64,
     seed: u64,
     name: &str,
+    threads: usize,
 ) -> Result<(RunResult, Vec<Stats>), ConfigError> {
     if plan.window == 0 {
         return Err(ConfigError("--sample: the measured window W must be at least 1 instruction".into()));
@@ -79,36 +86,70 @@ pub fn run_windows(
     q.set("pages.image", "lazy")?;
     let p = &q;
     let one = Sampling { period: plan.window + plan.warming, window: plan.window, warming: plan.warming };
-    let mut o = RunOptions { instructions: one.period, warmup: warm, seed, progress: false, interval: 0 };
-    let (mut done, mut state, mut cpu, mut error) = (Vec::with_capacity(count), None, [0.0f64; 2], None);
-    for j in 0..count {
+    let o = RunOptions { instructions: one.period, warmup: warm, seed, progress: false, interval: 0 };
+    let window = |j: usize| -> Result<Result<Measured, String>, ConfigError> {
         if let Some((e, _)) = crate::run::interruption(j as u64, "windows") {
-            error = Some(e);
-            break;
+            return Ok(Err(e));
         }
         let (mut src, prewarm) = match open(j) {
-            Ok((s, prewarm)) => {
-                o.warmup = prewarm + warm;
-                (s, prewarm)
+            Ok(x) => x,
+            Err(e) => return Ok(Err(format!("checkpoint of window {}: {}", j, e))),
+        };
+        let o = RunOptions { warmup: prewarm + warm, ..o.clone() };
+        let (r, m) = run_inner(p, &mut *src, &o, Some(one), Some(prewarm))?;
+        Ok(match (r.error, m.filter(|m| m.windows.len() == 1)) {
+            (Some(e), _) => Err(format!("window {} from its checkpoint: {}", j, e)),
+            (None, None) => Err(format!("window {} from its checkpoint measured nothing", j)),
+            (None, Some(m)) => Ok(m),
+        })
+    };
+    // Each thread takes the next window not yet taken; none is taken after one has failed
+    // (the run keeps the windows before the first failure, as on one thread).
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicUsize::new(usize::MAX);
+    let work = || {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut mine = Vec::new();
+        loop {
+            let j = next.fetch_add(1, Relaxed);
+            if j >= count || j > failed.load(Relaxed) {
+                return Ok(mine);
+            }
+            let w = window(j)?;
+            if w.is_err() {
+                failed.fetch_min(j, Relaxed);
+            }
+            mine.push((j, w));
+        }
+    };
+    let threads = threads.clamp(1, count.max(1));
+    let mut all: Vec<(usize, Result<Measured, String>)> = if threads == 1 {
+        work()?
+    } else {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads).map(|_| s.spawn(&work)).collect();
+            let mut all = Vec::new();
+            for h in hs {
+                all.extend(h.join().expect("a window's thread panicked")?);
+            }
+            Ok::<_, ConfigError>(all)
+        })?
+    };
+    all.sort_by_key(|w| w.0);
+    let (mut done, mut state, mut cpu, mut error) = (Vec::with_capacity(count), None, [0.0f64; 2], None);
+    for (_, w) in all {
+        match w {
+            Ok(mut m) => {
+                cpu[0] += m.cpu[0];
+                cpu[1] += m.cpu[1];
+                state.get_or_insert(m.state);
+                done.append(&mut m.windows);
             }
             Err(e) => {
-                error = Some(format!("checkpoint of window {}: {}", j, e));
+                error = Some(e);
                 break;
             }
-        };
-        let (r, m) = run_inner(p, &mut *src, &o, Some(one), Some(prewarm))?;
-        if let Some(e) = r.error {
-            error = Some(format!("window {} from its checkpoint: {}", j, e));
-            break;
         }
-        let Some(mut m) = m.filter(|m| m.windows.len() == 1) else {
-            error = Some(format!("window {} from its checkpoint measured nothing", j));
-            break;
-        };
-        cpu[0] += m.cpu[0];
-        cpu[1] += m.cpu[1];
-        state.get_or_insert(m.state);
-        done.append(&mut m.windows);
     }
     let c = combine(&done, state.as_ref().unwrap_or(&Stats::default()));
     // In the order of a sampled run's statistics (`run::sampled_stats`).
@@ -158,8 +199,8 @@ mod tests {
         let path = |j: usize| d.join(format!("w{j}.smt"));
         let done = write_windows(&mut *workloads::builtin(w, 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
         assert_eq!(done.instructions.len(), st.len());
-        let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
-        let (r, _) = run_windows(p, &mut open, st.len(), plan, warm, 1, w).unwrap();
+        let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+        let (r, _) = run_windows(p, &open, st.len(), plan, warm, 1, w, 1).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
         assert!(r.error.is_none(), "{:?}", r.error);
         r.stats
@@ -186,6 +227,47 @@ mod tests {
             assert!(half > 0.0, "{w}");
             assert!((ipc - full_ipc).abs() <= half, "{w}: full IPC {full_ipc} outside {ipc} ± {half}");
         }
+    }
+
+    /// Windows run on several threads give, window by window and combined, the statistics
+    /// one thread gives (host times aside); a window that fails ends the run as on one
+    /// thread: its error, and the windows before it.
+    #[test]
+    fn windows_on_several_threads_give_what_one_thread_gives() {
+        let p = configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
+        let plan = Sampling { period: 50_000, window: 2_000, warming: 3_000 };
+        let (warmup, n, warm) = (100_000u64, 500_000u64, 20_000u64);
+        let st = starts(&plan, warmup, n, warm).unwrap();
+        let d = dir("threads");
+        let path = |j: usize| d.join(format!("w{j}.smt"));
+        let done = write_windows(&mut *workloads::builtin("mix", 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
+        let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+        let keep = |s: &Stats| s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect::<Vec<_>>();
+        let (one, each1) = run_windows(&p, &open, st.len(), plan, warm, 1, "mix", 1).unwrap();
+        assert!(one.error.is_none(), "{:?}", one.error);
+        assert_eq!(each1.len(), st.len());
+        for t in [2, 3, 64] {
+            let (r, each) = run_windows(&p, &open, st.len(), plan, warm, 1, "mix", t).unwrap();
+            assert!(r.error.is_none(), "{:?}", r.error);
+            assert!(keep(&r.stats) == keep(&one.stats), "{t} threads: the combined statistics differ");
+            assert_eq!(each.len(), each1.len());
+            for (j, (a, b)) in each.iter().zip(&each1).enumerate() {
+                assert!(keep(a) == keep(b), "{t} threads: window {j} differs");
+            }
+        }
+        // Window 4's checkpoint is gone: windows 0-3 are kept, whatever the threads.
+        let gone = |j: usize| if j == 4 { Err("no such file".to_string()) } else { open(j) };
+        for t in [1, 3] {
+            let (r, each) = run_windows(&p, &gone, st.len(), plan, warm, 1, "mix", t).unwrap();
+            let e = r.error.expect("window 4 fails");
+            assert!(e.starts_with("checkpoint of window 4: no such file"), "{t} threads: {e}");
+            assert_eq!(each.len(), 4, "{t} threads");
+            assert_eq!(f(&r.stats, "sampling.windows"), 4.0, "{t} threads");
+            for (a, b) in each.iter().zip(&each1) {
+                assert!(keep(a) == keep(b), "{t} threads");
+            }
+        }
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     /// Each window's pages keep the frames a run of the whole input gives them: in the full
@@ -220,8 +302,8 @@ mod tests {
         let path = |j: usize| d.join(format!("w{j}.smt"));
         // No prewarm: the run after --skip has none either.
         write_windows(&mut *workloads::builtin("hot", 1).unwrap(), &st, length(&plan, warm), 0, &path, false).unwrap();
-        let mut open = |j: usize| NativeReader::open(path(j + 1)).map(|r| (Box::new(r) as Box<dyn TraceSource>, 0)).map_err(|e| e.to_string());
-        let (ck, _) = run_windows(&p, &mut open, 1, plan, warm, 1, "hot").unwrap();
+        let open = |j: usize| NativeReader::open(path(j + 1)).map(|r| (Box::new(r) as Box<dyn TraceSource>, 0)).map_err(|e| e.to_string());
+        let (ck, _) = run_windows(&p, &open, 1, plan, warm, 1, "hot", 1).unwrap();
         assert!(ck.error.is_none(), "{:?}", ck.error);
         // The same instructions after --skip: warm-up B, then one period of D + W.
         let one = Sampling { period: 5_000, window: 2_000, warming: 3_000 };
@@ -313,9 +395,9 @@ mod tests {
             // The installed window's checks are its image's set-up (measured: 2,523 against 24,430).
             assert!(checks(&ei) * 5.0 < checks(&er), "window {j}: {} checks installed, {} replayed", checks(&ei), checks(&er));
         }
-        let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
-        let (ri, _) = run_windows(&mode("install"), &mut open, st.len(), plan, warm, 1, "mix").unwrap();
-        let (rr, _) = run_windows(&mode("replay"), &mut open, st.len(), plan, warm, 1, "mix").unwrap();
+        let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+        let (ri, _) = run_windows(&mode("install"), &open, st.len(), plan, warm, 1, "mix", 1).unwrap();
+        let (rr, _) = run_windows(&mode("replay"), &open, st.len(), plan, warm, 1, "mix", 1).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
         assert_eq!(f(&ri.stats, "trace.value_mismatches"), 0.0);
         let (a, b) = (f(&ri.stats, "ipc"), f(&rr.stats, "ipc"));
@@ -342,9 +424,9 @@ mod tests {
             assert!(a.prewarm.iter().all(|&k| k > 30_000), "{w}: {:?}", a.prewarm);
             for mode in ["install", "replay"] {
                 let p = configure("suh2003", Some("chash"), Some("otp"), &[format!("sampling.prewarm={mode}")]).unwrap();
-                let run = |path: &dyn Fn(usize) -> PathBuf| {
-                    let mut open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j])).map_err(|e| e.to_string());
-                    let (r, each) = run_windows(&p, &mut open, st.len(), plan, warm, 1, w).unwrap();
+                let run = |path: &(dyn Fn(usize) -> PathBuf + Sync)| {
+                    let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j])).map_err(|e| e.to_string());
+                    let (r, each) = run_windows(&p, &open, st.len(), plan, warm, 1, w, 1).unwrap();
                     assert!(r.error.is_none(), "{:?}", r.error);
                     each
                 };
@@ -358,8 +440,8 @@ mod tests {
             }
             // A prewarm that does not hold the records the pass counted: one line, no run.
             let p = configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
-            let mut open = |j: usize| NativeReader::open(pp(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j] + 1)).map_err(|e| e.to_string());
-            let e = run_windows(&p, &mut open, 1, plan, warm, 1, w).unwrap().0.error.unwrap();
+            let open = |j: usize| NativeReader::open(pp(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j] + 1)).map_err(|e| e.to_string());
+            let e = run_windows(&p, &open, 1, plan, warm, 1, w, 1).unwrap().0.error.unwrap();
             assert!(e.contains("prewarm holds") && !e.contains('\n'), "{e}");
             std::fs::remove_dir_all(&d).unwrap();
         }

@@ -30,6 +30,9 @@ def add_parser(sub: Any) -> None:
     par.add_argument("--prewarm", type=counts("--prewarm"), metavar="LINES",
                      help="with --checkpointed: lines the L2 saw last before a window, replayed (after its last branches) before its warming (default 16384)")
     par.add_argument("--store", metavar="DIR", help="with --checkpointed: the results store holding the checkpoints (default $SECMEM_RESULTS or ./secmem-results)")
+    par.add_argument("--threads", type=positive_int("--threads"), metavar="N",
+                     help="with --checkpointed: threads running the windows in this process (default: every core; with --parallel "
+                          "or --scheduler, per Dask task, default 1); the statistics are the same whatever N")
     g = par.add_mutually_exclusive_group()
     g.add_argument("--workers", type=positive_int("--workers"), help="local Dask worker processes (default: every core)")
     g.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask cluster, e.g. tcp://head:8786 (docs/sweeps.md)")
@@ -86,7 +89,7 @@ def _checkpointed(a: argparse.Namespace) -> int:
         a.workload, trace=a.trace, integrity=a.integrity, encryption=a.encryption, preset=a.preset, sets=codeauth_sets(a),
         instructions=a.instructions, warmup=DEFAULT_WARMUP if a.warmup is None else a.warmup, seed=a.seed, sample=a.sample,
         warm=a.checkpointed, prewarm=a.prewarm, store=a.store, k=a.parallel or 1, scheduler=a.scheduler, workers=a.workers,
-        reference=a.check_warmup, progress=sys.stderr.isatty(),
+        reference=a.check_warmup, progress=sys.stderr.isatty(), threads=a.threads,
     )
     if r["error"]:
         print(f"secmem: error: {r['error']}", file=sys.stderr, flush=True)
@@ -99,7 +102,8 @@ def _checkpointed(a: argparse.Namespace) -> int:
               + (f"{s['l2.miss_rate']:.4f} ± {s.get('ci95.l2.miss_rate', 0.0):.4f}" if "l2.miss_rate" in s else "-"))
         print(f"  checkpoints: " + ("reused from the store" if c["reused"] else f"one pass, {c['seconds']:.1f} s CPU")
               + f", {c['image_bytes'] / 1e6:.1f} MB of memory image; windows: {s['checkpointed.wall_seconds']:.1f} s wall in "
-              f"{s['checkpointed.groups']} group{'s' if s['checkpointed.groups'] > 1 else ''}")
+              f"{s['checkpointed.groups']} group{'s' if s['checkpointed.groups'] > 1 else ''}"
+              + (f" on {s['checkpointed.threads']} threads" if s["checkpointed.threads"] > 1 else ""))
         if "checkpointed.reference_ipc" in s:
             print(f"  with full warming (--sample): IPC {s['checkpointed.reference_ipc']:.4f} ± {s['checkpointed.reference_ci95_ipc']:.4f}, "
                   f"{s['checkpointed.reference_seconds']:.1f} s; warm-up error of the checkpointed windows {100 * s['checkpointed.warmup_error']:+.2f}%")
@@ -111,8 +115,8 @@ def _checkpointed(a: argparse.Namespace) -> int:
 def cmd(a: argparse.Namespace) -> int:
     if a.checkpointed is not None:
         return _checkpointed(a)
-    if a.prewarm is not None or a.store is not None:
-        raise BadArgument("--prewarm and --store go with --checkpointed")
+    if a.prewarm is not None or a.store is not None or a.threads is not None:
+        raise BadArgument("--prewarm, --store and --threads go with --checkpointed")
     if a.parallel is not None:
         return _parallel(a)
     prog = program(a.program)
