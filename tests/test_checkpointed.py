@@ -70,6 +70,11 @@ def test_windows_on_threads_of_one_process_give_the_statistics_one_thread_gives(
     doc = json.loads((tmp_path / "t.json").read_text())
     assert same(doc["stats"]) == same(one["stats"])
     assert_clean_error(cli("run", "-w", "hot", "-n", "400k", "--threads", "2"), "go with --checkpointed")
+    from secmem import _core
+
+    with pytest.raises(_core.ConfigError, match="--threads: 0"):
+        run_checkpointed("hot", integrity="none", encryption="none", store=str(tmp_path / "none"), threads=0, **KW)
+    assert not (tmp_path / "none").exists(), "refused before any checkpoint is made"
     assert_clean_error(cli("run", "-w", "hot", "-n", "400k", "--sample", "20k:2k:3k", "--checkpointed", "10k", "--threads", "0",
                            "--store", tmp_path), "--threads")
 

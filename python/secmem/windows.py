@@ -166,6 +166,8 @@ def run_checkpointed(
     from . import provenance, results
     from .sweep import dask_client
 
+    if threads is not None and threads < 1:
+        raise _core.ConfigError(f"--threads: {threads} (at least 1)")
     period, window, warming = _core.sample_plan(sample, instructions)
     plan = f"{period}:{window}:{warming}"
     identity = provenance.workload_identity(workload, trace=trace, seed=seed)
@@ -181,8 +183,6 @@ def run_checkpointed(
     groups = [(files[bounds[j]:bounds[j + 1]], warms[bounds[j]:bounds[j + 1]]) for j in range(k)]
     t = time.perf_counter()
     whole: Optional[dict[str, Any]] = None
-    if threads is not None and threads < 1:
-        raise _core.ConfigError(f"--threads: {threads} (at least 1)")
     if k == 1 and scheduler is None:
         done = [checkpoints.run_windows_task(base, files, warms, warm, name, threads or os.cpu_count() or 1)]
         wall = time.perf_counter() - t
