@@ -498,6 +498,11 @@ def _jobqueue_client(kind: str, workers: Optional[int]) -> Iterator[Any]:
         cluster.close()
 
 
+def local_cores() -> int:
+    """This machine's cores: a local cluster's workers, an in-process run's threads."""
+    return os.cpu_count() or 1
+
+
 @contextmanager
 def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None, cluster: Optional[str] = None) -> Iterator[Any]:
     """A Dask client: on the cluster at ``scheduler``; on a batch system's cluster started by
@@ -529,7 +534,7 @@ def dask_client(scheduler: Optional[str] = None, workers: Optional[int] = None, 
         finally:
             client.close()
         return
-    n = workers or os.cpu_count() or 1
+    n = workers or local_cores()
     local_cluster: Any = None
     local: Any = None
     try:

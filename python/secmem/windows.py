@@ -20,7 +20,6 @@ are combined: the parts' other rates are in ``parts``."""
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, Optional, Sequence
 
 from . import _core, checkpoints
@@ -164,7 +163,7 @@ def run_checkpointed(
     import time
 
     from . import provenance, results
-    from .sweep import dask_client
+    from .sweep import dask_client, local_cores
 
     if threads is not None and threads < 1:
         raise _core.ConfigError(f"--threads: {threads} (at least 1)")
@@ -184,7 +183,7 @@ def run_checkpointed(
     t = time.perf_counter()
     whole: Optional[dict[str, Any]] = None
     if k == 1 and scheduler is None:
-        done = [checkpoints.run_windows_task(base, files, warms, warm, name, threads or os.cpu_count() or 1)]
+        done = [checkpoints.run_windows_task(base, files, warms, warm, name, threads or local_cores())]
         wall = time.perf_counter() - t
         if reference:
             from .sweep import simulate

@@ -192,14 +192,35 @@ mod tests {
         d
     }
 
+    /// Window `j`'s checkpoint in `d`.
+    fn window(d: &std::path::Path, j: usize) -> PathBuf {
+        d.join(format!("w{j}.smt"))
+    }
+
+    /// The checkpoints of built-in `w` starting at `st` for the plan and B = `warm`, with the
+    /// default prewarm, written into `d` (`window`): each window's prewarm loads.
+    fn cut(w: &str, d: &std::path::Path, st: &[u64], plan: &Sampling, warm: u64) -> Vec<u64> {
+        let done = write_windows(&mut *workloads::builtin(w, 1).unwrap(), st, length(plan, warm), DEFAULT_PREWARM, &|j| window(d, j), false).unwrap();
+        assert_eq!(done.instructions.len(), st.len());
+        done.prewarm
+    }
+
+    /// The checkpoint at `path` as `run_windows` opens one, beginning with `prewarm` loads.
+    fn open_at(path: PathBuf, prewarm: u64) -> Result<(Box<dyn TraceSource>, u64), String> {
+        NativeReader::open(path).map(|r| (Box::new(r) as Box<dyn TraceSource>, prewarm)).map_err(|e| e.to_string())
+    }
+
+    /// A run's statistics without the host's times (`sim.*`).
+    fn simulated(s: &Stats) -> Vec<(String, secmem_core::stats::Stat)> {
+        s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect()
+    }
+
     /// Checkpoints of `w` for the plan, in a fresh directory; the run from them.
     fn from_checkpoints(p: &Params, w: &str, warmup: u64, n: u64, plan: Sampling, warm: u64) -> Stats {
         let d = dir(w);
         let st = starts(&plan, warmup, n, warm).unwrap();
-        let path = |j: usize| d.join(format!("w{j}.smt"));
-        let done = write_windows(&mut *workloads::builtin(w, 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
-        assert_eq!(done.instructions.len(), st.len());
-        let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+        let prewarm = cut(w, &d, &st, &plan, warm);
+        let open = |j: usize| open_at(window(&d, j), prewarm[j]);
         let (r, _) = run_windows(p, &open, st.len(), plan, warm, 1, w, 1).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
         assert!(r.error.is_none(), "{:?}", r.error);
@@ -239,10 +260,9 @@ mod tests {
         let (warmup, n, warm) = (100_000u64, 500_000u64, 20_000u64);
         let st = starts(&plan, warmup, n, warm).unwrap();
         let d = dir("threads");
-        let path = |j: usize| d.join(format!("w{j}.smt"));
-        let done = write_windows(&mut *workloads::builtin("mix", 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
-        let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
-        let keep = |s: &Stats| s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect::<Vec<_>>();
+        let prewarm = cut("mix", &d, &st, &plan, warm);
+        let open = |j: usize| open_at(window(&d, j), prewarm[j]);
+        let keep = simulated;
         let (one, each1) = run_windows(&p, &open, st.len(), plan, warm, 1, "mix", 1).unwrap();
         assert!(one.error.is_none(), "{:?}", one.error);
         assert_eq!(each1.len(), st.len());
@@ -299,10 +319,9 @@ mod tests {
         let (warm, plan) = (20_000u64, Sampling { period: 100_000, window: 2_000, warming: 3_000 });
         let st = starts(&plan, 0, 200_000, warm).unwrap();
         let d = dir("one");
-        let path = |j: usize| d.join(format!("w{j}.smt"));
         // No prewarm: the run after --skip has none either.
-        write_windows(&mut *workloads::builtin("hot", 1).unwrap(), &st, length(&plan, warm), 0, &path, false).unwrap();
-        let open = |j: usize| NativeReader::open(path(j + 1)).map(|r| (Box::new(r) as Box<dyn TraceSource>, 0)).map_err(|e| e.to_string());
+        write_windows(&mut *workloads::builtin("hot", 1).unwrap(), &st, length(&plan, warm), 0, &|j| window(&d, j), false).unwrap();
+        let open = |j: usize| open_at(window(&d, j + 1), 0);
         let (ck, _) = run_windows(&p, &open, 1, plan, warm, 1, "hot", 1).unwrap();
         assert!(ck.error.is_none(), "{:?}", ck.error);
         // The same instructions after --skip: warm-up B, then one period of D + W.
@@ -368,12 +387,11 @@ mod tests {
         let (warmup, n, warm) = (400_000u64, 400_000u64, 30_000u64);
         let st = starts(&plan, warmup, n, warm).unwrap();
         let d = dir("install");
-        let path = |j: usize| d.join(format!("w{j}.smt"));
-        let done = write_windows(&mut *workloads::builtin("mix", 1).unwrap(), &st, length(&plan, warm), DEFAULT_PREWARM, &path, false).unwrap();
+        let prewarm = cut("mix", &d, &st, &plan, warm);
         let mode = |m: &str| configure("suh2003", Some("chash"), Some("otp"), &[format!("sampling.prewarm={m}")]).unwrap();
         for j in 0..st.len() {
-            let (cr, er) = prewarmed(&mode("replay"), &path(j), done.prewarm[j]);
-            let (ci, ei) = prewarmed(&mode("install"), &path(j), done.prewarm[j]);
+            let (cr, er) = prewarmed(&mode("replay"), &window(&d, j), prewarm[j]);
+            let (ci, ei) = prewarmed(&mode("install"), &window(&d, j), prewarm[j]);
             let (r, i) = (er.machine().l2.lines_by_recency(), ei.machine().l2.lines_by_recency());
             assert!(i.iter().filter(|l| l.1).count() > 1000 && i.iter().filter(|l| l.2).count() > 100, "window {j}: tree lines and dirty lines");
             assert_eq!(r.len(), i.len(), "window {j}");
@@ -395,7 +413,7 @@ mod tests {
             // The installed window's checks are its image's set-up (measured: 2,523 against 24,430).
             assert!(checks(&ei) * 5.0 < checks(&er), "window {j}: {} checks installed, {} replayed", checks(&ei), checks(&er));
         }
-        let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, done.prewarm[j])).map_err(|e| e.to_string());
+        let open = |j: usize| open_at(window(&d, j), prewarm[j]);
         let (ri, _) = run_windows(&mode("install"), &open, st.len(), plan, warm, 1, "mix", 1).unwrap();
         let (rr, _) = run_windows(&mode("replay"), &open, st.len(), plan, warm, 1, "mix", 1).unwrap();
         std::fs::remove_dir_all(&d).unwrap();
@@ -425,7 +443,7 @@ mod tests {
             for mode in ["install", "replay"] {
                 let p = configure("suh2003", Some("chash"), Some("otp"), &[format!("sampling.prewarm={mode}")]).unwrap();
                 let run = |path: &(dyn Fn(usize) -> PathBuf + Sync)| {
-                    let open = |j: usize| NativeReader::open(path(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j])).map_err(|e| e.to_string());
+                    let open = |j: usize| open_at(path(j), a.prewarm[j]);
                     let (r, each) = run_windows(&p, &open, st.len(), plan, warm, 1, w, 1).unwrap();
                     assert!(r.error.is_none(), "{:?}", r.error);
                     each
@@ -434,13 +452,12 @@ mod tests {
                 assert_eq!(x.len(), st.len());
                 assert_eq!(x.len(), y.len());
                 for (j, (x, y)) in x.iter().zip(&y).enumerate() {
-                    let keep = |s: &Stats| s.0.iter().filter(|(k, _)| !k.starts_with("sim.")).cloned().collect::<Vec<_>>();
-                    assert!(keep(x) == keep(y), "{w} {mode}: window {j} differs");
+                    assert!(simulated(x) == simulated(y), "{w} {mode}: window {j} differs");
                 }
             }
             // A prewarm that does not hold the records the pass counted: one line, no run.
             let p = configure("suh2003", Some("chash"), Some("otp"), &[]).unwrap();
-            let open = |j: usize| NativeReader::open(pp(j)).map(|r| (Box::new(r) as Box<dyn TraceSource>, a.prewarm[j] + 1)).map_err(|e| e.to_string());
+            let open = |j: usize| open_at(pp(j), a.prewarm[j] + 1);
             let e = run_windows(&p, &open, 1, plan, warm, 1, w, 1).unwrap().0.error.unwrap();
             assert!(e.contains("prewarm holds") && !e.contains('\n'), "{e}");
             std::fs::remove_dir_all(&d).unwrap();

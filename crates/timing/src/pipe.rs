@@ -18,10 +18,9 @@ const FX: u64 = 1024;
 #[derive(Clone, Copy, Debug)]
 struct Rate {
     latency: Cycle,
-    /// Cycles per slot, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional).
-    slot_fx: u64,
-    /// The same, to divide by (every operation does).
-    slot_fx_div: Divisor,
+    /// Cycles per slot, in 1/1024 cycle (throughputs like 3.2 B/cycle are fractional); a
+    /// `Divisor`, as every operation divides by it.
+    slot_fx: Divisor,
     /// Bytes per slot.
     slot_bytes: Divisor,
     /// Slots per unit (a unit leaves `latency` cycles after it entered).
@@ -38,20 +37,20 @@ impl Rate {
     /// The first slot whose start is at or after cycle `t`.
     #[inline]
     fn slot_at(&self, t: Cycle) -> u64 {
-        self.slot_fx_div.div_ceil(t * FX)
+        self.slot_fx.div_ceil(t * FX)
     }
 
     /// The cycle slot `s` starts.
     #[inline]
     fn start(&self, s: u64) -> Cycle {
-        (s * self.slot_fx).div_ceil(FX)
+        (s * self.slot_fx.get()).div_ceil(FX)
     }
 
     /// Completion of an operation of `n` slots entering at `start`: the last unit enters one
     /// unit-time before the occupancy ends.
     #[inline]
     fn done(&self, start: Cycle, n: u64) -> Cycle {
-        start + (n.saturating_sub(self.unit_slots) * self.slot_fx).div_ceil(FX) + self.latency
+        start + (n.saturating_sub(self.unit_slots) * self.slot_fx.get()).div_ceil(FX) + self.latency
     }
 }
 
@@ -73,8 +72,7 @@ impl Pipe {
         let slot_fx = ((slot_bytes as f64 / bytes_per_cycle) * FX as f64).round().max(1.0) as u64;
         let rate = Rate {
             latency,
-            slot_fx,
-            slot_fx_div: Divisor::new(slot_fx),
+            slot_fx: Divisor::new(slot_fx),
             slot_bytes: Divisor::new(slot_bytes),
             unit_slots: unit_bytes.div_ceil(slot_bytes).max(1),
             unit_bytes: Divisor::new(unit_bytes),
