@@ -438,12 +438,16 @@ fn aes_speculation_with_reordered_chunks_keeps_the_data_of_real_runs() {
 /// (private levels, BTB, page walker, DRAM), shi2007's DRAM, code authentication, time-stamp
 /// speculation and the IPC series. A key that fails here needs a `stat(...)` in the
 /// `stats` list of the component that reports it.
+///
+/// Every run but the first sets mix's image up lazily: a run reports the same keys either
+/// way (compared on all 64 pairs), and writing the 31 MiB image through the timed path made
+/// this one test 270 s of the Rust tests' ~450 s.
 #[test]
 fn every_statistic_a_run_reports_is_declared() {
     use secmem_core::decl::find_stat;
     let comps = crate::components();
     let mut undeclared = std::collections::BTreeSet::new();
-    let mut runs: Vec<(&str, String, String, Vec<String>, Option<&str>)> = Vec::new();
+    let mut runs: Vec<(&str, String, String, Vec<String>, Option<&str>)> = vec![("suh2003", "chash".into(), "otp".into(), vec![], None)];
     for (i, e) in secmem_core::registry::pair_names() {
         runs.push(("suh2003", i.to_string(), e.to_string(), vec![], None));
     }
@@ -456,7 +460,10 @@ fn every_statistic_a_run_reports_is_declared() {
     runs.push(("suh2003", "chash".into(), "otp".into(), vec![], Some("2000:500:500")));
     runs.push(("champsim", "none".into(), "none".into(), vec![], None));
     runs.push(("shi2007", "none".into(), "tdes".into(), vec![], None));
-    for (preset, i, e, sets, sample) in runs {
+    for (k, (preset, i, e, mut sets, sample)) in runs.into_iter().enumerate() {
+        if k > 0 {
+            sets.push("pages.image=lazy".into());
+        }
         let p = configure(preset, Some(&i), Some(&e), &sets).unwrap_or_else(|err| panic!("{preset} {i}+{e} {sets:?}: {err}"));
         let mut src = builtin("mix", 1).unwrap();
         let o = RunOptions { instructions: 8_000, warmup: 2_000, seed: 1, progress: false, interval: 0 };
