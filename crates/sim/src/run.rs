@@ -140,7 +140,7 @@ pub(crate) fn run_inner(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, p
             (error, interrupted) = (Some(e), Some(name));
             break;
         }
-        // Records are read where the source holds them (a trace file's read-ahead batch),
+        // Records are read where the source holds them (a trace file's batch of packed slots),
         // not copied, a slice at a time: never more than the run still needs.
         if recs.is_empty() {
             // A checkpoint's packed prewarm (its file's first record), kept for the first

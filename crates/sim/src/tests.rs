@@ -689,15 +689,15 @@ fn stretches_read_ahead_run_as_records_one_at_a_time() {
     assert_eq!(one, many);
 }
 
-/// Records read ahead into packed slots (`secmem_trace::packed`: a native trace through
-/// `ReadAhead`, its external records and big records kept whole in spill slots) simulate
-/// exactly what the same file's records read one at a time do: the same statistics on mix,
+/// Records read into packed slots (`secmem_trace::packed`: a native trace through
+/// `ReadAhead` or `ReadInline`, its external records and big records kept whole in spill
+/// slots) simulate exactly what the same file's records read one at a time do: the same statistics on mix,
 /// in full detail on suh2003 and on the champsim preset (queues, BTB, stack-pointer folding,
 /// fetch buffer), sampled, and with intervals.
 #[test]
 fn packed_records_read_ahead_run_as_plain_records() {
     use crate::sample::Sampling;
-    use secmem_trace::{NativeReader, NativeWriter, ReadAhead};
+    use secmem_trace::{NativeReader, NativeWriter, ReadAhead, ReadInline};
     let path = std::env::temp_dir().join(format!("secmem-packed-{}.smt", std::process::id()));
     let mut w = NativeWriter::create(&path).unwrap();
     let mut src = builtin("mix", 1).unwrap();
@@ -715,9 +715,12 @@ fn packed_records_read_ahead_run_as_plain_records() {
         let p = configure(preset, Some("chash"), Some("otp"), &[]).unwrap();
         let o = RunOptions { interval, ..o.clone() };
         let plain = crate::run::run_sampled(&p, &mut NativeReader::open(&path).unwrap(), &o, plan).unwrap();
-        let packed = crate::run::run_sampled(&p, &mut ReadAhead::new(NativeReader::open(&path).unwrap()), &o, plan).unwrap();
-        assert!(plain.error.is_none() && packed.error.is_none(), "{preset}: {:?} {:?}", plain.error, packed.error);
-        assert_eq!(strip(&plain.stats), strip(&packed.stats), "{preset}, sampled {}, interval {interval}", plan.is_some());
+        let ahead = crate::run::run_sampled(&p, &mut ReadAhead::new(NativeReader::open(&path).unwrap()), &o, plan).unwrap();
+        let inline = crate::run::run_sampled(&p, &mut ReadInline::new(NativeReader::open(&path).unwrap()), &o, plan).unwrap();
+        for (how, packed) in [("read ahead", ahead), ("inline", inline)] {
+            assert!(plain.error.is_none() && packed.error.is_none(), "{preset} {how}: {:?} {:?}", plain.error, packed.error);
+            assert_eq!(strip(&plain.stats), strip(&packed.stats), "{preset} {how}, sampled {}, interval {interval}", plan.is_some());
+        }
     }
     std::fs::remove_file(&path).ok();
 }

@@ -35,8 +35,8 @@ pub use consistent::Consistent;
 pub use export::{export, Exported, EXPORT_FORMATS};
 pub use lackey::LackeyReader;
 pub use native::{NativeReader, NativeWriter};
-pub use open::{detect_format, open_trace, open_trace_as, FORMATS};
-pub use readahead::ReadAhead;
+pub use open::{detect_format, open_trace, open_trace_as, reading, set_reading, FORMATS, READINGS};
+pub use readahead::{ReadAhead, ReadInline};
 
 pub use packed::{One, Recs};
 pub use record::{Access, Branch, Instr, OpClass, Record, Reg};
@@ -67,15 +67,15 @@ pub trait TraceSource: Send {
     /// Fill `out` with the next record; `Ok(false)` at the end of the trace.
     fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError>;
     /// The next records, at most `max` (and at least one) of them, read where the source
-    /// holds them when it can ([`ReadAhead`]'s batches of packed slots: no copy, and no call
-    /// per record),
+    /// holds them when it can ([`ReadAhead`]'s and [`ReadInline`]'s batches of packed slots:
+    /// no copy, and no call per record),
     /// else `buf` filled by `next_into`; empty at the end. The same records, end and errors
     /// as `next_into`: the records given are consumed, and an error comes after them.
     #[inline]
     fn next_slice<'a>(&'a mut self, buf: &'a mut Instr, _max: usize) -> Result<Recs<'a>, TraceError> {
         Ok(Recs::Plain(if self.next_into(buf)? { std::slice::from_ref(buf) } else { &[] }))
     }
-    /// Records into `slots` in order ([`ReadAhead`]'s batches), until they are full or the
+    /// Records into `slots` in order (a batch of [`ReadAhead`]'s), until they are full or the
     /// values read come to `max_bytes`: how many were read, and the end of the source
     /// (`Ok(())`) or its error if it came. The same records, end and error as `next_into`.
     /// A slot whose buffers grew big gives them up before it is filled

@@ -2315,10 +2315,11 @@ mod tests {
             }
             assert!(packed > recs.len() / 3 && packed < recs.len(), "{packed} packed of {}", recs.len());
         }
-        // Through a read-ahead (its shapes gathered batch by batch), a slice or a record at a
-        // time.
-        for by_slice in [true, false] {
-            let mut r = crate::ReadAhead::new(NativeReader::open(&p).unwrap());
+        // Read ahead on a thread and in batches on this one (the shapes gathered batch by
+        // batch), a slice or a record at a time.
+        for (by_slice, ahead) in [(true, true), (false, true), (true, false), (false, false)] {
+            let src = NativeReader::open(&p).unwrap();
+            let mut r: Box<dyn TraceSource> = if ahead { Box::new(crate::ReadAhead::new(src)) } else { Box::new(crate::ReadInline::new(src)) };
             let (mut got, mut one) = (Vec::new(), Instr::default());
             loop {
                 if by_slice {
@@ -2333,7 +2334,7 @@ mod tests {
                     break;
                 }
             }
-            assert!(got == recs, "read ahead, by slice {by_slice}");
+            assert!(got == recs, "read ahead {ahead}, by slice {by_slice}");
         }
     }
 

@@ -2,12 +2,13 @@
 //! Formats and detection rules: `docs/trace-formats.md`.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::champsim::{ChampSimReader, ChampSimRecord, RECORD_LEN};
 use crate::compress::{io_err, peek, read_full};
 use crate::lackey::{parse_line, LackeyReader, Line};
 use crate::native::{NativeReader, MAGIC};
-use crate::{ReadAhead, TraceError, TraceSource};
+use crate::{ReadAhead, ReadInline, TraceError, TraceSource};
 
 /// The trace formats [`open_trace_as`] reads.
 pub const FORMATS: &[&str] = &["native", "champsim", "lackey"];
@@ -15,21 +16,52 @@ pub const FORMATS: &[&str] = &["native", "champsim", "lackey"];
 /// Bytes of (decompressed) content that detection looks at.
 const SNIFF: usize = 4096;
 
+/// How native trace files are read ([`set_reading`]): the names, the default first.
+pub const READINGS: &[&str] = &["ahead", "inline"];
+
+/// Whether this process reads native trace files inline ([`set_reading`]).
+static INLINE: AtomicBool = AtomicBool::new(false);
+
+/// How this process reads native trace files from now on (one of [`READINGS`]): `ahead`,
+/// decoded on a thread of their own ([`ReadAhead`]: the fastest single run where a core
+/// would otherwise idle), or `inline`, in batches on the simulating thread ([`ReadInline`]:
+/// 16-27% less CPU, where every core has a simulation of its own, as a sweep's workers do).
+/// The records are the same either way, so are the statistics (docs/speed.md, sixth pass).
+pub fn set_reading(how: &str) -> Result<(), TraceError> {
+    match how {
+        "ahead" | "inline" => {
+            INLINE.store(how == "inline", Ordering::Relaxed);
+            Ok(())
+        }
+        _ => Err(TraceError::Other(format!("unknown way of reading traces '{how}': valid ones are {}", READINGS.join(", ")))),
+    }
+}
+
+/// How this process reads native trace files ([`set_reading`]).
+pub fn reading() -> &'static str {
+    READINGS[INLINE.load(Ordering::Relaxed) as usize]
+}
+
 /// Open `path` as a trace of `format` (one of [`FORMATS`]; `None` or `"auto"`: detect it
-/// with [`detect_format`]). The file is decompressed and decoded on a thread of its own
-/// ([`ReadAhead`]): the records, the end and any error are the reader's, at the same place.
+/// with [`detect_format`]). A ChampSim or lackey file (xz or gzip to decompress) is decoded
+/// on a thread of its own ([`ReadAhead`]); so is a native trace file, unless this process
+/// reads them inline ([`set_reading`]: in batches on the caller's thread, [`ReadInline`]),
+/// but never one read from a pipe, which may wait for its writer. Either way the records,
+/// the end and any error are the reader's, at the same place.
 pub fn open_trace_as(path: &str, format: Option<&str>) -> Result<Box<dyn TraceSource>, TraceError> {
     let format = match format {
         None | Some("auto") => detect_format(path)?,
         Some(f) => check_format(f)?,
     };
     // Opening (header checks, a missing file) fails here, on the caller's thread.
-    Ok(Box::new(match format {
-        "native" => ReadAhead::new(NativeReader::open(path)?),
-        "champsim" => ReadAhead::new(ChampSimReader::open(path)?),
-        "lackey" => ReadAhead::new(LackeyReader::open(path)?),
+    let inline = INLINE.load(Ordering::Relaxed) && std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    Ok(match format {
+        "native" if inline => Box::new(ReadInline::new(NativeReader::open(path)?)),
+        "native" => Box::new(ReadAhead::new(NativeReader::open(path)?)),
+        "champsim" => Box::new(ReadAhead::new(ChampSimReader::open(path)?)),
+        "lackey" => Box::new(ReadAhead::new(LackeyReader::open(path)?)),
         _ => unreachable!("checked above"),
-    }))
+    })
 }
 
 /// Open a trace file of any supported format, detected ([`open_trace_as`] with `None`).

@@ -1,24 +1,32 @@
-//! [`ReadAhead`]: a trace source read on a thread of its own, ahead of its consumer.
+//! [`ReadAhead`] and [`ReadInline`]: a trace source read in batches of packed slots.
 //!
-//! Decompressing and decoding a trace (xz above all) costs the simulating thread as much as
-//! simulating, while the machine's second core idles. A `ReadAhead` runs the source on a
-//! thread that decodes records straight into the slots of a batch, packed slots of one line
+//! A source decodes records straight into the slots of a batch, packed slots of one line
 //! each (`packed`: a native trace's common record; the others, and every record of a
 //! source with no packed form, whole in its spill slots); the consumer reads them there in
-//! order (`next_slice`: no copy) or copies them out (`next_into`). The batches form a
-//! fixed ring of [`RING`]: an emptied batch goes back to the reader with its slots and their
-//! buffers, and the reader waits for one rather than make another, so once the ring has gone
-//! round nothing is allocated or faulted in again. (Packing each record into shared vectors
-//! instead cost two copies of every record, a fifth of a run's host instructions on gzip;
-//! slots made afresh whenever the reader found no batch given back cost their allocation
-//! and page faults: callgrind and interleaved CPU times, docs/speed.md.)
-//! Buffering is bounded: at most [`RING`] batches of at most [`BATCH`] records or
-//! [`BATCH_BYTES`] bytes of values are read ahead.
+//! order (`next_slice`: no copy) or copies them out (`next_into`). The two differ in where
+//! the batches are filled:
+//! - [`ReadAhead`] fills them on a thread of its own, ahead of the consumer: decompressing
+//!   xz (a ChampSim or lackey file) costs the simulating thread as much as simulating, while
+//!   the machine's second core idles. The batches form a fixed ring of [`RING`]: an emptied
+//!   batch goes back to the reader with its slots and their buffers, and the reader waits
+//!   for one rather than make another, so once the ring has gone round nothing is allocated
+//!   or faulted in again. (Packing each record into shared vectors instead cost two copies
+//!   of every record, a fifth of a run's host instructions on gzip; slots made afresh
+//!   whenever the reader found no batch given back cost their allocation and page faults:
+//!   callgrind and interleaved CPU times, docs/speed.md.) Buffering is bounded: at most
+//!   [`RING`] batches of at most [`BATCH`] records or [`BATCH_BYTES`] bytes of values are
+//!   read ahead.
+//! - [`ReadInline`] fills one batch on the consumer's own thread whenever it has been read:
+//!   a native trace file's records (zstd). Every slot was a line written on one core and
+//!   read on the other, and that cost more than decoding: the whole run took 9-24% less
+//!   CPU inline on the side-by-side traces, and no more wall time (docs/speed.md, session
+//!   14).
 //!
 //! What the consumer sees is what the source would have given: the same records, then the
 //! same end or the same error (repeated on every later call, as the readers do), at the
-//! same record position. Dropping it stops the reading: the thread ends at its next batch
-//! (an optional stop hook reaches sources that may block, such as a live program).
+//! same record position. Dropping a `ReadAhead` stops the reading: the thread ends at its
+//! next batch (an optional stop hook reaches sources that may block, such as a live
+//! program).
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
@@ -38,9 +46,9 @@ pub const RING: usize = 8;
 /// before it is filled again (`give_up_big`).
 const SLOT_BYTES: usize = 4096;
 
-/// What the reader thread hands over: the first `n` slots hold records (packed, `packed`),
-/// then how the source ended, if it did.
-struct Batch {
+/// A batch as it is handed over: the first `n` slots hold records (packed, `packed`), then
+/// how the source ended, if it did.
+pub struct Batch {
     b: PackedBatch,
     n: usize,
     end: Option<Result<(), TraceError>>,
@@ -52,11 +60,29 @@ impl Default for Batch {
     }
 }
 
-/// A [`TraceSource`] read ahead on a thread; see the module documentation.
-pub struct ReadAhead {
+impl Batch {
+    /// The source decodes straight into the slots, in one call a batch.
+    #[inline(always)]
+    fn fill<S: TraceSource + ?Sized>(&mut self, src: &mut S) {
+        (self.b.nspill, self.b.plain) = (0, false);
+        self.b.shapes.clear();
+        (self.n, self.end) = src.fill_packed(&mut self.b, BATCH_BYTES);
+    }
+}
+
+/// Where a [`Batches`] gets its next batch.
+pub trait Feed {
+    /// The next batch into `cur`, which has been read to its end. An error that ends the
+    /// reading for good comes with `true` (it is kept and repeated); one with `false` (a stop
+    /// request while waiting) is only returned.
+    fn next(&mut self, cur: &mut Batch) -> Result<(), (TraceError, bool)>;
+}
+
+/// A source's records in batches of packed slots, read in order: [`ReadAhead`] or
+/// [`ReadInline`] (see the module documentation).
+pub struct Batches<F> {
     name: String,
-    rx: Receiver<Batch>,
-    back: SyncSender<Batch>,
+    feed: F,
     cur: Batch,
     /// Next record of `cur`.
     at: usize,
@@ -64,9 +90,25 @@ pub struct ReadAhead {
     shapes: Vec<Shape>,
     failed: Option<TraceError>,
     done: bool,
+}
+
+/// A [`TraceSource`] read ahead on a thread; see the module documentation.
+pub type ReadAhead = Batches<Ahead>;
+/// A [`TraceSource`] read in batches on the consumer's thread; see the module documentation.
+pub type ReadInline<S> = Batches<Inline<S>>;
+
+/// [`ReadAhead`]'s reader thread and the channels to it.
+pub struct Ahead {
+    /// The source's, for the error if the thread is lost.
+    name: String,
+    rx: Receiver<Batch>,
+    back: SyncSender<Batch>,
     stop: Option<Box<dyn FnOnce() + Send>>,
     thread: Option<JoinHandle<()>>,
 }
+
+/// [`ReadInline`]'s source.
+pub struct Inline<S>(S);
 
 impl ReadAhead {
     /// Read `src` on a thread of its own.
@@ -90,9 +132,126 @@ impl ReadAhead {
             .name("secmem-read-ahead".into())
             .spawn(move || read(src, tx, back_rx))
             .expect("cannot start the trace reader thread");
-        ReadAhead { name, rx, back, cur: Batch::default(), at: 0, shapes: Vec::new(), failed: None, done: false, stop, thread: Some(thread) }
+        // It starts with an empty batch, not one of the ring's: the ring stays RING.
+        Batches::with(name.clone(), Ahead { name, rx, back, stop, thread: Some(thread) }, Batch::default())
+    }
+}
+
+impl<S: TraceSource> ReadInline<S> {
+    /// Read `src` in batches on the caller's thread.
+    pub fn new(src: S) -> ReadInline<S> {
+        let name = src.name().to_string();
+        Batches::with(name, Inline(src), Batch { b: PackedBatch::new(BATCH), ..Batch::default() })
+    }
+}
+
+impl<F: Feed> Batches<F> {
+    fn with(name: String, feed: F, cur: Batch) -> Batches<F> {
+        Batches { name, feed, cur, at: 0, shapes: Vec::new(), failed: None, done: false }
     }
 
+    /// Records `from..to` of `cur`.
+    #[inline]
+    fn recs(&self, from: usize, to: usize) -> Recs<'_> {
+        self.cur.b.recs(&self.shapes, from, to)
+    }
+
+    /// Make `cur` a batch with records from `at` on: false at the end of the source.
+    #[cold]
+    fn next_batch(&mut self) -> Result<bool, TraceError> {
+        loop {
+            if let Some(e) = &self.failed {
+                return Err(repeat_err(e));
+            }
+            if self.done {
+                return Ok(false);
+            }
+            match self.cur.end.take() {
+                Some(Ok(())) => {
+                    self.done = true;
+                    continue;
+                }
+                Some(Err(e)) => {
+                    self.failed = Some(e);
+                    continue;
+                }
+                None => {}
+            }
+            match self.feed.next(&mut self.cur) {
+                Ok(()) => {
+                    self.shapes.extend_from_slice(&self.cur.b.shapes);
+                    self.at = 0;
+                    if self.cur.n > 0 {
+                        return Ok(true);
+                    }
+                }
+                Err((e, true)) => self.failed = Some(e),
+                Err((e, false)) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<F: Feed + Send> TraceSource for Batches<F> {
+    #[inline]
+    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
+        if self.at < self.cur.n || self.next_batch()? {
+            self.recs(self.at, self.at + 1).get(0).to_instr(out); // in `out`'s buffers
+            self.at += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    #[inline]
+    fn next_slice<'a>(&'a mut self, _: &'a mut Instr, max: usize) -> Result<Recs<'a>, TraceError> {
+        if self.at == self.cur.n && !self.next_batch()? {
+            return Ok(Recs::EMPTY);
+        }
+        let from = self.at;
+        self.at = self.cur.n.min(from.saturating_add(max.max(1)));
+        Ok(self.recs(from, self.at))
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<S: TraceSource> Feed for Inline<S> {
+    #[inline]
+    fn next(&mut self, cur: &mut Batch) -> Result<(), (TraceError, bool)> {
+        cur.fill(&mut self.0);
+        Ok(())
+    }
+}
+
+impl Feed for Ahead {
+    fn next(&mut self, cur: &mut Batch) -> Result<(), (TraceError, bool)> {
+        // Waiting for a source that may take long (a live program fast-forwarding): a stop
+        // request ends the wait.
+        loop {
+            match self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some(sig) = crate::stop::stop_requested() {
+                        return Err((crate::stop::interrupted(sig), false));
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err((self.lost(), true)),
+                Ok(b) => {
+                    let used = std::mem::replace(cur, b);
+                    if !used.b.slots.is_empty() {
+                        // (Not the empty batch a ReadAhead starts with: the ring stays RING.)
+                        let _ = self.back.try_send(used);
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+impl Ahead {
     /// The reader thread stopped without saying how the source ended: it panicked.
     #[cold]
     fn lost(&mut self) -> TraceError {
@@ -126,10 +285,7 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
                 Err(_) => return, // the consumer is gone
             },
         };
-        // The source decodes straight into the slots, in one call a batch.
-        (b.b.nspill, b.b.plain) = (0, false);
-        b.b.shapes.clear();
-        (b.n, b.end) = src.fill_packed(&mut b.b, BATCH_BYTES);
+        b.fill(&mut src);
         let last = b.end.is_some();
         if tx.send(b).is_err() || last {
             return;
@@ -137,29 +293,17 @@ fn read<S: TraceSource>(mut src: S, tx: SyncSender<Batch>, back: Receiver<Batch>
     }
 }
 
-impl TraceSource for ReadAhead {
-    #[inline]
-    fn next_into(&mut self, out: &mut Instr) -> Result<bool, TraceError> {
-        if self.at < self.cur.n || self.next_batch()? {
-            self.recs(self.at, self.at + 1).get(0).to_instr(out); // in `out`'s buffers
-            self.at += 1;
-            return Ok(true);
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        // The channels close with this struct: the thread's next send, or its wait for a
+        // batch given back, fails and it ends, dropping the source. A source blocked
+        // elsewhere is the stop hook's business. The thread is not waited for (a source
+        // blocked on a pipe would hang the drop).
+        if let Some(stop) = self.stop.take() {
+            if self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
+                stop();
+            }
         }
-        Ok(false)
-    }
-
-    #[inline]
-    fn next_slice<'a>(&'a mut self, _: &'a mut Instr, max: usize) -> Result<Recs<'a>, TraceError> {
-        if self.at == self.cur.n && !self.next_batch()? {
-            return Ok(Recs::EMPTY);
-        }
-        let from = self.at;
-        self.at = self.cur.n.min(from.saturating_add(max.max(1)));
-        Ok(self.recs(from, self.at))
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 }
 
@@ -179,79 +323,6 @@ pub(crate) fn give_up_big(r: &mut Instr) {
 #[cold]
 fn give_up(r: &mut Instr) {
     (r.data, r.accesses) = (Vec::new(), Vec::new());
-}
-
-impl ReadAhead {
-    /// Records `from..to` of `cur`.
-    #[inline]
-    fn recs(&self, from: usize, to: usize) -> Recs<'_> {
-        self.cur.b.recs(&self.shapes, from, to)
-    }
-
-    /// Make `cur` a batch with records from `at` on: false at the end of the source.
-    #[cold]
-    fn next_batch(&mut self) -> Result<bool, TraceError> {
-        loop {
-            if let Some(e) = &self.failed {
-                return Err(repeat_err(e));
-            }
-            if self.done {
-                return Ok(false);
-            }
-            match self.cur.end.take() {
-                Some(Ok(())) => {
-                    self.done = true;
-                    continue;
-                }
-                Some(Err(e)) => {
-                    self.failed = Some(e);
-                    continue;
-                }
-                None => {}
-            }
-            // Waiting for a source that may take long (a live program fast-forwarding): a
-            // stop request ends the wait.
-            let got = loop {
-                match self.rx.recv_timeout(std::time::Duration::from_millis(100)) {
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        if let Some(sig) = crate::stop::stop_requested() {
-                            return Err(crate::stop::interrupted(sig));
-                        }
-                    }
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break Err(()),
-                    Ok(b) => break Ok(b),
-                }
-            };
-            match got {
-                Ok(b) => {
-                    let used = std::mem::replace(&mut self.cur, b);
-                    self.shapes.extend_from_slice(&self.cur.b.shapes);
-                    if !used.b.slots.is_empty() {
-                        // (Not the empty batch a ReadAhead starts with: the ring stays RING.)
-                        let _ = self.back.try_send(used);
-                    }
-                    self.at = 0;
-                    if self.cur.n > 0 {
-                        return Ok(true);
-                    }
-                }
-                Err(_) => self.failed = Some(self.lost()),
-            }
-        }
-    }
-}
-
-impl Drop for ReadAhead {
-    fn drop(&mut self) {
-        // The channels close with this struct: the thread's next send, or its wait for a
-        // batch given back, fails and it ends, dropping the source. A source blocked elsewhere is the stop hook's business. The
-        // thread is not waited for (a source blocked on a pipe would hang the drop).
-        if let Some(stop) = self.stop.take() {
-            if self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
-                stop();
-            }
-        }
-    }
 }
 
 /// Three records of one small access each, for `fills_give_up_big_buffers`.
@@ -340,7 +411,7 @@ mod tests {
     /// Every record, then the end or the error: read by `next_into` and by `next_slice` in
     /// turns (the two must give one stream, whichever is called), slices of at most 0 (one),
     /// 1, 2, 7, 500 or any number of records, none longer; each end or error repeated by both.
-    fn drain(r: &mut ReadAhead) -> (Vec<Instr>, Option<String>) {
+    fn drain(r: &mut dyn TraceSource) -> (Vec<Instr>, Option<String>) {
         let (mut v, mut i, mut k) = (Vec::new(), Instr::default(), 0usize);
         loop {
             let got = if (k / 7) % 2 == 1 {
@@ -376,22 +447,30 @@ mod tests {
         fills_give_up_big_buffers(&mut src, &want);
     }
 
+    /// `src` read ahead on a thread, and a copy of it (its own counters) in batches on the
+    /// caller's.
+    fn both(src: Scripted) -> [Box<dyn TraceSource>; 2] {
+        let again = Scripted { recs: src.recs.clone(), at: 0, fail: src.fail, read: Arc::default(), dropped: Arc::default() };
+        [Box::new(ReadAhead::new(src)), Box::new(ReadInline::new(again))]
+    }
+
     #[test]
     fn every_record_then_the_end() {
         for n in [0, 1, BATCH - 1, BATCH, BATCH + 1, 5 * BATCH + 17] {
             let (src, want, _, dropped) = scripted(n, None);
-            let mut r = ReadAhead::new(src);
-            assert_eq!(r.name(), "scripted");
-            let (got, err) = drain(&mut r);
-            assert!(err.is_none() && got == want, "{n} records");
-            drop(r);
+            let [ahead, inline] = both(src);
+            for mut r in [inline, ahead] {
+                assert_eq!(r.name(), "scripted");
+                let (got, err) = drain(&mut *r);
+                assert!(err.is_none() && got == want, "{n} records");
+            }
             for _ in 0..1000 {
                 if dropped.load(Ordering::Relaxed) {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
-            assert!(dropped.load(Ordering::Relaxed), "the source is dropped once read");
+            assert!(dropped.load(Ordering::Relaxed), "the source read ahead is dropped once read");
         }
     }
 
@@ -416,11 +495,13 @@ mod tests {
             recs.push(r);
         }
         let src = Scripted { recs: recs.clone(), at: 0, fail: None, read: Arc::default(), dropped: Arc::default() };
-        let (got, err) = drain(&mut ReadAhead::new(src));
-        assert!(err.is_none());
-        assert_eq!(got.len(), recs.len());
-        for (k, (a, b)) in got.iter().zip(&recs).enumerate() {
-            assert_eq!(a, b, "record {k}");
+        for mut r in both(src) {
+            let (got, err) = drain(&mut *r);
+            assert!(err.is_none());
+            assert_eq!(got.len(), recs.len());
+            for (k, (a, b)) in got.iter().zip(&recs).enumerate() {
+                assert_eq!(a, b, "record {k}");
+            }
         }
     }
 
@@ -429,9 +510,11 @@ mod tests {
         // The last after the ring has gone round twice.
         for n in [0, 3, BATCH, 2 * BATCH + 5, 2 * RING * BATCH + 5] {
             let (src, want, _, _) = scripted(n, Some("bad record"));
-            let (got, err) = drain(&mut ReadAhead::new(src));
-            assert_eq!(got, want, "{n}");
-            assert_eq!(err.as_deref(), Some(format!("s: bad record at byte offset {n}").as_str()));
+            for mut r in both(src) {
+                let (got, err) = drain(&mut *r);
+                assert_eq!(got, want, "{n}");
+                assert_eq!(err.as_deref(), Some(format!("s: bad record at byte offset {n}").as_str()));
+            }
         }
     }
 
@@ -472,7 +555,7 @@ mod tests {
                 "p.smt"
             }
         }
-        let (got, err) = drain(&mut ReadAhead::new(Panics));
+        let (got, err) = drain(&mut ReadAhead::new(Panics)); // (inline, a panic is the caller's)
         assert!(got.is_empty());
         let e = err.unwrap();
         assert!(e.starts_with("p.smt: the trace reader stopped: decoder bug") && !e.contains('\n'), "{e}");
