@@ -365,6 +365,44 @@ def test_exported_trace_runs_like_the_workload(stream_trace, tmp_path):
     assert {k: s[k] for k in same} == {k: ref[k] for k in same}
 
 
+def test_a_trace_read_inline_gives_the_statistics_read_ahead_gives(stream_trace, tmp_path):
+    """``--read inline`` decodes a native trace on the simulating thread (docs/speed.md,
+    sixth pass): the same statistics as read ahead, the default; a way not known is refused."""
+    stats = {}
+    for how in ("ahead", "inline", None):
+        out = tmp_path / f"{how}.json"
+        p = cli("run", "--trace", stream_trace, "-n", "50k", "--warmup", "10k", "--json", out, *(["--read", how] if how else []))
+        assert p.returncode == 0, p.stderr
+        s = json.loads(out.read_text())["stats"]
+        stats[how] = {k: v for k, v in s.items() if not k.startswith("sim.")}
+    assert stats["inline"] == stats["ahead"] == stats[None] and stats[None]["instructions"] == 50000
+    p = cli("run", "--trace", stream_trace, "--read", "sideways")
+    assert p.returncode == 2 and "invalid choice: 'sideways'" in p.stderr
+    # The API: the process's way, set and read back; a bad name is one ConfigError.
+    assert secmem.trace_reading() == "ahead"
+    with pytest.raises(secmem.ConfigError, match="unknown way of reading traces 'sideways': valid ones are ahead, inline"):
+        secmem.set_trace_reading("sideways")
+    try:
+        secmem.set_trace_reading("inline")
+        assert secmem.trace_reading() == "inline"
+        r = secmem.run(trace=str(stream_trace), instructions=50_000, warmup=10_000)
+        assert {k: v for k, v in r.stats.items() if not k.startswith("sim.")} == stats["ahead"]
+    finally:
+        secmem.set_trace_reading("ahead")
+
+
+def test_a_sweep_point_reads_native_traces_inline(stream_trace, monkeypatch):
+    """Every core has a simulation in a sweep: a point (``sweep.simulate``) reads its trace
+    inline, and leaves the process's way as it found it."""
+    sweep_module = sys.modules["secmem.sweep"]  # (secmem.sweep is the function)
+    ways = []
+    real = sweep_module._core.set_trace_reading
+    monkeypatch.setattr(sweep_module._core, "set_trace_reading", lambda how: (ways.append(how), real(how))[1])
+    r = sweep_module.simulate(dict(trace=str(stream_trace), instructions=20_000, warmup=1_000))
+    assert r["error"] is None and r["stats"]["instructions"] == 20_000
+    assert ways == ["inline", "ahead"] and secmem.trace_reading() == "ahead"
+
+
 def test_trace_cut_in_the_middle_is_one_clean_error(stream_trace, tmp_path):
     cut = _cut(stream_trace, tmp_path / "cut.trace", stream_trace.stat().st_size // 2)
     out = tmp_path / "cut.json"

@@ -16,7 +16,7 @@ _early.install()  # first: the imports below take a moment (the CLI's process on
 
 from typing import TYPE_CHECKING, Any
 
-from ._core import ConfigError, IntegrityError, __version__
+from ._core import ConfigError, IntegrityError, __version__, set_trace_reading, trace_reading
 from .api import Interrupted, Result, SecureMemory, Untrusted, export, presets, run, workloads
 from .results import StoreError
 from .sweep import sweep
@@ -62,6 +62,8 @@ __all__ = [
     "plot",
     "presets",
     "run",
+    "set_trace_reading",
     "sweep",
+    "trace_reading",
     "workloads",
 ]

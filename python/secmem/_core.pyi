@@ -17,6 +17,7 @@ __all__ = [
     "RunSpec",
     "SecureMemory",
     "Snapshot",
+    "TRACE_READINGS",
     "TraceError",
     "TraceReader",
     "TracerError",
@@ -52,11 +53,13 @@ __all__ = [
     "run_mix",
     "sample_plan",
     "scheme_pairs",
+    "set_trace_reading",
     "stat_declaration",
     "t95",
     "trace_formats",
     "trace_length",
     "trace_program",
+    "trace_reading",
     "trace_stage",
     "tracer_unavailable",
     "workloads",
@@ -235,6 +238,11 @@ def params(
 def trace_length(trace: str, trace_format: Optional[str] = None, skip: int = 0, limit: int = ...) -> Optional[int]: ...
 def sample_plan(spec: str, instructions: int) -> tuple[int, int, int]: ...
 def t95(df: int) -> float: ...
+# How this process reads native trace files: "ahead" (a thread of their own, the default) or
+# "inline" (in batches on the simulating thread); the statistics are the same either way.
+def set_trace_reading(how: str) -> None: ...
+def trace_reading() -> str: ...
+TRACE_READINGS: list[str]
 # Lines a checkpointed window loads before its warming (crates/trace/src/checkpoint.rs).
 DEFAULT_PREWARM: int
 

@@ -386,6 +386,19 @@ fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<S
     Ok(spec::RunOutcome { stats: stats_dict(py, &r.stats)?.unbind(), error: r.error, config: config.unbind() })
 }
 
+/// How this process reads native trace files from now on: "ahead" (a thread of their own)
+/// or "inline" (in batches on the simulating thread); `secmem_trace::set_reading`.
+#[pyfunction]
+fn set_trace_reading(how: &str) -> PyResult<()> {
+    secmem_trace::set_reading(how).map_err(cfg_err)
+}
+
+/// How this process reads native trace files (`set_trace_reading`).
+#[pyfunction]
+fn trace_reading() -> &'static str {
+    secmem_trace::reading()
+}
+
 /// Student's t quantile of a two-sided 95% interval with `df` degrees of freedom (the one
 /// sampled runs use).
 #[pyfunction]
@@ -837,8 +850,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sample_plan, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint_windows, m)?)?;
     m.add("DEFAULT_PREWARM", secmem_trace::checkpoint::DEFAULT_PREWARM)?;
+    m.add("TRACE_READINGS", secmem_trace::READINGS.to_vec())?;
     m.add_function(wrap_pyfunction!(run_checkpointed, m)?)?;
     m.add_function(wrap_pyfunction!(t95, m)?)?;
+    m.add_function(wrap_pyfunction!(set_trace_reading, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_reading, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(progress_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(run_mix, m)?)?;
