@@ -47,3 +47,25 @@ def test_refuses_lengths_out_of_order_and_a_missing_champsim(tmp_path):
     old.write_text(json.dumps({"other.smt": {"champsim": {"short": [1.0], "long": [2.0]}}}))
     r = run("--champsim-times", str(old), "gzip-a.smt")
     assert r.returncode != 0 and "has no times of gzip-a.smt" in r.stderr
+
+
+def test_read_goes_to_each_secmem_run_in_turn(tmp_path):
+    """``--read`` (once for all, or once per ``--secmem``) is put after ``run`` in each
+    build's runs; a count that matches neither is refused."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"t.smt": {"champsim": {"short": [1.0], "long": [2.0]}}}))
+    log = tmp_path / "args.txt"
+    fake = tmp_path / "fake.py"
+    fake.write_text(f"import sys\nopen({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n")
+    sm = f"{sys.executable} {fake}"
+    r = run("--champsim-times", str(old), "--secmem", sm, "--secmem", sm + " B", "--read", "ahead", "--read", "inline",
+            "--rounds", "1", "t.smt")
+    assert r.returncode == 0, r.stderr
+    lines = log.read_text().splitlines()
+    assert len(lines) == 4
+    assert sorted(line.split(" --trace")[0] for line in lines) == ["B run --read inline"] * 2 + ["run --read ahead"] * 2
+    log.unlink()
+    r = run("--champsim-times", str(old), "--secmem", sm, "--read", "inline", "--rounds", "1", "t.smt")
+    assert r.returncode == 0 and set(x.split(" --trace")[0] for x in log.read_text().splitlines()) == {"run --read inline"}
+    r = run("--champsim-times", str(old), "--secmem", sm, "--secmem", sm, "--secmem", sm, "--read", "ahead", "--read", "inline", "t.smt")
+    assert r.returncode != 0 and "give --read once, or once for each --secmem" in r.stderr

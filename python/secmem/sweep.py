@@ -332,7 +332,7 @@ def simulate(kwargs: dict[str, Any], checkpoint: Optional[str] = None) -> dict[s
     from . import api
 
     # A sweep gives every core a simulation: a native trace is read on the simulating thread,
-    # where a thread of its own would only compete for a core (16-27% more CPU a point).
+    # where a thread of its own would only compete for a core (docs/speed.md, sixth pass).
     was = _core.trace_reading()
     _core.set_trace_reading("inline")
     t = time.perf_counter()

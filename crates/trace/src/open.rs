@@ -25,7 +25,7 @@ static INLINE: AtomicBool = AtomicBool::new(false);
 /// How this process reads native trace files from now on (one of [`READINGS`]): `ahead`,
 /// decoded on a thread of their own ([`ReadAhead`]: the fastest single run where a core
 /// would otherwise idle), or `inline`, in batches on the simulating thread ([`ReadInline`]:
-/// 16-27% less CPU, where every core has a simulation of its own, as a sweep's workers do).
+/// 13-28% less CPU, where every core has a simulation of its own, as a sweep's workers do).
 /// The records are the same either way, so are the statistics (docs/speed.md, sixth pass).
 pub fn set_reading(how: &str) -> Result<(), TraceError> {
     match how {

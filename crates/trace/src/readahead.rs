@@ -16,11 +16,12 @@
 //!   callgrind and interleaved CPU times, docs/speed.md.) Buffering is bounded: at most
 //!   [`RING`] batches of at most [`BATCH`] records or [`BATCH_BYTES`] bytes of values are
 //!   read ahead.
-//! - [`ReadInline`] fills one batch on the consumer's own thread whenever it has been read:
-//!   a native trace file's records (zstd). Every slot was a line written on one core and
-//!   read on the other, and that cost more than decoding: the whole run took 9-24% less
-//!   CPU inline on the side-by-side traces, and no more wall time (docs/speed.md, session
-//!   14).
+//! - [`ReadInline`] fills one batch on the consumer's own thread whenever it has been read
+//!   (a native trace file's records, when the process reads them inline:
+//!   `open::set_reading`). Each slot read ahead was a line written on one core and read on
+//!   the other, which cost the consumer about what decoding it does: inline, a run took
+//!   13-28% less CPU, but 5-28% more wall time where the second core would have idled
+//!   (docs/speed.md, "Sixth pass").
 //!
 //! What the consumer sees is what the source would have given: the same records, then the
 //! same end or the same error (repeated on every later call, as the readers do), at the

@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
     add_common(r, interval=True)
     r.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]: trace a real program live and simulate it")
     r.add_argument("--read", choices=TRACE_READINGS, help="a native --trace file decoded ahead on a thread of its own (the default: the fastest "
-                   "run where a core would idle) or inline on the simulating thread (16-27%% less CPU: where every core is busy); "
+                   "run where a core would idle) or inline on the simulating thread (13-28%% less CPU, more wall time: where every core is busy); "
                    "the statistics are the same")
     par = r.add_argument_group("a sampled run in parallel parts (docs/sampling.md)")
     par.add_argument("--parallel", type=positive_int("--parallel"), metavar="K",
