@@ -275,6 +275,19 @@ mod tests {
                 assert!(keep(a) == keep(b), "{t} threads: window {j} differs");
             }
         }
+        // Read in batches of packed slots (`ReadInline`, as `secmem run --checkpointed` opens
+        // them), its prewarm taken before the first slice: the same windows.
+        let inline = |j: usize| {
+            NativeReader::open(window(&d, j)).map(|r| (Box::new(secmem_trace::ReadInline::new(r)) as Box<dyn TraceSource>, prewarm[j])).map_err(|e| e.to_string())
+        };
+        for t in [1, 3] {
+            let (r, each) = run_windows(&p, &inline, st.len(), plan, warm, 1, "mix", t).unwrap();
+            assert!(r.error.is_none(), "{:?}", r.error);
+            assert!(keep(&r.stats) == keep(&one.stats), "inline, {t} threads: the combined statistics differ");
+            for (j, (a, b)) in each.iter().zip(&each1).enumerate() {
+                assert!(keep(a) == keep(b), "inline, {t} threads: window {j} differs");
+            }
+        }
         // Window 4's checkpoint is gone: windows 0-3 are kept, whatever the threads.
         let gone = |j: usize| if j == 4 { Err("no such file".to_string()) } else { open(j) };
         for t in [1, 3] {

@@ -77,6 +77,10 @@ pub trait Feed {
     /// reading for good comes with `true` (it is kept and repeated); one with `false` (a stop
     /// request while waiting) is only returned.
     fn next(&mut self, cur: &mut Batch) -> Result<(), (TraceError, bool)>;
+    /// The source's `take_prewarm`, where the consumer can reach it.
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// A source's records in batches of packed slots, read in order: [`ReadAhead`] or
@@ -139,10 +143,15 @@ impl ReadAhead {
 }
 
 impl<S: TraceSource> ReadInline<S> {
-    /// Read `src` in batches on the caller's thread.
+    /// Read `src` in batches on the caller's thread. The first batch is read now, so that
+    /// what a source holds from before its first record (a checkpoint's prewarm,
+    /// `take_prewarm`) can be taken before the first slice, as from the source itself.
     pub fn new(src: S) -> ReadInline<S> {
         let name = src.name().to_string();
-        Batches::with(name, Inline(src), Batch { b: PackedBatch::new(BATCH), ..Batch::default() })
+        let mut r = Batches::with(name, Inline(src), Batch { b: PackedBatch::new(BATCH), ..Batch::default() });
+        r.cur.fill(&mut r.feed.0);
+        r.shapes.extend_from_slice(&r.cur.b.shapes);
+        r
     }
 }
 
@@ -217,6 +226,10 @@ impl<F: Feed + Send> TraceSource for Batches<F> {
     fn name(&self) -> &str {
         &self.name
     }
+
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        self.feed.take_prewarm()
+    }
 }
 
 impl<S: TraceSource> Feed for Inline<S> {
@@ -224,6 +237,10 @@ impl<S: TraceSource> Feed for Inline<S> {
     fn next(&mut self, cur: &mut Batch) -> Result<(), (TraceError, bool)> {
         cur.fill(&mut self.0);
         Ok(())
+    }
+
+    fn take_prewarm(&mut self) -> Option<Vec<u8>> {
+        self.0.take_prewarm()
     }
 }
 
