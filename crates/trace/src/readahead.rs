@@ -18,7 +18,7 @@
 //!   read ahead.
 //! - [`ReadInline`] fills one batch on the consumer's own thread whenever it has been read
 //!   (a native trace file's records, when the process reads them inline:
-//!   `open::set_reading`). Each slot read ahead was a line written on one core and read on
+//!   `open::set_reading`; a checkpointed window's, always). Each slot read ahead was a line written on one core and read on
 //!   the other, which cost the consumer about what decoding it does: inline, a run took
 //!   13-28% less CPU, but 5-28% more wall time where the second core would have idled
 //!   (docs/speed.md, "Sixth pass").
