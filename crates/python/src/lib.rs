@@ -375,13 +375,7 @@ fn run_checkpointed(py: Python<'_>, spec: PyRef<'_, spec::RunSpec>, files: Vec<S
     let r = py
         .detach(|| {
             let _signals = interrupt::Guard::install();
-            // Each window's file in batches of packed slots on its own thread (the windows
-            // already fill every core): docs/speed.md, sixth pass.
-            let open = |j: usize| {
-                secmem_trace::NativeReader::open(&files[j])
-                    .map(|r| (Box::new(secmem_trace::ReadInline::new(r)) as Box<dyn secmem_trace::TraceSource>, prewarm[j]))
-                    .map_err(|e| e.to_string())
-            };
+            let open = |j: usize| secmem_sim::checkpointed::open_window(&files[j], prewarm[j]);
             secmem_sim::checkpointed::run_windows(&p, &open, files.len(), plan, warm, s.seed, name, threads).map(|(r, _)| r)
         })
         .map_err(cfg_err)?;

@@ -108,7 +108,7 @@ fn main() {
                 .clone();
             let (step, count) = select.unwrap_or((1, done.instructions.len()));
             let count = count.min(done.instructions.len().div_ceil(step));
-            let open = |j: usize| NativeReader::open(path(j * step)).map(|r| (Box::new(secmem_trace::ReadInline::new(r)) as Box<dyn TraceSource>, done.prewarm[j * step])).map_err(|e| e.to_string());
+            let open = |j: usize| secmem_sim::checkpointed::open_window(path(j * step), done.prewarm[j * step]);
             let t = cpu();
             let (r, each) = run_windows(&p, &open, count, plan, b, 1, &name, 1).unwrap();
             let tw = cpu() - t;

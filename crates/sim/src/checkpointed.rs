@@ -57,6 +57,13 @@ pub fn sampled_windows(p: &Params, src: &mut dyn TraceSource, o: &RunOptions, pl
 /// from the threads that run the windows.
 pub type Open<'a> = dyn Fn(usize) -> Result<(Box<dyn TraceSource>, u64), String> + Sync + 'a;
 
+/// A window's checkpoint at `path`, beginning with `prewarm` loads, as `run_windows` reads
+/// one: in batches of packed slots on the window's own thread (`ReadInline`; the windows
+/// already fill every core: docs/speed.md, sixth pass).
+pub fn open_window(path: impl AsRef<std::path::Path>, prewarm: u64) -> Result<(Box<dyn TraceSource>, u64), String> {
+    secmem_trace::NativeReader::open(path).map(|r| (Box::new(secmem_trace::ReadInline::new(r)) as Box<dyn TraceSource>, prewarm)).map_err(|e| e.to_string())
+}
+
 /// Run `count` windows from their checkpoints (`open(j)`: window j's, and the prewarm loads
 /// it begins with), each on a machine of its own, on up to `threads` threads of this process,
 /// and combine them; also each window's own statistics. `plan` is the whole run's (its W and
@@ -127,7 +134,7 @@ pub fn run_windows(
         work()?
     } else {
         std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads).map(|_| s.spawn(&work)).collect();
+            let hs: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
             let mut all = Vec::new();
             for h in hs {
                 all.extend(h.join().expect("a window's thread panicked")?);
@@ -205,7 +212,8 @@ mod tests {
         done.prewarm
     }
 
-    /// The checkpoint at `path` as `run_windows` opens one, beginning with `prewarm` loads.
+    /// The checkpoint at `path` read record by record by its reader (what `open_window`'s
+    /// batches are checked against), beginning with `prewarm` loads.
     fn open_at(path: PathBuf, prewarm: u64) -> Result<(Box<dyn TraceSource>, u64), String> {
         NativeReader::open(path).map(|r| (Box::new(r) as Box<dyn TraceSource>, prewarm)).map_err(|e| e.to_string())
     }
@@ -275,11 +283,9 @@ mod tests {
                 assert!(keep(a) == keep(b), "{t} threads: window {j} differs");
             }
         }
-        // Read in batches of packed slots (`ReadInline`, as `secmem run --checkpointed` opens
+        // Read in batches of packed slots (`open_window`, as `secmem run --checkpointed` opens
         // them), its prewarm taken before the first slice: the same windows.
-        let inline = |j: usize| {
-            NativeReader::open(window(&d, j)).map(|r| (Box::new(secmem_trace::ReadInline::new(r)) as Box<dyn TraceSource>, prewarm[j])).map_err(|e| e.to_string())
-        };
+        let inline = |j: usize| super::open_window(window(&d, j), prewarm[j]);
         for t in [1, 3] {
             let (r, each) = run_windows(&p, &inline, st.len(), plan, warm, 1, "mix", t).unwrap();
             assert!(r.error.is_none(), "{:?}", r.error);

@@ -28,13 +28,10 @@ static INLINE: AtomicBool = AtomicBool::new(false);
 /// 13-28% less CPU, where every core has a simulation of its own, as a sweep's workers do).
 /// The records are the same either way, so are the statistics (docs/speed.md, sixth pass).
 pub fn set_reading(how: &str) -> Result<(), TraceError> {
-    match how {
-        "ahead" | "inline" => {
-            INLINE.store(how == "inline", Ordering::Relaxed);
-            Ok(())
-        }
-        _ => Err(TraceError::Other(format!("unknown way of reading traces '{how}': valid ones are {}", READINGS.join(", ")))),
-    }
+    let k = READINGS.iter().position(|&r| r == how);
+    let k = k.ok_or_else(|| TraceError::Other(format!("unknown way of reading traces '{how}': valid ones are {}", READINGS.join(", "))))?;
+    INLINE.store(k == 1, Ordering::Relaxed);
+    Ok(())
 }
 
 /// How this process reads native trace files ([`set_reading`]).
