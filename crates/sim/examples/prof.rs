@@ -1,7 +1,11 @@
 //! One run to profile (callgrind): `prof WORKLOAD|TRACE-PATH [INTEGRITY ENCRYPTION [N [KEY=VALUE...]]]`
 //! on suh2003 after 500 k instructions of warm-up. A name with a `/` is a trace file, opened
-//! as `secmem run --trace` opens it (decoded on a thread of its own).
+//! as `secmem run --trace` opens it (decoded on a thread of its own; with `READ=inline` in the
+//! environment, on the simulating thread, as `secmem run --read inline`).
 fn main() {
+    if let Ok(how) = std::env::var("READ") {
+        secmem_trace::set_reading(&how).unwrap();
+    }
     let w = std::env::args().nth(1).unwrap_or("chase".into());
     let i = std::env::args().nth(2).unwrap_or("chash".into());
     let e = std::env::args().nth(3).unwrap_or("otp".into());

@@ -1552,85 +1552,120 @@ const UNKNOWN: u32 = u32::MAX;
 const UNPACKABLE: u32 = u32::MAX - 1;
 
 impl NativeReader {
-    /// `next_fast_ready` into a packed slot (`fill_packed`): the common record whose static
-    /// part fits a packed slot (its shape looked up once per static table entry, a new one
-    /// added to `new`); the size of its values, or None having changed nothing but `out`
-    /// and the shapes (the record is then read into a spill slot). What it gives is what
-    /// `next_fast_ready` gives.
+    /// `next_fast_ready` into consecutive packed slots (`fill_packed`): common records whose
+    /// static part fits a packed slot (its shape looked up once per static table entry, a new
+    /// one added to `new`), until one is not such a record (left unread, having changed
+    /// nothing but its slot and the shapes: it is then read into a spill slot), the slots run
+    /// out, or the values read reach `budget` bytes (the record that reaches it included).
+    /// Gives the records read and their values' bytes. The reader's position, the previous
+    /// record's end and the count stay in locals for the run, written back once (through
+    /// `&mut self` they were loaded and stored again for every record). What it gives is
+    /// what `next_fast_ready` gives, record by record.
     #[inline(always)]
-    fn next_packed_ready(&mut self, out: &mut Packed, new: &mut Vec<Shape>) -> Option<usize> {
+    fn packed_run(&mut self, slots: &mut [Packed], new: &mut Vec<Shape>, budget: usize) -> (usize, usize) {
         #[cfg(test)]
         if self.general_only {
-            return None;
+            return (0, 0);
         }
-        let s = &mut self.s;
-        if s.end - s.pos < FAST_MIN {
-            return None;
-        }
-        let b = &s.buf[s.pos..s.end];
-        let (kind, h) = (b[0], b[1]);
-        let outcome = (h >> H_BRANCH_SHIFT) & 3;
-        if kind != KIND_INSTR || h & (H_REPEAT | H_EXTERNAL) != H_REPEAT || outcome == 3 {
-            return None;
-        }
-        let Codec { prev_end, addrs, statics } = &mut self.codec;
-        let mut i = 2;
-        let pc = if h & H_PC_SEQ != 0 {
-            *prev_end
-        } else {
-            let (d, j) = varint_at(b, i)?;
-            i = j;
-            prev_end.wrapping_add(unzigzag(d) as u64)
-        };
-        let slot = static_slot(pc);
-        let st = &statics[slot];
-        if !st.valid || st.pc != pc {
-            return None;
-        }
-        let mut shape = self.shape_of[slot];
-        if shape == UNKNOWN {
-            shape = intern(&mut self.interned, new, st);
-            self.shape_of[slot] = shape;
-        }
-        if shape == UNPACKABLE {
-            return None;
-        }
-        // As `next_fast_ready`: addresses into the table as they are decoded, put back if
-        // the record is given up half-way. (The shape holds at most PACKED_ACCESSES
-        // accesses and PACKED_BYTES bytes.)
-        let (mut before, mut off) = ([0u64; STATIC_ACCESSES], 0usize);
-        for (k, &(_, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
-            let slot = addr_slot(pc, k);
-            let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
-                put_back(addrs, pc, before);
-                None
-            };
-            let Some((d, j)) = varint_at(b, i) else {
-                return given_up(addrs, &before[..k]);
-            };
-            let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
-            let Some(v) = b.get(j..j + size as usize) else {
-                return given_up(addrs, &before[..k]);
-            };
-            if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
-                return given_up(addrs, &before[..k]);
+        let NativeReader { s, codec: Codec { prev_end, addrs, statics }, shape_of, interned, thread, count, .. } = self;
+        let buf = &s.buf[..s.end];
+        let (mut pos, mut pe, thread) = (s.pos, *prev_end, *thread);
+        let (mut n, mut bytes) = (0usize, 0usize);
+        for out in slots.iter_mut() {
+            if buf.len() - pos < FAST_MIN {
+                break;
             }
-            before[k] = addrs[slot];
-            addrs[slot] = addr;
-            out.addr[k] = addr;
-            copy_value(&mut out.data[off..off + size as usize], v);
-            off += size as usize;
-            i = j + size as usize;
+            let Some((used, end, size)) = packed_one(&buf[pos..], pe, addrs, statics, shape_of, interned, new, out) else {
+                break;
+            };
+            out.thread = thread;
+            pos += used;
+            pe = end;
+            n += 1;
+            bytes += size;
+            if bytes >= budget {
+                break;
+            }
         }
-        out.shape = shape;
-        out.op = OPS[(h & H_OP) as usize];
-        out.branch = BRANCHES[outcome as usize];
-        out.thread = self.thread;
-        s.pos += i;
-        *prev_end = pc.wrapping_add(st.len as u64);
-        self.count += 1;
-        Some(off)
+        s.pos = pos;
+        *prev_end = pe;
+        *count += n as u64;
+        (n, bytes)
     }
+}
+
+/// One record of `packed_run` from `b` (at least `FAST_MIN` bytes), the previous record
+/// ending at `prev_end`: the bytes it took, its end and the size of its values; None having
+/// changed nothing but `out` and the shapes.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn packed_one(
+    b: &[u8],
+    prev_end: u64,
+    addrs: &mut [u64; ADDR_SLOTS],
+    statics: &[Static; STATIC_SLOTS],
+    shape_of: &mut [u32; STATIC_SLOTS],
+    interned: &mut std::collections::HashMap<Shape, u32, BuildPageHasher>,
+    new: &mut Vec<Shape>,
+    out: &mut Packed,
+) -> Option<(usize, u64, usize)> {
+    let (kind, h) = (b[0], b[1]);
+    let outcome = (h >> H_BRANCH_SHIFT) & 3;
+    if kind != KIND_INSTR || h & (H_REPEAT | H_EXTERNAL) != H_REPEAT || outcome == 3 {
+        return None;
+    }
+    let mut i = 2;
+    let pc = if h & H_PC_SEQ != 0 {
+        prev_end
+    } else {
+        let (d, j) = varint_at(b, i)?;
+        i = j;
+        prev_end.wrapping_add(unzigzag(d) as u64)
+    };
+    let slot = static_slot(pc);
+    let st = &statics[slot];
+    if !st.valid || st.pc != pc {
+        return None;
+    }
+    let mut shape = shape_of[slot];
+    if shape == UNKNOWN {
+        shape = intern(interned, new, st);
+        shape_of[slot] = shape;
+    }
+    if shape == UNPACKABLE {
+        return None;
+    }
+    // As `next_fast_ready`: addresses into the table as they are decoded, put back if the
+    // record is given up half-way. (The shape holds at most PACKED_ACCESSES accesses and
+    // PACKED_BYTES bytes.)
+    let (mut before, mut off) = ([0u64; STATIC_ACCESSES], 0usize);
+    for (k, &(_, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
+        let slot = addr_slot(pc, k);
+        let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
+            put_back(addrs, pc, before);
+            None
+        };
+        let Some((d, j)) = varint_at(b, i) else {
+            return given_up(addrs, &before[..k]);
+        };
+        let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
+        let Some(v) = b.get(j..j + size as usize) else {
+            return given_up(addrs, &before[..k]);
+        };
+        if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
+            return given_up(addrs, &before[..k]);
+        }
+        before[k] = addrs[slot];
+        addrs[slot] = addr;
+        out.addr[k] = addr;
+        copy_value(&mut out.data[off..off + size as usize], v);
+        off += size as usize;
+        i = j + size as usize;
+    }
+    out.shape = shape;
+    out.op = OPS[(h & H_OP) as usize];
+    out.branch = BRANCHES[outcome as usize];
+    Some((i, pc.wrapping_add(st.len as u64), off))
 }
 
 /// The packed shape of static part `st` (a new one added to `new`), or `UNPACKABLE`.
@@ -1692,34 +1727,42 @@ impl TraceSource for NativeReader {
         (slots.len(), None)
     }
 
-    /// `fill` into packed slots: the common record through `next_packed_ready`; the others
+    /// `fill` into packed slots: the common record through `packed_run`; the others
     /// (external, more accesses or bytes than a packed slot holds, anything for the general
     /// parser) into the next spill slot, as `fill` reads them.
     #[inline]
     fn fill_packed(&mut self, b: &mut PackedBatch, max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
         let (mut bytes, mut fast) = (0, self.fast_ready());
         let n = b.slots.len().min(b.spill.len());
-        for k in 0..n {
-            match if fast { self.next_packed_ready(&mut b.slots[k], &mut b.shapes) } else { None } {
-                Some(size) => bytes += size,
-                None => {
-                    let j = b.nspill;
-                    let r = &mut b.spill[j];
-                    crate::readahead::give_up_big(r);
-                    if !(fast && self.next_fast_ready(r)) {
-                        match self.next_slow(r) {
-                            Ok(true) => fast = self.fast_ready(),
-                            Ok(false) => return (k, Some(Ok(()))),
-                            Err(e) => return (k, Some(Err(e))),
-                        }
-                    }
-                    bytes += r.data.len();
-                    b.slots[k] = Packed::spilled(j);
-                    b.nspill += 1;
+        let mut k = 0;
+        while k < n {
+            if fast {
+                let (m, got) = self.packed_run(&mut b.slots[k..n], &mut b.shapes, max_bytes - bytes);
+                k += m;
+                bytes += got;
+                if bytes >= max_bytes {
+                    return (k, None);
+                }
+                if k == n {
+                    break;
                 }
             }
+            let j = b.nspill;
+            let r = &mut b.spill[j];
+            crate::readahead::give_up_big(r);
+            if !(fast && self.next_fast_ready(r)) {
+                match self.next_slow(r) {
+                    Ok(true) => fast = self.fast_ready(),
+                    Ok(false) => return (k, Some(Ok(()))),
+                    Err(e) => return (k, Some(Err(e))),
+                }
+            }
+            bytes += r.data.len();
+            b.slots[k] = Packed::spilled(j);
+            b.nspill += 1;
+            k += 1;
             if bytes >= max_bytes {
-                return (k + 1, None);
+                return (k, None);
             }
         }
         (n, None)
