@@ -365,6 +365,33 @@ def test_exported_trace_runs_like_the_workload(stream_trace, tmp_path):
     assert {k: s[k] for k in same} == {k: ref[k] for k in same}
 
 
+def test_a_trace_exported_uncompressed_runs_as_the_compressed_one(stream_trace, tmp_path):
+    """``secmem export --uncompressed`` stores a native trace's records without zstd
+    (docs/trace-formats.md): the header's flag clear, more bytes, the same statistics read
+    either way; asked of a ChampSim export it is refused with one line, writing nothing."""
+    raw = tmp_path / "raw.smt"
+    p = cli("export", "--trace", stream_trace, "-o", raw, "--uncompressed")
+    assert p.returncode == 0, p.stderr
+    assert "(native, uncompressed)" in p.stdout
+    head = raw.read_bytes()[:16]
+    assert int.from_bytes(head[10:12], "little") & 1 == 0, "zstd flag set"
+    assert raw.stat().st_size > Path(stream_trace).stat().st_size
+    stats = {}
+    for name, path in (("z", stream_trace), ("raw", raw)):
+        for how in ("ahead", "inline"):
+            out = tmp_path / f"{name}-{how}.json"
+            p = cli("run", "--trace", path, "-n", "50k", "--warmup", "10k", "--read", how, "--json", out)
+            assert p.returncode == 0, p.stderr
+            s = json.loads(out.read_text())["stats"]
+            stats[name, how] = {k: v for k, v in s.items() if not k.startswith("sim.") and k != "workload"}
+    assert len({json.dumps(v, sort_keys=True) for v in stats.values()}) == 1
+    assert stats["raw", "inline"]["instructions"] == 50000
+    bad = tmp_path / "x.champsim"
+    p = cli("export", "--trace", stream_trace, "-o", bad, "--format", "champsim", "--uncompressed")
+    assert_clean_error(p, "only a native trace is written uncompressed")
+    assert not bad.exists()
+
+
 def test_a_trace_read_inline_gives_the_statistics_read_ahead_gives(stream_trace, tmp_path):
     """``--read inline`` decodes a native trace on the simulating thread (docs/speed.md,
     sixth pass): the same statistics as read ahead, the default; a way not known is refused."""

@@ -432,9 +432,10 @@ fn export_workload(py: Python<'_>, workload: &str, path: &str, records: u64, see
 }
 
 /// Write `records` instructions of a workload, trace file or live program (after `skip`)
-/// as a `format` trace (native or champsim); returns what was written and left out.
+/// as a `format` trace (native or champsim; a native one `uncompressed` if asked); returns
+/// what was written and left out.
 #[pyfunction]
-#[pyo3(signature = (path, format="native", records=1_000_000, workload=None, trace=None, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, seed=1))]
+#[pyo3(signature = (path, format="native", records=1_000_000, workload=None, trace=None, trace_format=None, skip=0, program=None, program_env=None, clear_env=false, cwd=None, stdin=None, seed=1, uncompressed=false))]
 #[allow(clippy::too_many_arguments)]
 fn export<'py>(
     py: Python<'py>,
@@ -451,6 +452,7 @@ fn export<'py>(
     cwd: Option<String>,
     stdin: Option<&str>,
     seed: u64,
+    uncompressed: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     use secmem_trace::champsim::{BranchType, Numbering};
     // ChampSim traces keep ChampSim's register ids; everything else numbers them as x86.
@@ -462,12 +464,13 @@ fn export<'py>(
         None => false,
     };
     let numbering = if champsim_in { Numbering::ChampSim } else { Numbering::X86 };
+    secmem_trace::export::check_stored(format, uncompressed).map_err(cfg_err)?;
     // From the opening on (a FIFO's writer may keep it waiting), Ctrl-C/SIGTERM end the call.
     let _signals = interrupt::Guard::install();
     let opened = py.detach(|| source(workload, trace, trace_format, skip, program, program_env, clear_env, cwd, stdin, None, Some(records), seed));
     interrupt::check()?;
     let mut src = opened?;
-    let e = py.detach(|| secmem_trace::export(&mut *src, path, format, records, numbering));
+    let e = py.detach(|| secmem_trace::export_stored(&mut *src, path, format, records, numbering, uncompressed));
     interrupt::check()?;
     let e = e.map_err(cfg_err)?;
     let d = PyDict::new(py);

@@ -41,12 +41,21 @@ fn stop_check(n: u64) -> Result<(), TraceError> {
 /// `path` in `format` (one of [`EXPORT_FORMATS`]); `numbering` says how `src` numbers its
 /// registers (ChampSim traces keep ChampSim's ids). The file appears only when complete.
 pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, numbering: Numbering) -> Result<Exported, TraceError> {
+    export_stored(src, path, format, limit, numbering, false)
+}
+
+/// [`export`], a native trace's record stream stored `uncompressed` if asked: about five
+/// times the bytes, for a trace read many times over (a sweep's), whose reading then costs
+/// no decompression (docs/trace-formats.md, "Stored uncompressed"). A ChampSim trace is
+/// compressed or not by its name, so `uncompressed` is refused for one.
+pub fn export_stored(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, numbering: Numbering, uncompressed: bool) -> Result<Exported, TraceError> {
+    check_stored(format, uncompressed)?;
     let mut out = Exported::default();
     let mut ins = Instr::default();
     match format {
         "native" => {
             crate::native::write_atomically(Path::new(path), |tmp| {
-                let mut w = NativeWriter::create(tmp)?;
+                let mut w = if uncompressed { NativeWriter::uncompressed(tmp)? } else { NativeWriter::create(tmp)? };
                 while out.instructions < limit && src.next_into(&mut ins)? {
                     w.write(&ins)?;
                     count(&mut out, &ins);
@@ -84,6 +93,17 @@ pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, n
         }
     }
     Ok(out)
+}
+
+/// Whether [`export_stored`] takes `uncompressed` with `format`: callers check before they
+/// open a source (a live program is started by opening it).
+pub fn check_stored(format: &str, uncompressed: bool) -> Result<(), TraceError> {
+    if uncompressed && format != "native" {
+        return Err(TraceError::Other(format!(
+            "only a native trace is written uncompressed on request: a {format} trace's compression follows its file name"
+        )));
+    }
+    Ok(())
 }
 
 fn count(out: &mut Exported, ins: &Instr) {
@@ -236,6 +256,24 @@ mod tests {
             assert!(want.next_into(&mut b).unwrap());
             assert_eq!(a, b);
         }
+        // Uncompressed: the same records, the header's zstd flag clear, more bytes.
+        let raw = d.join("w-raw.smt");
+        let mut src = builtin("stream", 1).unwrap();
+        assert_eq!(export_stored(&mut *src, raw.to_str().unwrap(), "native", 5_000, Numbering::X86, true).unwrap(), e);
+        let mut back = crate::NativeReader::open(&raw).unwrap();
+        let mut want = crate::NativeReader::open(&path).unwrap();
+        while back.next_into(&mut a).unwrap() {
+            assert!(want.next_into(&mut b).unwrap());
+            assert_eq!(a, b);
+        }
+        assert!(!want.next_into(&mut b).unwrap());
+        let head = std::fs::read(&raw).unwrap();
+        assert_eq!(u16::from_le_bytes([head[10], head[11]]) & crate::native::FLAG_ZSTD, 0);
+        assert!(head.len() as u64 > std::fs::metadata(&path).unwrap().len());
+        let mut src = builtin("stream", 1).unwrap();
+        let err = export_stored(&mut *src, d.join("x.champsim").to_str().unwrap(), "champsim", 10, Numbering::X86, true).unwrap_err().to_string();
+        assert!(err.contains("only a native trace is written uncompressed"), "{err}");
+        assert!(!d.join("x.champsim").exists());
         let mut src = builtin("stream", 1).unwrap();
         let err = export(&mut *src, d.join("x").to_str().unwrap(), "pin", 10, Numbering::X86).unwrap_err().to_string();
         assert_eq!(err, "unknown export format 'pin': valid formats are native, champsim");

@@ -32,7 +32,7 @@ pub mod workloads;
 
 pub use champsim::ChampSimReader;
 pub use consistent::Consistent;
-pub use export::{export, Exported, EXPORT_FORMATS};
+pub use export::{export, export_stored, Exported, EXPORT_FORMATS};
 pub use lackey::LackeyReader;
 pub use native::{NativeReader, NativeWriter};
 pub use open::{detect_format, open_trace, open_trace_as, reading, set_reading, FORMATS, READINGS};

@@ -26,6 +26,11 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--skip", type=counts("--skip"), default="0", help="leave out the first N instructions (their memory is kept as external records)")
     e.add_argument("--records", type=counts("--records"), help="instructions to write (default: a --trace file whole, 1M of anything else)")
     e.add_argument("--seed", type=seed, default=1)
+    e.add_argument(
+        "--uncompressed",
+        action="store_true",
+        help="native traces: store the records uncompressed (about 5x the bytes; read for 7-9%% less CPU, for a trace read many times)",
+    )
     # `-- PROGRAM ARGS` is split off before parsing (main): a REMAINDER after the optional
     # workload would swallow `-o FILE` in `export hot -o FILE`.
     e.set_defaults(func=cmd, program=None)
@@ -44,9 +49,10 @@ def cmd(a: argparse.Namespace) -> int:
         program=prog,
         skip=a.skip,
         seed=a.seed,
+        uncompressed=a.uncompressed,
     )
     name = a.workload or a.trace or (" ".join(prog) if prog else DEFAULT_WORKLOAD)
-    print(f"wrote {e['instructions']:,} instructions of {name} to {a.output} ({a.format})")
+    print(f"wrote {e['instructions']:,} instructions of {name} to {a.output} ({a.format}{', uncompressed' if a.uncompressed else ''})")
     if a.format == "champsim":
         if e["external_records"]:
             print(f"  {e['external_records']:,} external records (memory written by the environment) left out: ChampSim traces have none")
