@@ -69,3 +69,21 @@ def test_read_goes_to_each_secmem_run_in_turn(tmp_path):
     assert r.returncode == 0 and set(x.split(" --trace")[0] for x in log.read_text().splitlines()) == {"run --read inline"}
     r = run("--champsim-times", str(old), "--secmem", sm, "--secmem", sm, "--secmem", sm, "--read", "ahead", "--read", "inline", "t.smt")
     assert r.returncode != 0 and "give --read once, or once for each --secmem" in r.stderr
+
+
+def test_champsim_ext_names_the_champsim_trace_beside_each_native_one(tmp_path):
+    """``--champsim-ext .champsim``: ChampSim runs TRACE.champsim (uncompressed), not the
+    default TRACE.champsim.gz."""
+    log = tmp_path / "args.txt"
+    fake = tmp_path / "fake.py"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nopen({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n")
+    fake.chmod(0o755)
+    trace = tmp_path / "t.smt"
+    for ext in (".champsim", ".champsim.gz"):
+        (tmp_path / f"t{ext}").write_bytes(b"")
+    for ext, want in (([], "t.champsim.gz"), (["--champsim-ext", ".champsim"], "t.champsim")):
+        log.write_text("")
+        r = run("--champsim", str(fake), "--secmem", f"{sys.executable} {fake}", *ext, "--rounds", "1", str(trace))
+        assert r.returncode == 0, r.stderr
+        runs = [line.split() for line in log.read_text().splitlines() if line.startswith("--hide-heartbeat")]
+        assert len(runs) == 2 and {Path(x[-1]).name for x in runs} == {want}
