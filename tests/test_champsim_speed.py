@@ -87,3 +87,20 @@ def test_champsim_ext_names_the_champsim_trace_beside_each_native_one(tmp_path):
         assert r.returncode == 0, r.stderr
         runs = [line.split() for line in log.read_text().splitlines() if line.startswith("--hide-heartbeat")]
         assert len(runs) == 2 and {Path(x[-1]).name for x in runs} == {want}
+
+
+def test_champsim_times_read_from_another_ending_are_refused(tmp_path):
+    """``--json`` records the ChampSim file's ending; ``--champsim-times`` from a file of
+    another ending (a compressed trace's times beside an uncompressed run) is refused."""
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"t.smt": {"champsim": {"short": [1.0], "long": [2.0]}}}))
+    r = run("--champsim-times", str(old), "--champsim-ext", ".champsim", "t.smt")
+    assert r.returncode != 0 and "read from its .champsim.gz file, not .champsim" in r.stderr
+    old.write_text(json.dumps({"t.smt": {"champsim": {"short": [1.0], "long": [2.0]}, "champsim_ext": ".champsim"}}))
+    fake = tmp_path / "fake.py"
+    fake.write_text("")
+    out = tmp_path / "new.json"
+    r = run("--champsim-times", str(old), "--champsim-ext", ".champsim", "--secmem", f"{sys.executable} {fake}",
+            "--rounds", "1", "--json", str(out), "t.smt")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["t.smt"]["champsim_ext"] == ".champsim"

@@ -529,7 +529,7 @@ def export(
     any input ``run`` takes (after ``skip``) to ``path``
     as a ``native`` or ``champsim`` trace (ChampSim's: raw, or ``.xz``/``.gz`` compressed by
     the name), so another simulator can run exactly these instructions. A native trace is
-    stored ``uncompressed`` if asked: about five times the bytes, read for 7-9% less CPU
+    stored ``uncompressed`` if asked: 4-9 times the bytes, read for 7-9% less CPU
     (docs/trace-formats.md). Returns what was
     written (``instructions``, ``external_records``: written to native traces, left out of
     ChampSim ones; ``branch_types``; registers and accesses beyond a ChampSim record's

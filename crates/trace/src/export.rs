@@ -44,8 +44,8 @@ pub fn export(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, n
     export_stored(src, path, format, limit, numbering, false)
 }
 
-/// [`export`], a native trace's record stream stored `uncompressed` if asked: about five
-/// times the bytes, for a trace read many times over (a sweep's), whose reading then costs
+/// [`export`], a native trace's record stream stored `uncompressed` if asked: 4-9 times
+/// the bytes, for a trace read many times over (a sweep's), whose reading then costs
 /// no decompression (docs/trace-formats.md, "Stored uncompressed"). A ChampSim trace is
 /// compressed or not by its name, so `uncompressed` is refused for one.
 pub fn export_stored(src: &mut dyn TraceSource, path: &str, format: &str, limit: u64, numbering: Numbering, uncompressed: bool) -> Result<Exported, TraceError> {
@@ -98,7 +98,8 @@ pub fn export_stored(src: &mut dyn TraceSource, path: &str, format: &str, limit:
 /// Whether [`export_stored`] takes `uncompressed` with `format`: callers check before they
 /// open a source (a live program is started by opening it).
 pub fn check_stored(format: &str, uncompressed: bool) -> Result<(), TraceError> {
-    if uncompressed && format != "native" {
+    // An unknown format is left to `export_stored`'s own refusal, which names the valid ones.
+    if uncompressed && format != "native" && EXPORT_FORMATS.contains(&format) {
         return Err(TraceError::Other(format!(
             "only a native trace is written uncompressed on request: a {format} trace's compression follows its file name"
         )));
@@ -274,6 +275,9 @@ mod tests {
         let err = export_stored(&mut *src, d.join("x.champsim").to_str().unwrap(), "champsim", 10, Numbering::X86, true).unwrap_err().to_string();
         assert!(err.contains("only a native trace is written uncompressed"), "{err}");
         assert!(!d.join("x.champsim").exists());
+        let mut src = builtin("stream", 1).unwrap();
+        let err = export_stored(&mut *src, d.join("x").to_str().unwrap(), "pin", 10, Numbering::X86, true).unwrap_err().to_string();
+        assert!(err.contains("unknown export format 'pin'"), "{err}");
         let mut src = builtin("stream", 1).unwrap();
         let err = export(&mut *src, d.join("x").to_str().unwrap(), "pin", 10, Numbering::X86).unwrap_err().to_string();
         assert_eq!(err, "unknown export format 'pin': valid formats are native, champsim");

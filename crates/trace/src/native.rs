@@ -1740,7 +1740,8 @@ impl TraceSource for NativeReader {
                 let (m, got) = self.packed_run(&mut b.slots[k..n], &mut b.shapes, max_bytes - bytes);
                 k += m;
                 bytes += got;
-                if bytes >= max_bytes {
+                // (With no record read, as with `max_bytes` 0, the record is spilled below.)
+                if m > 0 && bytes >= max_bytes {
                     return (k, None);
                 }
                 if k == n {
@@ -2350,7 +2351,7 @@ mod tests {
         let p = tmp("packed.smt");
         write(&p, &recs);
         assert!(read_as(&p, true) == (recs.clone(), None));
-        for (k, max_bytes) in [(1, usize::MAX), (7, 1), (64, 40), (1024, usize::MAX)] {
+        for (k, max_bytes) in [(1, usize::MAX), (7, 1), (3, 0), (64, 40), (1024, usize::MAX)] {
             let (got, packed) = read_packed(&p, k, max_bytes);
             assert!(got.1.is_none() && got.0.len() == recs.len(), "{k} slots: {:?}", got.1);
             for (j, (a, b)) in got.0.iter().zip(&recs).enumerate() {

@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
     e.add_argument(
         "--uncompressed",
         action="store_true",
-        help="native traces: store the records uncompressed (about 5x the bytes; read for 7-9%% less CPU, for a trace read many times)",
+        help="native traces: store the records uncompressed (4-9x the bytes; read for 7-9%% less CPU, for a trace read many times)",
     )
     # `-- PROGRAM ARGS` is split off before parsing (main): a REMAINDER after the optional
     # workload would swallow `-o FILE` in `export hot -o FILE`.
