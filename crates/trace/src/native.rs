@@ -1492,35 +1492,13 @@ impl NativeReader {
         }
         out.accesses.clear();
         out.data.clear();
-        // Each access's address goes into the address table as it is decoded (what
-        // `commit_read` does after a record, in a second pass over its accesses); a record
-        // given up half-way puts the table's earlier addresses back, so the general parser
-        // reads it from the state it was written in.
-        let mut before = [0u64; STATIC_ACCESSES];
-        for (k, &(store, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
-            let slot = addr_slot(pc, k);
-            let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
-                put_back(addrs, pc, before);
-                false
-            };
-            let Some((d, j)) = varint_at(b, i) else {
-                return given_up(addrs, &before[..k]);
-            };
-            let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
-            let Some(v) = b.get(j..j + size as usize) else {
-                return given_up(addrs, &before[..k]);
-            };
-            if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
-                // Wraps: refused with its message by the general path.
-                return given_up(addrs, &before[..k]);
-            }
-            before[k] = addrs[slot];
-            addrs[slot] = addr;
+        let Some(i) = fast_accesses(b, i, addrs, pc, &st.acc[..st.nacc as usize], |_, store, addr, v| {
             let off = out.data.len() as u32;
-            append_accesses(&mut out.accesses, &[Access { store, addr, size, off }]);
+            append_accesses(&mut out.accesses, &[Access { store, addr, size: v.len() as u32, off }]);
             append_bytes(&mut out.data, v);
-            i = j + size as usize;
-        }
+        }) else {
+            return false;
+        };
         out.pc = pc;
         out.len = st.len;
         out.op = OPS[(h & H_OP) as usize];
@@ -1536,6 +1514,40 @@ impl NativeReader {
         self.count += 1;
         true
     }
+}
+
+/// The accesses `acc` of the record at `pc` on a fast path, from `b[i..]`: each one's
+/// address and value given to `each` (with its index and whether it stores) as decoded; the
+/// index after the last. Each address goes into the address table as it is decoded (what
+/// `commit_read` does after a record, in a second pass over its accesses); None (a varint or
+/// value cut short, or an access that wraps, which the general parser refuses with its
+/// message) having put the table's earlier addresses back, so that the general parser reads
+/// the record from the state it was written in.
+#[inline(always)]
+fn fast_accesses(b: &[u8], mut i: usize, addrs: &mut [u64; ADDR_SLOTS], pc: u64, acc: &[(bool, u32)], mut each: impl FnMut(usize, bool, u64, &[u8])) -> Option<usize> {
+    let mut before = [0u64; STATIC_ACCESSES];
+    for (k, &(store, size)) in acc.iter().enumerate() {
+        let slot = addr_slot(pc, k);
+        let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
+            put_back(addrs, pc, before);
+            None
+        };
+        let Some((d, j)) = varint_at(b, i) else {
+            return given_up(addrs, &before[..k]);
+        };
+        let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
+        let Some(v) = b.get(j..j + size as usize) else {
+            return given_up(addrs, &before[..k]);
+        };
+        if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
+            return given_up(addrs, &before[..k]);
+        }
+        before[k] = addrs[slot];
+        addrs[slot] = addr;
+        each(k, store, addr, v);
+        i = j + size as usize;
+    }
+    Some(i)
 }
 
 /// A record given up half-way by a fast path: the address table's entries for its first
@@ -1635,33 +1647,13 @@ fn packed_one(
     if shape == UNPACKABLE {
         return None;
     }
-    // As `next_fast_ready`: addresses into the table as they are decoded, put back if the
-    // record is given up half-way. (The shape holds at most PACKED_ACCESSES accesses and
-    // PACKED_BYTES bytes.)
-    let (mut before, mut off) = ([0u64; STATIC_ACCESSES], 0usize);
-    for (k, &(_, size)) in st.acc[..st.nacc as usize].iter().enumerate() {
-        let slot = addr_slot(pc, k);
-        let given_up = |addrs: &mut [u64; ADDR_SLOTS], before: &[u64]| {
-            put_back(addrs, pc, before);
-            None
-        };
-        let Some((d, j)) = varint_at(b, i) else {
-            return given_up(addrs, &before[..k]);
-        };
-        let addr = addrs[slot].wrapping_add(unzigzag(d) as u64);
-        let Some(v) = b.get(j..j + size as usize) else {
-            return given_up(addrs, &before[..k]);
-        };
-        if addr.checked_add((size as u64).saturating_sub(1)).is_none() {
-            return given_up(addrs, &before[..k]);
-        }
-        before[k] = addrs[slot];
-        addrs[slot] = addr;
+    // (The shape holds at most PACKED_ACCESSES accesses and PACKED_BYTES bytes.)
+    let mut off = 0usize;
+    let i = fast_accesses(b, i, addrs, pc, &st.acc[..st.nacc as usize], |k, _, addr, v| {
         out.addr[k] = addr;
-        copy_value(&mut out.data[off..off + size as usize], v);
-        off += size as usize;
-        i = j + size as usize;
-    }
+        copy_value(&mut out.data[off..off + v.len()], v);
+        off += v.len();
+    })?;
     out.shape = shape;
     out.op = OPS[(h & H_OP) as usize];
     out.branch = BRANCHES[outcome as usize];
