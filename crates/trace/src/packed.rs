@@ -59,6 +59,19 @@ impl Shape {
         }
         Some(s)
     }
+
+    /// The shape of record `r`, if it is not external and fits a packed slot.
+    pub fn of(r: &Instr) -> Option<Shape> {
+        if r.external || r.accesses.len() > PACKED_ACCESSES {
+            return None;
+        }
+        let mut acc = [(false, 0u32); PACKED_ACCESSES];
+        for (k, a) in r.accesses.iter().enumerate() {
+            acc[k] = (a.store, a.size);
+        }
+        let (srcs, dsts) = (&r.src[..r.nsrc as usize], &r.dst[..r.ndst as usize]);
+        Shape::new(r.pc, r.len, srcs, dsts, &acc[..r.accesses.len()])
+    }
 }
 
 /// Four words rather than field by field: a reader looks a shape up each time a static part
@@ -101,6 +114,18 @@ impl Packed {
     #[inline(always)]
     pub(crate) fn spilled(k: usize) -> Packed {
         Packed { spill: k as u32, ..Packed::default() }
+    }
+
+    /// Record `r` in a slot of shape number `shape`, `sh` (`Shape::of(r)`): read back through
+    /// its [`View`], it is `r`.
+    pub(crate) fn of(r: &Instr, shape: u32, sh: &Shape) -> Packed {
+        let mut p = Packed { shape, spill: 0, thread: r.thread, op: r.op, branch: r.branch, addr: [0; PACKED_ACCESSES], data: [0; PACKED_BYTES] };
+        for (k, a) in r.accesses.iter().enumerate() {
+            let (off, size) = (sh.off[k] as usize, a.size as usize);
+            p.addr[k] = a.addr;
+            p.data[off..off + size].copy_from_slice(&r.data[a.off as usize..a.off as usize + size]);
+        }
+        p
     }
 }
 
