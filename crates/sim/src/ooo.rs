@@ -703,9 +703,9 @@ impl Core {
             }
             Recs::Packed { .. } => {
                 for k in 0..recs.len() {
-                    // A record kept whole (1-4% of a tracer's: static parts sent in full,
-                    // external records, more accesses or bytes than a packed slot holds)
-                    // through the plain step, not a second copy of it inlined here.
+                    // A record kept whole (0.5-4% of a tracer's: external records, more
+                    // accesses or bytes than a packed slot holds) through the plain step, not
+                    // a second copy of it inlined here.
                     let r = match recs.get(k) {
                         One::View(v) => self.step_as::<Q, View>(&v, eng),
                         One::Plain(ins) => self.step_spilled(ins, eng),

@@ -1724,9 +1724,9 @@ impl TraceSource for NativeReader {
         (slots.len(), None)
     }
 
-    /// `fill` into packed slots: the common record through `packed_run`; the others
-    /// (external, more accesses or bytes than a packed slot holds, anything for the general
-    /// parser) into the next spill slot, as `fill` reads them.
+    /// `fill` into packed slots: the common record through `packed_run`; the others read as
+    /// `fill` reads them, each into a packed slot if it fits one (`Shape::of`), else
+    /// (external, more accesses or bytes than a packed slot holds) into the next spill slot.
     #[inline]
     fn fill_packed(&mut self, b: &mut PackedBatch, max_bytes: usize) -> (usize, Option<Result<(), TraceError>>) {
         let (mut bytes, mut fast) = (0, self.fast_ready());

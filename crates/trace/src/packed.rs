@@ -10,8 +10,9 @@
 //! per instruction on the side-by-side traces, the host instructions within 2%
 //! (docs/speed.md, fifth pass).
 //! A record that does not fit (an external record, more than [`PACKED_ACCESSES`] accesses,
-//! more than [`PACKED_BYTES`] bytes of values, anything the native reader's general parser
-//! reads) is kept whole in a spill slot, an `Instr`, which the packed slot names.
+//! more than [`PACKED_BYTES`] bytes of values) is kept whole in a spill slot, an `Instr`,
+//! which the packed slot names; a source that packs ([`crate::NativeReader`]) packs every
+//! other record, however it read it.
 
 use crate::record::{Access, Branch, Instr, OpClass, Record, Reg, MAX_DST, MAX_SRC};
 
